@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
+	"github.com/kshard/kshard/shard"
+)
+
+func ownerCommand() *command {
+	return &command{
+		name:     "owner",
+		synopsis: "which replica reconciles an object, and its partition",
+		globals:  true,
+		help: func(prog string) string {
+			return fmt.Sprintf(`Show which replica of a ring reconciles an object.
+
+Usage:
+  %[1]s owner <resource> <namespace>/<name>   (namespaced objects)
+  %[1]s owner <resource> <name>               (cluster-scoped objects)
+
+The object's key (namespace/name) hashes to a partition with the same code
+the replicas run; the owner is the member the ring assigns that partition
+to, computed over the live active members read from the ring's Leases in
+-n (not the object's namespace). "claimed by" lists the live members whose
+Lease claims the partition: normally just the owner; during a handoff the
+previous owner still claims it while it drains, and the owner activates it
+only once that claim is released.
+
+The resource (as kubectl names it: widgets, widget.demo.kshard.io, a short
+name) is checked against the API server to tell namespaced from
+cluster-scoped objects; the object need not exist.
+
+The key is that of the reconcile request: for a controller whose events on
+one object enqueue another (Owns, Watches with a mapping), ask about the
+object that is reconciled.
+
+Liveness is judged from the Leases' timestamps (see '%[1]s status --help').
+
+Examples:
+  %[1]s owner widgets default/my-widget -n operators
+  %[1]s owner widgets.demo.kshard.io team-a/w1 -n operators --ring example-operator -o json
+
+Flags:
+%[2]s`, prog, globalFlagsHelp)
+		},
+		run: runOwner,
+	}
+}
+
+// ownerJSON is the document `owner -o json` prints.
+type ownerJSON struct {
+	// Resource is the resolved resource, e.g. "widgets.demo.kshard.io".
+	Resource string `json:"resource"`
+	// Exists is whether the object exists; absent when it could not be
+	// checked (see ExistsError).
+	Exists      *bool  `json:"exists,omitempty"`
+	ExistsError string `json:"existsError,omitempty"`
+	ringview.Owner
+}
+
+func runOwner(e *env, g *globals, args []string) error {
+	fs := newFlagSet("owner")
+	g.register(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	g.noteSet(fs)
+	if len(pos) != 2 {
+		return usagef("want <resource> <namespace>/<name> (or <name> for cluster-scoped objects), got %d argument(s); e.g. %s owner widgets default/my-widget", len(pos), e.prog)
+	}
+	resource := pos[0]
+	objNamespace, objName, err := parseObjectRef(pos[1])
+	if err != nil {
+		return err
+	}
+	if err := g.validate(); err != nil {
+		return err
+	}
+	c, err := connect(g)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+
+	// The ring first: reading it is the cheaper request, and without it
+	// there is no answer.
+	rings, err := c.readRings(ctx, g.ring)
+	if err != nil {
+		return err
+	}
+	gvr, namespaced, err := c.resolveResource(resource)
+	if err != nil {
+		return err
+	}
+	gr := gvr.GroupResource().String()
+	switch {
+	case namespaced && objNamespace == "":
+		return usagef("%s are namespaced: give <namespace>/<name>, e.g. default/%s", gr, objName)
+	case !namespaced && objNamespace != "":
+		return usagef("%s are cluster-scoped: give <name> without a namespace", gr)
+	}
+	if len(rings) > 1 {
+		names := make([]string, len(rings))
+		for i, r := range rings {
+			names[i] = r.Name
+		}
+		return usagef("namespace %q has %d rings (%s): pass --ring", c.namespace, len(rings), strings.Join(names, ", "))
+	}
+	owner, err := rings[0].OwnerOf(shard.KeyOf(objNamespace, objName))
+	if err != nil {
+		return err
+	}
+	out := ownerJSON{Resource: gr, Owner: owner}
+	exists, existsErr := c.objectExists(ctx, gvr, objNamespace, objName)
+	if existsErr != nil {
+		out.ExistsError = existsErr.Error()
+	} else {
+		out.Exists = &exists
+	}
+	if g.output == "json" {
+		return writeJSON(e.stdout, out)
+	}
+	return writeOwnerTable(e.stdout, out, rings[0])
+}
+
+// parseObjectRef splits "namespace/name" or "name".
+func parseObjectRef(ref string) (namespace, name string, err error) {
+	namespace, name, namespaced := strings.Cut(ref, "/")
+	if !namespaced {
+		namespace, name = "", ref
+	}
+	bad := name == "" || strings.Contains(name, "/") || (namespaced && namespace == "")
+	if !bad && namespaced {
+		bad = len(validation.IsDNS1123Label(namespace)) > 0
+	}
+	if bad {
+		return "", "", usagef("%q is not <namespace>/<name> or <name>", ref)
+	}
+	return namespace, name, nil
+}
+
+// resolveResource finds resource as kubectl would (plural, singular, kind,
+// short name, optionally with .group), and whether it is namespaced.
+func (c *cluster) resolveResource(resource string) (schema.GroupVersionResource, bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	if err != nil {
+		return schema.GroupVersionResource{}, false, fmt.Errorf("creating a discovery client: %v", err)
+	}
+	cached := memory.NewMemCacheClient(dc)
+	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, func(string) {})
+	var gvr schema.GroupVersionResource
+	full, gr := schema.ParseResourceArg(strings.ToLower(resource))
+	if full != nil {
+		gvr, err = mapper.ResourceFor(*full)
+	}
+	if full == nil || err != nil {
+		gvr, err = mapper.ResourceFor(gr.WithVersion(""))
+	}
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return gvr, false, fmt.Errorf("the API server has no resource %q: use a name from 'kubectl api-resources' (e.g. widgets)", resource)
+		}
+		return gvr, false, c.apiError(fmt.Sprintf("looking up resource %q", resource), err)
+	}
+	gvk, err := mapper.KindFor(gvr)
+	if err != nil {
+		return gvr, false, c.apiError(fmt.Sprintf("looking up resource %q", resource), err)
+	}
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return gvr, false, c.apiError(fmt.Sprintf("looking up resource %q", resource), err)
+	}
+	return gvr, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// objectExists reads the object's metadata only, the least a user may be
+// allowed to read.
+func (c *cluster) objectExists(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (bool, error) {
+	mc, err := metadata.NewForConfig(c.config)
+	if err != nil {
+		return false, err
+	}
+	_, err = mc.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("could not check: %s", oneLine(err.Error()))
+	}
+}
+
+func writeOwnerTable(w io.Writer, o ownerJSON, r ringview.Ring) error {
+	exists := "exists"
+	switch {
+	case o.Exists == nil:
+		exists = "existence unknown: " + o.ExistsError
+	case !*o.Exists:
+		exists = "not found: this is where it would be reconciled"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "OBJECT\t%s %s (%s)\n", o.Resource, o.Key, exists)
+	fmt.Fprintf(tw, "RING\t%s in namespace %s (%d partitions, %d members: %s)\n", r.Name, r.Namespace, r.Partitions, len(o.RingMembers), orDash(strings.Join(o.RingMembers, ", ")))
+	fmt.Fprintf(tw, "KEY\t%s\n", o.Key)
+	fmt.Fprintf(tw, "PARTITION\t%d\n", o.Partition)
+	fmt.Fprintf(tw, "OWNER\t%s\n", orDash(o.Owner.Owner))
+	fmt.Fprintf(tw, "CLAIMED BY\t%s\n", orDash(strings.Join(o.ClaimedBy, ", ")))
+	if o.Note != "" {
+		fmt.Fprintf(tw, "NOTE\t%s\n", o.Note)
+	}
+	return tw.Flush()
+}

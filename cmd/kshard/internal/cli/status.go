@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
+)
+
+func statusCommand() *command {
+	return &command{
+		name:     "status",
+		synopsis: "members, health and claims of the ring(s) in a namespace",
+		globals:  true,
+		help: func(prog string) string {
+			return fmt.Sprintf(`Show the kshard ring(s) of a namespace, read from their Leases.
+
+Usage:
+  %[1]s status [flags]
+
+Per member: identity, state (joining, active, leaving), partitions claimed,
+target (partitions the ring assigns it; claimed differs from target while a
+handoff is under way), age of the last renewal, health and incarnation (a
+random id per process: it changes when a replica restarts). Per ring: members, partition count P,
+the ring-parameters fingerprint, and three numbers that should be 0:
+  unclaimed    partitions no live member claims: their keys are reconciled
+               by nobody until one does
+  overlapping  partitions claimed by two live members: normal for the few
+               moments of a handoff (the new owner claims first, activates
+               only once the old owner has drained and released); a lasting
+               overlap is a stuck drain
+  malformed    Leases with the ring label that do not follow kshard's format
+
+Health here compares each Lease's renewTime + leaseDurationSeconds, as the
+API server stores them, with this machine's clock. The replicas themselves
+never use those timestamps: they judge liveness by when they observed a
+Lease change, so a skewed clock can make this view differ from theirs.
+
+Examples:
+  %[1]s status -n operators
+  %[1]s status -n operators --ring example-operator -o json
+
+Flags:
+%[2]s`, prog, globalFlagsHelp)
+		},
+		run: runStatus,
+	}
+}
+
+func runStatus(e *env, g *globals, args []string) error {
+	fs := newFlagSet("status")
+	g.register(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	g.noteSet(fs)
+	if len(pos) > 0 {
+		return usagef("status takes no arguments, got %q", pos)
+	}
+	if err := g.validate(); err != nil {
+		return err
+	}
+	c, err := connect(g)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	rings, err := c.readRings(ctx, g.ring)
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return writeJSON(e.stdout, statusJSON{Namespace: c.namespace, Rings: rings})
+	}
+	return writeStatusTable(e.stdout, rings)
+}
+
+// statusJSON is the document `status -o json` prints.
+type statusJSON struct {
+	Namespace string          `json:"namespace"`
+	Rings     []ringview.Ring `json:"rings"`
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeStatusTable(w io.Writer, rings []ringview.Ring) error {
+	for i, r := range rings {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "RING %s  namespace %s  partitions %d  params %s\n", r.Name, r.Namespace, r.Partitions, orDash(r.Params))
+		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d\n",
+			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tRENEWED\tHEALTH\tINCARNATION")
+		for _, m := range r.Members {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, renewed(m), m.Health, orDash(m.Incarnation))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if r.Unclaimed > 0 {
+			fmt.Fprintf(w, "unclaimed partitions: %s (nobody reconciles their keys until a member claims them)\n", ranges(r.UnclaimedPartitions))
+		}
+		if r.Overlapping > 0 {
+			fmt.Fprintf(w, "overlapping claims: %s (normal during a handoff; if it persists, a drain is stuck)\n", ranges(r.OverlappingPartitions))
+		}
+		for _, m := range r.Members {
+			if m.Problem != "" {
+				fmt.Fprintf(w, "malformed Lease %s: %s\n", m.Lease, m.Problem)
+			}
+		}
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "problem: %s\n", p)
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// renewed says how long ago the member's Lease was renewed, as kubectl
+// would print an age.
+func renewed(m ringview.Member) string {
+	if m.RenewTime == nil {
+		return "never"
+	}
+	age := time.Duration(m.RenewAgeSeconds * float64(time.Second))
+	if age < 0 {
+		return "in " + shortDuration(-age) + " (clock skew)"
+	}
+	return shortDuration(age) + " ago"
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(math.Mod(d.Seconds(), 60)))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(math.Mod(d.Minutes(), 60)))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}
+
+// ranges prints sorted partitions compactly ("0-5,9,12-13"), up to a dozen
+// runs.
+func ranges(ps []int) string {
+	const maxRuns = 12
+	var runs []string
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if len(runs) == maxRuns {
+			runs = append(runs, fmt.Sprintf("… (%d partitions in all)", len(ps)))
+			break
+		}
+		if i == j {
+			runs = append(runs, fmt.Sprint(ps[i]))
+		} else {
+			runs = append(runs, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(runs, ",")
+}

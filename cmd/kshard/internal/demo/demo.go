@@ -1,0 +1,670 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
+	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
+)
+
+// Names the demo uses in its private control plane.
+const (
+	Namespace = "kshard-demo"
+	Ring      = "example-operator"
+	// identityPrefix + index is a replica's identity, as in a StatefulSet.
+	identityPrefix = "example-operator-"
+)
+
+// Options configure Run.
+type Options struct {
+	// Replicas is how many example-operator replicas run at first.
+	Replicas int
+	// Objects is how many Widgets are created.
+	Objects int
+	// Keep keeps everything running after the demo until ctx is done.
+	Keep bool
+	// Timeout bounds the demo (not the wait of Keep).
+	Timeout time.Duration
+	// Executable is this binary; replicas run as Executable OperatorCommand
+	// flags....
+	Executable      string
+	OperatorCommand string
+	// Prog is how to spell this command in printed examples.
+	Prog string
+	// Stdout receives the table and results; Stderr the control-plane
+	// progress.
+	Stdout, Stderr io.Writer
+	// TTY redraws the table in place; otherwise plain tables are printed.
+	TTY bool
+	// Hurry, when closed, makes shutdown kill replicas instead of waiting
+	// for their graceful leave (a second Ctrl-C).
+	Hurry <-chan struct{}
+}
+
+// Results are the demo's measurements.
+type Results struct {
+	Converged    time.Duration // creating the Widgets → all reconciled
+	HandoffGap   time.Duration // SIGTERM → all the leaver's partitions claimed by active others
+	ActiveAfter  time.Duration // SIGTERM → all partitions active again (metrics)
+	Moved        int           // partitions the leaver held
+	JoinMoved    int           // partitions that moved to the new replica
+	JoinDuration time.Duration // new replica started → ring converged
+	ReconciledBy map[string]int
+}
+
+// replicaLeaveGrace bounds a replica's graceful leave at shutdown; the
+// operator's own --shutdown-timeout is 30s.
+const replicaLeaveGrace = 35 * time.Second
+
+type demo struct {
+	opts   Options
+	start  time.Time
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	fleet  *fleet
+	scr    *screen
+	http   *http.Client
+
+	leases  cache.Indexer
+	widgets cache.Indexer
+	watch   leaseWatch
+
+	phase    string
+	stats    map[string]*replicaStats // by identity
+	stopping map[string]bool          // replicas the demo signalled
+	next     int                      // index of the next identity
+}
+
+// rateWindow is the shortest interval reconciles/s is computed over.
+const rateWindow = 700 * time.Millisecond
+
+// replicaStats is what the table shows of a replica's metrics.
+type replicaStats struct {
+	last     sample
+	base     sample  // the scrape the rate is measured from
+	rate     float64 // reconciles/s between the last two scrapes
+	scrapeOK bool
+}
+
+// Run runs the demo. It returns nil when every step succeeded, ctx's error
+// when ctx ended first, and otherwise what failed. Everything it started is
+// stopped before it returns.
+func Run(ctx context.Context, o Options) (res Results, err error) {
+	d := &demo{opts: o, start: time.Now(), stats: map[string]*replicaStats{}, stopping: map[string]bool{},
+		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	d.scr = &screen{w: o.Stdout, tty: o.TTY, plainEvery: 5 * time.Second}
+	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	defer func() {
+		if err != nil && ctx.Err() == nil && runCtx.Err() != nil {
+			err = fmt.Errorf("the demo did not finish within --timeout %s (%s): raise --timeout or lower --objects", o.Timeout, d.phase)
+		}
+	}()
+
+	d.phase = "starting the control plane"
+	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager; the first run builds them, ~3-5 min)\n", o.Prog)
+	cp, err := controlplane.Start(runCtx, controlplane.Options{Progress: o.Stderr, ControllerManager: true})
+	if err != nil {
+		return res, fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			cp.KeepFiles()
+			fmt.Fprintf(o.Stderr, "%s: control-plane and replica logs kept in %s\n", o.Prog, cp.Dir())
+		}
+		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stopping the control plane: %w", stopErr)
+		}
+	}()
+	fmt.Fprintf(o.Stderr, "%s: control plane up at %s in %s (files in %s)\n", o.Prog, cp.Host(), time.Since(d.start).Round(100*time.Millisecond), cp.Dir())
+
+	cfg := rest.CopyConfig(cp.Config())
+	cfg.QPS, cfg.Burst = 200, 400 // one private API server: no need to throttle the demo's writes
+	cfg.WarningHandler = rest.NoWarnings{}
+	if d.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return res, err
+	}
+	if d.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return res, err
+	}
+	d.phase = "installing the Widget CRD"
+	if err := installCRD(runCtx, d.dyn); err != nil {
+		return res, err
+	}
+	if err := createNamespace(runCtx, d.client, Namespace); err != nil {
+		return res, err
+	}
+
+	// Informers: Leases for the ring and handoff timing, Widgets for
+	// progress. They stop before the control plane does.
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(d.client, 0, informers.WithNamespace(Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = lease.LabelRing + "=" + Ring }))
+	leaseInf := leaseFactory.Coordination().V1().Leases().Informer()
+	notify := func(any) { d.watch.changed() }
+	if _, err := leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: notify, DeleteFunc: notify, UpdateFunc: func(_, n any) { notify(n) },
+	}); err != nil {
+		return res, err
+	}
+	widgetFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(d.dyn, 0, Namespace, nil)
+	widgetInf := widgetFactory.ForResource(widgetGVR).Informer()
+	informerStop := make(chan struct{})
+	leaseFactory.Start(informerStop)
+	widgetFactory.Start(informerStop)
+	defer func() {
+		close(informerStop)
+		leaseFactory.Shutdown()
+		widgetFactory.Shutdown()
+	}()
+	if !cache.WaitForCacheSync(runCtx.Done(), leaseInf.HasSynced, widgetInf.HasSynced) {
+		return res, runCtx.Err()
+	}
+	d.leases, d.widgets = leaseInf.GetIndexer(), widgetInf.GetIndexer()
+
+	logDir := filepath.Join(cp.Dir(), "replicas")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return res, err
+	}
+	d.fleet = &fleet{executable: o.Executable, command: o.OperatorCommand, logDir: logDir, baseArgs: []string{
+		"--kubeconfig", cp.KubeconfigPath(), "--ring", Ring, "--lease-namespace", Namespace, "--watch-namespace", Namespace,
+	}}
+	// Registered after the informers' stop, so it runs before it: replicas
+	// leave while the demo still watches, and before the API server goes.
+	defer d.fleet.stopAll(replicaLeaveGrace, o.Hurry)
+
+	if res, err = d.script(runCtx); err != nil {
+		return res, err
+	}
+	if o.Keep {
+		d.keep(ctx, cp)
+	}
+	return res, nil
+}
+
+// script is the demo proper: form the ring, reconcile, leave, join.
+func (d *demo) script(ctx context.Context) (res Results, err error) {
+	o := d.opts
+	d.phase = fmt.Sprintf("starting %d replicas", o.Replicas)
+	d.scr.say("Starting %d example-operator replicas (ring %q, %d partitions, namespace %s)...", o.Replicas, Ring, shard.DefaultPartitions, Namespace)
+	t0 := time.Now()
+	for range o.Replicas {
+		if _, err := d.startReplica(); err != nil {
+			return res, err
+		}
+	}
+	if err := d.until(ctx, time.Second, d.converged); err != nil {
+		return res, err
+	}
+	d.scr.say("Ring formed in %s: %s", since(t0), d.claimSummary())
+
+	d.phase = fmt.Sprintf("creating and reconciling %d Widgets", o.Objects)
+	d.scr.say("Creating %d Widgets...", o.Objects)
+	t0 = time.Now()
+	created := make(chan error, 1)
+	go func() { created <- createWidgets(ctx, d.dyn, Namespace, o.Objects) }() // waited for below, on every path
+	var createErr error
+	createDone := false
+	err = d.until(ctx, time.Second, func() (bool, error) {
+		if !createDone {
+			select {
+			case createErr = <-created:
+				createDone = true
+			default:
+			}
+		}
+		if createErr != nil {
+			return false, createErr
+		}
+		done, _ := widgetProgress(d.widgets.List())
+		return createDone && done >= o.Objects, nil
+	})
+	if !createDone {
+		<-created
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Converged = time.Since(t0)
+	_, res.ReconciledBy = widgetProgress(d.widgets.List())
+	d.scr.say("All %d Widgets reconciled (status.observedGeneration == metadata.generation) in %s; last reconciled by: %s",
+		o.Objects, since(t0), countSummary(res.ReconciledBy))
+
+	if err := d.leave(ctx, &res); err != nil {
+		return res, err
+	}
+	if err := d.join(ctx, &res); err != nil {
+		return res, err
+	}
+	// Not waiting for the queues to empty: new owners re-reconcile the
+	// Widgets of partitions they took over (resync on activation), which
+	// the last table shows as queue depth.
+	d.phase = "done"
+	d.refresh(ctx, true)
+	d.scr.release()
+	d.scr.say("Demo finished in %s: handoff gap %s, %d partitions moved on leave, %d on join.",
+		since(d.start), res.HandoffGap.Round(time.Millisecond), res.Moved, res.JoinMoved)
+	return res, nil
+}
+
+// leave SIGTERMs the first running replica and times the handoff of its
+// partitions through the Lease watch.
+func (d *demo) leave(ctx context.Context, res *Results) error {
+	var leaver *replica
+	for _, r := range d.fleet.list() {
+		if r.running() {
+			leaver = r
+			break
+		}
+	}
+	if leaver == nil {
+		return errors.New("no replica is running to send SIGTERM to")
+	}
+	ring := d.ring()
+	held := shard.NewPartitionSet(ring.Partitions)
+	for _, m := range ring.Members {
+		if m.Identity == leaver.identity {
+			held = m.Claim()
+		}
+	}
+	res.Moved = held.Len()
+	d.phase = fmt.Sprintf("%s leaving", leaver.identity)
+	d.scr.say("Sending SIGTERM to %s (it holds %d partitions); watching the Leases for the handoff...", leaver.identity, held.Len())
+
+	// Handed off: the leaver's Lease is gone or claims nothing, and every
+	// partition it held is claimed by a live active other member. A
+	// replica activates a partition as soon as it observes the empty claim,
+	// so this is the gap in which those keys had no owner.
+	handedOff := func() bool {
+		r := d.ring()
+		claimedByOthers := shard.NewPartitionSet(r.Partitions)
+		for _, m := range r.Members {
+			if m.Identity == leaver.identity {
+				if m.Partitions > 0 {
+					return false
+				}
+				continue
+			}
+			if m.Live() && m.State == lease.StateActive && m.Problem == "" {
+				claimedByOthers = claimedByOthers.Union(m.Claim())
+			}
+		}
+		return held.Difference(claimedByOthers).IsEmpty()
+	}
+	d.stopping[leaver.identity] = true
+	t0 := time.Now()
+	fired := d.watch.arm(handedOff)
+	leaver.signal(syscall.SIGTERM)
+
+	var activeAt time.Time
+	err := d.until(ctx, 100*time.Millisecond, func() (bool, error) {
+		if activeAt.IsZero() && d.allActive(leaver.identity) {
+			activeAt = time.Now()
+		}
+		select {
+		case <-fired:
+		default:
+			return false, nil
+		}
+		return !activeAt.IsZero() && !leaver.running(), nil
+	})
+	if err != nil {
+		return err
+	}
+	res.HandoffGap = d.watch.firedAt().Sub(t0)
+	res.ActiveAfter = activeAt.Sub(t0)
+	if leaver.exitStatus() != "exited 0" {
+		return d.replicaFailed(leaver, "did not leave cleanly")
+	}
+	takers := map[string]int{}
+	for _, m := range d.ring().Members {
+		if m.Identity != leaver.identity {
+			if n := m.Claim().Intersect(held).Len(); n > 0 {
+				takers[m.Identity] = n
+			}
+		}
+	}
+	d.scr.say("Handoff gap: %s from SIGTERM until the other replicas claimed all %d partitions of %s (Lease watch); all %d partitions active again after %s (metrics, polled every 100ms); %s %s after %s.",
+		res.HandoffGap.Round(time.Millisecond), held.Len(), leaver.identity, d.ring().Partitions,
+		res.ActiveAfter.Round(time.Millisecond), leaver.identity, leaver.exitStatus(), leaver.exitedAt.Sub(t0).Round(time.Millisecond))
+	d.scr.say("Partitions moved: %d (%s).", res.Moved, countSummary(takers))
+	return nil
+}
+
+// join starts the next replica and times until the ring has converged on it.
+func (d *demo) join(ctx context.Context, res *Results) error {
+	before := d.ring()
+	r, err := d.startReplica()
+	if err != nil {
+		return err
+	}
+	d.phase = r.identity + " joining"
+	d.scr.say("Starting %s...", r.identity)
+	if err := d.until(ctx, 200*time.Millisecond, d.converged); err != nil {
+		return err
+	}
+	res.JoinDuration = time.Since(r.started)
+	var gained shard.PartitionSet
+	for _, m := range d.ring().Members {
+		if m.Identity == r.identity {
+			gained = m.Claim()
+		}
+	}
+	res.JoinMoved = gained.Len()
+	from := map[string]int{}
+	for _, m := range before.Members {
+		if n := m.Claim().Intersect(gained).Len(); n > 0 {
+			from[m.Identity] = n
+		}
+	}
+	d.scr.say("%s joined: %d partitions moved to it (%s) in %s from process start (includes its cache sync); %s",
+		r.identity, res.JoinMoved, countSummary(from), since(r.started), d.claimSummary())
+	return nil
+}
+
+// keep leaves everything running until ctx is done, and says how to look.
+func (d *demo) keep(ctx context.Context, cp *controlplane.ControlPlane) {
+	kc := cp.KubeconfigPath()
+	d.scr.say(`
+The control plane and replicas keep running until Ctrl-C. Try:
+  export KUBECONFIG=%[1]s
+  kubectl get leases -n %[2]s -l %[3]s=%[4]s -L %[5]s,%[6]s
+  kubectl get widgets -n %[2]s -o custom-columns=NAME:.metadata.name,RECONCILED-BY:.status.reconciledBy
+  %[7]s status --kubeconfig %[1]s -n %[2]s
+  %[7]s owner widgets %[2]s/%[8]s --kubeconfig %[1]s -n %[2]s
+Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, lease.LabelPartitions,
+		d.opts.Prog, widgetName(0), filepath.Join(cp.Dir(), "replicas"))
+	<-ctx.Done()
+}
+
+func (d *demo) startReplica() (*replica, error) {
+	id := identityPrefix + strconv.Itoa(d.next)
+	d.next++
+	return d.fleet.start(id)
+}
+
+// until refreshes the table every second, and evaluates done on every
+// Lease change and every poll, until it reports true, fails, or ctx ends.
+// A replica that exits without being asked to fails the wait.
+func (d *demo) until(ctx context.Context, poll time.Duration, done func() (bool, error)) error {
+	refresh := time.NewTicker(time.Second)
+	defer refresh.Stop()
+	check := time.NewTicker(poll)
+	defer check.Stop()
+	d.refresh(ctx, true)
+	for {
+		for _, r := range d.fleet.list() {
+			if !r.running() && !d.stopping[r.identity] {
+				return d.replicaFailed(r, "exited unexpectedly")
+			}
+		}
+		ok, err := done()
+		if err != nil {
+			return err
+		}
+		if ok {
+			d.refresh(ctx, true)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-refresh.C:
+			d.refresh(ctx, false)
+		case <-check.C:
+		case <-d.watch.changes():
+		}
+	}
+}
+
+// replicaFailed prints the end of a replica's log and returns why it failed.
+func (d *demo) replicaFailed(r *replica, what string) error {
+	d.scr.release()
+	fmt.Fprintf(d.opts.Stderr, "--- last lines of %s ---\n%s\n---\n", r.logPath, r.logTail(15))
+	return fmt.Errorf("replica %s %s (%s) while %s; its log is %s", r.identity, what, r.exitStatus(), d.phase, r.logPath)
+}
+
+// ring reads the ring from the Lease cache.
+func (d *demo) ring() ringview.Ring {
+	objs := d.leases.List()
+	ls := make([]coordinationv1.Lease, 0, len(objs))
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok {
+			ls = append(ls, *l)
+		}
+	}
+	for _, r := range ringview.Analyze(Namespace, ls, time.Now()) {
+		if r.Name == Ring {
+			return r
+		}
+	}
+	return ringview.Ring{Name: Ring, Partitions: shard.DefaultPartitions}
+}
+
+// converged reports whether the ring's members are exactly the running
+// replicas, each claims exactly what the ring assigns it, and every
+// replica's metrics say it reconciles all it claims.
+func (d *demo) converged() (bool, error) {
+	var want []string
+	for _, r := range d.fleet.list() {
+		if r.running() && !d.stopping[r.identity] {
+			want = append(want, r.identity)
+		}
+	}
+	slices.Sort(want)
+	r := d.ring()
+	if !slices.Equal(r.RingMembers, want) || !r.Settled() || r.Unclaimed != 0 || r.Overlapping != 0 || r.Malformed != 0 {
+		return false, nil
+	}
+	return d.allActive(""), nil
+}
+
+// allActive reports whether the running replicas other than except have all
+// partitions active between them, as their metrics say.
+func (d *demo) allActive(except string) bool {
+	total := 0.0
+	for _, r := range d.fleet.list() {
+		if !r.running() || r.identity == except {
+			continue
+		}
+		s, err := scrape(context.Background(), d.http, r.metricsAddr)
+		if err != nil || s.active != s.claimed {
+			return false
+		}
+		total += s.active
+	}
+	return int(total) == d.ring().Partitions
+}
+
+// refresh scrapes every replica and redraws the table.
+func (d *demo) refresh(ctx context.Context, force bool) {
+	ring := d.ring()
+	members := map[string]ringview.Member{}
+	for _, m := range ring.Members {
+		members[m.Identity] = m
+	}
+	done, _ := widgetProgress(d.widgets.List())
+	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
+	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
+	for _, r := range d.fleet.list() {
+		st := d.stats[r.identity]
+		if st == nil {
+			st = &replicaStats{}
+			d.stats[r.identity] = st
+		}
+		process := r.exitStatus()
+		if r.running() && d.stopping[r.identity] {
+			process = "leaving"
+		}
+		leaseState := "-"
+		claimed := "-"
+		if m, ok := members[r.identity]; ok {
+			leaseState, claimed = m.State, strconv.Itoa(m.Partitions)
+			if !m.Live() {
+				leaseState += " (expired)"
+			}
+		}
+		active, total, rate, queue := "-", "-", "-", "-"
+		if r.running() {
+			if s, err := scrape(ctx, d.http, r.metricsAddr); err == nil {
+				// A rate over a forced refresh moments after the last one
+				// would be noise: measure over at least rateWindow.
+				if st.base.at.IsZero() {
+					st.base = s
+				} else if dt := s.at.Sub(st.base.at); dt >= rateWindow {
+					st.rate = (s.reconciles - st.base.reconciles) / dt.Seconds()
+					st.base = s
+				}
+				st.last, st.scrapeOK = s, true
+			} else {
+				st.scrapeOK = false
+			}
+		}
+		if st.scrapeOK || !st.last.at.IsZero() {
+			total = strconv.Itoa(int(st.last.reconciles))
+		}
+		if r.running() && st.scrapeOK {
+			active = strconv.Itoa(int(st.last.active))
+			rate = strconv.Itoa(int(st.rate + 0.5))
+			queue = strconv.Itoa(int(st.last.queue))
+		}
+		rows = append(rows, []string{r.identity, process, leaseState, claimed, active, total, rate, queue})
+	}
+	lines = append(lines, align(rows)...)
+	d.scr.frame(lines, force)
+}
+
+// align lays rows out in columns two spaces apart.
+func align(rows [][]string) []string {
+	var width []int
+	for _, row := range rows {
+		for i, c := range row {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	out := make([]string, len(rows))
+	for j, row := range rows {
+		var b strings.Builder
+		for i, c := range row {
+			b.WriteString(c)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-len([]rune(c))+2))
+			}
+		}
+		out[j] = b.String()
+	}
+	return out
+}
+
+// claimSummary says how many partitions each live member claims.
+func (d *demo) claimSummary() string {
+	counts := map[string]int{}
+	for _, m := range d.ring().Members {
+		if m.Live() {
+			counts[m.Identity] = m.Partitions
+		}
+	}
+	return "partitions claimed: " + countSummary(counts)
+}
+
+func countSummary(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(counts))
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		name := k
+		if name == "" {
+			name = "(nobody)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, counts[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+// leaseWatch evaluates an armed condition on every Lease change the
+// informer delivers, so a handoff is timed at the event that completes it,
+// not at the next poll.
+type leaseWatch struct {
+	mu     sync.Mutex
+	cond   func() bool
+	fired  chan struct{}
+	at     time.Time
+	notify chan struct{} // buffered 1: "something changed", for until
+}
+
+// arm sets cond and returns a channel closed once cond held after a change
+// (or right away).
+func (w *leaseWatch) arm(cond func() bool) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cond, w.fired, w.at = cond, make(chan struct{}), time.Time{}
+	w.evaluate()
+	return w.fired
+}
+
+func (w *leaseWatch) firedAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at
+}
+
+// changed is called by the informer for every Lease event.
+func (w *leaseWatch) changed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.evaluate()
+	select {
+	case w.changesLocked() <- struct{}{}:
+	default:
+	}
+}
+
+func (w *leaseWatch) changes() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changesLocked()
+}
+
+func (w *leaseWatch) changesLocked() chan struct{} {
+	if w.notify == nil {
+		w.notify = make(chan struct{}, 1)
+	}
+	return w.notify
+}
+
+func (w *leaseWatch) evaluate() {
+	if w.cond != nil && w.cond() {
+		w.at = time.Now()
+		close(w.fired)
+		w.cond = nil
+	}
+}

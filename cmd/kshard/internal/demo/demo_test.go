@@ -1,0 +1,162 @@
+package demo
+
+import (
+	"bytes"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const metricsText = `# HELP controller_runtime_reconcile_total Total number of reconciliations per controller
+# TYPE controller_runtime_reconcile_total counter
+controller_runtime_reconcile_total{controller="widget",result="error"} 2
+controller_runtime_reconcile_total{controller="widget",result="success"} 80
+controller_runtime_reconcile_total{controller="other",result="success"} 1000
+# HELP workqueue_depth Current depth of workqueue
+# TYPE workqueue_depth gauge
+workqueue_depth{controller="widget",name="widget"} 7
+# HELP kshard_partitions Partitions by state
+# TYPE kshard_partitions gauge
+kshard_partitions{state="active"} 90
+kshard_partitions{state="claimed"} 91
+kshard_partitions{state="target"} 91
+`
+
+func TestParseMetrics(t *testing.T) {
+	s, err := parseMetrics(strings.NewReader(metricsText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.reconciles != 82 || s.queue != 7 || s.active != 90 || s.claimed != 91 {
+		t.Errorf("sample = %+v", s)
+	}
+	if _, err := parseMetrics(strings.NewReader("garbage{")); err == nil {
+		t.Error("garbage parsed")
+	}
+	s, err = parseMetrics(strings.NewReader(""))
+	if err != nil || s.reconciles != 0 {
+		t.Errorf("empty: %+v, %v", s, err)
+	}
+}
+
+func TestScreenPlainHasNoEscapes(t *testing.T) {
+	var b bytes.Buffer
+	s := &screen{w: &b, plainEvery: time.Hour}
+	s.frame([]string{"table 1"}, true)
+	s.frame([]string{"table 2"}, false) // within plainEvery: not printed
+	s.say("hello %d", 1)
+	s.frame([]string{"table 3"}, true)
+	got := b.String()
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("plain output has escape sequences: %q", got)
+	}
+	if got != "table 1\n\nhello 1\ntable 3\n\n" {
+		t.Errorf("plain output = %q", got)
+	}
+}
+
+func TestScreenTerminalRedraws(t *testing.T) {
+	var b bytes.Buffer
+	s := &screen{w: &b, tty: true}
+	s.frame([]string{"a", "b"}, false)
+	s.frame([]string{"c"}, false)
+	if got := b.String(); !strings.Contains(got, "\x1b[2A") || !strings.HasSuffix(got, "\x1b[2Kc\n\x1b[J") {
+		t.Errorf("terminal output = %q", got)
+	}
+	b.Reset()
+	s.say("msg")
+	if got := b.String(); got != "\x1b[1A\x1b[Jmsg\n\x1b[2Kc\n\x1b[J" {
+		t.Errorf("say = %q", got)
+	}
+}
+
+func TestAlign(t *testing.T) {
+	got := align([][]string{{"A", "BB"}, {"ccc", "d"}})
+	if strings.Join(got, "|") != "A    BB|ccc  d" {
+		t.Errorf("align = %q", got)
+	}
+}
+
+func TestLeaseWatchFiresOnTheDecidingChange(t *testing.T) {
+	var w leaseWatch
+	ready := false
+	fired := w.arm(func() bool { return ready })
+	w.changed()
+	select {
+	case <-fired:
+		t.Fatal("fired before the condition held")
+	default:
+	}
+	ready = true
+	before := time.Now()
+	w.changed()
+	select {
+	case <-fired:
+	default:
+		t.Fatal("did not fire")
+	}
+	if w.firedAt().Before(before) {
+		t.Error("firedAt is before the deciding change")
+	}
+	select {
+	case <-w.changes():
+	default:
+		t.Error("changes() was not notified")
+	}
+	w.changed() // disarmed: must not close fired twice
+}
+
+// shFleet runs replicas as shell loops that exit 0 on SIGTERM, or ignore it.
+func shFleet(t *testing.T, script string) *fleet {
+	return &fleet{executable: "/bin/sh", command: "-c", baseArgs: []string{script, "sh"}, logDir: t.TempDir()}
+}
+
+func TestFleetStopsGracefully(t *testing.T) {
+	f := shFleet(t, `trap 'exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	for _, id := range []string{"r-0", "r-1"} {
+		r, err := f.start(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitStarted(t, r)
+	}
+	f.stopAll(time.Minute, nil)
+	for _, r := range f.list() {
+		if r.running() || r.exitStatus() != "exited 0" {
+			t.Errorf("%s: %s", r.identity, r.exitStatus())
+		}
+	}
+}
+
+func TestFleetKillsAfterGrace(t *testing.T) {
+	f := shFleet(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`)
+	r, err := f.start("stubborn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitStarted(t, r)
+	hurry := make(chan struct{})
+	close(hurry)
+	f.stopAll(time.Minute, hurry)
+	if got := r.exitStatus(); got != "killed by "+syscall.SIGKILL.String() {
+		t.Errorf("exit = %s", got)
+	}
+}
+
+// awaitStarted waits until the shell has installed its trap (and said so),
+// or a SIGTERM would end it before it could handle or ignore it.
+func awaitStarted(t *testing.T, r *replica) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.logTail(1) != "started" {
+		if time.Now().After(deadline) {
+			t.Fatal("replica did not start")
+		}
+		select {
+		case <-r.exited:
+			t.Fatalf("exited early: %s", r.exitStatus())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

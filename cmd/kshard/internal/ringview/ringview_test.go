@@ -1,0 +1,391 @@
+package ringview
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
+)
+
+const ringName = "ops"
+
+var (
+	now    = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	cfg    = shard.Config{}.WithDefaults()
+	params = cfg.Fingerprint()
+	P      = cfg.Partitions
+)
+
+// spec describes one synthetic member Lease.
+type spec struct {
+	id       string
+	state    string
+	claim    shard.PartitionSet
+	renewAgo time.Duration // how long before now it was renewed
+	params   string        // defaults to the ring's
+	mutate   func(*coordinationv1.Lease)
+}
+
+func build(specs ...spec) []coordinationv1.Lease {
+	out := make([]coordinationv1.Lease, 0, len(specs))
+	for _, s := range specs {
+		holder := s.id
+		secs := int32(10)
+		renew := metav1.NewMicroTime(now.Add(-s.renewAgo))
+		if s.params == "" {
+			s.params = params
+		}
+		if s.claim.Size() == 0 {
+			s.claim = shard.NewPartitionSet(P)
+		}
+		l := coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: lease.LeaseName(ringName, s.id), Namespace: "ns",
+				Labels: map[string]string{lease.LabelRing: ringName, lease.LabelState: s.state,
+					lease.LabelPartitions: fmt.Sprint(s.claim.Len())},
+				Annotations: map[string]string{lease.AnnotationClaim: s.claim.Encode(),
+					lease.AnnotationIncarnation: "inc-" + s.id, lease.AnnotationEpoch: "3",
+					lease.AnnotationParams: s.params},
+			},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
+		}
+		if s.mutate != nil {
+			s.mutate(&l)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// owned returns the partitions the ring over members assigns to member.
+func owned(t *testing.T, member string, members ...string) shard.PartitionSet {
+	t.Helper()
+	r, err := shard.New(cfg, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Partitions(member)
+}
+
+// keyIn returns a key whose partition is in s.
+func keyIn(t *testing.T, s shard.PartitionSet) string {
+	t.Helper()
+	part := shard.NewPartitioner(P)
+	for i := 0; i < 100000; i++ {
+		k := fmt.Sprintf("default/w-%d", i)
+		if s.Has(part.Partition(k)) {
+			return k
+		}
+	}
+	t.Fatal("no key found")
+	return ""
+}
+
+func only(t *testing.T, leases []coordinationv1.Lease) Ring {
+	t.Helper()
+	rings := Analyze("ns", leases, now)
+	if len(rings) != 1 {
+		t.Fatalf("got %d rings, want 1", len(rings))
+	}
+	return rings[0]
+}
+
+func TestStatus(t *testing.T) {
+	abc := []string{"a", "b", "c"}
+	full := shard.FullPartitionSet(P)
+	tests := []struct {
+		name            string
+		leases          []coordinationv1.Lease
+		ringMembers     []string
+		unclaimed       int
+		overlapping     int
+		malformed       int
+		health          map[string]string
+		problemContains string
+	}{
+		{
+			name: "steady ring: every partition claimed once",
+			leases: build(
+				spec{id: "a", state: "active", claim: owned(t, "a", abc...)},
+				spec{id: "b", state: "active", claim: owned(t, "b", abc...)},
+				spec{id: "c", state: "active", claim: owned(t, "c", abc...)},
+			),
+			ringMembers: abc,
+			health:      map[string]string{"a": Live, "b": Live, "c": Live},
+		},
+		{
+			name: "expired member is no ring member and its claim counts for nothing",
+			leases: build(
+				spec{id: "a", state: "active", claim: owned(t, "a", abc...)},
+				spec{id: "b", state: "active", claim: owned(t, "b", abc...)},
+				spec{id: "c", state: "active", claim: owned(t, "c", abc...), renewAgo: 11 * time.Second},
+			),
+			ringMembers: []string{"a", "b"},
+			unclaimed:   owned(t, "c", abc...).Len(),
+			health:      map[string]string{"a": Live, "b": Live, "c": Expired},
+		},
+		{
+			name: "mid-handoff: the newcomer claims before the old owner releases",
+			leases: build(
+				spec{id: "a", state: "active", claim: full},
+				spec{id: "b", state: "active", claim: owned(t, "b", "a", "b")},
+			),
+			ringMembers: []string{"a", "b"},
+			overlapping: owned(t, "b", "a", "b").Len(),
+		},
+		{
+			name: "joining and leaving members claim but are no ring members",
+			leases: build(
+				spec{id: "a", state: "leaving", claim: full},
+				spec{id: "b", state: "joining"},
+				spec{id: "c", state: "active"},
+			),
+			ringMembers: []string{"c"},
+		},
+		{
+			name: "malformed Lease is reported and never a member",
+			leases: build(
+				spec{id: "a", state: "active", claim: full},
+				spec{id: "b", state: "bogus"},
+			),
+			ringMembers: []string{"a"},
+			malformed:   1,
+		},
+		{
+			name: "live Lease with another P is reported",
+			leases: build(
+				spec{id: "a", state: "active", claim: full},
+				spec{id: "b", state: "active", claim: full},
+				spec{id: "c", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.FullPartitionSet(97)},
+			),
+			ringMembers:     []string{"a", "b"},
+			overlapping:     P,
+			malformed:       1, // its claim does not decode over the ring's P
+			problemContains: `runs with ring params "xx1-p97-l1.25-r40"`,
+		},
+		{
+			name: "unreadable claim is reported",
+			leases: build(
+				spec{id: "a", state: "active", claim: full, mutate: func(l *coordinationv1.Lease) {
+					l.Annotations[lease.AnnotationClaim] = "v9:271:zzz"
+				}},
+			),
+			ringMembers:     []string{},
+			unclaimed:       P,
+			malformed:       1,
+			problemContains: "unreadable claim",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := only(t, tc.leases)
+			if !slices.Equal(r.RingMembers, tc.ringMembers) {
+				t.Errorf("RingMembers = %v, want %v", r.RingMembers, tc.ringMembers)
+			}
+			if r.Unclaimed != tc.unclaimed || len(r.UnclaimedPartitions) != tc.unclaimed {
+				t.Errorf("Unclaimed = %d (%d listed), want %d", r.Unclaimed, len(r.UnclaimedPartitions), tc.unclaimed)
+			}
+			if r.Overlapping != tc.overlapping || len(r.OverlappingPartitions) != tc.overlapping {
+				t.Errorf("Overlapping = %d (%d listed), want %d", r.Overlapping, len(r.OverlappingPartitions), tc.overlapping)
+			}
+			if r.Malformed != tc.malformed {
+				t.Errorf("Malformed = %d, want %d (members %+v)", r.Malformed, tc.malformed, r.Members)
+			}
+			for _, m := range r.Members {
+				if want, ok := tc.health[m.Identity]; ok && m.Health != want {
+					t.Errorf("%s health = %s, want %s", m.Identity, m.Health, want)
+				}
+			}
+			if tc.problemContains != "" && !strings.Contains(strings.Join(r.Problems, "\n"), tc.problemContains) {
+				t.Errorf("Problems = %q, want one containing %q", r.Problems, tc.problemContains)
+			}
+			if tc.problemContains == "" && len(r.Problems) > 0 {
+				t.Errorf("unexpected Problems %q", r.Problems)
+			}
+			if r.Partitions != P || r.Params != params {
+				t.Errorf("Partitions, Params = %d, %q", r.Partitions, r.Params)
+			}
+		})
+	}
+}
+
+func TestStatusRenewAge(t *testing.T) {
+	r := only(t, build(spec{id: "a", state: "active", renewAgo: 3 * time.Second}))
+	m := r.Members[0]
+	if m.RenewAgeSeconds != 3 || m.LeaseDurationSeconds != 10 || m.Incarnation != "inc-a" || m.Epoch != 3 {
+		t.Errorf("member = %+v", m)
+	}
+}
+
+func TestAnalyzeGroupsRings(t *testing.T) {
+	ls := build(spec{id: "a", state: "active"})
+	other := build(spec{id: "x", state: "active"})[0]
+	other.Labels[lease.LabelRing] = "another"
+	other.Name = "another-x"
+	unrelated := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}}
+	rings := Analyze("ns", append(ls, other, unrelated), now)
+	var names []string
+	for _, r := range rings {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"another", "ops"}) {
+		t.Errorf("rings = %v", names)
+	}
+}
+
+func TestOwner(t *testing.T) {
+	ab := owned(t, "b", "a", "b")
+	tests := []struct {
+		name      string
+		leases    []coordinationv1.Lease
+		key       func(t *testing.T) string
+		owner     string
+		claimedBy []string
+		handoff   bool
+		note      string
+	}{
+		{
+			name: "steady: owner by ring is the claimer",
+			leases: build(
+				spec{id: "a", state: "active", claim: owned(t, "a", "a", "b")},
+				spec{id: "b", state: "active", claim: ab},
+			),
+			key:   func(t *testing.T) string { return keyIn(t, ab) },
+			owner: "b", claimedBy: []string{"b"},
+		},
+		{
+			name: "mid-handoff: old owner still claims while draining",
+			leases: build(
+				spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+				spec{id: "b", state: "active", claim: ab},
+			),
+			key:   func(t *testing.T) string { return keyIn(t, ab) },
+			owner: "b", claimedBy: []string{"a", "b"}, handoff: true, note: "a still claims",
+		},
+		{
+			name: "mid-handoff: the new owner has not claimed yet",
+			leases: build(
+				spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+				spec{id: "b", state: "active"},
+			),
+			key:   func(t *testing.T) string { return keyIn(t, ab) },
+			owner: "b", claimedBy: []string{"a"}, handoff: true, note: "a holds partition",
+		},
+		{
+			name: "expired member is excluded from the ring",
+			leases: build(
+				spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+				spec{id: "b", state: "active", claim: ab, renewAgo: time.Minute},
+			),
+			key:   func(t *testing.T) string { return keyIn(t, ab) },
+			owner: "a", claimedBy: []string{"a"},
+		},
+		{
+			name: "leaving member's partitions go to the others",
+			leases: build(
+				spec{id: "a", state: "active", claim: owned(t, "a", "a", "b")},
+				spec{id: "b", state: "leaving", claim: ab},
+			),
+			key:   func(t *testing.T) string { return keyIn(t, ab) },
+			owner: "a", claimedBy: []string{"b"}, handoff: true, note: "b holds partition",
+		},
+		{
+			name:   "no live active member",
+			leases: build(spec{id: "a", state: "joining"}),
+			key:    func(t *testing.T) string { return "cluster-scoped-name" },
+			owner:  "", claimedBy: []string{}, note: "no live active member",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := only(t, tc.leases)
+			key := tc.key(t)
+			o, err := r.OwnerOf(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := shard.NewPartitioner(P).Partition(key); o.Partition != want || o.Key != key {
+				t.Errorf("key, partition = %s, %d, want %s, %d", o.Key, o.Partition, key, want)
+			}
+			if o.Owner != tc.owner || !slices.Equal(o.ClaimedBy, tc.claimedBy) || o.Handoff != tc.handoff {
+				t.Errorf("owner %q claimedBy %v handoff %v, want %q %v %v", o.Owner, o.ClaimedBy, o.Handoff, tc.owner, tc.claimedBy, tc.handoff)
+			}
+			if !strings.Contains(o.Note, tc.note) || (tc.note == "") != (o.Note == "") {
+				t.Errorf("note %q, want it to contain %q", o.Note, tc.note)
+			}
+		})
+	}
+}
+
+func TestOwnerUnknownParams(t *testing.T) {
+	r := only(t, build(spec{id: "a", state: "active", params: "zz9-p271-l1.25-r40"}))
+	if _, err := r.OwnerOf("default/x"); err == nil || !strings.Contains(err.Error(), "upgrade kshard") {
+		t.Errorf("err = %v, want one saying to upgrade", err)
+	}
+	if len(r.Problems) == 0 || r.Partitions != P {
+		t.Errorf("Problems %q, Partitions %d", r.Problems, r.Partitions)
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	for _, c := range []shard.Config{{}, {Partitions: 97, Load: 1.5, ReplicationFactor: 20}, {Partitions: 65536}} {
+		text := c.Fingerprint()
+		got, err := ParseParams(text)
+		if err != nil || got.Fingerprint() != text {
+			t.Errorf("ParseParams(%q) = %v, %v", text, got.Fingerprint(), err)
+		}
+	}
+	for _, bad := range []string{"", "xx2-p271-l1.25-r40", "xx1-p0-l1.25-r40", "xx1-p271-l1-r40", "xx1-p271-l1.250-r40",
+		"xx1-p99999999999999999999-l1.25-r40", "garbage"} {
+		if _, err := ParseParams(bad); err == nil {
+			t.Errorf("ParseParams(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestSettled(t *testing.T) {
+	ab := func(id string) shard.PartitionSet { return owned(t, id, "a", "b") }
+	tests := []struct {
+		name    string
+		leases  []coordinationv1.Lease
+		settled bool
+		target  map[string]int
+	}{
+		{"claims match the assignment", build(
+			spec{id: "a", state: "active", claim: ab("a")},
+			spec{id: "b", state: "active", claim: ab("b")},
+		), true, map[string]int{"a": ab("a").Len(), "b": ab("b").Len()}},
+		{"newcomer active but not claiming yet", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "active"},
+		), false, map[string]int{"a": ab("a").Len(), "b": ab("b").Len()}},
+		{"leaving member still claims", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "leaving", claim: ab("b")},
+		), false, map[string]int{"a": P, "b": 0}},
+		{"expired member's stale claim does not matter", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "active", claim: ab("b"), renewAgo: time.Hour},
+		), true, map[string]int{"a": P, "b": 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := only(t, tc.leases)
+			if r.Settled() != tc.settled {
+				t.Errorf("Settled = %v, want %v", r.Settled(), tc.settled)
+			}
+			for _, m := range r.Members {
+				if m.Target != tc.target[m.Identity] {
+					t.Errorf("%s target %d, want %d", m.Identity, m.Target, tc.target[m.Identity])
+				}
+			}
+		})
+	}
+}

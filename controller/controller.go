@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/internal/metrics"
+	"github.com/kshard/kshard/shard"
+)
+
+// Runnable is anything a manager starts and stops with its context. It
+// aliases an interface literal so a manager can declare the same alias and
+// its Add(Runnable) satisfies Manager.
+type Runnable = interface {
+	Start(ctx context.Context) error
+}
+
+// Controller reconciles the Requests its sources produce, for the keys of
+// its active partitions only.
+type Controller interface {
+	// Name is the controller's unique name (metrics label "controller").
+	Name() string
+
+	// Watch adds a source. Sources added before Start start with it; after
+	// Start, at once.
+	Watch(src Source) error
+
+	// Start runs the controller until ctx ends: it starts the sources,
+	// waits for them to sync, starts the workers, and on ctx's end stops
+	// the workers (cancelling running reconciles) and the sources, and
+	// waits for them. It may be called once.
+	Start(ctx context.Context) error
+
+	// Activate admits the partitions of set and replays every
+	// ReplayableSource's cached objects, enqueueing each request of a newly
+	// activated partition once. Activating an active partition is a no-op.
+	Activate(ctx context.Context, set shard.PartitionSet) error
+
+	// Revoke stops admitting the partitions of set, drops their queued
+	// requests when dequeued, cancels their in-flight reconciles after the
+	// grace period, and returns nil only once none of them is in flight. It
+	// reports (log, kshard_drain_overdue_total) a drain longer than
+	// DrainReportAfter and keeps waiting. If ctx ends first it returns an
+	// error; the partitions stay revoked and draining.
+	Revoke(ctx context.Context, set shard.PartitionSet, opts ...RevokeOption) error
+
+	// ActivePartitions returns the partitions currently admitted.
+	ActivePartitions() shard.PartitionSet
+
+	// InFlight is the number of reconciles running now.
+	InFlight() int
+}
+
+// RevokeOption adjusts one Revoke call.
+type RevokeOption func(*revokeConfig)
+
+type revokeConfig struct {
+	grace time.Duration
+}
+
+// GracePeriod sets how long in-flight reconciles may run before their
+// contexts are cancelled, instead of Options.DrainGracePeriod. Zero cancels
+// them at once, as fencing needs.
+func GracePeriod(d time.Duration) RevokeOption {
+	return func(c *revokeConfig) { c.grace = max(d, 0) }
+}
+
+// New returns a controller named name that calls r. It validates opts and
+// claims name in opts.Registerer (unless SkipNameValidation).
+func New(name string, r Reconciler, opts Options) (Controller, error) {
+	if name == "" {
+		return nil, errors.New("controller: name is empty; give every controller a unique name")
+	}
+	if r == nil {
+		return nil, fmt.Errorf("controller %q: reconciler is nil; pass your Reconciler", name)
+	}
+	if f, ok := r.(ReconcilerFunc); ok && f == nil {
+		return nil, fmt.Errorf("controller %q: reconciler is a nil ReconcilerFunc; pass a function", name)
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("controller %q: invalid options: %w", name, err)
+	}
+	families, err := metrics.Register(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("controller %q: registering metrics: %w", name, err)
+	}
+	if !opts.SkipNameValidation && !families.Claim(name) {
+		return nil, fmt.Errorf("controller %q: a controller with this name already reports to the same metrics Registerer; give it another name (Named), or set SkipNameValidation", name)
+	}
+	return newController(name, r, opts, families), nil
+}
+
+func newController(name string, r Reconciler, opts Options, families *metrics.Families) *controller {
+	parts := gate.NewPartitions(opts.Partitioner)
+	c := &controller{
+		name:         name,
+		do:           r,
+		opts:         opts,
+		recoverPanic: *opts.RecoverPanic,
+		log:          opts.Logger.WithValues("controller", name),
+		parts:        parts,
+		gate:         gate.New(parts.Count(), !opts.StartInactive),
+		families:     families,
+		metrics:      families.For(name),
+		slots:        make([]slot, opts.MaxConcurrentReconciles),
+	}
+	for i := range c.slots {
+		c.slots[i].partition = -1
+	}
+	c.pendingReplay = shard.NewPartitionSet(parts.Count())
+	return c
+}

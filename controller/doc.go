@@ -1,0 +1,27 @@
+// Package controller is kshard's reconcile core, shaped like controller-runtime:
+// Sources feed events through Predicates to EventHandlers, which map them to
+// Requests; a typed rate-limited workqueue feeds MaxConcurrentReconciles
+// workers calling a Reconciler.
+//
+// # The shard gate
+//
+// What kshard adds is a gate between the handlers and the queue: a Request
+// is admitted only if its partition (shard.Partitioner over Request.Key) is
+// active in this controller. Activate admits partitions and replays the
+// cached objects of every source so that no key of a newly owned partition
+// is missed; Revoke stops admitting partitions, drops their queued requests
+// when dequeued, and returns once none of their reconciles is in flight
+// (cancelling their contexts after a grace period). A worker's "is the
+// partition active?" check and its in-flight increment are one atomic step,
+// so no reconcile can start after a drain has counted zero.
+//
+// A controller built standalone (New, or a Builder on a manager that does
+// not shard) starts with every partition active; a sharding manager sets
+// Options.StartInactive and activates partitions as it claims them.
+//
+// # Building controllers
+//
+// NewControllerManagedBy(mgr).For(obj).Owns(obj).Watches(obj, handler).Complete(r)
+// builds a controller and adds it to the manager, which starts it and drives
+// Activate and Revoke. Manager is the small interface a manager implements.
+package controller

@@ -1,0 +1,6 @@
+// Package gate is the shard gate of a controller: one atomic word per
+// partition holding "revoked" and the partition's in-flight reconcile count,
+// so that admitting a reconcile and revoking its partition are ordered by a
+// single compare-and-swap, plus the allocation-free key-to-partition function
+// used on the event path.
+package gate

@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// Options configure a controller. The zero value is usable; defaults are
+// applied in one place (withDefaults) and New validates the result.
+type Options struct {
+	// MaxConcurrentReconciles is the number of workers, so the number of
+	// reconciles (of distinct keys) that may run at once. Defaults to 1.
+	MaxConcurrentReconciles int
+
+	// RecoverPanic turns a panicking reconcile into an error (counted in
+	// controller_runtime_reconcile_panics_total and retried). Defaults to
+	// true; set it to false to let panics crash the process.
+	RecoverPanic *bool
+
+	// ReconcileTimeout bounds each reconcile's context. Defaults to 0 (none).
+	ReconcileTimeout time.Duration
+
+	// CacheSyncTimeout bounds Start's wait for its sources to sync.
+	// Defaults to 2 minutes.
+	CacheSyncTimeout time.Duration
+
+	// RateLimiter paces retries of failed requests. Defaults to client-go's
+	// DefaultTypedControllerRateLimiter (per-item exponential backoff from
+	// 5ms to 1000s, and an overall 10 qps / 100 burst bucket).
+	RateLimiter workqueue.TypedRateLimiter[Request]
+
+	// Logger is the controller's logger; a "controller" value with the
+	// controller's name is added. Defaults to the manager's logger when
+	// built by a Builder, otherwise to a logger that discards everything.
+	Logger logr.Logger
+
+	// Partitioner maps request keys to partitions. Defaults to
+	// shard.NewPartitioner(shard.DefaultPartitions). A sharding manager
+	// sets its ring's partitioner.
+	Partitioner shard.Partitioner
+
+	// StartInactive starts the controller with no partition active, so it
+	// reconciles nothing until Activate. Defaults to false: a standalone
+	// controller reconciles every key. A sharding manager sets it.
+	StartInactive bool
+
+	// DrainGracePeriod is how long in-flight reconciles of a revoked
+	// partition may run before their contexts are cancelled. Defaults to
+	// 5 seconds. Revoke's GracePeriod option overrides it per call (zero
+	// for fencing: cancel at once).
+	DrainGracePeriod time.Duration
+
+	// DrainReportAfter is how long a Revoke may wait before it is logged
+	// and counted in kshard_drain_overdue_total. It keeps waiting after
+	// that: a partition is never released while a reconcile of it runs.
+	// Defaults to 30 seconds.
+	DrainReportAfter time.Duration
+
+	// Registerer receives the controller's metrics. Defaults to
+	// prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+
+	// SkipNameValidation allows several controllers with one name in one
+	// Registerer (their metrics then add up). Defaults to false: a second
+	// controller with a taken name is refused.
+	SkipNameValidation bool
+}
+
+const (
+	defaultCacheSyncTimeout = 2 * time.Minute
+	defaultDrainGracePeriod = 5 * time.Second
+	defaultDrainReportAfter = 30 * time.Second
+)
+
+// withDefaults returns o with every unset field defaulted.
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = 1
+	}
+	if o.RecoverPanic == nil {
+		t := true
+		o.RecoverPanic = &t
+	}
+	if o.CacheSyncTimeout == 0 {
+		o.CacheSyncTimeout = defaultCacheSyncTimeout
+	}
+	if o.RateLimiter == nil {
+		o.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[Request]()
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	if o.Partitioner == nil {
+		o.Partitioner = shard.NewPartitioner(shard.DefaultPartitions)
+	}
+	if o.DrainGracePeriod == 0 {
+		o.DrainGracePeriod = defaultDrainGracePeriod
+	}
+	if o.DrainReportAfter == 0 {
+		o.DrainReportAfter = defaultDrainReportAfter
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.DefaultRegisterer
+	}
+	return o
+}
+
+// validate reports every impossible setting of defaulted options.
+func (o Options) validate() error {
+	var errs []error
+	if o.MaxConcurrentReconciles < 0 {
+		errs = append(errs, fmt.Errorf("MaxConcurrentReconciles is %d; use a positive number of workers", o.MaxConcurrentReconciles))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ReconcileTimeout", o.ReconcileTimeout},
+		{"CacheSyncTimeout", o.CacheSyncTimeout},
+		{"DrainGracePeriod", o.DrainGracePeriod},
+		{"DrainReportAfter", o.DrainReportAfter},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is %s; use a positive duration, or 0 for the default", d.name, d.v))
+		}
+	}
+	if n := o.Partitioner.Count(); n < 1 {
+		errs = append(errs, fmt.Errorf("Partitioner has %d partitions; it needs at least one", n))
+	}
+	return errors.Join(errs...)
+}

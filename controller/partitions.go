@@ -1,0 +1,197 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// eventQueue is the shard gate on the event path: handlers add requests to
+// it, and it queues only those whose partition is active. It costs one hash
+// and one atomic load per request, and allocates nothing.
+type eventQueue struct {
+	c     *controller
+	queue workqueue.TypedRateLimitingInterface[Request]
+}
+
+func (e *eventQueue) Add(req Request) {
+	c := e.c
+	if !c.gate.Active(c.parts.Of(req.Namespace, req.Name)) {
+		c.metrics.Foreign.Inc()
+		return
+	}
+	c.metrics.Admitted.Inc()
+	e.queue.Add(req)
+}
+
+// replayQueue receives the requests of an Activate replay. It keeps those
+// of the partitions being activated, each once, and passes them to the gate.
+type replayQueue struct {
+	c      *controller
+	events *eventQueue
+	parts  shard.PartitionSet
+	seen   map[Request]struct{}
+}
+
+func (r *replayQueue) Add(req Request) {
+	if !r.parts.Has(r.c.parts.Of(req.Namespace, req.Name)) {
+		return
+	}
+	if _, dup := r.seen[req]; dup {
+		return
+	}
+	r.seen[req] = struct{}{}
+	r.events.Add(req)
+}
+
+func (c *controller) checkSet(op string, set shard.PartitionSet) error {
+	if n := c.parts.Count(); set.Size() != n {
+		return fmt.Errorf("%s: %s: the partition set covers %d partitions but the controller's Partitioner has %d; build the set with the ring's partition count", c, op, set.Size(), n)
+	}
+	return nil
+}
+
+func (c *controller) Activate(ctx context.Context, set shard.PartitionSet) error {
+	if err := c.checkSet("Activate", set); err != nil {
+		return err
+	}
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	// Admit first, then list the caches: an object missing from the list
+	// was added to its cache after the gate opened, so its event passes.
+	for p := range set.All() {
+		if c.gate.Activate(p) {
+			c.pendingReplay.Add(p)
+		}
+	}
+	if c.pendingReplay.IsEmpty() {
+		return nil
+	}
+	c.mu.Lock()
+	sources, events := slices.Clone(c.started), c.events
+	c.mu.Unlock()
+	if events != nil {
+		// Sources not started yet deliver their whole cache as create
+		// events when they start, so only started ones are replayed.
+		rq := &replayQueue{c: c, events: events, parts: c.pendingReplay, seen: map[Request]struct{}{}}
+		for _, src := range sources {
+			if r, ok := src.(ReplayableSource); ok {
+				if err := r.Replay(ctx, rq); err != nil {
+					// The partitions stay active and pending: the next
+					// Activate replays them again.
+					return fmt.Errorf("%s: Activate: replaying cached objects (the partitions are active; call Activate again to complete the replay): %w", c, err)
+				}
+			}
+		}
+		c.log.V(1).Info("Activated partitions", "partitions", c.pendingReplay.Len(), "replayed", len(rq.seen))
+	}
+	c.pendingReplay = shard.NewPartitionSet(c.parts.Count())
+	return nil
+}
+
+func (c *controller) Revoke(ctx context.Context, set shard.PartitionSet, opts ...RevokeOption) error {
+	if err := c.checkSet("Revoke", set); err != nil {
+		return err
+	}
+	cfg := revokeConfig{grace: c.opts.DrainGracePeriod}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	set = set.Clone() // the grace timer may outlive this call and the caller's set
+	parts := set.Slice()
+	for _, p := range parts {
+		c.gate.Revoke(p)
+	}
+	if c.inFlightOf(parts) == 0 {
+		return nil
+	}
+
+	start := time.Now()
+	// The grace timer is deliberately not stopped if ctx ends first: the
+	// partitions stay draining, and their reconciles still get cancelled.
+	cancelInFlight := func() { c.cancelInFlight(set) }
+	var grace *time.Timer
+	if cfg.grace == 0 {
+		cancelInFlight()
+	} else {
+		grace = time.AfterFunc(cfg.grace, cancelInFlight)
+	}
+	report := time.NewTimer(c.opts.DrainReportAfter)
+	defer report.Stop()
+	overdue := false
+	for {
+		changed := c.gate.Changed()
+		for _, p := range parts {
+			if c.gate.Active(p) {
+				if grace != nil {
+					grace.Stop()
+				}
+				return fmt.Errorf("%s: Revoke: partition %d was activated again while draining; its drain did not complete", c, p)
+			}
+		}
+		n := c.inFlightOf(parts)
+		if n == 0 {
+			if grace != nil {
+				grace.Stop()
+			}
+			if overdue {
+				c.log.Info("Drain completed after being reported overdue", "partitions", len(parts), "took", time.Since(start))
+			}
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-report.C:
+			if !overdue {
+				c.metrics.DrainOverdue.Inc()
+				overdue = true
+			}
+			c.log.Info("Drain is taking longer than DrainReportAfter; still waiting, the partitions are not released while a reconcile of them runs",
+				"partitions", len(parts), "inFlight", n, "waited", time.Since(start).Round(time.Millisecond))
+			report.Reset(c.opts.DrainReportAfter)
+		case <-ctx.Done():
+			return fmt.Errorf("%s: Revoke: %d reconciles of the revoked partitions are still in flight; the partitions stay revoked and draining: %w", c, n, context.Cause(ctx))
+		}
+	}
+}
+
+func (c *controller) inFlightOf(parts []int) int {
+	n := 0
+	for _, p := range parts {
+		n += c.gate.InFlight(p)
+	}
+	return n
+}
+
+// cancelInFlight cancels the reconciles running for partitions of set that
+// are still revoked.
+func (c *controller) cancelInFlight(set shard.PartitionSet) {
+	for i := range c.slots {
+		s := &c.slots[i]
+		s.mu.Lock()
+		if s.cancel != nil && set.Has(s.partition) && !c.gate.Active(s.partition) {
+			s.cancel()
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (c *controller) ActivePartitions() shard.PartitionSet {
+	n := c.parts.Count()
+	set := shard.NewPartitionSet(n)
+	for p := range n {
+		if c.gate.Active(p) {
+			set.Add(p)
+		}
+	}
+	return set
+}
+
+func (c *controller) InFlight() int { return c.gate.TotalInFlight() }

@@ -1,0 +1,69 @@
+package cli_test
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemo runs the demo as a user would in CI (stdout not a terminal) and
+// checks that it converges, measures a handoff, exits 0 and leaves no
+// process behind.
+func TestDemo(t *testing.T) {
+	start := time.Now()
+	r := kshard(t, 15*time.Minute, "demo", "--objects", "60", "--replicas", "2", "--timeout", "10m")
+	t.Logf("demo took %s", time.Since(start).Round(100*time.Millisecond))
+	if r.code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	out := r.stdout
+	if strings.Contains(out, "\x1b") {
+		t.Error("stdout is not a terminal, yet the table uses escape sequences")
+	}
+	for _, want := range []string{
+		"Ring formed in",
+		"All 60 Widgets reconciled",
+		"REPLICA", "RECONCILES", "PER SEC", "QUEUE",
+		"example-operator-0", "example-operator-1", "example-operator-2",
+		"example-operator-0 exited 0",
+		"Demo finished in",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+
+	gap := regexp.MustCompile(`Handoff gap: (\S+) from SIGTERM until the other replicas claimed all (\d+) partitions`).FindStringSubmatch(out)
+	if gap == nil {
+		t.Fatalf("no handoff gap in stdout:\n%s", out)
+	}
+	d, err := time.ParseDuration(gap[1])
+	// A graceful leave hands off within a watch round-trip plus drain,
+	// far below the 10s lease duration a crash would cost.
+	if err != nil || d <= 0 || d >= 10*time.Second {
+		t.Errorf("handoff gap %q: want a duration in (0, 10s)", gap[1])
+	}
+	moved := regexp.MustCompile(`Partitions moved: (\d+) \(example-operator-1 (\d+)\)`).FindStringSubmatch(out)
+	if moved == nil || moved[1] != gap[2] || moved[1] != moved[2] || moved[1] == "0" {
+		t.Errorf("partitions moved %v do not match the leaver's %s partitions", moved, gap[2])
+	}
+	joined := regexp.MustCompile(`example-operator-2 joined: (\d+) partitions moved to it`).FindStringSubmatch(out)
+	if joined == nil {
+		t.Errorf("no join line in stdout")
+	} else if n, _ := strconv.Atoi(joined[1]); n == 0 || n >= 271 {
+		t.Errorf("join moved %d partitions, want some but not all", n)
+	}
+	t.Logf("handoff gap %s, %s partitions moved on leave, %s on join", gap[1], moved[1], joined[1])
+
+	// Nothing may outlive the demo: neither the replicas (this binary) nor
+	// the control plane (whose command lines name its directory).
+	dir := regexp.MustCompile(`\(files in (\S+)\)`).FindStringSubmatch(r.stderr)
+	if dir == nil {
+		t.Fatalf("stderr does not say where the control plane lives:\n%s", r.stderr)
+	}
+	if left := append(processesMentioning(kshardBin+" __example-operator"), processesMentioning(dir[1])...); len(left) > 0 {
+		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}

@@ -1,0 +1,296 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/cmd/example-operator/app"
+	"github.com/kshard/kshard/e2e/controlplane"
+)
+
+const (
+	namespace = "cli-e2e"
+	ring      = "example-operator"
+	widgets   = 40
+)
+
+var widgetGVR = schema.GroupVersionResource{Group: "demo.kshard.io", Version: "v1alpha1", Resource: "widgets"}
+
+// statusDoc is the part of `kshard status -o json` the test reads.
+type statusDoc struct {
+	Namespace string `json:"namespace"`
+	Rings     []struct {
+		Name        string   `json:"name"`
+		Partitions  int      `json:"partitions"`
+		Params      string   `json:"params"`
+		RingMembers []string `json:"ringMembers"`
+		Unclaimed   int      `json:"unclaimed"`
+		Overlapping int      `json:"overlapping"`
+		Malformed   int      `json:"malformed"`
+		Members     []struct {
+			Identity    string `json:"identity"`
+			State       string `json:"state"`
+			Health      string `json:"health"`
+			Partitions  int    `json:"partitions"`
+			Target      int    `json:"target"`
+			Incarnation string `json:"incarnation"`
+		} `json:"members"`
+	} `json:"rings"`
+}
+
+// ownerDoc is `kshard owner -o json`.
+type ownerDoc struct {
+	Resource  string   `json:"resource"`
+	Exists    *bool    `json:"exists"`
+	Key       string   `json:"key"`
+	Partition int      `json:"partition"`
+	Owner     string   `json:"owner"`
+	ClaimedBy []string `json:"claimedBy"`
+	Handoff   bool     `json:"handoff"`
+}
+
+// TestStatusAndOwnerMatchReconciles runs three example-operator replicas
+// and checks that `kshard owner` names, for every Widget, the replica that
+// reconciled it (status.reconciledBy), and that `kshard status` shows the
+// ring they formed.
+func TestStatusAndOwnerMatchReconciles(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	kc := cp.KubeconfigPath()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	client := kubernetes.NewForConfigOrDie(cp.Config())
+	dyn := dynamic.NewForConfigOrDie(cp.Config())
+	installCRD(t, ctx, dyn)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range widgets {
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "demo.kshard.io/v1alpha1", "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprintf("w-%02d", i), "namespace": namespace},
+			"spec":     map[string]any{"color": "red", "size": int64(i)},
+		}}
+		if _, err := dyn.Resource(widgetGVR).Namespace(namespace).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Bad input against a live cluster first: no ring yet.
+	r := kshard(t, time.Minute, "status", "--kubeconfig", kc, "-n", namespace)
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `no kshard ring in namespace "cli-e2e"`) {
+		t.Errorf("status without a ring: code %d, stderr %q", r.code, r.stderr)
+	}
+
+	ids := []string{"op-0", "op-1", "op-2"}
+	for _, id := range ids {
+		startReplica(t, kc, id)
+	}
+
+	// Await the ring as the CLI sees it: three live active members, every
+	// partition claimed once.
+	var status statusDoc
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
+		r := kshard(t, time.Minute, "status", "-o", "json", "--kubeconfig", kc, "-n", namespace)
+		if r.code != 0 {
+			return false, nil // no Lease yet
+		}
+		status = statusDoc{}
+		if err := json.Unmarshal([]byte(r.stdout), &status); err != nil {
+			return false, fmt.Errorf("status -o json is not JSON: %v\n%s", err, r.stdout)
+		}
+		rg := status.Rings[0]
+		settled := true
+		for _, m := range rg.Members {
+			settled = settled && m.Target == m.Partitions
+		}
+		return len(rg.RingMembers) == 3 && settled && rg.Unclaimed == 0 && rg.Overlapping == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("ring did not form as status shows it: %v (last: %+v)", err, status)
+	}
+	rg := status.Rings[0]
+	total := 0
+	for _, m := range rg.Members {
+		if m.State != "active" || m.Health != "live" || m.Incarnation == "" || m.Target != m.Partitions {
+			t.Errorf("member %+v", m)
+		}
+		total += m.Partitions
+	}
+	if status.Namespace != namespace || rg.Name != ring || rg.Partitions != 271 || total != 271 || rg.Malformed != 0 || rg.Params == "" {
+		t.Errorf("status = %+v", status)
+	}
+
+	// The ring is stable now, so owners are fixed: ask once per Widget.
+	owners := map[string]string{}
+	for i := range widgets {
+		name := fmt.Sprintf("w-%02d", i)
+		r := kshard(t, time.Minute, "owner", "widgets", namespace+"/"+name, "-o", "json", "--kubeconfig", kc, "-n", namespace)
+		if r.code != 0 {
+			t.Fatalf("owner %s: code %d, stderr %s", name, r.code, r.stderr)
+		}
+		var o ownerDoc
+		if err := json.Unmarshal([]byte(r.stdout), &o); err != nil {
+			t.Fatalf("owner -o json is not JSON: %v\n%s", err, r.stdout)
+		}
+		if o.Resource != "widgets.demo.kshard.io" || o.Exists == nil || !*o.Exists || o.Key != namespace+"/"+name ||
+			o.Handoff || len(o.ClaimedBy) != 1 || o.ClaimedBy[0] != o.Owner {
+			t.Errorf("owner %s = %+v", name, o)
+		}
+		owners[name] = o.Owner
+	}
+
+	// Replicas re-reconcile the Widgets of partitions they take over, so
+	// reconciledBy converges on the owner once the ring is stable.
+	var mismatch []string
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := dyn.Resource(widgetGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		mismatch = nil
+		for _, w := range list.Items {
+			by, _, _ := unstructured.NestedString(w.Object, "status", "reconciledBy")
+			if by != owners[w.GetName()] {
+				mismatch = append(mismatch, fmt.Sprintf("%s reconciled by %q, owner %q", w.GetName(), by, owners[w.GetName()]))
+			}
+		}
+		return len(mismatch) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("reconciledBy does not match kshard owner: %v\n%s", err, strings.Join(mismatch, "\n"))
+	}
+	used := map[string]bool{}
+	for _, o := range owners {
+		used[o] = true
+	}
+	if len(used) < 2 {
+		t.Errorf("all %d Widgets are owned by %v: sharding did not spread them", widgets, used)
+	}
+
+	// The table form, an object that does not exist, and bad input.
+	r = kshard(t, time.Minute, "owner", "widget", namespace+"/w-00", "--kubeconfig", kc, "-n", namespace)
+	if r.code != 0 || !strings.Contains(r.stdout, "OWNER       "+owners["w-00"]) || !strings.Contains(r.stdout, "(exists)") {
+		t.Errorf("owner table: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = kshard(t, time.Minute, "owner", "widgets", namespace+"/nope", "--kubeconfig", kc, "-n", namespace)
+	if r.code != 0 || !strings.Contains(r.stdout, "not found: this is where it would be reconciled") {
+		t.Errorf("owner of a missing object: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, bad := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"owner", "widgets", "w-00"}, 2, "widgets.demo.kshard.io are namespaced"},
+		{[]string{"owner", "namespaces", "default/x"}, 2, "namespaces are cluster-scoped"},
+		{[]string{"owner", "gizmos", "a/b"}, 1, `the API server has no resource "gizmos"`},
+		{[]string{"owner", "widgets", "a/b", "--ring", "other"}, 1, `rings here: example-operator: pass one with --ring`},
+	} {
+		r := kshard(t, time.Minute, append(bad.args, "--kubeconfig", kc, "-n", namespace)...)
+		if r.code != bad.code || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("%v: code %d (want %d), stderr %q (want %q)", bad.args, r.code, bad.code, r.stderr, bad.want)
+		}
+	}
+}
+
+// TestUnreachableAPIServer: a kubeconfig whose server does not answer gives
+// one line that says what to check, and a non-zero exit.
+func TestUnreachableAPIServer(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+users: [{name: u, user: {token: t}}]
+`), 0o600)
+	for _, args := range [][]string{{"status"}, {"owner", "widgets", "a/b"}} {
+		r := kshard(t, time.Minute, append(args, "--kubeconfig", kc)...)
+		if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "https://127.0.0.1:1") {
+			t.Errorf("%v: code %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	r := kshard(t, time.Minute, "status", "--kubeconfig", filepath.Join(t.TempDir(), "missing"))
+	if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--kubeconfig") {
+		t.Errorf("missing kubeconfig: code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// startReplica runs one example-operator replica through kshard's hidden
+// command and stops it (gracefully, then by force) when the test ends.
+func startReplica(t *testing.T, kubeconfig, identity string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), identity+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(kshardBin, "__example-operator", "--kubeconfig", kubeconfig, "--ring", ring,
+		"--lease-namespace", namespace, "--watch-namespace", namespace, "--identity", identity,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { // waited for by the cleanup below
+		_ = cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(40 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			t.Logf("last lines of %s:\n%s", identity, strings.Join(lines[max(0, len(lines)-10):], "\n"))
+		}
+	})
+}
+
+func installCRD(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+	t.Helper()
+	crd := &unstructured.Unstructured{}
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(app.WidgetCRD), 4096).Decode(&crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// Served, not just Established: listing must work.
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(widgetGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("Widget CRD not served: %v", err)
+	}
+}

@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// kshardBin is the kshard binary TestMain builds for every test.
+var kshardBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kshard-cli-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	kshardBin = filepath.Join(dir, "kshard")
+	out, err := exec.Command("go", "build", "-o", kshardBin, "github.com/kshard/kshard/cmd/kshard").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building kshard: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one finished kshard run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// kshard runs the binary to completion within timeout. On timeout it is
+// interrupted like a user's Ctrl-C, so that it cleans up, and killed if it
+// does not exit within a minute of that.
+func kshard(t *testing.T, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kshardBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
+	err := cmd.Run()
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	if ctx.Err() != nil {
+		t.Fatalf("kshard %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+	}
+	if err != nil && r.code < 0 {
+		t.Fatalf("kshard %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// processesMentioning lists running processes whose command line contains
+// s, so a test can prove nothing it started is left behind.
+func processesMentioning(s string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		line := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		if strings.Contains(line, s) {
+			found = append(found, e.Name()+": "+line)
+		}
+	}
+	return found
+}

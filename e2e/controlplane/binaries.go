@@ -1,0 +1,356 @@
+package controlplane
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Environment variables that steer where binaries come from.
+const (
+	// EnvBinDir names a directory holding prebuilt kube-apiserver, etcd and
+	// kube-controller-manager binaries; when set, nothing is built.
+	EnvBinDir = "KSHARD_BIN_DIR"
+	// EnvCacheDir overrides the cache root (default $XDG_CACHE_HOME/kshard or
+	// ~/.cache/kshard).
+	EnvCacheDir = "KSHARD_CACHE_DIR"
+	// EnvToolsDir overrides the location of the tools module (hack/tools).
+	EnvToolsDir = "KSHARD_TOOLS_DIR"
+)
+
+// Binary names inside a binaries directory.
+const (
+	binAPIServer         = "kube-apiserver"
+	binEtcd              = "etcd"
+	binControllerManager = "kube-controller-manager"
+)
+
+// Binaries are the paths of the control-plane executables.
+type Binaries struct {
+	APIServer         string
+	Etcd              string
+	ControllerManager string
+	// KubernetesVersion is the k8s.io/kubernetes version they were built from.
+	KubernetesVersion string
+}
+
+// manifest records what a cached build contains, so a truncated or replaced
+// binary is detected and rebuilt instead of failing obscurely at start.
+type manifest struct {
+	KubernetesVersion string            `json:"kubernetesVersion"`
+	SHA256            map[string]string `json:"sha256"`
+}
+
+// toolsPackages are the main packages built from the tools module, in the
+// order go build receives them; etcd's main package is the module root.
+var toolsPackages = map[string]string{
+	binAPIServer:         "k8s.io/kubernetes/cmd/kube-apiserver",
+	binControllerManager: "k8s.io/kubernetes/cmd/kube-controller-manager",
+	binEtcd:              "go.etcd.io/etcd/server/v3",
+}
+
+// EnsureBinaries returns usable control-plane binaries, building them into the
+// cache when they are missing or fail verification. Progress is written to
+// progress (may be nil). Concurrent callers, in this or other processes, build
+// at most once: the cache is guarded by a file lock.
+func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		b := binariesIn(dir, "")
+		for _, p := range []string{b.APIServer, b.Etcd, b.ControllerManager} {
+			if err := checkExecutable(p); err != nil {
+				return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", EnvBinDir, dir, err)
+			}
+		}
+		return b, nil
+	}
+	toolsDir, err := ToolsDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	version, key, err := toolsVersion(toolsDir)
+	if err != nil {
+		return Binaries{}, err
+	}
+	root, err := CacheDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("creating binary cache %s: %w (set %s to a writable directory)", root, err, EnvCacheDir)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(root, "build.lock"), progress)
+	if err != nil {
+		return Binaries{}, err
+	}
+	defer unlock()
+
+	dir := filepath.Join(root, "kubernetes-"+version+"-"+key)
+	if err := verifyCached(dir); err == nil {
+		return binariesIn(dir, version), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(progress, "kshard: cached control-plane binaries in %s are unusable (%v); rebuilding\n", dir, err)
+	}
+	if err := build(ctx, toolsDir, dir, version, progress); err != nil {
+		return Binaries{}, err
+	}
+	return binariesIn(dir, version), nil
+}
+
+func binariesIn(dir, version string) Binaries {
+	return Binaries{
+		APIServer:         filepath.Join(dir, binAPIServer),
+		Etcd:              filepath.Join(dir, binEtcd),
+		ControllerManager: filepath.Join(dir, binControllerManager),
+		KubernetesVersion: version,
+	}
+}
+
+// CacheDir is the root of kshard's binary cache.
+func CacheDir() (string, error) {
+	if d := os.Getenv(EnvCacheDir); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "kshard"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding a cache directory: %w (set %s)", err, EnvCacheDir)
+	}
+	return filepath.Join(home, ".cache", "kshard"), nil
+}
+
+// ToolsDir locates the tools module that pins the control-plane sources.
+func ToolsDir() (string, error) {
+	if d := os.Getenv(EnvToolsDir); d != "" {
+		return d, nil
+	}
+	// This file lives at <repo>/e2e/controlplane; the tools module is
+	// <repo>/hack/tools. Source paths are available whenever kshard is built
+	// from a checkout (tests, go run), which is when building is possible.
+	_, file, _, ok := runtime.Caller(0)
+	if ok {
+		d := filepath.Join(filepath.Dir(file), "..", "..", "hack", "tools")
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Clean(d), nil
+		}
+	}
+	return "", fmt.Errorf("cannot find the kshard tools module (hack/tools/go.mod): set %s to it, or %s to prebuilt binaries", EnvToolsDir, EnvBinDir)
+}
+
+var kubernetesRequire = regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes\s+(v\S+)`)
+
+// toolsVersion reads the pinned Kubernetes version from the tools go.mod and a
+// short key over go.mod and go.sum, so any change of pins gets a new cache
+// entry rather than reusing binaries built from other sources.
+func toolsVersion(toolsDir string) (version, key string, err error) {
+	mod, err := os.ReadFile(filepath.Join(toolsDir, "go.mod"))
+	if err != nil {
+		return "", "", fmt.Errorf("reading tools module: %w", err)
+	}
+	m := kubernetesRequire.FindSubmatch(mod)
+	if m == nil {
+		return "", "", fmt.Errorf("%s/go.mod does not require k8s.io/kubernetes; run hack/tools/pin.sh VERSION", toolsDir)
+	}
+	sum, err := os.ReadFile(filepath.Join(toolsDir, "go.sum"))
+	if err != nil {
+		return "", "", fmt.Errorf("reading tools go.sum: %w", err)
+	}
+	h := sha256.New()
+	h.Write(mod)
+	h.Write(sum)
+	return string(m[1]), hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+func verifyCached(dir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return err
+	}
+	var m manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	for name := range toolsPackages {
+		want := m.SHA256[name]
+		got, err := fileSHA256(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, errors.Unwrap(err))
+		}
+		if want == "" || got != want {
+			return fmt.Errorf("%s: checksum mismatch", name)
+		}
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("open: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func checkExecutable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", path)
+	}
+	return nil
+}
+
+// build compiles the binaries into a fresh directory next to dir and renames
+// it into place, so an interrupted build never leaves a half-written cache.
+func build(ctx context.Context, toolsDir, dir, version string, progress io.Writer) error {
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	fmt.Fprintf(progress, "kshard: building kube-apiserver, kube-controller-manager and etcd %s from source into %s (first time only, ~3-5 min on 2 cores)\n", version, dir)
+
+	pkgs := []string{toolsPackages[binAPIServer], toolsPackages[binControllerManager], toolsPackages[binEtcd]}
+	args := append([]string{"build", "-v", "-o", tmp + string(os.PathSeparator)}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = toolsDir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting go build (is the go toolchain on PATH?): %w", err)
+	}
+	// go build -v names each package as it compiles; count them for progress
+	// and keep the tail for the error message.
+	var compiled atomic.Int64
+	tail := newTailBuffer(40)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			compiled.Add(1)
+			tail.add(sc.Text())
+		}
+	}()
+	ticker := time.NewTicker(15 * time.Second)
+	defer ticker.Stop()
+	waitErr := make(chan error, 1)
+	go func() { <-done; waitErr <- cmd.Wait() }()
+	for {
+		select {
+		case <-ticker.C:
+			fmt.Fprintf(progress, "kshard: still building control plane: %d packages compiled, %s elapsed\n", compiled.Load(), time.Since(start).Round(time.Second))
+			continue
+		case err = <-waitErr:
+		}
+		break
+	}
+	if err != nil {
+		return fmt.Errorf("building control-plane binaries in %s failed: %w\n%s", toolsDir, err, tail.String())
+	}
+	// etcd's main package is its module root, so go build names it "server".
+	if err := os.Rename(filepath.Join(tmp, "server"), filepath.Join(tmp, binEtcd)); err != nil {
+		return fmt.Errorf("naming etcd binary: %w", err)
+	}
+	m := manifest{KubernetesVersion: version, SHA256: map[string]string{}}
+	for name := range toolsPackages {
+		sum, err := fileSHA256(filepath.Join(tmp, name))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		m.SHA256[name] = sum
+	}
+	raw, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, "manifest.json"), raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "kshard: control-plane binaries built in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// lockFile takes an exclusive flock, telling the user when it has to wait for
+// another build.
+func lockFile(ctx context.Context, path string, progress io.Writer) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock %s: %w", path, err)
+	}
+	told := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if !told {
+			fmt.Fprintf(progress, "kshard: waiting for another process building control-plane binaries (%s)\n", path)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tailBuffer keeps the last n lines written to it.
+type tailBuffer struct {
+	n     int
+	lines []string
+}
+
+func newTailBuffer(n int) *tailBuffer { return &tailBuffer{n: n} }
+
+func (t *tailBuffer) add(line string) {
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.n {
+		t.lines = t.lines[len(t.lines)-t.n:]
+	}
+}
+
+func (t *tailBuffer) String() string { return strings.Join(t.lines, "\n") }

@@ -1,0 +1,466 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options configure a control plane. The zero value is usable.
+type Options struct {
+	// Binaries to run. Defaults to EnsureBinaries (building into the cache on
+	// first use).
+	Binaries *Binaries
+	// Progress receives build and start progress. Defaults to discarding it.
+	Progress io.Writer
+	// ControllerManager also starts kube-controller-manager with the garbage
+	// collector and namespace controllers, for owner-reference cascading
+	// deletion and namespace deletion. Defaults to false.
+	ControllerManager bool
+	// ShardedListAndWatch enables the alpha ShardedListAndWatch feature gate
+	// (Kubernetes 1.36) on the API server. Defaults to false.
+	ShardedListAndWatch bool
+	// ExtraAPIServerArgs are appended to the API server's command line.
+	ExtraAPIServerArgs []string
+	// StartTimeout bounds each component's start. Defaults to 60s.
+	StartTimeout time.Duration
+	// Dir is where the control plane keeps its files. Defaults to a new
+	// temporary directory, removed by Stop unless KeepDir is set.
+	Dir string
+	// KeepDir keeps Dir (logs, etcd data, kubeconfigs) after Stop.
+	KeepDir bool
+}
+
+func (o *Options) applyDefaults() {
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
+type ControlPlane struct {
+	opts     Options
+	bins     Binaries
+	dir      string
+	ownsDir  bool
+	pki      *pki
+	etcdURL  string
+	apiPort  int
+	kcmPort  int
+	adminCfg string
+	restrCfg string
+
+	mu        sync.Mutex // guards the process handles below
+	etcd      *process
+	apiserver *process
+	kcm       *process
+	apiStarts int
+}
+
+// Start builds (if needed) and starts a control plane, returning once the API
+// server reports ready. On failure it returns the component's last log lines
+// and leaves nothing running.
+func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
+	opts.applyDefaults()
+	bins := opts.Binaries
+	if bins == nil {
+		b, err := EnsureBinaries(ctx, opts.Progress)
+		if err != nil {
+			return nil, err
+		}
+		bins = &b
+	}
+	cp = &ControlPlane{opts: opts, bins: *bins, dir: opts.Dir}
+	if cp.dir == "" {
+		d, err := os.MkdirTemp("", "kshard-controlplane-")
+		if err != nil {
+			return nil, err
+		}
+		cp.dir, cp.ownsDir = d, !opts.KeepDir
+	} else if err := os.MkdirAll(cp.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			// Keep the files of a failed start: the logs are the diagnosis.
+			cp.ownsDir = false
+			_ = cp.Stop()
+			err = fmt.Errorf("%w\n(control-plane files kept in %s)", err, cp.dir)
+		}
+	}()
+	if cp.pki, err = newPKI(cp.dir); err != nil {
+		return cp, fmt.Errorf("generating certificates: %w", err)
+	}
+	if err := cp.startEtcd(ctx); err != nil {
+		return cp, err
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		return cp, err
+	}
+	if err := cp.writeKubeconfigs(); err != nil {
+		return cp, err
+	}
+	if opts.ControllerManager {
+		if err := cp.startControllerManager(ctx); err != nil {
+			return cp, err
+		}
+	}
+	return cp, nil
+}
+
+// portAttempts bounds retries when a chosen free port is taken before the
+// component binds it.
+const portAttempts = 4
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		ports, err := pickPorts(2)
+		if err != nil {
+			return err
+		}
+		client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+		dataDir := filepath.Join(cp.dir, "etcd-data")
+		_ = os.RemoveAll(dataDir)
+		p, err := startProcess("etcd", filepath.Join(cp.dir, "etcd.log"), cp.bins.Etcd,
+			"--name=kshard", "--data-dir="+dataDir,
+			"--listen-client-urls="+client, "--advertise-client-urls="+client,
+			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+			"--initial-cluster=kshard="+peer,
+			// Test data is disposable; fsync would dominate write latency.
+			"--unsafe-no-fsync=true", "--log-level=warn",
+		)
+		if err != nil {
+			return err
+		}
+		err = waitHTTP(ctx, p, cp.opts.StartTimeout, client+"/health", nil, func(body string) bool {
+			return strings.Contains(body, `"health":"true"`)
+		})
+		if err == nil {
+			cp.mu.Lock()
+			cp.etcd, cp.etcdURL = p, client
+			cp.mu.Unlock()
+			return nil
+		}
+		p.kill()
+		lastErr = err
+		if !errors.Is(err, errAddrInUse) {
+			return err
+		}
+	}
+	return lastErr
+}
+
+// StartAPIServer starts the API server, on the same port as before when it
+// was stopped with StopAPIServer, and waits for /readyz.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	if cp.apiserver != nil && cp.apiserver.running() {
+		cp.mu.Unlock()
+		return errors.New("kube-apiserver is already running")
+	}
+	port, restart := cp.apiPort, cp.apiStarts > 0
+	cp.mu.Unlock()
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		if !restart || attempt > 0 && !restart {
+			ports, err := pickPorts(1)
+			if err != nil {
+				return err
+			}
+			port = ports[0]
+		}
+		p, err := cp.launchAPIServer(port)
+		if err != nil {
+			return err
+		}
+		err = waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/readyz", port), cp.adminHTTPClient(), func(body string) bool {
+			return strings.TrimSpace(body) == "ok"
+		})
+		if err == nil {
+			cp.mu.Lock()
+			cp.apiserver, cp.apiPort = p, port
+			cp.apiStarts++
+			cp.mu.Unlock()
+			return nil
+		}
+		p.kill()
+		lastErr = err
+		if !errors.Is(err, errAddrInUse) {
+			return err
+		}
+		if restart {
+			// The old port was taken while the server was down: clients must
+			// keep their address, so wait for it rather than move.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return lastErr
+}
+
+func (cp *ControlPlane) launchAPIServer(port int) (*process, error) {
+	args := []string{
+		"--etcd-servers=" + cp.etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + cp.pki.serverCertFile,
+		"--tls-private-key-file=" + cp.pki.serverKeyFile,
+		"--client-ca-file=" + cp.pki.caFile,
+		"--token-auth-file=" + cp.pki.tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cp.pki.saPublicFile,
+		"--service-account-signing-key-file=" + cp.pki.saPrivateFile,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--endpoint-reconciler-type=none",
+		"--cert-dir=" + filepath.Join(cp.dir, "apiserver-certs"),
+		"--profiling=false",
+	}
+	if cp.opts.ShardedListAndWatch {
+		args = append(args, "--feature-gates=ShardedListAndWatch=true")
+	}
+	args = append(args, cp.opts.ExtraAPIServerArgs...)
+	return startProcess("kube-apiserver", filepath.Join(cp.dir, "kube-apiserver.log"), cp.bins.APIServer, args...)
+}
+
+// StopAPIServer stops the API server alone (etcd keeps running), for outage
+// tests. Clients see connection refused until StartAPIServer.
+func (cp *ControlPlane) StopAPIServer() {
+	cp.mu.Lock()
+	p := cp.apiserver
+	cp.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		ports, err := pickPorts(1)
+		if err != nil {
+			return err
+		}
+		p, err := startProcess("kube-controller-manager", filepath.Join(cp.dir, "kube-controller-manager.log"), cp.bins.ControllerManager,
+			"--kubeconfig="+cp.adminCfg,
+			"--controllers=garbage-collector-controller,namespace-controller",
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(ports[0]),
+			"--authentication-skip-lookup=true",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez",
+			"--concurrent-gc-syncs=5",
+		)
+		if err != nil {
+			return err
+		}
+		insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		err = waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), insecure, func(body string) bool {
+			return strings.TrimSpace(body) == "ok"
+		})
+		if err == nil {
+			cp.mu.Lock()
+			cp.kcm, cp.kcmPort = p, ports[0]
+			cp.mu.Unlock()
+			return nil
+		}
+		p.kill()
+		lastErr = err
+		if !errors.Is(err, errAddrInUse) {
+			return err
+		}
+	}
+	return lastErr
+}
+
+// Stop stops every component (whole process groups) and removes the
+// control plane's directory unless it is to be kept.
+func (cp *ControlPlane) Stop() error {
+	cp.mu.Lock()
+	kcm, api, etcd := cp.kcm, cp.apiserver, cp.etcd
+	cp.mu.Unlock()
+	kcm.stop(5 * time.Second)
+	api.stop(10 * time.Second)
+	etcd.stop(5 * time.Second)
+	if cp.ownsDir {
+		return os.RemoveAll(cp.dir)
+	}
+	return nil
+}
+
+// KeepFiles makes Stop leave the directory (logs, kubeconfigs) in place.
+func (cp *ControlPlane) KeepFiles() { cp.ownsDir = false }
+
+// Dir is the control plane's working directory (logs, kubeconfigs, certs).
+func (cp *ControlPlane) Dir() string { return cp.dir }
+
+// Host is the API server's URL.
+func (cp *ControlPlane) Host() string { return fmt.Sprintf("https://127.0.0.1:%d", cp.apiPort) }
+
+// Binaries are the executables this control plane runs.
+func (cp *ControlPlane) Binaries() Binaries { return cp.bins }
+
+// Config returns a fresh rest.Config for the admin identity (system:masters).
+// QPS and burst are raised above client-go's defaults so tests are not
+// throttled client-side.
+func (cp *ControlPlane) Config() *rest.Config { return cp.config(cp.pki.adminToken) }
+
+// RestrictedConfig returns a rest.Config for RestrictedUser, who has no
+// permissions beyond discovery unless a test grants them through RBAC.
+func (cp *ControlPlane) RestrictedConfig() *rest.Config { return cp.config(cp.pki.restrictToken) }
+
+// KubeconfigPath is a kubeconfig file for the admin identity, for kubectl.
+func (cp *ControlPlane) KubeconfigPath() string { return cp.adminCfg }
+
+// RestrictedKubeconfigPath is a kubeconfig file for RestrictedUser.
+func (cp *ControlPlane) RestrictedKubeconfigPath() string { return cp.restrCfg }
+
+// LogPaths names each component's log file.
+func (cp *ControlPlane) LogPaths() map[string]string {
+	out := map[string]string{}
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		p := filepath.Join(cp.dir, n+".log")
+		if _, err := os.Stat(p); err == nil {
+			out[n] = p
+		}
+	}
+	return out
+}
+
+// APIServerLogTail returns the API server log's last n lines.
+func (cp *ControlPlane) APIServerLogTail(n int) string {
+	return tailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
+}
+
+func (cp *ControlPlane) config(token string) *rest.Config {
+	return &rest.Config{
+		Host:            cp.Host(),
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: append([]byte(nil), cp.pki.caPEM...)},
+		QPS:             1000,
+		Burst:           2000,
+	}
+}
+
+func (cp *ControlPlane) writeKubeconfigs() error {
+	cp.adminCfg = filepath.Join(cp.dir, "admin.kubeconfig")
+	cp.restrCfg = filepath.Join(cp.dir, "restricted.kubeconfig")
+	for path, user := range map[string]struct{ name, token string }{
+		cp.adminCfg: {AdminUser, cp.pki.adminToken},
+		cp.restrCfg: {RestrictedUser, cp.pki.restrictToken},
+	} {
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["kshard"] = &clientcmdapi.Cluster{Server: cp.Host(), CertificateAuthorityData: cp.pki.caPEM}
+		cfg.AuthInfos[user.name] = &clientcmdapi.AuthInfo{Token: user.token}
+		cfg.Contexts["kshard"] = &clientcmdapi.Context{Cluster: "kshard", AuthInfo: user.name, Namespace: "default"}
+		cfg.CurrentContext = "kshard"
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			return fmt.Errorf("writing kubeconfig: %w", err)
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) adminHTTPClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(cp.pki.caPEM)
+	return &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &authTransport{token: cp.pki.adminToken, base: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool},
+		}},
+	}
+}
+
+type authTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
+}
+
+// waitHTTP polls url until ok(body) holds, the process exits, or the timeout
+// passes; errors carry the component's last log lines.
+func waitHTTP(ctx context.Context, p *process, timeout time.Duration, url string, client *http.Client, ok func(string) bool) error {
+	if client == nil {
+		client = &http.Client{Timeout: 2 * time.Second}
+	}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		if !p.running() {
+			return p.exitError()
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if ok(string(body)) {
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %.300s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s (last answer: %s); last log lines (%s):\n%s", p.name, timeout, last, p.logPath, p.tail(30))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.exited:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. They may be
+// taken again before use; callers retry on errAddrInUse.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// pickPorts is freePorts, replaceable in tests to simulate a port clash.
+var pickPorts = freePorts

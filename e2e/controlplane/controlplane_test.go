@@ -1,0 +1,209 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+func TestLeaseVisibleThroughKubectl(t *testing.T) {
+	cp := ForTest(t, Options{})
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cp.Config())
+	holder := "r-0"
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "kshard-smoke-r-0", Namespace: "default", Labels: map[string]string{"kshard.io/ring": "smoke"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	}
+	if _, err := cs.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating lease: %v", err)
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH; install it to run this check")
+	}
+	out, err := exec.Command(kubectl, "--kubeconfig", cp.KubeconfigPath(), "get", "leases", "-A", "-l", "kshard.io/ring=smoke").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get leases: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "kshard-smoke-r-0") || !strings.Contains(string(out), "r-0") {
+		t.Fatalf("kubectl did not list the lease:\n%s", out)
+	}
+}
+
+func TestRestrictedIdentityIsForbidden(t *testing.T) {
+	cp := ForTest(t, Options{})
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cp.RestrictedConfig())
+	_, err := cs.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("restricted user listing leases: got %v, want Forbidden (RBAC must be on)", err)
+	}
+	// The same identity is authenticated: a self review names it.
+	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: "default"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("self access review: %v", err)
+	}
+	if review.Status.Allowed {
+		t.Fatalf("restricted user may list leases; want denied")
+	}
+}
+
+func TestAPIServerRestartKeepsAddressAndData(t *testing.T) {
+	cp := ForTest(t, Options{})
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cp.Config())
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &metaConfigMap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := cp.Host()
+	cp.StopAPIServer()
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, metaConfigMap.Name, metav1.GetOptions{}); err == nil {
+		t.Fatal("API server answered while stopped")
+	}
+	start := time.Now()
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("API server restarted in %s", time.Since(start).Round(time.Millisecond))
+	if cp.Host() != host {
+		t.Fatalf("restart moved the API server from %s to %s", host, cp.Host())
+	}
+	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, metaConfigMap.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("object lost across restart: %v", err)
+	}
+}
+
+func TestPortClashIsRetried(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := freePorts(n)
+		if calls == 1 {
+			ports[0] = busy // etcd's client port: already bound
+		}
+		return ports, err
+	}
+	t.Cleanup(func() { pickPorts = freePorts })
+	cp := ForTest(t, Options{})
+	if calls < 3 { // etcd twice (clash, retry) + API server
+		t.Fatalf("expected a retry after the clash, ports were picked %d times", calls)
+	}
+	if strings.Contains(cp.etcdURL, ":"+strconv.Itoa(busy)) {
+		t.Fatalf("etcd claims the busy port %d", busy)
+	}
+}
+
+func TestFailedStartReportsLogLines(t *testing.T) {
+	ctx := context.Background()
+	bins, err := EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(ctx, Options{Binaries: &bins, ExtraAPIServerArgs: []string{"--no-such-flag=1"}, StartTimeout: 20 * time.Second})
+	if err == nil {
+		t.Fatal("start with a bogus API server flag succeeded")
+	}
+	if !strings.Contains(err.Error(), "no-such-flag") || !strings.Contains(err.Error(), "kube-apiserver") {
+		t.Fatalf("error does not show the API server's log: %v", err)
+	}
+	// The kept directory is named, and nothing is left listening.
+	i := strings.Index(err.Error(), "control-plane files kept in ")
+	if i < 0 {
+		t.Fatalf("error does not name the kept files: %v", err)
+	}
+	dir := strings.TrimSuffix(strings.TrimSpace(err.Error()[i+len("control-plane files kept in "):]), ")")
+	if _, statErr := os.Stat(filepath.Join(dir, "kube-apiserver.log")); statErr != nil {
+		t.Fatalf("log not kept: %v", statErr)
+	}
+	os.RemoveAll(dir)
+}
+
+func TestCorruptCachedBinaryIsDetected(t *testing.T) {
+	dir := t.TempDir()
+	if err := verifyCached(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("empty dir: got %v, want not-exist", err)
+	}
+	m := `{"kubernetesVersion":"v0","sha256":{}}`
+	for name := range toolsPackages {
+		os.WriteFile(filepath.Join(dir, name), []byte("binary "+name), 0o755)
+	}
+	sums := map[string]string{}
+	for name := range toolsPackages {
+		s, _ := fileSHA256(filepath.Join(dir, name))
+		sums[name] = s
+	}
+	m = `{"kubernetesVersion":"v0","sha256":{"etcd":"` + sums["etcd"] + `","kube-apiserver":"` + sums["kube-apiserver"] + `","kube-controller-manager":"` + sums["kube-controller-manager"] + `"}}`
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(m), 0o644)
+	if err := verifyCached(dir); err != nil {
+		t.Fatalf("intact cache rejected: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "etcd"), []byte("trunc"), 0o755)
+	if err := verifyCached(dir); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Fatalf("corrupt etcd accepted: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "kube-apiserver"))
+	if err := verifyCached(dir); err == nil {
+		t.Fatal("missing kube-apiserver accepted")
+	}
+}
+
+// TestCorruptCachedBinaryIsRebuilt damages a copy of the real cache and checks
+// that EnsureBinaries rebuilds it (a relink from Go's build cache).
+func TestCorruptCachedBinaryIsRebuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("relinks the control-plane binaries; skipped in -short")
+	}
+	ctx := context.Background()
+	good, err := EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	t.Setenv(EnvCacheDir, cache)
+	src := filepath.Dir(good.APIServer)
+	dst := filepath.Join(cache, filepath.Base(src))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"manifest.json", binAPIServer, binControllerManager} {
+		if err := os.Link(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// etcd is missing from the copy: it must come back, verified.
+	start := time.Now()
+	got, err := EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rebuild took %s", time.Since(start).Round(time.Second))
+	if err := verifyCached(filepath.Dir(got.Etcd)); err != nil {
+		t.Fatalf("rebuilt cache does not verify: %v", err)
+	}
+	if out, err := exec.Command(got.Etcd, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), "etcd Version") {
+		t.Fatalf("rebuilt etcd does not run: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,112 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kshard/kshard/e2e/controlplane"
+)
+
+func deployDir(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy")
+}
+
+func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not on PATH; install it to check the manifests")
+	}
+	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.KubeconfigPath()}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestManifestsPassServerSideDryRun applies the namespace for real (namespaced
+// objects cannot be dry-run into a namespace that does not exist) and then the
+// whole kustomization with --dry-run=server: every object is validated,
+// defaulted and admitted by the real API server, RBAC and CRD schema included.
+func TestManifestsPassServerSideDryRun(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	dir := deployDir(t)
+	kubectl(t, cp, "apply", "-f", filepath.Join(dir, "namespace.yaml"))
+	out := kubectl(t, cp, "apply", "--dry-run=server", "-k", dir)
+	for _, want := range []string{
+		"customresourcedefinition.apiextensions.k8s.io/widgets.demo.kshard.io",
+		"statefulset.apps/example-operator",
+		"role.rbac.authorization.k8s.io/example-operator-ring",
+		"clusterrole.rbac.authorization.k8s.io/kshard-example-operator",
+		"poddisruptionbudget.policy/example-operator",
+		"service/example-operator-metrics",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run did not report %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestPodTemplateMeetsRestrictedPodSecurity creates (dry run) a Pod from the
+// StatefulSet's template in a namespace enforcing "restricted": Pod Security
+// admission enforces on Pods, not on workload objects, so this is the check
+// that the operator's pods would be admitted.
+func TestPodTemplateMeetsRestrictedPodSecurity(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	rendered := kubectl(t, cp, "kustomize", deployDir(t))
+	var sts *appsv1.StatefulSet
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		if strings.Contains(doc, "kind: StatefulSet") {
+			sts = &appsv1.StatefulSet{}
+			if err := yaml.Unmarshal([]byte(doc), sts); err != nil {
+				t.Fatalf("parsing StatefulSet: %v", err)
+			}
+		}
+	}
+	if sts == nil {
+		t.Fatal("no StatefulSet in deploy/")
+	}
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("podManagementPolicy = %q, want Parallel", sts.Spec.PodManagementPolicy)
+	}
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cp.Config())
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "psa-restricted", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: ns.Name}}
+	if _, err := cs.CoreV1().ServiceAccounts(ns.Name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: sts.Spec.Template.ObjectMeta, Spec: sts.Spec.Template.Spec}
+	pod.Name, pod.Namespace = "example-operator-0", ns.Name
+	if _, err := cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("restricted Pod Security rejects the operator's pod template: %v", err)
+	}
+	// The check can fail: a privileged variant of the same template is refused.
+	bad := pod.DeepCopy()
+	bad.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr(true)
+	if _, err := cs.CoreV1().Pods(ns.Name).Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("restricted")) {
+		t.Fatalf("a pod allowing privilege escalation was admitted (err=%v): the namespace does not enforce restricted", err)
+	}
+	// Drain must fit in the termination grace period.
+	if g := sts.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want above the 30s shutdown timeout", g)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

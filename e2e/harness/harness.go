@@ -1,0 +1,219 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/shard"
+)
+
+// Options configure a Harness and the replicas it runs. The zero value is
+// usable; defaults are applied in withDefaults.
+type Options struct {
+	// Ring names the ring. Defaults to "e2e".
+	Ring string
+	// Namespace holds the ring's Leases and the ConfigMaps the operator
+	// reconciles; New creates it. Defaults to "kshard-e2e".
+	Namespace string
+	// Partitions is the ring's partition count. Defaults to
+	// shard.DefaultPartitions.
+	Partitions int
+	// LeaseDuration, RenewPeriod, RenewDeadline and DrainGrace are passed to
+	// every replica. Default to 4s, 500ms, 2600ms and 2s: short, so that
+	// crash failovers fit in a test.
+	LeaseDuration, RenewPeriod, RenewDeadline, DrainGrace time.Duration
+	// Work is each reconcile's simulated duration. Defaults to 20ms.
+	Work time.Duration
+	// Workers is each replica's concurrent reconciles. Defaults to 4.
+	Workers int
+	// StopTimeout bounds Stop's wait for a graceful exit before it kills
+	// the replica and fails the test. Defaults to 45s (the manager's
+	// graceful shutdown timeout is 30s).
+	StopTimeout time.Duration
+	// ReadyTimeout bounds WaitReady. Defaults to 60s.
+	ReadyTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.Ring == "" {
+		o.Ring = "e2e"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "kshard-e2e"
+	}
+	if o.Partitions == 0 {
+		o.Partitions = shard.DefaultPartitions
+	}
+	def(&o.LeaseDuration, 4*time.Second)
+	def(&o.RenewPeriod, 500*time.Millisecond)
+	def(&o.RenewDeadline, 2600*time.Millisecond)
+	def(&o.DrainGrace, 2*time.Second)
+	def(&o.Work, 20*time.Millisecond)
+	def(&o.StopTimeout, 45*time.Second)
+	def(&o.ReadyTimeout, 60*time.Second)
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	return o
+}
+
+// Harness runs replicas of the test operator for one test. Its methods that
+// take no context fail the test on errors and must be called from the test's
+// goroutine.
+type Harness struct {
+	t      testing.TB
+	cp     *controlplane.ControlPlane
+	opts   Options
+	bin    string
+	dir    string
+	client kubernetes.Interface
+	events *recorder.Writer // the harness's own records: term, kill, exit
+
+	mu       sync.Mutex // guards replicas
+	replicas map[string]*Replica
+}
+
+// New prepares a harness on cp: it builds the operator (once per test
+// binary), creates the namespace and a directory for records and logs. At
+// the end of the test every replica still running is killed and waited for;
+// the directory is removed unless the test failed.
+func New(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Harness {
+	t.Helper()
+	opts = opts.withDefaults()
+	bin, err := operatorBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "kshard-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"records", "logs"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := recorder.OpenNamed(filepath.Join(dir, "records"), "harness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: dir, client: client, events: events, replicas: map[string]*Replica{}}
+	t.Cleanup(h.cleanup)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", opts.Namespace, err)
+	}
+	return h
+}
+
+func (h *Harness) cleanup() {
+	h.mu.Lock()
+	running := make([]*Replica, 0, len(h.replicas))
+	for _, r := range h.replicas {
+		running = append(running, r)
+	}
+	h.mu.Unlock()
+	for _, r := range running {
+		r.kill()
+	}
+	_ = h.events.Close()
+	if h.t.Failed() {
+		h.t.Logf("replica logs and records kept in %s", h.dir)
+		return
+	}
+	_ = os.RemoveAll(h.dir)
+}
+
+// Options returns the harness's options with defaults applied.
+func (h *Harness) Options() Options { return h.opts }
+
+// Client is an admin client of the control plane.
+func (h *Harness) Client() kubernetes.Interface { return h.client }
+
+// RecordDir is the directory every process records into; check it with
+// recorder.Check.
+func (h *Harness) RecordDir() string { return filepath.Join(h.dir, "records") }
+
+// Log loads the records so far.
+func (h *Harness) Log() *recorder.Log {
+	h.t.Helper()
+	log, err := recorder.Load(h.RecordDir())
+	if err != nil {
+		h.t.Fatalf("loading records: %v", err)
+	}
+	return log
+}
+
+// Identity is the StatefulSet-style name of replica i: r-<i>.
+func Identity(i int) string { return fmt.Sprintf("r-%d", i) }
+
+// Live lists the identities of the replicas running now, sorted.
+func (h *Harness) Live() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for id, r := range h.replicas {
+		if r.running() {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Replica returns the current (or last) run of identity, or nil.
+func (h *Harness) Replica(identity string) *Replica {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.replicas[identity]
+}
+
+// await polls cond every interval until it returns nil or timeout passes,
+// and returns the last error.
+func await(timeout, interval time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(interval)
+	}
+}
+
+// Await polls cond until it returns nil, failing the test with cond's last
+// error after timeout.
+func (h *Harness) Await(timeout time.Duration, what string, cond func() error) {
+	h.t.Helper()
+	if err := await(timeout, 100*time.Millisecond, cond); err != nil {
+		h.t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	}
+}

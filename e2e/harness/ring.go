@@ -1,0 +1,176 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kshard/kshard/lease"
+)
+
+// Ring is the ring as its Leases show it.
+type Ring struct {
+	// Members maps identity to its parsed Lease.
+	Members map[string]lease.Observed
+	// Labels maps identity to its Lease's labels, for what kubectl shows.
+	Labels map[string]map[string]string
+	// Live is the set of identities running when the ring was read; the
+	// other Leases are left by killed replicas until they are collected.
+	Live map[string]bool
+}
+
+func (r Ring) String() string {
+	ids := make([]string, 0, len(r.Members))
+	for id := range r.Members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		m := r.Members[id]
+		parts[i] = fmt.Sprintf("%s=%s/%d", id, m.State, m.Claim.Len())
+		if !r.Live[id] {
+			parts[i] += "(not running)"
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// ReadRing lists the ring's Leases.
+func (h *Harness) ReadRing(ctx context.Context) (Ring, error) {
+	list, err := h.client.CoordinationV1().Leases(h.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + h.opts.Ring})
+	if err != nil {
+		return Ring{}, err
+	}
+	ring := Ring{Members: map[string]lease.Observed{}, Labels: map[string]map[string]string{}, Live: map[string]bool{}}
+	for _, id := range h.Live() {
+		ring.Live[id] = true
+	}
+	for i := range list.Items {
+		l := &list.Items[i]
+		o := lease.Parse(l, h.opts.Ring, h.opts.Partitions)
+		ring.Members[o.Identity] = o
+		ring.Labels[o.Identity] = l.Labels
+	}
+	return ring, nil
+}
+
+// checkConverged says why the ring has not converged on the live replicas,
+// or returns nil: every live replica's Lease is well-formed and active, its
+// partitions label matches its claim, the live claims partition all P
+// without overlap, and the records agree: each partition is active on
+// exactly one live process, the one whose Lease claims it.
+func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
+	ring, err := h.ReadRing(ctx)
+	if err != nil {
+		return ring, err
+	}
+	live := sortedKeys(ring.Live)
+	if len(live) == 0 {
+		return ring, errors.New("no replica is running")
+	}
+	claimant := make([]string, h.opts.Partitions)
+	for _, id := range live {
+		m, ok := ring.Members[id]
+		switch {
+		case !ok:
+			return ring, fmt.Errorf("%s has no Lease", id)
+		case m.Problem != "":
+			return ring, fmt.Errorf("%s's Lease is malformed: %s", id, m.Problem)
+		case m.State != lease.StateActive:
+			return ring, fmt.Errorf("%s is %s, not active", id, m.State)
+		case ring.Labels[id][lease.LabelPartitions] != strconv.Itoa(m.Claim.Len()):
+			return ring, fmt.Errorf("%s's %s label is %q but it claims %d", id, lease.LabelPartitions, ring.Labels[id][lease.LabelPartitions], m.Claim.Len())
+		}
+		for _, p := range m.Claim.Slice() {
+			if claimant[p] != "" {
+				return ring, fmt.Errorf("partition %d is claimed by both %s and %s", p, claimant[p], id)
+			}
+			claimant[p] = id
+		}
+	}
+	for p, id := range claimant {
+		if id == "" {
+			return ring, fmt.Errorf("partition %d is claimed by no live replica (ring %s)", p, ring)
+		}
+	}
+	owners := h.Log().Owners(time.Now().UnixNano())
+	for p, id := range claimant {
+		o := owners[p]
+		if len(o) != 1 || o[0] != h.Replica(id).Process {
+			return ring, fmt.Errorf("partition %d, claimed by %s, is active on %v", p, id, o)
+		}
+	}
+	return ring, nil
+}
+
+// WaitConverged waits until the ring has converged on the live replicas
+// (see checkConverged) and returns it.
+func (h *Harness) WaitConverged(timeout time.Duration) Ring {
+	h.t.Helper()
+	var ring Ring
+	h.Await(timeout, "ring convergence on "+strings.Join(h.Live(), ","), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		ring, err = h.checkConverged(ctx)
+		return err
+	})
+	return ring
+}
+
+// CountLeaseWrites watches the ring's Leases for d and returns how many
+// writes (updates and creations) each identity's Lease received.
+func (h *Harness) CountLeaseWrites(ctx context.Context, d time.Duration) (map[string]int, error) {
+	sel := metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + h.opts.Ring}
+	list, err := h.client.CoordinationV1().Leases(h.opts.Namespace).List(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	sel.ResourceVersion = list.ResourceVersion
+	w, err := h.client.CoordinationV1().Leases(h.opts.Namespace).Watch(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	counts := map[string]int{}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return counts, nil
+		case <-ctx.Done():
+			return counts, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return counts, errors.New("lease watch closed early")
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil {
+					counts[*l.Spec.HolderIdentity]++
+				}
+			case watch.Error:
+				return counts, fmt.Errorf("lease watch: %v", ev.Object)
+			}
+		}
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,5 @@
+// Package recorder is the e2e tests' flight recorder and its checker: every
+// replica, the harness and the ConfigMap writer append one JSON line per event
+// to their own file, and Check merges the files to find keys reconciled by two
+// processes at once, updates never reconciled, and handoff timings.
+package recorder

@@ -1,0 +1,5 @@
+// Command testoperator is the shard-aware operator the e2e tests run as OS
+// processes: it reconciles ConfigMaps labelled kshard-e2e=1 by pretending to
+// work for --work, and records every reconcile and ring event with
+// e2e/recorder so the tests can prove no key was reconciled twice at once.
+package main

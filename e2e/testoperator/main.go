@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard"
+)
+
+// labelKey=labelValue marks the ConfigMaps the operator reconciles; others
+// are ignored. genKey is the data key the e2e writer bumps on every update.
+// e2e/harness mirrors them.
+const (
+	labelKey   = "kshard-e2e"
+	labelValue = "1"
+	genKey     = "gen"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "testoperator:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		kubeconfig    = flag.String("kubeconfig", "", "kubeconfig file; empty means in-cluster")
+		ring          = flag.String("ring", "e2e", "ring name")
+		namespace     = flag.String("namespace", "default", "namespace of the ring's Leases and of the ConfigMaps reconciled")
+		identity      = flag.String("identity", os.Getenv(manager.EnvPodName), "replica identity (defaults to $POD_NAME)")
+		incarnation   = flag.String("incarnation", "", "id of this run of the replica in the records (defaults to a random one)")
+		recordDir     = flag.String("record-dir", "", "directory for this process's recorder file (required)")
+		work          = flag.Duration("work", 20*time.Millisecond, "simulated time each reconcile takes")
+		workers       = flag.Int("workers", 4, "concurrent reconciles")
+		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
+		leaseDuration = flag.Duration("lease-duration", 4*time.Second, "Lease duration")
+		renewPeriod   = flag.Duration("renew-period", 500*time.Millisecond, "Lease renew period")
+		renewDeadline = flag.Duration("renew-deadline", 2600*time.Millisecond, "fence after failing to renew for this long")
+		drainGrace    = flag.Duration("drain-grace", 2*time.Second, "how long reconciles of a revoked partition may run before cancellation")
+		probeAddr     = flag.String("probe-addr", ":0", "health probe address (\"0\" disables)")
+		metricsAddr   = flag.String("metrics-addr", ":0", "metrics address (\"0\" disables)")
+	)
+	flag.Parse()
+	if *recordDir == "" {
+		return errors.New("--record-dir is required")
+	}
+	if *identity == "" {
+		return errors.New("--identity (or $POD_NAME) is required: the records name the replica")
+	}
+	if *incarnation == "" {
+		*incarnation = randomID()
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	rec, err := recorder.Open(*recordDir, recorder.Process{Replica: *identity, Incarnation: *incarnation})
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+
+	ctx := manager.SetupSignalHandler()
+	mgr, err := manager.New(cfg, manager.Options{
+		Ring:                   *ring,
+		Namespace:              *namespace,
+		Identity:               *identity,
+		Partitions:             *partitions,
+		LeaseDuration:          *leaseDuration,
+		RenewPeriod:            *renewPeriod,
+		RenewDeadline:          *renewDeadline,
+		DrainGracePeriod:       *drainGrace,
+		HealthProbeBindAddress: *probeAddr,
+		MetricsBindAddress:     *metricsAddr,
+		WatchNamespace:         *namespace,
+	})
+	if err != nil {
+		return err
+	}
+	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work}
+	err = controller.NewControllerManagedBy(recordingManager{Manager: mgr, rec: rec}).
+		For(&corev1.ConfigMap{}).
+		Named("testoperator").
+		WithEventFilter(controller.NewPredicateFuncs(func(o controller.Object) bool {
+			return o.GetLabels()[labelKey] == labelValue
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	// Start returns nil after a graceful leave (drained, empty claim
+	// published, Lease deleted), which is what exit code 0 promises.
+	return mgr.Start(ctx)
+}
+
+// reconciler simulates work on a ConfigMap and records its interval.
+type reconciler struct {
+	cache *cache.Cache
+	rec   *recorder.Writer
+	work  time.Duration
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+	// Taken before the read, so the recorded interval covers everything
+	// this reconcile did with the object.
+	start := time.Now()
+	var cm corev1.ConfigMap
+	if err := r.cache.Get(ctx, req.NamespacedName, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return controller.Result{}, nil
+		}
+		return controller.Result{}, err
+	}
+	// A missing or malformed gen reads as 0: the checker only compares it
+	// with generations the writer wrote.
+	gen, _ := strconv.ParseInt(cm.Data[genKey], 10, 64)
+	rc, err := r.rec.Started(req.Key(), gen, start)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	timer := time.NewTimer(r.work)
+	defer timer.Stop()
+	var failure error
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		failure = ctx.Err()
+	}
+	if err := r.rec.Ended(rc, failure); err != nil {
+		return controller.Result{}, err
+	}
+	return controller.Result{}, failure
+}
+
+// recordingManager hands the manager every controller wrapped in a
+// recordedController, so the records bracket the controller's own admission
+// and drain rather than some other participant's.
+type recordingManager struct {
+	*manager.Manager
+	rec *recorder.Writer
+}
+
+func (m recordingManager) Add(r controller.Runnable) error {
+	if c, ok := r.(controller.Controller); ok {
+		r = &recordedController{Controller: c, rec: m.rec}
+	}
+	return m.Manager.Add(r)
+}
+
+// recordedController records ring events around a controller's Activate and
+// Revoke. The recorded active window of a partition (activate before the
+// call, revoked after the drain) contains the real one, so windows of two
+// processes that intersect prove a protocol violation.
+type recordedController struct {
+	controller.Controller
+	rec *recorder.Writer
+}
+
+func (c *recordedController) Activate(ctx context.Context, set shard.PartitionSet) error {
+	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
+		return err
+	}
+	return c.Controller.Activate(ctx, set)
+}
+
+func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, opts ...controller.RevokeOption) error {
+	if err := c.rec.Ring(recorder.KindRevoke, set.Slice()); err != nil {
+		return err
+	}
+	if err := c.Controller.Revoke(ctx, set, opts...); err != nil {
+		return err
+	}
+	return c.rec.Ring(recorder.KindRevoked, set.Slice())
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,28 @@
+// Command ensure-controlplane builds (or finds in the cache) the pinned
+// kube-apiserver, etcd and kube-controller-manager binaries and prints where
+// they are. `make binaries` runs it so the first test run shows build progress.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kshard/kshard/e2e/controlplane"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	b, err := controlplane.EnsureBinaries(ctx, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ensure-controlplane: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("control-plane binaries for Kubernetes %s ready in %s:\n  %s\n  %s\n  %s\n",
+		b.KubernetesVersion, time.Since(start).Round(time.Millisecond), b.APIServer, b.Etcd, b.ControllerManager)
+}

@@ -1,0 +1,57 @@
+// Package lease is kshard's membership I/O shell: it keeps this replica's own
+// coordination.k8s.io/v1 Lease renewed, watches every Lease of the ring with
+// locally observed change times, and performs the confirming reads and
+// deletes the handoff core asks for. It makes no decision about partitions;
+// the only thing it decides is whether it may write its own Lease.
+//
+// # Lease format
+//
+// Each replica owns one Lease, which `kubectl get leases -l kshard.io/ring=R
+// -L kshard.io/state,kshard.io/partitions` lists:
+//
+//	metadata.name                 <ring>-<identity>, in Options.Namespace
+//	spec.holderIdentity           <identity>
+//	spec.leaseDurationSeconds     LeaseDuration, rounded up to whole seconds
+//	spec.renewTime                writer's clock at the last write (informational)
+//	spec.acquireTime              writer's clock when this process took the Lease
+//	label kshard.io/ring          <ring>
+//	label kshard.io/state         joining | active | leaving
+//	label kshard.io/partitions    number of claimed partitions
+//	annotation kshard.io/claim        claimed partitions, shard.PartitionSet.Encode
+//	annotation kshard.io/incarnation  random id of the writing process
+//	annotation kshard.io/epoch        claim epoch, unsigned decimal
+//	annotation kshard.io/params       fingerprint of the writer's ring parameters
+//
+// A Lease carrying the ring label that does not follow this format is
+// reported with Observed.Problem and counted in kshard_lease_invalid_total;
+// it is never trusted as a member, but a member-shaped Lease whose claim
+// cannot be read is reported with ClaimUnknown so that the caller treats it
+// as claiming everything while it is live.
+//
+// # Time
+//
+// Liveness is the caller's judgement and rests on Observed.LastChange: the
+// time on this process's clock when it observed a Lease's resourceVersion
+// change (first sight counts as a change). Remote timestamps (renewTime) are
+// never used, so skew between clocks cannot expire a healthy peer; only a
+// bounded difference in clock rates is assumed. LastRenew is the time a
+// successful write of the own Lease was sent, and a write counts only if its
+// response arrived within RenewTimeout ≤ LeaseDuration − RenewDeadline, so a
+// replica that fences RenewDeadline after LastRenew has stopped before any
+// peer can have observed its last write LeaseDuration ago.
+//
+// # Owning the own Lease
+//
+// Each process writes a random incarnation into its Lease and takes the
+// Lease like a lock. If the Lease exists with another incarnation, Run waits
+// until that Lease has not changed for LeaseDuration (or the Lease's own
+// leaseDurationSeconds, if longer) of locally observed time, then takes it
+// over with an Update conditioned on the resourceVersion it watched. So a
+// crashed incarnation's Lease delays a restart by up to LeaseDuration, while
+// a graceful leave (Delete) removes the Lease and a restart is immediate.
+// Every write is conditioned on the last resourceVersion; when another
+// incarnation is found writing the Lease, Run stops with a
+// *DuplicateIdentityError instead of fighting over it. When the own Lease is
+// deleted by anyone but Delete, Run stops with ErrLeaseLost: the claims it
+// carried are void and peers may already own its partitions.
+package lease

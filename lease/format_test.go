@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/kshard/kshard/shard"
+)
+
+func TestParse(t *testing.T) {
+	claim := shard.NewPartitionSet(7, 2, 5)
+	wellFormed := func(l *coordinationv1.Lease) {
+		l.Annotations[AnnotationClaim] = claim.Encode()
+		l.Annotations[AnnotationEpoch] = "42"
+		l.Annotations[AnnotationParams] = "p7"
+	}
+	tests := []struct {
+		name         string
+		mutate       func(*coordinationv1.Lease)
+		reasons      []string
+		claimUnknown bool
+		claim        []int
+	}{
+		{name: "well formed", claim: []int{2, 5}},
+		{name: "garbage claim", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v1:7:!!" },
+			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+		{name: "claim of a newer format", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v2:7:AA" },
+			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+		{name: "claim over another partition count", mutate: func(l *coordinationv1.Lease) {
+			l.Annotations[AnnotationClaim] = shard.NewPartitionSet(11, 1).Encode()
+		}, reasons: []string{ReasonBadClaim}, claimUnknown: true},
+		{name: "claim missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationClaim) },
+			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+		{name: "no holder", mutate: func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil },
+			reasons: []string{ReasonNoHolder}, claim: []int{2, 5}},
+		{name: "no holder and garbage claim is not member-shaped", mutate: func(l *coordinationv1.Lease) {
+			l.Spec.HolderIdentity = nil
+			l.Annotations[AnnotationClaim] = "junk"
+		}, reasons: []string{ReasonNoHolder, ReasonBadClaim}},
+		{name: "holder differs from name", mutate: func(l *coordinationv1.Lease) { h := "c"; l.Spec.HolderIdentity = &h },
+			reasons: []string{ReasonHolderMismatch}, claim: []int{2, 5}},
+		{name: "name of another ring", mutate: func(l *coordinationv1.Lease) { l.Name = "other-b" },
+			reasons: []string{ReasonBadName}, claim: []int{2, 5}},
+		{name: "name is only the prefix", mutate: func(l *coordinationv1.Lease) { l.Name = "r-" },
+			reasons: []string{ReasonBadName}, claim: []int{2, 5}},
+		{name: "no incarnation", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationIncarnation) },
+			reasons: []string{ReasonNoIncarnation}, claim: []int{2, 5}},
+		{name: "unknown state", mutate: func(l *coordinationv1.Lease) { l.Labels[LabelState] = "expired" },
+			reasons: []string{ReasonBadState}, claim: []int{2, 5}},
+		{name: "negative epoch", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "-1" },
+			reasons: []string{ReasonBadEpoch}, claim: []int{2, 5}},
+		{name: "epoch missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationEpoch) },
+			reasons: []string{ReasonBadEpoch}, claim: []int{2, 5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := peerLease("ns", "r", "b", "inc-b", wellFormed)
+			l.ResourceVersion = "17"
+			if tc.mutate != nil {
+				tc.mutate(l)
+			}
+			o, reasons := parse(l, "r", 7)
+			if !slices.Equal(reasons, tc.reasons) {
+				t.Errorf("reasons %v, want %v (problem %q)", reasons, tc.reasons, o.Problem)
+			}
+			if (o.Problem != "") != (len(tc.reasons) > 0) {
+				t.Errorf("Problem %q with reasons %v", o.Problem, reasons)
+			}
+			if o.ClaimUnknown != tc.claimUnknown {
+				t.Errorf("ClaimUnknown %v, want %v", o.ClaimUnknown, tc.claimUnknown)
+			}
+			if got := o.Claim.Slice(); !slices.Equal(got, tc.claim) && !(len(got) == 0 && len(tc.claim) == 0) {
+				t.Errorf("claim %v, want %v", got, tc.claim)
+			}
+			if o.Claim.Size() != 7 {
+				t.Errorf("claim size %d, want 7 even when unreadable", o.Claim.Size())
+			}
+			if o.Version != "17" || o.Name != l.Name {
+				t.Errorf("version %q name %q", o.Version, o.Name)
+			}
+			if len(tc.reasons) == 0 && (o.Identity != "b" || o.Incarnation != "inc-b" || o.State != StateActive || o.Epoch != 42 || o.Params != "p7") {
+				t.Errorf("fields not read: %+v", o)
+			}
+		})
+	}
+}
+
+func TestProblemNamesTheFault(t *testing.T) {
+	l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
+		l.Spec.HolderIdentity = nil
+		l.Annotations[AnnotationEpoch] = "x"
+	})
+	o := Parse(l, "r", 7)
+	for _, want := range []string{"holderIdentity is empty", `kshard.io/epoch="x"`} {
+		if !strings.Contains(o.Problem, want) {
+			t.Errorf("Problem %q lacks %q", o.Problem, want)
+		}
+	}
+}
+
+func TestRenderPublishesRecord(t *testing.T) {
+	o := validOptions()
+	o.Partitions, o.Params = 7, "fp"
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Record{State: StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Epoch: 9}
+	base := peerLease("ns", "r", "r-0", "old", func(l *coordinationv1.Lease) { l.Labels["team"] = "x" })
+	l := m.render(base, rec, base.Spec.RenewTime.Time, true)
+	got := Parse(l, "r", 7)
+	if got.Problem != "" || got.Incarnation != m.Incarnation() || !got.Claim.Equal(rec.Claim) || got.Epoch != 9 ||
+		got.State != StateActive || got.Params != "fp" || l.Labels[LabelPartitions] != "2" || l.Labels["team"] != "x" {
+		t.Errorf("rendered %+v from %+v", l, rec)
+	}
+	if *l.Spec.LeaseTransitions != 1 {
+		t.Errorf("leaseTransitions %d after a takeover, want 1", *l.Spec.LeaseTransitions)
+	}
+	if base.Annotations[AnnotationIncarnation] != "old" {
+		t.Error("render mutated its base")
+	}
+}

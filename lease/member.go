@@ -1,0 +1,315 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// Member is one replica's membership in a ring: its own Lease and its view of
+// the ring's Leases. Create it with New and start it with Run; every other
+// method is safe for concurrent use, before, during and after Run.
+type Member struct {
+	opts    Options // defaulted and validated
+	name    string  // own Lease name
+	leases  typedcoordinationv1.LeaseInterface
+	clock   clock.WithTicker
+	log     logr.Logger
+	metrics *metrics
+	peers   *peers
+
+	changes chan struct{} // cap 1: Changes()
+	wake    chan struct{} // cap 1: SetDesired → heartbeat, a prompt write
+	started atomic.Bool
+
+	// writeMu serialises writes of the own Lease (acquisition, renews and
+	// Delete): each write is conditioned on the resourceVersion the previous
+	// one produced, and Delete must not race a renew that would recreate
+	// nothing but would fail its precondition.
+	writeMu sync.Mutex
+
+	// mu guards the fields below. Lock order: peers.mu before mu.
+	mu        sync.Mutex
+	desired   Record
+	written   Record
+	current   *coordinationv1.Lease // own Lease as last written or read; nil until acquired
+	lastRenew time.Time
+	renewed   bool // lastRenew is set
+	acquired  bool
+	left      bool // Delete was called: never write the own Lease again
+	fatal     error
+	cancelRun context.CancelCauseFunc
+}
+
+// New validates opts, applies defaults and returns a Member that has not
+// touched the API server yet.
+func New(opts Options) (*Member, error) {
+	opts.applyDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	met, err := newMetrics(opts.Registerer, opts.Ring)
+	if err != nil {
+		return nil, err
+	}
+	name := LeaseName(opts.Ring, opts.Identity)
+	m := &Member{
+		opts:    opts,
+		name:    name,
+		leases:  opts.Client.CoordinationV1().Leases(opts.Namespace),
+		clock:   opts.Clock,
+		log:     opts.Logger.WithValues("ring", opts.Ring, "lease", opts.Namespace+"/"+name),
+		metrics: met,
+		changes: make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
+		desired: Record{State: StateJoining, Claim: shard.NewPartitionSet(opts.Partitions)},
+	}
+	m.peers = newPeers(m)
+	return m, nil
+}
+
+// Incarnation returns the random id this process writes into its Lease.
+func (m *Member) Incarnation() string { return m.opts.Incarnation }
+
+// Name returns the own Lease's name, <ring>-<identity>.
+func (m *Member) Name() string { return m.name }
+
+// SetDesired sets what the next write of the own Lease publishes, and makes
+// that write prompt when r differs from the last written record. An empty
+// State means joining and a zero-size Claim means none; a record with an
+// unknown State is refused (logged, the previous record stays).
+func (m *Member) SetDesired(r Record) {
+	switch r.State {
+	case "":
+		r.State = StateJoining
+	case StateJoining, StateActive, StateLeaving:
+	default:
+		m.log.Error(nil, "SetDesired: ignoring a record with an unknown state; use StateJoining, StateActive or StateLeaving", "state", r.State)
+		return
+	}
+	if r.Claim.Size() != m.opts.Partitions {
+		if r.Claim.Size() != 0 {
+			m.log.Error(nil, "SetDesired: claim is over the wrong partition count; resizing it", "claimPartitions", r.Claim.Size(), "partitions", m.opts.Partitions)
+		}
+		r.Claim = shard.NewPartitionSet(m.opts.Partitions, r.Claim.Slice()...)
+	} else {
+		r.Claim = r.Claim.Clone()
+	}
+	m.mu.Lock()
+	m.desired = r
+	prompt := m.acquired && !r.Equal(m.written)
+	m.mu.Unlock()
+	if prompt {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Snapshot returns every Lease of the ring the watch currently holds, the
+// own one included, sorted by identity (then name).
+func (m *Member) Snapshot() []Observed { return m.peers.snapshot() }
+
+// Changes returns a channel that receives (coalesced, capacity 1) whenever
+// the snapshot, the renew status or Synced may have changed.
+func (m *Member) Changes() <-chan struct{} { return m.changes }
+
+func (m *Member) notify() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
+
+// LastRenew returns when the last successful write of the own Lease was sent:
+// a write whose response arrived within RenewTimeout. ok is false before the
+// first one.
+func (m *Member) LastRenew() (sentAt time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastRenew, m.renewed
+}
+
+// LastWritten returns the last record successfully written to the own Lease
+// and the resourceVersion that write produced ("" before the first).
+func (m *Member) LastWritten() (Record, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.current == nil {
+		return m.written.clone(), ""
+	}
+	return m.written.clone(), m.current.ResourceVersion
+}
+
+// Synced reports whether the watch of the ring has listed once and the own
+// Lease is held (false again after Delete).
+func (m *Member) Synced() bool {
+	synced := m.peers.hasSynced()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return synced && m.acquired && !m.left
+}
+
+// Confirm reads the Lease of identity directly from the API server (a quorum
+// read, not the watch cache) and reports whether it still has version.
+// A Lease that no longer exists reports (true, nil): it is gone, and its
+// claims are void.
+func (m *Member) Confirm(ctx context.Context, identity, version string) (unchanged bool, err error) {
+	name := LeaseName(m.opts.Ring, identity)
+	// An empty resourceVersion in GetOptions asks for the most recent state,
+	// read from etcd with quorum.
+	l, err := m.leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsForbidden(err):
+		return false, newForbiddenError(err, "get", m.opts.Namespace, name)
+	case err != nil:
+		return false, fmt.Errorf("lease: confirming Lease %s/%s: %w", m.opts.Namespace, name, err)
+	}
+	return l.ResourceVersion == version, nil
+}
+
+// Delete deletes the own Lease, conditioned on its UID and the
+// resourceVersion of the last write, so that peers see the replica gone at
+// once (a graceful leave). From the moment Delete is called the Member no
+// longer writes its Lease, even if Delete fails (the Lease then expires).
+// Deleting a Lease that is already gone, or was never acquired, succeeds.
+func (m *Member) Delete(ctx context.Context) error {
+	m.mu.Lock()
+	m.left = true
+	m.mu.Unlock()
+	m.notify()
+
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	for range 3 {
+		m.mu.Lock()
+		cur := m.current
+		m.mu.Unlock()
+		if cur == nil {
+			return nil
+		}
+		uid, version := cur.UID, cur.ResourceVersion
+		err := m.leases.Delete(ctx, m.name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version},
+		})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			m.released()
+			m.log.Info("deleted own Lease", "version", version)
+			return nil
+		case apierrors.IsForbidden(err):
+			return newForbiddenError(err, "delete", m.opts.Namespace, m.name)
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("lease: deleting own Lease %s/%s: %w", m.opts.Namespace, m.name, err)
+		}
+		// Conflict: the Lease changed since our last write. Our own renew
+		// that timed out may have landed after all; anything else writing
+		// it is a duplicate.
+		l, err := m.leases.Get(ctx, m.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			m.released()
+			return nil
+		case err != nil:
+			return fmt.Errorf("lease: deleting own Lease %s/%s: re-reading it after a conflict: %w", m.opts.Namespace, m.name, err)
+		}
+		if inc := l.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation {
+			m.released()
+			return m.duplicate(inc)
+		}
+		m.mu.Lock()
+		m.current = l
+		m.mu.Unlock()
+	}
+	return fmt.Errorf("lease: deleting own Lease %s/%s: it kept changing (three conflicts); something else is writing it", m.opts.Namespace, m.name)
+}
+
+// released records that the own Lease is no longer ours.
+func (m *Member) released() {
+	m.mu.Lock()
+	m.acquired, m.current = false, nil
+	m.mu.Unlock()
+	m.notify()
+}
+
+// DeletePeer deletes the Lease of a peer that has been expired for long,
+// conditioned on version: if the Lease changed since (the peer came back),
+// nothing is deleted and DeletePeer returns nil after logging it. A Lease
+// already gone is not an error either.
+func (m *Member) DeletePeer(ctx context.Context, identity, version string) error {
+	if identity == m.opts.Identity {
+		return errors.New("lease: DeletePeer was asked to delete this replica's own Lease; use Delete")
+	}
+	if version == "" {
+		return errors.New("lease: DeletePeer needs the resourceVersion the expiry judgement rests on")
+	}
+	name := LeaseName(m.opts.Ring, identity)
+	err := m.leases.Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: &version},
+	})
+	switch {
+	case err == nil:
+		m.log.Info("deleted the Lease of a long-expired peer", "peer", identity, "version", version)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		m.log.Info("not deleting a peer's Lease: it changed since it was judged expired", "peer", identity, "version", version)
+		return nil
+	case apierrors.IsForbidden(err):
+		return newForbiddenError(err, "delete", m.opts.Namespace, name)
+	default:
+		return fmt.Errorf("lease: deleting peer Lease %s/%s: %w", m.opts.Namespace, name, err)
+	}
+}
+
+func (m *Member) duplicate(other string) error {
+	return &DuplicateIdentityError{
+		Namespace: m.opts.Namespace, Name: m.name, Identity: m.opts.Identity,
+		Incarnation: m.opts.Incarnation, Other: other,
+	}
+}
+
+func (m *Member) lost() error {
+	return fmt.Errorf("%w: Lease %s/%s was deleted while this process held it (by a peer's garbage collection after a long outage, or by hand): "+
+		"its claims are void and peers may already own its partitions; stopping so that the replica restarts and rejoins", ErrLeaseLost, m.opts.Namespace, m.name)
+}
+
+func (m *Member) hasLeft() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.left
+}
+
+// fail records the first fatal error and stops Run.
+func (m *Member) fail(err error) {
+	m.mu.Lock()
+	first := m.fatal == nil
+	if first {
+		m.fatal = err
+	}
+	cancel := m.cancelRun
+	m.mu.Unlock()
+	if first {
+		m.log.Error(err, "membership stopped")
+		if cancel != nil {
+			cancel(err)
+		}
+		m.notify()
+	}
+}

@@ -1,0 +1,568 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kshard/kshard/shard"
+)
+
+var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// unit is a Member's environment in unit tests: a strict fake API server and
+// a fake clock at t0, with the default timings (10s / 2s / 6.67s / 3.33s).
+type unit struct {
+	api *fakeAPI
+	clk *clocktesting.FakeClock
+	reg *prometheus.Registry
+	log *logSink
+	t   *testing.T
+}
+
+func newUnit(t *testing.T) *unit {
+	return &unit{api: newFakeAPI(), clk: clocktesting.NewFakeClock(t0), reg: prometheus.NewRegistry(), t: t}
+}
+
+func (u *unit) member(identity string, mutate ...func(*Options)) *Member {
+	u.t.Helper()
+	logger, sink := newTestLogger(u.t)
+	u.log = sink
+	o := Options{
+		Client: u.api, Namespace: "ns", Ring: "r", Identity: identity, Partitions: 7,
+		Params: "fp", Clock: u.clk, Logger: logger, Registerer: u.reg,
+	}
+	for _, f := range mutate {
+		f(&o)
+	}
+	m, err := New(o)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return m
+}
+
+func (u *unit) get(name string) *coordinationv1.Lease {
+	u.t.Helper()
+	l, err := u.api.CoordinationV1().Leases("ns").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return l
+}
+
+// write updates a Lease as another process would.
+func (u *unit) write(name string, mutate func(*coordinationv1.Lease)) *coordinationv1.Lease {
+	u.t.Helper()
+	l := u.get(name)
+	mutate(l)
+	out, err := u.api.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return out
+}
+
+func (u *unit) create(l *coordinationv1.Lease) *coordinationv1.Lease {
+	u.t.Helper()
+	out, err := u.api.CoordinationV1().Leases("ns").Create(context.Background(), l, metav1.CreateOptions{})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return out
+}
+
+func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+
+	if sent, ok := m.LastRenew(); !ok || !sent.Equal(t0) {
+		t.Fatalf("LastRenew = %v, %v; want the send time of the create, %v", sent, ok, t0)
+	}
+	l := u.get("r-a")
+	wantLabels := map[string]string{LabelRing: "r", LabelState: StateJoining, LabelPartitions: "0"}
+	wantAnnotations := map[string]string{
+		AnnotationClaim: shard.NewPartitionSet(7).Encode(), AnnotationIncarnation: m.Incarnation(),
+		AnnotationEpoch: "0", AnnotationParams: "fp",
+	}
+	for k, v := range wantLabels {
+		if l.Labels[k] != v {
+			t.Errorf("label %s=%q, want %q", k, l.Labels[k], v)
+		}
+	}
+	for k, v := range wantAnnotations {
+		if l.Annotations[k] != v {
+			t.Errorf("annotation %s=%q, want %q", k, l.Annotations[k], v)
+		}
+	}
+	if *l.Spec.HolderIdentity != "a" || *l.Spec.LeaseDurationSeconds != 10 ||
+		!l.Spec.RenewTime.Time.Equal(t0) || !l.Spec.AcquireTime.Time.Equal(t0) {
+		t.Errorf("spec = %+v", l.Spec)
+	}
+
+	// One minute of local time in 100ms steps: the Lease is written once per
+	// RenewPeriod and at no other time.
+	before := u.api.writesOf("r-a")
+	for range 600 {
+		step(t, u.clk, 100*time.Millisecond)
+	}
+	eventually(t, "the heartbeat to wait again", u.clk.HasWaiters)
+	writes := u.api.writesOf("r-a") - before
+	t.Logf("writes of the own Lease per minute at steady state: %d (RenewPeriod 2s)", writes)
+	if writes != 30 {
+		t.Errorf("%d writes in a minute, want 30", writes)
+	}
+	end := t0.Add(time.Minute)
+	if l := u.get("r-a"); !l.Spec.RenewTime.Time.Equal(end) || !l.Spec.AcquireTime.Time.Equal(t0) {
+		t.Errorf("renewTime %v acquireTime %v; want %v and %v", l.Spec.RenewTime, l.Spec.AcquireTime, end, t0)
+	}
+	if sent, _ := m.LastRenew(); !sent.Equal(end) {
+		t.Errorf("LastRenew %v, want %v", sent, end)
+	}
+	if got := counterValue(t, u.reg, "kshard_lease_renews_total", map[string]string{"ring": "r"}); got != 31 {
+		t.Errorf("kshard_lease_renews_total = %v, want 31", got)
+	}
+}
+
+func TestSetDesiredPublishesPromptly(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	m.SetDesired(Record{Epoch: 3}) // before Run: published by the create
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+	if got := u.get("r-a").Annotations[AnnotationEpoch]; got != "3" {
+		t.Fatalf("created with epoch %q, want 3", got)
+	}
+
+	eventually(t, "the heartbeat to wait", u.clk.HasWaiters)
+	select {
+	case <-m.Changes(): // drain what acquisition signalled
+	default:
+	}
+	before := u.api.writesOf("r-a")
+	claim := shard.NewPartitionSet(7, 1, 2, 3)
+	m.SetDesired(Record{State: StateActive, Claim: claim, Epoch: 4})
+	claim.Add(6) // the caller's later mutation must not leak into the Lease
+	// No clock step: the write is prompt, not at the next period.
+	eventually(t, "the prompt write", func() bool { return u.api.writesOf("r-a") == before+1 })
+
+	select {
+	case <-m.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Changes signal after the write")
+	}
+	l := u.get("r-a")
+	if l.Labels[LabelState] != StateActive || l.Labels[LabelPartitions] != "3" ||
+		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationEpoch] != "4" {
+		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
+	}
+	eventually(t, "LastWritten to catch up", func() bool { _, v := m.LastWritten(); return v == l.ResourceVersion })
+	rec, _ := m.LastWritten()
+	if !rec.Equal(Record{State: StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Epoch: 4}) {
+		t.Errorf("LastWritten = %+v", rec)
+	}
+	eventually(t, "the informer to observe the write", func() bool {
+		o, ok := observedByName(m.Snapshot(), "r-a")
+		return ok && o.Version == l.ResourceVersion
+	})
+
+	// Setting what is already written asks for no write.
+	eventually(t, "the heartbeat to wait again", u.clk.HasWaiters)
+	m.SetDesired(Record{State: StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Epoch: 4})
+	if len(m.wake) != 0 {
+		t.Error("SetDesired of the written record requested a write")
+	}
+	m.SetDesired(Record{State: "bogus"})
+	if len(m.wake) != 0 || u.log.count("unknown state") != 1 {
+		t.Error("a record with an unknown state was not refused")
+	}
+}
+
+func TestLastChangeIsLocalObservationTime(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+
+	step(t, u.clk, 500*time.Millisecond) // between heartbeats: nothing else moves
+	seen := u.clk.Now()
+	// The peer's renewTime is decades off: it must not matter.
+	peer := u.create(peerLease("ns", "r", "b", "inc-b"))
+	eventually(t, "the peer to be observed", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	o, _ := observedByName(m.Snapshot(), "r-b")
+	if !o.LastChange.Equal(seen) || o.Version != peer.ResourceVersion || o.RenewTime.Year() != 2001 {
+		t.Fatalf("observed %+v; want LastChange %v (local), RenewTime from the Lease", o, seen)
+	}
+
+	// Seeing the same version again (a relist) is no change.
+	step(t, u.clk, 500*time.Millisecond)
+	if err := m.peers.Replace([]any{u.get("r-b"), u.get("r-a")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := observedByName(m.Snapshot(), "r-b"); !o.LastChange.Equal(seen) {
+		t.Errorf("LastChange moved to %v on a relist of the same version", o.LastChange)
+	}
+
+	changed := u.clk.Now()
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	eventually(t, "the new version to be observed", func() bool {
+		o, _ := observedByName(m.Snapshot(), "r-b")
+		return o.Version == next.ResourceVersion
+	})
+	if o, _ := observedByName(m.Snapshot(), "r-b"); !o.LastChange.Equal(changed) || o.Epoch != 1 {
+		t.Errorf("after the peer's write: %+v, want LastChange %v", o, changed)
+	}
+	snap := m.Snapshot()
+	if len(snap) != 2 || snap[0].Identity != "a" || snap[1].Identity != "b" {
+		t.Errorf("snapshot %+v, want a and b in order", snap)
+	}
+}
+
+func TestTakeoverWaitsForTheOtherIncarnationToExpire(t *testing.T) {
+	tests := []struct {
+		name     string
+		duration int32         // the old Lease's leaseDurationSeconds
+		renewAt  time.Duration // when the old process renews once (0: never)
+		want     time.Duration // takeover time after t0
+	}{
+		{name: "crashed process", duration: 10, want: 10 * time.Second},
+		{name: "renewed while watched", duration: 10, renewAt: 5 * time.Second, want: 16 * time.Second},
+		{name: "longer lease duration of the holder", duration: 30, want: 30 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t)
+			u.create(peerLease("ns", "r", "a", "crashed", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = &tc.duration }))
+			m := u.member("a")
+			run(t, m)
+			for u.clk.Since(t0) < tc.want {
+				if tc.renewAt > 0 && u.clk.Since(t0) == tc.renewAt {
+					u.write("r-a", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+				}
+				if m.Synced() || u.get("r-a").Annotations[AnnotationIncarnation] != "crashed" {
+					t.Fatalf("took over at %v, before %v", u.clk.Since(t0), tc.want)
+				}
+				step(t, u.clk, time.Second)
+			}
+			eventually(t, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
+			l := u.get("r-a")
+			if !l.Spec.AcquireTime.Time.Equal(t0.Add(tc.want)) || *l.Spec.LeaseTransitions != 1 || l.Labels[LabelState] != StateJoining {
+				t.Errorf("taken over at %v with transitions %d state %q; want at %v, 1, joining",
+					l.Spec.AcquireTime, *l.Spec.LeaseTransitions, l.Labels[LabelState], t0.Add(tc.want))
+			}
+			eventually(t, "Synced", m.Synced)
+			if n := u.log.count("is held by another live process"); n != 1 {
+				t.Errorf("the wait was logged %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestSameIdentityWaitsThenDuplicateStops runs two Members with one identity:
+// the second waits while the first renews; when the first is cut off from
+// the API server, the second takes over after the lease duration, and the
+// first, back, stops with a DuplicateIdentityError instead of fighting.
+func TestSameIdentityWaitsThenDuplicateStops(t *testing.T) {
+	u := newUnit(t)
+	a := run(t, u.member("x"))
+	eventually(t, "a Synced", a.Synced)
+	b := run(t, u.member("x"))
+
+	stepBoth := func() {
+		eventually(t, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 || a.returned() })
+		u.clk.Step(time.Second)
+	}
+	for range 20 {
+		stepBoth()
+	}
+	if b.Synced() || !a.Synced() {
+		t.Fatalf("after 20s of a renewing: a synced %v, b synced %v; want only a", a.Synced(), b.Synced())
+	}
+
+	// Cut a off: its writes fail from now on.
+	cut := a.Incarnation()
+	u.api.setHook(func(verb, _ string, obj *coordinationv1.Lease) error {
+		if verb == "update" && obj.Annotations[AnnotationIncarnation] == cut {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	lastA, _ := a.LastRenew()
+	for !b.Synced() {
+		if u.clk.Since(lastA) > 10*time.Second+3*time.Second {
+			t.Fatalf("b did not take over within LeaseDuration + 3s of a's last renew")
+		}
+		stepBoth()
+	}
+	t.Logf("b took over %v after a's last successful renew", u.clk.Since(lastA))
+
+	err := a.wait(t)
+	var dup *DuplicateIdentityError
+	if !errors.As(err, &dup) || dup.Incarnation != a.Incarnation() || dup.Other != b.Incarnation() {
+		t.Fatalf("a returned %v, want a DuplicateIdentityError naming both incarnations", err)
+	}
+	t.Logf("a: %v", err)
+	if !b.Synced() || b.returned() {
+		t.Error("b stopped too")
+	}
+}
+
+// TestDuplicateDetectedOnConflict covers a Member whose watch is silent: its
+// next renew conflicts, the re-read shows another incarnation.
+func TestDuplicateDetectedOnConflict(t *testing.T) {
+	u := newUnit(t)
+	u.api.PrependWatchReactor("leases", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	a := run(t, u.member("x"))
+	eventually(t, "Synced", a.Synced)
+	u.write("r-x", func(l *coordinationv1.Lease) { l.Annotations[AnnotationIncarnation] = "intruder" })
+	step(t, u.clk, 2*time.Second)
+	var dup *DuplicateIdentityError
+	if err := a.wait(t); !errors.As(err, &dup) || dup.Other != "intruder" {
+		t.Fatalf("Run returned %v, want a DuplicateIdentityError", err)
+	}
+}
+
+func TestConflictWithOwnNewerVersionIsAdopted(t *testing.T) {
+	u := newUnit(t)
+	a := run(t, u.member("x"))
+	eventually(t, "Synced", a.Synced)
+	// An admin labels the Lease: our next renew conflicts, re-reads, keeps
+	// the label and succeeds.
+	u.write("r-x", func(l *coordinationv1.Lease) { l.Labels["team"] = "blue" })
+	step(t, u.clk, 2*time.Second)
+	eventually(t, "the renew after the conflict", func() bool { s, _ := a.LastRenew(); return s.Equal(t0.Add(2 * time.Second)) })
+	if l := u.get("r-x"); l.Labels["team"] != "blue" || l.Annotations[AnnotationIncarnation] != a.Incarnation() {
+		t.Errorf("after adopting: labels %v", l.Labels)
+	}
+	if a.returned() {
+		t.Errorf("Run returned %v", a.err)
+	}
+}
+
+func TestLateRenewResponseIsNotCounted(t *testing.T) {
+	u := newUnit(t)
+	a := run(t, u.member("x"))
+	eventually(t, "Synced", a.Synced)
+	// The next update's response arrives 4s after it was sent (RenewTimeout
+	// is 3.33s).
+	var fired atomic.Bool
+	u.api.setHook(func(verb, _ string, _ *coordinationv1.Lease) error {
+		if verb == "update" && fired.CompareAndSwap(false, true) {
+			u.clk.Step(4 * time.Second)
+		}
+		return nil
+	})
+	step(t, u.clk, 2*time.Second)
+	eventually(t, "the late write to be counted as an error", func() bool {
+		return counterValue(t, u.reg, "kshard_lease_renew_errors_total", nil) == 1
+	})
+	if sent, _ := a.LastRenew(); !sent.Equal(t0) {
+		t.Fatalf("LastRenew = %v after a late response, want it to stay %v", sent, t0)
+	}
+	_, version := a.LastWritten()
+	if version != u.get("r-x").ResourceVersion {
+		t.Error("the late write's version was not adopted")
+	}
+	// The retry, soon (backoff ≤ RenewPeriod/8·1.2), counts again.
+	step(t, u.clk, 300*time.Millisecond)
+	eventually(t, "a counted renew", func() bool { s, _ := a.LastRenew(); return s.After(t0) })
+}
+
+func TestOwnLeaseDeletedByOthersStopsRun(t *testing.T) {
+	for _, silentWatch := range []bool{false, true} {
+		t.Run("silent watch "+strconv.FormatBool(silentWatch), func(t *testing.T) {
+			u := newUnit(t)
+			if silentWatch {
+				u.api.PrependWatchReactor("leases", func(clienttesting.Action) (bool, watch.Interface, error) {
+					return true, watch.NewFake(), nil
+				})
+			}
+			a := run(t, u.member("x"))
+			eventually(t, "Synced", a.Synced)
+			if !silentWatch {
+				// The fake delivers no deletion that happens before its
+				// watch starts; a Lease created after the initial list can
+				// only arrive through the watch.
+				u.create(peerLease("ns", "r", "z", "inc-z"))
+				eventually(t, "the watch", func() bool { _, ok := observedByName(a.Snapshot(), "r-z"); return ok })
+			}
+			if err := u.api.CoordinationV1().Leases("ns").Delete(context.Background(), "r-x", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if silentWatch {
+				step(t, u.clk, 2*time.Second) // the renew finds it gone
+			}
+			if err := a.wait(t); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("Run returned %v, want ErrLeaseLost", err)
+			}
+		})
+	}
+}
+
+func TestDeleteLeavesAndAllowsImmediateRestart(t *testing.T) {
+	u := newUnit(t)
+	a := run(t, u.member("x"))
+	eventually(t, "Synced", a.Synced)
+	if err := a.Delete(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.api.CoordinationV1().Leases("ns").Get(context.Background(), "r-x", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("lease still there after Delete: %v", err)
+	}
+	if a.Synced() {
+		t.Error("Synced after Delete")
+	}
+	writes := u.api.writesOf("r-x")
+	u.clk.Step(time.Minute)
+	if err := a.Delete(context.Background()); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+
+	// A restart with a new incarnation acquires at once: no stale Lease.
+	b := run(t, u.member("x"))
+	eventually(t, "the restarted member Synced", b.Synced)
+	if u.clk.Since(t0) != time.Minute {
+		t.Error("the restart waited")
+	}
+	if a.returned() {
+		t.Errorf("Run of the deleted member returned %v before its context ended", a.err)
+	}
+	if err := a.stop(); err != nil {
+		t.Errorf("Run after Delete returned %v, want nil", err)
+	}
+	if got := u.api.writesOf("r-x") - writes; got != 1 {
+		t.Errorf("%d writes after Delete, want only the restarted member's create", got)
+	}
+}
+
+func TestConfirmReadsTheAPIServer(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	ctx := context.Background()
+	v1 := u.create(peerLease("ns", "r", "b", "inc-b")).ResourceVersion
+	if ok, err := m.Confirm(ctx, "b", v1); !ok || err != nil {
+		t.Errorf("Confirm of the current version = %v, %v; want true", ok, err)
+	}
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	if ok, err := m.Confirm(ctx, "b", v1); ok || err != nil {
+		t.Errorf("Confirm of a replaced version = %v, %v; want false", ok, err)
+	}
+	if err := u.api.CoordinationV1().Leases("ns").Delete(ctx, "r-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Confirm(ctx, "b", v1); !ok || err != nil {
+		t.Errorf("Confirm of a deleted Lease = %v, %v; want true (gone)", ok, err)
+	}
+	u.api.setHook(func(string, string, *coordinationv1.Lease) error { return errors.New("connection refused") })
+	if _, err := m.Confirm(ctx, "b", v1); err == nil {
+		t.Error("Confirm hid an API error")
+	}
+}
+
+func TestDeletePeerIsConditional(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	ctx := context.Background()
+	v1 := u.create(peerLease("ns", "r", "b", "inc-b")).ResourceVersion
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	if err := m.DeletePeer(ctx, "b", v1); err != nil {
+		t.Errorf("DeletePeer of a changed Lease: %v, want nil", err)
+	}
+	v2 := u.get("r-b").ResourceVersion
+	if u.log.count("changed since it was judged expired") != 1 {
+		t.Error("the conflict was not logged")
+	}
+	if err := m.DeletePeer(ctx, "b", v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.api.CoordinationV1().Leases("ns").Get(ctx, "r-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("peer Lease not deleted: %v", err)
+	}
+	if err := m.DeletePeer(ctx, "b", v2); err != nil {
+		t.Errorf("DeletePeer of a gone Lease: %v", err)
+	}
+	if err := m.DeletePeer(ctx, "a", v2); err == nil {
+		t.Error("DeletePeer deleted the own Lease")
+	}
+}
+
+func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+
+	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "garbage" }))
+	u.create(peerLease("ns", "r", "c", "inc-c", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }))
+	eventually(t, "three Leases", func() bool { return len(m.Snapshot()) == 3 })
+
+	b, _ := observedByName(m.Snapshot(), "r-b")
+	c, _ := observedByName(m.Snapshot(), "r-c")
+	if !b.ClaimUnknown || b.Problem == "" {
+		t.Errorf("garbage claim: %+v, want ClaimUnknown and a Problem", b)
+	}
+	if c.ClaimUnknown || c.Problem == "" || c.Identity != "" {
+		t.Errorf("no holder: %+v, want a Problem", c)
+	}
+	invalid := func(reason string) float64 {
+		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
+	}
+	if invalid(ReasonBadClaim) != 1 || invalid(ReasonNoHolder) != 1 || u.log.count("malformed") != 2 {
+		t.Fatalf("bad_claim %v no_holder %v logged %d; want 1, 1, 2", invalid(ReasonBadClaim), invalid(ReasonNoHolder), u.log.count("malformed"))
+	}
+	// A relist of the same versions reports nothing new.
+	list, _ := u.api.CoordinationV1().Leases("ns").List(context.Background(), metav1.ListOptions{})
+	var items []any
+	for i := range list.Items {
+		items = append(items, &list.Items[i])
+	}
+	if err := m.peers.Replace(items, ""); err != nil {
+		t.Fatal(err)
+	}
+	if invalid(ReasonBadClaim) != 1 || u.log.count("malformed") != 2 {
+		t.Error("a relist reported the same versions again")
+	}
+	// A new malformed version is reported again.
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "2" })
+	eventually(t, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	if invalid(ReasonBadClaim) != 2 || u.log.count("malformed") != 3 {
+		t.Error("a new malformed version was not reported")
+	}
+	if !m.Synced() {
+		t.Error("malformed Leases disturbed the member")
+	}
+}
+
+func TestLeaseNameTakenByAnotherRing(t *testing.T) {
+	u := newUnit(t)
+	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "r-x" }))
+	err := run(t, u.member("x")).wait(t)
+	if err == nil || !errors.Is(err, errNameTaken) {
+		t.Fatalf("Run returned %v, want a name collision error", err)
+	}
+}
+
+func TestRunTwiceIsAnError(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("x")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+	if err := m.Run(context.Background()); err == nil {
+		t.Error("second Run accepted")
+	}
+}

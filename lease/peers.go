@@ -1,0 +1,231 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// peers is the watch of the ring's Leases. It is the store of a client-go
+// Reflector (rather than an informer) so that it can stamp each new
+// resourceVersion with the local time it arrived, and so that the reflector's
+// retry backoff can be capped: after an API server outage the view must
+// recover within seconds, not the informer default of up to 30s.
+type peers struct {
+	m *Member
+
+	// mu guards the fields below; it is taken before Member.mu.
+	mu     sync.Mutex
+	byName map[string]Observed
+	// problems remembers, per Lease, the version whose problem was logged
+	// and counted, so each malformed version is reported once.
+	problems map[string]string
+	synced   bool
+	// ownSeen is set once the watch delivered the own Lease written by this
+	// incarnation. The watch delivers writes in etcd order, so a version by
+	// another incarnation arriving after that was written after ours: a
+	// duplicate identity, not a stale version from before our takeover.
+	ownSeen bool
+}
+
+func newPeers(m *Member) *peers {
+	return &peers{m: m, byName: map[string]Observed{}, problems: map[string]string{}}
+}
+
+// run lists and watches the ring's Leases until ctx is done.
+func (p *peers) run(ctx context.Context) {
+	m := p.m
+	logger := m.log.WithName("watch")
+	r := cache.NewReflectorWithOptions(p.listWatch(), &coordinationv1.Lease{}, p, cache.ReflectorOptions{
+		Name:            "kshard-lease/" + m.opts.Ring,
+		TypeDescription: "coordination.k8s.io/v1 Lease",
+		Logger:          &logger,
+		Backoff: &wait.Backoff{
+			Duration: acquireBackoffInitial, Factor: 2, Jitter: 0.2, Steps: 100, Cap: acquireBackoffMax,
+		},
+	})
+	r.RunWithContext(klog.NewContext(ctx, logger))
+}
+
+func (p *peers) listWatch() cache.ListerWatcher {
+	m := p.m
+	leases := m.leases
+	selector := labels.Set{LabelRing: m.opts.Ring}.String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
+			list, err := leases.List(ctx, opts)
+			if err != nil {
+				p.checkForbidden(err, "list")
+				return nil, err
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			w, err := leases.Watch(ctx, opts)
+			if err != nil {
+				p.checkForbidden(err, "watch")
+				return nil, err
+			}
+			return w, nil
+		},
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, m.opts.Client)
+}
+
+// checkForbidden stops Run on an RBAC refusal; the reflector would retry it
+// forever, and a replica that cannot see its peers must not run.
+func (p *peers) checkForbidden(err error, verb string) {
+	if apierrors.IsForbidden(err) {
+		p.m.fail(newForbiddenError(err, verb, p.m.opts.Namespace, ""))
+	}
+}
+
+func (p *peers) hasSynced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synced
+}
+
+func (p *peers) snapshot() []Observed {
+	p.mu.Lock()
+	out := make([]Observed, 0, len(p.byName))
+	for _, o := range p.byName {
+		o.Claim = o.Claim.Clone() // callers may mutate their copy
+		out = append(out, o)
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b Observed) int {
+		return cmp.Or(cmp.Compare(a.Identity, b.Identity), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// The cache.ReflectorStore methods. The reflector calls them from its one
+// goroutine; an error would only make it relist, so they return nil.
+
+func (p *peers) Add(obj any) error { return p.Update(obj) }
+func (p *peers) Resync() error     { return nil }
+
+func (p *peers) Update(obj any) error {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return nil
+	}
+	now := p.m.clock.Now()
+	return p.locked(func() (bool, error) { return p.observe(l, now) })
+}
+
+func (p *peers) Delete(obj any) error {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return nil
+	}
+	return p.locked(func() (bool, error) { return p.remove(l.Name) })
+}
+
+// Replace is called after every (re)list with the complete state.
+func (p *peers) Replace(list []any, _ string) error {
+	return p.locked(func() (bool, error) { return p.replaceAll(list) })
+}
+
+// locked runs f under p.mu, then reports its outcome outside the lock.
+func (p *peers) locked(f func() (changed bool, fatal error)) error {
+	p.mu.Lock()
+	changed, fatal := f()
+	p.mu.Unlock()
+	if fatal != nil {
+		p.m.fail(fatal)
+	}
+	if changed {
+		p.m.notify()
+	}
+	return nil
+}
+
+// replaceAll is the Replace proper: observe the listed Leases, forget the
+// ones no longer listed, and mark the view synced.
+func (p *peers) replaceAll(list []any) (changed bool, fatal error) {
+	now := p.m.clock.Now()
+	listed := make(map[string]bool, len(list))
+	for _, obj := range list {
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			continue
+		}
+		listed[l.Name] = true
+		c, f := p.observe(l, now)
+		changed = changed || c
+		fatal = cmp.Or(fatal, f)
+	}
+	for name := range p.byName {
+		if !listed[name] {
+			c, f := p.remove(name)
+			changed = changed || c
+			fatal = cmp.Or(fatal, f)
+		}
+	}
+	if !p.synced {
+		p.synced, changed = true, true
+	}
+	return changed, fatal
+}
+
+// observe records one Lease version; p.mu is held.
+func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, fatal error) {
+	m := p.m
+	if l.Labels[LabelRing] != m.opts.Ring {
+		// Relabelled out of the ring (or a watch that does not filter).
+		return p.remove(l.Name)
+	}
+	if prev, ok := p.byName[l.Name]; ok && prev.Version == l.ResourceVersion {
+		return false, nil
+	}
+	o, reasons := parse(l, m.opts.Ring, m.opts.Partitions)
+	o.LastChange = now
+	p.byName[l.Name] = o
+	if len(reasons) > 0 && p.problems[l.Name] != l.ResourceVersion {
+		p.problems[l.Name] = l.ResourceVersion
+		for _, r := range reasons {
+			m.metrics.invalid.WithLabelValues(r).Inc()
+		}
+		m.log.Info("a Lease labelled with the ring is malformed; it is not trusted as a member",
+			"malformed", l.Namespace+"/"+l.Name, "version", l.ResourceVersion, "problem", o.Problem, "claimUnknown", o.ClaimUnknown)
+	}
+	if l.Name == m.name {
+		if o.Incarnation == m.opts.Incarnation {
+			p.ownSeen = true
+		} else if p.ownSeen && !m.hasLeft() {
+			return true, m.duplicate(o.Incarnation)
+		}
+	}
+	return true, nil
+}
+
+// remove forgets a Lease that was deleted or left the ring; p.mu is held.
+func (p *peers) remove(name string) (changed bool, fatal error) {
+	o, ok := p.byName[name]
+	if !ok {
+		return false, nil
+	}
+	delete(p.byName, name)
+	delete(p.problems, name)
+	m := p.m
+	if name == m.name && o.Incarnation == m.opts.Incarnation && !m.hasLeft() {
+		return true, m.lost()
+	}
+	return true, nil
+}

@@ -1,0 +1,377 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// errLeft reports a write refused because Delete was called.
+var errLeft = errors.New("lease: not writing the own Lease: Delete was called")
+
+// Backoff bounds for retrying failed requests.
+const (
+	acquireBackoffInitial = 250 * time.Millisecond
+	acquireBackoffMax     = 5 * time.Second
+	// stillWaitingLog is how often a wait for another incarnation's Lease to
+	// expire is logged again.
+	stillWaitingLog = time.Minute
+)
+
+// Run acquires the own Lease, then renews it every RenewPeriod (and promptly
+// after SetDesired changes the record) until ctx is done, while watching
+// every Lease of the ring. Transient API errors are logged and retried with
+// backoff. Run returns nil when ctx is done, without deleting the Lease
+// (leaving is the caller's decision, see Delete); it returns a
+// *DuplicateIdentityError when another process writes the own Lease, a
+// *ForbiddenError when RBAC refuses a request, and an error wrapping
+// ErrLeaseLost when the own Lease is deleted under it. Run may be called once.
+func (m *Member) Run(ctx context.Context) error {
+	if !m.started.CompareAndSwap(false, true) {
+		return errors.New("lease: Member.Run called more than once; create a new Member for every run")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	m.mu.Lock()
+	m.cancelRun = cancel
+	m.mu.Unlock()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { m.peers.run(ctx) })
+
+	immediate, err := m.acquire(ctx)
+	if err == nil {
+		err = m.heartbeat(ctx, immediate)
+	}
+	if err != nil {
+		m.fail(err)
+	}
+	cancel(nil)
+	wg.Wait()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fatal
+}
+
+// acquire takes the own Lease: creates it, adopts it when an earlier write of
+// this process landed unseen, or takes it over from another incarnation once
+// that incarnation's Lease has not changed for its lease duration. It returns
+// nil when ctx is done, and immediate when the heartbeat should write at once.
+func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
+	bo := backoff{initial: acquireBackoffInitial, max: acquireBackoffMax}
+	retry := func(err error, msg string) bool {
+		d := bo.next()
+		m.log.Error(err, msg, "retryIn", d.Round(time.Millisecond))
+		return m.sleep(ctx, d)
+	}
+	// What this process has seen of another incarnation's Lease: the version
+	// and when (locally) it was first seen.
+	var held struct {
+		version, incarnation string
+		since, logged        time.Time
+	}
+	for ctx.Err() == nil && !m.hasLeft() {
+		cur, err := m.getOwn(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return false, nil
+		case apierrors.IsNotFound(err):
+			counted, err := m.writeLocked(ctx, nil, true)
+			switch {
+			case err == nil:
+				m.log.Info("created own Lease", "incarnation", m.opts.Incarnation)
+				return !counted, nil
+			case apierrors.IsAlreadyExists(err) || ctx.Err() != nil || errors.Is(err, errLeft):
+				continue
+			case apierrors.IsForbidden(err):
+				return false, newForbiddenError(err, "create", m.opts.Namespace, m.name)
+			case !retry(err, "creating own Lease failed; retrying"):
+				return false, nil
+			}
+			continue
+		case apierrors.IsForbidden(err):
+			return false, newForbiddenError(err, "get", m.opts.Namespace, m.name)
+		case err != nil:
+			if !retry(err, "reading own Lease failed (is the API server reachable?); retrying") {
+				return false, nil
+			}
+			continue
+		}
+		bo.reset()
+
+		if ring := cur.Labels[LabelRing]; ring != m.opts.Ring {
+			holder := ""
+			if cur.Spec.HolderIdentity != nil {
+				holder = *cur.Spec.HolderIdentity
+			}
+			return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
+				"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
+				errNameTaken, m.opts.Namespace, m.name, m.opts.Ring, LabelRing, ring, holder)
+		}
+		inc := cur.Annotations[AnnotationIncarnation]
+		if inc == m.opts.Incarnation {
+			// An earlier write of ours landed although its response was lost.
+			m.mu.Lock()
+			m.current, m.acquired = cur, true
+			m.written = recordOf(cur, m.opts.Ring, m.opts.Partitions)
+			m.mu.Unlock()
+			m.notify()
+			m.log.Info("adopted own Lease written by an earlier request of this process")
+			return true, nil
+		}
+
+		now := m.clock.Now()
+		if cur.ResourceVersion != held.version {
+			held.version, held.since = cur.ResourceVersion, now
+		}
+		wait := m.opts.LeaseDuration
+		if d := cur.Spec.LeaseDurationSeconds; d != nil {
+			wait = max(wait, time.Duration(*d)*time.Second)
+		}
+		if remaining := wait - now.Sub(held.since); remaining > 0 {
+			if inc != held.incarnation || now.Sub(held.logged) >= stillWaitingLog {
+				held.incarnation, held.logged = inc, now
+				m.log.Info(fmt.Sprintf("Lease %s/%s is held by another live process (incarnation %q); waiting for it to expire — two replicas with the same identity?",
+					m.opts.Namespace, m.name, inc), "expiresIn", remaining.Round(time.Millisecond), "incarnation", m.opts.Incarnation)
+			}
+			if !m.sleep(ctx, min(remaining, m.opts.RenewPeriod)) {
+				return false, nil
+			}
+			continue
+		}
+
+		// Unchanged for a whole lease duration of our time: take it over,
+		// conditioned on the very version we watched.
+		counted, err := m.writeLocked(ctx, cur, true)
+		switch {
+		case err == nil:
+			m.log.Info("took over own Lease from an expired incarnation", "previous", inc, "unchangedFor", now.Sub(held.since).Round(time.Millisecond))
+			return !counted, nil
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || ctx.Err() != nil || errors.Is(err, errLeft):
+			continue
+		case apierrors.IsForbidden(err):
+			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
+		case !retry(err, "taking over own Lease failed; retrying"):
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+// heartbeat renews the own Lease every RenewPeriod, promptly when the desired
+// record changed, and with backoff after failures. It returns a fatal error,
+// or nil when ctx is done.
+func (m *Member) heartbeat(ctx context.Context, immediate bool) error {
+	bo := backoff{initial: m.opts.RenewPeriod / 8, max: m.opts.RenewPeriod}
+	next := m.clock.Now()
+	if sent, ok := m.LastRenew(); ok && !immediate {
+		next = sent.Add(m.opts.RenewPeriod)
+	}
+	failing, failures := false, 0
+	for ctx.Err() == nil {
+		if m.hasLeft() {
+			// Delete was called: the Lease is no longer ours to write.
+			<-ctx.Done()
+			return nil
+		}
+		wait := next.Sub(m.clock.Now())
+		if !failing && m.dirty() {
+			wait = 0
+		}
+		if wait > 0 {
+			t := m.clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-m.wake:
+				t.Stop()
+				continue
+			case <-t.C():
+			}
+		}
+
+		counted, err := m.renew(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case m.hasLeft():
+			continue
+		case isFatal(err):
+			return err
+		case counted:
+			if failing {
+				m.log.Info("renewing own Lease again", "failedAttempts", failures)
+			}
+			failing, failures = false, 0
+			bo.reset()
+			sent, _ := m.LastRenew()
+			next = sent.Add(m.opts.RenewPeriod)
+		default:
+			failing = true
+			failures++
+			d := bo.next()
+			next = m.clock.Now().Add(d)
+			since := "never"
+			if sent, ok := m.LastRenew(); ok {
+				since = m.clock.Since(sent).Round(time.Millisecond).String()
+			}
+			if err == nil {
+				err = errors.New("response arrived after RenewTimeout")
+			}
+			m.log.Error(err, "renewing own Lease failed; retrying", "attempt", failures, "sinceLastRenew", since, "retryIn", d.Round(time.Millisecond))
+			m.notify()
+		}
+	}
+	return nil
+}
+
+// dirty reports whether the desired record differs from the written one.
+func (m *Member) dirty() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.desired.Equal(m.written)
+}
+
+// renew writes the own Lease once; after a conflict with a newer version of
+// its own (a write whose response was lost, or someone's label) it re-reads
+// and retries once. counted reports a write that counts as a renew; err is a
+// fatal error or the transient cause of failure.
+func (m *Member) renew(ctx context.Context) (counted bool, err error) {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if m.hasLeft() {
+			return false, nil
+		}
+		m.mu.Lock()
+		base := m.current
+		m.mu.Unlock()
+		counted, err = m.write(ctx, base, false)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return counted, err
+		case apierrors.IsNotFound(err):
+			return false, m.lost()
+		case apierrors.IsForbidden(err):
+			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
+		case !apierrors.IsConflict(err) || attempt > 0:
+			return false, err
+		}
+		cur, gerr := m.getOwn(ctx)
+		switch {
+		case apierrors.IsNotFound(gerr):
+			return false, m.lost()
+		case apierrors.IsForbidden(gerr):
+			return false, newForbiddenError(gerr, "get", m.opts.Namespace, m.name)
+		case gerr != nil:
+			return false, fmt.Errorf("re-reading own Lease after a conflict: %w", gerr)
+		}
+		if inc := cur.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation {
+			return false, m.duplicate(inc)
+		}
+		m.mu.Lock()
+		m.current = cur
+		m.mu.Unlock()
+	}
+}
+
+// writeLocked is write under writeMu, refusing once Delete was called.
+func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	if m.hasLeft() {
+		return false, errLeft
+	}
+	return m.write(ctx, base, acquire)
+}
+
+// write sends one write of the own Lease publishing the desired record:
+// a Create when base is nil, else an Update conditioned on base's
+// resourceVersion. The caller holds writeMu. counted reports that the
+// response arrived within RenewTimeout, so that the send time is the new
+// LastRenew.
+func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
+	m.mu.Lock()
+	rec := m.desired.clone()
+	m.mu.Unlock()
+
+	sentAt := m.clock.Now()
+	obj := m.render(base, rec, sentAt, acquire)
+	rctx, cancel := context.WithTimeout(ctx, m.opts.RenewTimeout)
+	defer cancel()
+	var out *coordinationv1.Lease
+	if base == nil {
+		out, err = m.leases.Create(rctx, obj, metav1.CreateOptions{})
+	} else {
+		out, err = m.leases.Update(rctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		m.metrics.renewErrors.Inc()
+		return false, err
+	}
+	// The context bounds real time; the check also holds for an injected
+	// clock and for a client that ignores its context.
+	counted = m.clock.Since(sentAt) <= m.opts.RenewTimeout
+
+	m.mu.Lock()
+	m.current, m.written = out, rec
+	if acquire {
+		m.acquired = true
+	}
+	if counted {
+		m.lastRenew, m.renewed = sentAt, true
+	}
+	m.mu.Unlock()
+	if counted {
+		m.metrics.renews.Inc()
+	} else {
+		m.metrics.renewErrors.Inc()
+	}
+	m.notify()
+	return counted, nil
+}
+
+// getOwn reads the own Lease directly, bounded by RenewTimeout.
+func (m *Member) getOwn(ctx context.Context) (*coordinationv1.Lease, error) {
+	rctx, cancel := context.WithTimeout(ctx, m.opts.RenewTimeout)
+	defer cancel()
+	return m.leases.Get(rctx, m.name, metav1.GetOptions{})
+}
+
+// sleep waits d on the Member's clock; false when ctx ended first.
+func (m *Member) sleep(ctx context.Context, d time.Duration) bool {
+	t := m.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// backoff yields exponentially growing delays from initial to max, with up
+// to 20% jitter so that replicas failing together do not retry in step.
+type backoff struct {
+	initial, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.initial
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return min(b.cur+rand.N(b.cur/5+1), b.max)
+}
+
+func (b *backoff) reset() { b.cur = 0 }

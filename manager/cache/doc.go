@@ -1,0 +1,9 @@
+// Package cache is the shared informer cache a kshard manager owns: one
+// SharedIndexInformer per GroupVersionKind (typed, or metadata-only for
+// *metav1.PartialObjectMetadata), started together, read through Get and List.
+//
+// Typed informers list and watch through a REST client built from the
+// caller's scheme, so custom resource types registered in that scheme work
+// exactly like the built-in ones. Only the standard library, client-go and
+// apimachinery are imported, so any layer of kshard may use it.
+package cache

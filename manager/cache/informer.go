@@ -1,0 +1,183 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// newTypedInformer builds an informer whose list and watch go through a REST
+// client for gvk's GroupVersion, decoding with the cache's scheme. That is
+// what lets custom resource types in a user's scheme be cached.
+func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+	example, err := c.scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("cache: creating an object of kind %s from the scheme: %w", gvk, err)
+	}
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if !c.scheme.Recognizes(listGVK) {
+		return nil, fmt.Errorf("cache: the scheme knows %s but not its list type %s; register the List type together with the kind", gvk, listGVK.Kind)
+	}
+	rc, err := c.restClientFor(gvk.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	resource := mapping.Resource.Resource
+	ns, scoped := c.namespaceFor(mapping)
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list, err := c.scheme.New(listGVK)
+			if err != nil {
+				return nil, err
+			}
+			err = rc.Get().
+				NamespaceIfScoped(ns, scoped).
+				Resource(resource).
+				SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+				Do(ctx).
+				Into(list)
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return rc.Get().
+				NamespaceIfScoped(ns, scoped).
+				Resource(resource).
+				SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+				Watch(ctx)
+		},
+	}
+	// The REST client supports watch-list (streamed initial list with
+	// bookmarks); the reflector uses it when client-go's WatchListClient
+	// feature is on, and falls back to list+watch otherwise.
+	return toolscache.NewSharedIndexInformerWithOptions(
+		toolscache.ToListWatcherWithWatchListSemantics(lw, rc),
+		example,
+		c.informerOptions(gvk),
+	), nil
+}
+
+// newMetadataInformer builds an informer holding only object metadata
+// (*metav1.PartialObjectMetadata) for gvk's resource.
+func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+	mc, err := c.metadataClient()
+	if err != nil {
+		return nil, err
+	}
+	ns, scoped := c.namespaceFor(mapping)
+	if !scoped {
+		ns = metav1.NamespaceAll
+	}
+	client := mc.Resource(mapping.Resource)
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list, err := client.Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			for i := range list.Items {
+				list.Items[i].SetGroupVersionKind(gvk)
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := client.Namespace(ns).Watch(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			// Stamp the kind on every object so readers (owner handlers,
+			// Get) see which kind a metadata-only object is.
+			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+				if pom, ok := ev.Object.(*metav1.PartialObjectMetadata); ok {
+					pom.SetGroupVersionKind(gvk)
+				}
+				return ev, true
+			}), nil
+		},
+	}
+	return toolscache.NewSharedIndexInformerWithOptions(
+		toolscache.ToListWatcherWithWatchListSemantics(lw, mc),
+		&metav1.PartialObjectMetadata{},
+		c.informerOptions(gvk),
+	), nil
+}
+
+// restClientFor returns the (shared) REST client for gv, decoding with the
+// cache's scheme and sharing the cache's HTTP client.
+func (c *Cache) restClientFor(gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rc, ok := c.restClients[gv]; ok {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(c.config)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, c.httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("cache: building a REST client for %s: %w", gv, err)
+	}
+	c.restClients[gv] = rc
+	return rc, nil
+}
+
+func (c *Cache) metadataClient() (metadata.Interface, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.metadata != nil {
+		return c.metadata, nil
+	}
+	mc, err := metadata.NewForConfigAndClient(c.config, c.httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("cache: building a metadata client: %w", err)
+	}
+	c.metadata = mc
+	return mc, nil
+}
+
+// refreshingMapper is a discovery-backed RESTMapper that re-reads discovery
+// when a kind is not found, so kinds served after start are found. The
+// client-go deferred mapper alone retries only while its cache is stale.
+type refreshingMapper struct {
+	*restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newRefreshingMapper(dc discovery.DiscoveryInterface) *refreshingMapper {
+	return &refreshingMapper{DeferredDiscoveryRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
+}
+
+func (m *refreshingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	mapping, err := m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
+	if err == nil || !meta.IsNoMatchError(err) {
+		return mapping, err
+	}
+	m.Reset()
+	return m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
+}
+
+func (m *refreshingMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	mappings, err := m.DeferredDiscoveryRESTMapper.RESTMappings(gk, versions...)
+	if len(mappings) > 0 || (err != nil && !meta.IsNoMatchError(err)) {
+		return mappings, err
+	}
+	m.Reset()
+	return m.DeferredDiscoveryRESTMapper.RESTMappings(gk, versions...)
+}

@@ -1,0 +1,313 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
+)
+
+// coordinator is the I/O shell around the pure handoff core: it feeds the
+// core what the Lease member observes, carries out each Ready (Lease writes,
+// activations, drains, confirming reads), and feeds back the results. All
+// core calls happen on the run goroutine; asynchronous work reports back
+// through events, so the core needs no lock.
+type coordinator struct {
+	m            *Manager
+	core         *handoff.Core
+	member       *lease.Member
+	log          logr.Logger
+	participants []participant
+
+	events  chan func()   // results of asynchronous work, applied in run
+	leaveCh chan struct{} // closed by leave
+	leaveMu sync.Once
+	async   sync.WaitGroup // drains, confirms and deletes in flight
+
+	ready     atomic.Bool
+	lastRenew time.Time
+	lastErr   string
+	// targetSince records when each partition entered the target, for
+	// kshard_handoff_seconds.
+	targetSince map[int]time.Time
+	prevTarget  shard.PartitionSet
+}
+
+func newCoordinator(m *Manager, participants []participant) *coordinator {
+	c := &coordinator{
+		m: m, core: m.core, member: m.member, log: m.log.WithName("ring"),
+		participants: participants,
+		events:       make(chan func(), 64),
+		leaveCh:      make(chan struct{}),
+		targetSince:  map[int]time.Time{},
+	}
+	m.coord.Store(c)
+	return c
+}
+
+// leave asks the run loop for a graceful leave.
+func (c *coordinator) leave() { c.leaveMu.Do(func() { close(c.leaveCh) }) }
+
+// post hands an event to the run loop unless it has stopped.
+func (c *coordinator) post(ctx context.Context, f func()) {
+	select {
+	case c.events <- f:
+	case <-ctx.Done():
+	}
+}
+
+// safetyPoll bounds how long the loop sleeps without input, so a missed
+// signal can delay a decision but never stall it.
+const safetyPoll = time.Second
+
+// run drives the core until it is done (left, duplicate identity, or must
+// exit) or ctx ends. synced reports when every cache the controllers need
+// has synced.
+func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool) error {
+	defer c.async.Wait()
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		if synced(ctx) {
+			c.post(ctx, c.core.CachesSynced)
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	leaveCh := c.leaveCh
+	for {
+		c.step(ctx)
+		if c.core.Done() {
+			c.ready.Store(false)
+			return c.core.Err()
+		}
+		wait := safetyPoll
+		if next, ok := c.core.NextDeadline(); ok {
+			wait = min(wait, max(time.Until(next), time.Millisecond))
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			c.ready.Store(false)
+			return nil
+		case <-c.member.Changes():
+		case f := <-c.events:
+			f()
+		case <-leaveCh:
+			leaveCh = nil
+			c.ready.Store(false)
+			c.core.Leave()
+		case <-timer.C:
+		}
+	}
+}
+
+// step feeds the latest observations to the core and carries out its Ready.
+func (c *coordinator) step(ctx context.Context) {
+	now := time.Now()
+	if c.member.Synced() {
+		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.m.opts.Partitions))
+	}
+	if sent, ok := c.member.LastRenew(); ok && sent.After(c.lastRenew) {
+		c.lastRenew = sent
+		c.core.RenewSucceeded(sent)
+	}
+	rd := c.core.Ready(now)
+	c.apply(ctx, rd)
+	c.observeState(now)
+}
+
+func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
+	if rd.Exit {
+		c.log.Error(nil, "reconciles of a fenced replica are still running at the stop deadline; exiting so they cannot outlive this replica's Lease")
+		c.m.exit(1)
+		return
+	}
+	if rd.Fence {
+		c.m.metrics.fences.Inc()
+		c.ready.Store(false)
+		c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.m.opts.RenewDeadline)
+		// Partitions already draining must stop now too: revoke them again
+		// with no grace period; their first revoke reports when it returns.
+		c.revoke(ctx, rd.Revoke.Union(c.core.Draining()), true)
+	} else if !rd.Revoke.IsEmpty() {
+		c.log.Info("revoking partitions", "partitions", rd.Revoke.String())
+		c.revoke(ctx, rd.Revoke, false)
+	}
+	if rd.Publish != nil {
+		c.member.SetDesired(lease.Record{State: string(rd.Publish.State), Claim: rd.Publish.Claim.Clone(), Epoch: rd.Publish.Generation})
+	}
+	if !rd.Activate.IsEmpty() {
+		c.activate(ctx, rd.Activate)
+	}
+	for _, ref := range rd.Confirm {
+		c.confirm(ctx, ref)
+	}
+	for _, ref := range rd.GarbageCollect {
+		c.collect(ctx, ref)
+	}
+	if rd.DeleteLease {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := c.member.Delete(dctx); err != nil {
+			c.log.Error(err, "deleting own Lease after leaving; peers will collect it after it expires")
+		} else {
+			c.log.Info("left the ring: Lease deleted")
+		}
+	}
+}
+
+// revoke drains set in every participant, in parallel, and reports Drained
+// only if all of them returned: a failed drain leaves the partitions
+// claimed, which is what keeps them safe.
+func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence bool) {
+	if set.IsEmpty() {
+		return
+	}
+	set = set.Clone()
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		errs := make([]error, len(c.participants))
+		var wg sync.WaitGroup
+		for i, p := range c.participants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = p.revoke(ctx, set, fence)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			if ctx.Err() == nil {
+				c.log.Error(err, "drain did not complete; partitions stay claimed", "partitions", set.String())
+			}
+			return
+		}
+		c.log.V(1).Info("drained", "partitions", set.String())
+		c.post(ctx, func() { c.core.Drained(set) })
+	}()
+}
+
+func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) {
+	now := time.Now()
+	for _, p := range set.Slice() {
+		if since, ok := c.targetSince[p]; ok {
+			c.m.metrics.handoff.Observe(now.Sub(since).Seconds())
+			delete(c.targetSince, p)
+		}
+	}
+	c.log.V(1).Info("activating partitions", "partitions", set.String())
+	for _, p := range c.participants {
+		if err := p.activate(ctx, set); err != nil && ctx.Err() == nil {
+			// Activation only admits keys and replays the cache; a failed
+			// replay loses no safety, only the resync of that participant.
+			c.log.Error(err, "activating partitions", "partitions", set.String())
+		}
+	}
+}
+
+func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		unchanged, err := c.member.Confirm(gctx, ref.Identity, ref.Version)
+		if err != nil {
+			c.log.V(1).Info("confirming a peer's expiry failed; will retry", "peer", ref.Identity, "error", err.Error())
+			c.post(ctx, func() { c.core.ConfirmFailed(ref.Identity) })
+			return
+		}
+		// Confirm folds "deleted" into unchanged: both void the claims.
+		// A changed Lease is reported with a version that cannot match.
+		current := ref.Version
+		if !unchanged {
+			current = ""
+		}
+		c.post(ctx, func() { c.core.Confirmed(ref.Identity, current, true) })
+	}()
+}
+
+func (c *coordinator) collect(ctx context.Context, ref handoff.LeaseRef) {
+	c.async.Add(1)
+	go func() {
+		defer c.async.Done()
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := c.member.DeletePeer(gctx, ref.Identity, ref.Version); err != nil {
+			c.log.V(1).Info("garbage-collecting an expired Lease", "peer", ref.Identity, "error", err.Error())
+		} else {
+			c.log.Info("garbage-collected a long-expired Lease", "peer", ref.Identity)
+		}
+	}()
+}
+
+// observeState updates readiness, metrics and logs after a step.
+func (c *coordinator) observeState(now time.Time) {
+	core := c.core
+	target := core.Target()
+	if !target.Equal(c.prevTarget) {
+		if c.prevTarget.Size() != 0 {
+			c.m.metrics.rebalances.Inc()
+		}
+		for _, p := range target.Difference(c.prevTarget).Slice() {
+			c.targetSince[p] = now
+		}
+		for _, p := range c.prevTarget.Difference(target).Slice() {
+			delete(c.targetSince, p)
+		}
+		c.log.Info("ring changed", "members", core.View(), "target", target.Len(), "claimed", core.Claim().Len(), "active", core.Active().Len())
+		c.prevTarget = target
+	}
+	joined := core.State() == handoff.StateActive && !core.Fenced() && !core.Done()
+	c.ready.Store(joined)
+	ready := 0.0
+	if joined {
+		ready = 1
+	}
+	c.m.metrics.ready.Set(ready)
+	c.m.metrics.members.Set(float64(len(core.View())))
+	c.m.metrics.setPartitions("target", target)
+	c.m.metrics.setPartitions("claimed", core.Claim())
+	c.m.metrics.setPartitions("active", core.Active())
+	c.m.metrics.setPartitions("draining", core.Draining())
+	c.m.metrics.setPartitions("blocked", core.Blocked())
+	if err := core.Err(); err != nil && err.Error() != c.lastErr {
+		c.log.Error(err, "ring condition")
+		c.lastErr = err.Error()
+	} else if err == nil {
+		c.lastErr = ""
+	}
+}
+
+// observedLeases converts the Lease member's parsed view into the core's.
+// A Lease that carries the ring's label but cannot be trusted (malformed, or
+// a claim that does not decode) is never a member; while it is live its
+// claim counts as every partition, because a claim that cannot be read may
+// hide a partition someone reconciles.
+func observedLeases(in []lease.Observed, partitions int) []handoff.Observed {
+	out := make([]handoff.Observed, 0, len(in))
+	for _, l := range in {
+		o := handoff.Observed{
+			Record: handoff.Record{
+				Identity: l.Identity, Incarnation: l.Incarnation, State: handoff.State(l.State),
+				Claim: l.Claim, Generation: l.Epoch, Fingerprint: l.Params,
+			},
+			Version: l.Version,
+		}
+		if l.Problem != "" || l.ClaimUnknown {
+			o.State = handoff.StateJoining
+			o.Claim = shard.FullPartitionSet(partitions)
+		}
+		out = append(out, o)
+	}
+	return out
+}

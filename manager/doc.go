@@ -1,0 +1,16 @@
+// Package manager runs a sharded operator replica: it owns the shared informer
+// cache, the replica's Lease membership, the ring coordinator that turns
+// membership into active partitions for every controller, and the metrics and
+// probe servers.
+//
+// A Manager is shaped like controller-runtime's: build controllers with
+// controller.NewControllerManagedBy(mgr), Add other Runnables, then Start.
+// What differs is what Start does between "caches synced" and "stopped":
+// instead of waiting to win a leader election, the replica joins a ring of
+// peers (one coordination.k8s.io/v1 Lease each) and reconciles only the keys
+// of the partitions it owns, taking them over and handing them back through
+// the protocol of package shard/handoff (claim before act, drain before
+// release). Cancelling Start's context is a graceful leave: the replica
+// drains, publishes an empty claim so peers take over at once, and deletes
+// its Lease.
+package manager

@@ -1,0 +1,384 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
+)
+
+// Runnable is anything the Manager starts with Start and stops by cancelling
+// its context; Start blocks until then.
+type Runnable = controller.Runnable
+
+// RunnableFunc adapts a function to Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Start calls f.
+func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// Sharded is implemented by Runnables that take part in partition handoff,
+// as controllers do: Activate when partitions become this replica's, Revoke
+// (returning only once nothing of them runs) before they are released.
+type Sharded interface {
+	Activate(ctx context.Context, set shard.PartitionSet) error
+	Revoke(ctx context.Context, set shard.PartitionSet) error
+}
+
+// Manager runs one replica of a sharded operator.
+type Manager struct {
+	cfg         *rest.Config
+	opts        Options
+	log         logr.Logger
+	client      kubernetes.Interface
+	mapper      meta.RESTMapper
+	cache       *cache.Cache
+	partitioner shard.Partitioner
+	member      *lease.Member
+	core        *handoff.Core
+	metrics     *ringMetrics
+
+	healthz, readyz checks
+	coord           atomic.Pointer[coordinator]
+
+	mu           sync.Mutex // guards the registrations and started
+	runnables    []Runnable
+	participants []participant
+	started      bool
+
+	addrMu      sync.Mutex // guards the bound addresses
+	metricsAddr string
+	probeAddr   string
+
+	// exit ends the process when fenced reconciles outlive the stop
+	// deadline; tests replace it.
+	exit func(code int)
+}
+
+// New validates opts, applies defaults and prepares a Manager. Nothing talks
+// to the API server until Start.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	if cfg == nil {
+		return nil, errors.New("manager: rest config is nil; load one with clientcmd or rest.InClusterConfig")
+	}
+	opts.applyDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: building discovery client: %w", err)
+	}
+	// Deferred: discovery runs on first use, so New works while the API
+	// server is still unreachable, and a miss refreshes (a CRD installed
+	// after start is found).
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	c, err := cache.New(cfg, cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
+	incarnation := newIncarnation()
+	core, err := handoff.New(handoff.Config{
+		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
+		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	member, err := lease.New(lease.Options{
+		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
+		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
+		Logger: opts.Logger.WithName("lease"), Registerer: opts.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	rm, err := newRingMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("manager: registering metrics: %w", err)
+	}
+	m := &Manager{
+		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
+		partitioner: shard.NewPartitioner(ringCfg.Partitions),
+		member:      member, core: core, metrics: rm,
+		exit: os.Exit,
+	}
+	_ = m.healthz.add("ping", Ping)
+	_ = m.readyz.add("joined", m.joinedCheck)
+	return m, nil
+}
+
+// Add registers r to be started by Start (or at once if Start runs).
+// Controllers and other Sharded runnables also take part in handoff: they
+// reconcile only while their partitions are active here.
+func (m *Manager) Add(r Runnable) error {
+	if r == nil {
+		return errors.New("manager: Add(nil)")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return errors.New("manager: Add after Start is not supported; register every runnable before starting")
+	}
+	m.runnables = append(m.runnables, r)
+	if p := asParticipant(r); p != nil {
+		m.participants = append(m.participants, p)
+	}
+	return nil
+}
+
+// AddSingleton registers r to run on exactly one replica of the ring: the one
+// where the partition of the key "singleton/<name>" is active. It is started
+// when that partition is activated here and cancelled, and waited for, when
+// it is revoked — the ring's handoff guarantees it never runs on two replicas
+// at once.
+func (m *Manager) AddSingleton(name string, r Runnable) error {
+	if name == "" || r == nil {
+		return errors.New("manager: AddSingleton needs a name and a runnable")
+	}
+	s := &singleton{name: name, partition: m.partitioner.Partition(SingletonKey(name)), runnable: r}
+	s.report = func(err error) { m.log.Error(err, "singleton failed; it restarts on its next activation") }
+	return m.Add(s)
+}
+
+// AddHealthzCheck adds a liveness check served on /healthz.
+func (m *Manager) AddHealthzCheck(name string, check Checker) error {
+	return m.healthz.add(name, check)
+}
+
+// AddReadyzCheck adds a readiness check served on /readyz, next to the
+// built-in "joined" check (caches synced and ring joined).
+func (m *Manager) AddReadyzCheck(name string, check Checker) error { return m.readyz.add(name, check) }
+
+// GetConfig returns the manager's rest config (a copy per call).
+func (m *Manager) GetConfig() *rest.Config { return rest.CopyConfig(m.cfg) }
+
+// GetClient returns a typed clientset for writes and for reads the cache
+// does not serve.
+func (m *Manager) GetClient() kubernetes.Interface { return m.client }
+
+// GetCache returns the shared informer cache; read objects from it in
+// reconcilers (Get, List).
+func (m *Manager) GetCache() *cache.Cache { return m.cache }
+
+// GetInformers implements controller.Manager.
+func (m *Manager) GetInformers() controller.Informers { return m.cache }
+
+// GetScheme returns the scheme.
+func (m *Manager) GetScheme() *runtime.Scheme { return m.opts.Scheme }
+
+// GetRESTMapper returns the discovery-backed REST mapper.
+func (m *Manager) GetRESTMapper() meta.RESTMapper { return m.mapper }
+
+// GetLogger returns the root logger.
+func (m *Manager) GetLogger() logr.Logger { return m.log }
+
+// GetControllerOptions implements controller.Manager: controllers built for
+// this manager use the ring's partitioner, start with no partition active,
+// report to the manager's registry and drain with its grace period.
+func (m *Manager) GetControllerOptions() controller.Options {
+	return controller.Options{
+		Partitioner:      m.partitioner,
+		StartInactive:    true,
+		Logger:           m.log,
+		Registerer:       m.opts.Registry,
+		DrainGracePeriod: m.opts.DrainGracePeriod,
+	}
+}
+
+// Partitioner returns the ring's key → partition function.
+func (m *Manager) Partitioner() shard.Partitioner { return m.partitioner }
+
+// Identity returns this replica's identity.
+func (m *Manager) Identity() string { return m.opts.Identity }
+
+// MetricsAddr is the metrics server's bound address once Start has bound
+// it ("" before, or when disabled).
+func (m *Manager) MetricsAddr() string {
+	m.addrMu.Lock()
+	defer m.addrMu.Unlock()
+	return m.metricsAddr
+}
+
+// ProbeAddr is the probe server's bound address once Start has bound it.
+func (m *Manager) ProbeAddr() string { m.addrMu.Lock(); defer m.addrMu.Unlock(); return m.probeAddr }
+
+func (m *Manager) joinedCheck(*http.Request) error {
+	if !m.isReady() {
+		return errors.New("caches not synced or not a ring member yet")
+	}
+	return nil
+}
+
+// Start runs the replica until ctx is cancelled, then leaves the ring
+// gracefully (bounded by GracefulShutdownTimeout) and stops everything it
+// started, waiting for it. It returns the first fatal error (nil after a
+// clean leave).
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errors.New("manager: Start called twice")
+	}
+	m.started = true
+	runnables := append([]Runnable(nil), m.runnables...)
+	participants := append([]participant(nil), m.participants...)
+	m.mu.Unlock()
+
+	servers, err := m.listen()
+	if err != nil {
+		return err
+	}
+	// runCtx outlives ctx: after ctx ends the controllers must keep running
+	// to drain, and the cache and Lease must keep working to hand off.
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	var wg sync.WaitGroup
+	fatal := make(chan error, len(runnables)+len(servers)+4)
+	goRun := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil && runCtx.Err() == nil {
+				fatal <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	for _, s := range servers {
+		goRun(s.name+" server", func(context.Context) error { return s.serve() })
+	}
+	goRun("cache", m.cache.Start)
+	goRun("lease", m.member.Run)
+	for i, r := range runnables {
+		goRun(fmt.Sprintf("runnable %d (%T)", i, r), r.Start)
+	}
+	coord := newCoordinator(m, participants)
+	coordDone := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		coordDone <- coord.run(runCtx, func(ctx context.Context) bool { return m.waitSynced(ctx, runnables) })
+	}()
+
+	var first error
+	coordFinished := false
+	select {
+	case <-ctx.Done():
+		m.log.Info("leaving the ring", "identity", m.opts.Identity)
+	case first = <-fatal:
+		m.log.Error(first, "stopping after a fatal error; leaving the ring")
+	case first = <-coordDone:
+		// The core finished on its own: another process took this
+		// identity over, or a fenced reconcile forced an exit.
+		coordFinished = true
+	}
+	if !coordFinished {
+		coord.leave()
+		select {
+		case err := <-coordDone:
+			if first == nil {
+				first = err
+			}
+		case <-time.After(m.opts.GracefulShutdownTimeout):
+			m.log.Error(nil, "graceful leave did not finish in time; stopping anyway (peers take over once the Lease expires)", "timeout", m.opts.GracefulShutdownTimeout)
+		}
+	}
+	stopRun()
+	for _, s := range servers {
+		s.shutdown(5 * time.Second)
+	}
+	wg.Wait()
+	return first
+}
+
+// syncWaiter is implemented by controllers: WaitForSync returns once their
+// sources have synced (or fails when they cannot).
+type syncWaiter interface {
+	WaitForSync(ctx context.Context) error
+}
+
+// waitSynced reports whether every controller's sources and the shared cache
+// have synced: a replica joins only when it can work the moment it owns
+// partitions.
+func (m *Manager) waitSynced(ctx context.Context, runnables []Runnable) bool {
+	for _, r := range runnables {
+		if s, ok := r.(syncWaiter); ok {
+			if err := s.WaitForSync(ctx); err != nil {
+				if ctx.Err() == nil {
+					m.log.Error(err, "caches did not sync; this replica does not join the ring")
+				}
+				return false
+			}
+		}
+	}
+	return m.cache.WaitForCacheSync(ctx)
+}
+
+func (m *Manager) isReady() bool {
+	c := m.coord.Load()
+	return c != nil && c.ready.Load()
+}
+
+func (m *Manager) listen() ([]*httpServer, error) {
+	var servers []*httpServer
+	if m.opts.MetricsBindAddress != "0" {
+		s, err := listen("metrics", m.opts.MetricsBindAddress, metricsHandler(m.opts.Registry))
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		servers = append(servers, s)
+		m.addrMu.Lock()
+		m.metricsAddr = s.Addr()
+		m.addrMu.Unlock()
+	}
+	if m.opts.HealthProbeBindAddress != "0" {
+		s, err := listen("health probe", m.opts.HealthProbeBindAddress, probesHandler(&m.healthz, &m.readyz))
+		if err != nil {
+			for _, o := range servers {
+				o.listener.Close()
+			}
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		servers = append(servers, s)
+		m.addrMu.Lock()
+		m.probeAddr = s.Addr()
+		m.addrMu.Unlock()
+	}
+	return servers, nil
+}
+
+// newIncarnation is a random id for this process, written into its Lease so
+// that its writes are told apart from an earlier or duplicate process's.
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

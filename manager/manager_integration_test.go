@@ -1,0 +1,240 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/lease"
+)
+
+// interval is one reconcile as a replica saw it.
+type interval struct {
+	replica    string
+	key        string
+	start, end time.Time
+}
+
+// journal collects reconcile intervals from every in-process replica.
+type journal struct {
+	mu   sync.Mutex
+	recs []interval
+}
+
+func (j *journal) add(iv interval) { j.mu.Lock(); j.recs = append(j.recs, iv); j.mu.Unlock() }
+
+func (j *journal) snapshot() []interval {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]interval(nil), j.recs...)
+}
+
+// overlaps returns every pair of intervals of one key, on different
+// replicas, that overlap in time.
+func overlaps(recs []interval) []string {
+	byKey := map[string][]interval{}
+	for _, r := range recs {
+		byKey[r.key] = append(byKey[r.key], r)
+	}
+	var out []string
+	for key, rs := range byKey {
+		for i := range rs {
+			for k := i + 1; k < len(rs); k++ {
+				a, b := rs[i], rs[k]
+				if a.replica != b.replica && a.start.Before(b.end) && b.start.Before(a.end) {
+					out = append(out, fmt.Sprintf("%s: %s [%s,%s] and %s [%s,%s]", key, a.replica, a.start.Format(time.StampMicro), a.end.Format(time.StampMicro), b.replica, b.start.Format(time.StampMicro), b.end.Format(time.StampMicro)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func testLogger(t *testing.T, name string) logr.Logger {
+	return funcr.New(func(prefix, args string) { t.Logf("%s %s %s", name, prefix, args) }, funcr.Options{Verbosity: 1})
+}
+
+type replica struct {
+	mgr      *Manager
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+}
+
+func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journal, work time.Duration) *replica {
+	t.Helper()
+	mgr, err := New(cfg, Options{
+		Ring: "it", Namespace: ns, Identity: identity, WatchNamespace: ns,
+		LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
+		DrainGracePeriod: time.Second, GracefulShutdownTimeout: 20 * time.Second,
+		MetricsBindAddress: "127.0.0.1:0", HealthProbeBindAddress: "127.0.0.1:0",
+		Logger: testLogger(t, identity),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = controller.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: true}).
+		Complete(controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+			start := time.Now()
+			select {
+			case <-time.After(work):
+			case <-ctx.Done():
+			}
+			j.add(interval{replica: identity, key: req.Key(), start: start, end: time.Now()})
+			return controller.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *replica) stop(t *testing.T) {
+	r.stopOnce.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("manager %s stopped with %v", r.mgr.Identity(), err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("manager %s did not stop", r.mgr.Identity())
+		}
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s (last: %s)", timeout, what, last)
+}
+
+// ringSettled reports whether want replicas hold active Leases whose claims
+// partition all P partitions exactly once.
+func ringSettled(ctx context.Context, cs kubernetes.Interface, ns string, want int, partitions int) (bool, string) {
+	list, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "kshard.io/ring=it"})
+	if err != nil {
+		return false, err.Error()
+	}
+	count := make([]int, partitions)
+	active := 0
+	for i := range list.Items {
+		o := lease.Parse(&list.Items[i], "it", partitions)
+		if o.State == "active" {
+			active++
+		}
+		for _, p := range o.Claim.Slice() {
+			count[p]++
+		}
+	}
+	if active != want {
+		return false, fmt.Sprintf("%d active members", active)
+	}
+	for p, n := range count {
+		if n != 1 {
+			return false, fmt.Sprintf("partition %d claimed %d times", p, n)
+		}
+	}
+	return true, ""
+}
+
+func leasesOf(ctx context.Context, cs kubernetes.Interface, ns string) []coordinationv1.Lease {
+	l, _ := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	return l.Items
+}
+
+func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	ctx := context.Background()
+	cfg := cp.Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := "it"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const objects = 60
+	for i := 0; i < objects; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := &journal{}
+	r0 := startReplica(t, cfg, ns, "r-0", j, 20*time.Millisecond)
+	r1 := startReplica(t, cfg, ns, "r-1", j, 20*time.Millisecond)
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 2, 271) })
+	reconciledBy := func(from int) map[string]string {
+		out := map[string]string{}
+		for _, iv := range j.snapshot()[from:] {
+			out[iv.key] = iv.replica
+		}
+		return out
+	}
+	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+		n := len(reconciledBy(0))
+		return n >= objects, fmt.Sprintf("%d keys", n)
+	})
+	byReplica := map[string]int{}
+	for _, r := range reconciledBy(0) {
+		byReplica[r]++
+	}
+	if byReplica["r-0"] == 0 || byReplica["r-1"] == 0 {
+		t.Fatalf("keys not spread over both replicas: %v", byReplica)
+	}
+
+	// r-0 leaves; r-1 must take over everything and reconcile every key.
+	mark := len(j.snapshot())
+	leaveStart := time.Now()
+	r0.stop(t)
+	t.Logf("graceful leave of r-0 took %s", time.Since(leaveStart))
+	eventually(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+	for i := 0; i < objects; i++ {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"gen": "2"}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
+		got := reconciledBy(mark)
+		for i := 0; i < objects; i++ {
+			if got[fmt.Sprintf("%s/cm-%d", ns, i)] != "r-1" {
+				return false, fmt.Sprintf("cm-%d not reconciled by r-1 (%d keys)", i, len(got))
+			}
+		}
+		return true, ""
+	})
+	_ = r1
+	if o := overlaps(j.snapshot()); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}

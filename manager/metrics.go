@@ -1,0 +1,53 @@
+package manager
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// ringMetrics are the kshard_* series describing this replica's view of the
+// ring; the controller package reports the reconcile-side ones.
+type ringMetrics struct {
+	members    prometheus.Gauge
+	partitions *prometheus.GaugeVec
+	rebalances prometheus.Counter
+	handoff    prometheus.Histogram
+	ready      prometheus.Gauge
+	fences     prometheus.Counter
+}
+
+func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
+	m := &ringMetrics{
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_members", Help: "Members of the ring (live Leases in state active) in this replica's view.",
+		}),
+		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kshard_partitions", Help: "Partitions of this replica by state: target (owned under the current view), claimed (published in its Lease), active (being reconciled), draining (revoked, reconciles still running), blocked (targeted but still claimed by a peer).",
+		}, []string{"state"}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kshard_rebalances_total", Help: "Changes of this replica's target partitions.",
+		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kshard_handoff_seconds",
+			Help:    "Time from a partition entering this replica's target to its activation here.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60},
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ready", Help: "1 when caches are synced and this replica has joined the ring.",
+		}),
+		fences: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kshard_fences_total", Help: "Times this replica stopped every reconcile because its Lease renewals failed for RenewDeadline.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.members, m.partitions, m.rebalances, m.handoff, m.ready, m.fences} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *ringMetrics) setPartitions(state string, s shard.PartitionSet) {
+	m.partitions.WithLabelValues(state).Set(float64(s.Len()))
+}

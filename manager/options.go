@@ -1,0 +1,209 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// Options configure a Manager. Every field has a default, applied in
+// applyDefaults; the zero value runs a replica of a ring named after the
+// binary, in the pod's namespace, identified by the pod's name.
+type Options struct {
+	// Scheme maps Go types to API kinds for the cache and controllers.
+	// Defaults to client-go's scheme (all built-in types); add your custom
+	// resources to a copy of it.
+	Scheme *runtime.Scheme
+
+	// Ring names the ring: every replica of one operator uses the same name,
+	// and its Leases carry the label kshard.io/ring=<Ring>. Defaults to the
+	// binary's name.
+	Ring string
+	// Namespace holds the ring's Leases. Defaults to $POD_NAMESPACE, then the
+	// service account's namespace file, then "default".
+	Namespace string
+	// Identity names this replica; it must be unique in the ring and stable
+	// across restarts (a StatefulSet pod name). Defaults to $POD_NAME, then
+	// the hostname.
+	Identity string
+
+	// Partitions is the number of partitions P keys hash into; every replica
+	// of a ring must agree. Defaults to 271.
+	Partitions int
+	// Load is the bounded-load factor: no replica owns more than
+	// ceil(Load × P / members) partitions. Defaults to 1.25.
+	Load float64
+
+	// LeaseDuration is how long a replica's Lease stays live without renewal,
+	// as observed by its peers; a crashed replica's partitions move after it.
+	// Defaults to 10s.
+	LeaseDuration time.Duration
+	// RenewPeriod is how often a replica renews its Lease. Defaults to 2s.
+	RenewPeriod time.Duration
+	// RenewDeadline is how long a replica keeps reconciling without a
+	// successful renewal before it fences itself (stops every reconcile).
+	// Must be below LeaseDuration. Defaults to 2/3 of LeaseDuration.
+	RenewDeadline time.Duration
+
+	// DrainGracePeriod is how long in-flight reconciles of a partition that
+	// moves away may run before their contexts are cancelled. Defaults to 5s.
+	DrainGracePeriod time.Duration
+	// GracefulShutdownTimeout bounds the leave on SIGTERM: draining,
+	// publishing an empty claim and deleting the Lease. Defaults to 30s.
+	GracefulShutdownTimeout time.Duration
+
+	// MetricsBindAddress serves Prometheus metrics on /metrics. "0"
+	// disables it. Defaults to ":8080".
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz (ready = caches
+	// synced and joined the ring). "0" disables it. Defaults to ":8081".
+	HealthProbeBindAddress string
+
+	// WatchNamespace restricts the cache to one namespace. Defaults to all.
+	WatchNamespace string
+
+	// Logger is the root logger. Defaults to JSON lines on stderr.
+	Logger logr.Logger
+	// Registry receives every metric. Defaults to a new registry with the Go
+	// and process collectors.
+	Registry *prometheus.Registry
+}
+
+// Environment variables read for defaults (set them from the downward API).
+const (
+	EnvPodName      = "POD_NAME"
+	EnvPodNamespace = "POD_NAMESPACE"
+)
+
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// applyDefaults fills every unset field; it is the only place defaults live.
+func (o *Options) applyDefaults() {
+	if o.Scheme == nil {
+		o.Scheme = scheme.Scheme
+	}
+	if o.Ring == "" {
+		o.Ring = sanitizeName(filepath.Base(os.Args[0]))
+	}
+	if o.Namespace == "" {
+		o.Namespace = os.Getenv(EnvPodNamespace)
+	}
+	if o.Namespace == "" {
+		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+			o.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Identity == "" {
+		o.Identity = os.Getenv(EnvPodName)
+	}
+	if o.Identity == "" {
+		if h, err := os.Hostname(); err == nil {
+			o.Identity = sanitizeName(h)
+		}
+	}
+	if o.Partitions == 0 {
+		o.Partitions = shard.DefaultPartitions
+	}
+	if o.Load == 0 {
+		o.Load = shard.DefaultLoad
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 10 * time.Second
+	}
+	if o.RenewPeriod == 0 {
+		o.RenewPeriod = 2 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = o.LeaseDuration * 2 / 3
+	}
+	if o.DrainGracePeriod == 0 {
+		o.DrainGracePeriod = 5 * time.Second
+	}
+	if o.GracefulShutdownTimeout == 0 {
+		o.GracefulShutdownTimeout = 30 * time.Second
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = ":8080"
+	}
+	if o.HealthProbeBindAddress == "" {
+		o.HealthProbeBindAddress = ":8081"
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = defaultLogger()
+	}
+	if o.Registry == nil {
+		o.Registry = newDefaultRegistry()
+	}
+}
+
+// validate reports every problem at once, each naming the option to fix.
+func (o *Options) validate() error {
+	var errs []error
+	for _, f := range []struct{ field, value string }{{"Ring", o.Ring}, {"Identity", o.Identity}, {"Namespace", o.Namespace}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s is empty and no default could be found", f.field))
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(f.value); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q is not a valid DNS-1123 label: %s", f.field, f.value, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.Ring != "" && o.Identity != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Ring + "-" + o.Identity); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("lease name %q (Ring-Identity) is not a valid object name: %s; shorten Ring or Identity", o.Ring+"-"+o.Identity, strings.Join(msgs, "; ")))
+		}
+	}
+	if err := (shard.Config{Partitions: o.Partitions, Load: o.Load}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.RenewPeriod <= 0 || o.LeaseDuration <= 0 || o.RenewDeadline <= 0 {
+		errs = append(errs, errors.New("LeaseDuration, RenewPeriod and RenewDeadline must be positive"))
+	} else {
+		if o.RenewDeadline >= o.LeaseDuration {
+			errs = append(errs, fmt.Errorf("RenewDeadline (%s) must be less than LeaseDuration (%s): a replica must fence itself before its peers can judge its Lease expired", o.RenewDeadline, o.LeaseDuration))
+		}
+		if o.RenewPeriod >= o.RenewDeadline {
+			errs = append(errs, fmt.Errorf("RenewPeriod (%s) must be less than RenewDeadline (%s), or one slow renewal fences the replica", o.RenewPeriod, o.RenewDeadline))
+		}
+	}
+	if o.DrainGracePeriod < 0 || o.GracefulShutdownTimeout < 0 {
+		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid manager options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// sanitizeName turns a binary or host name into a DNS-1123 label.
+func sanitizeName(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 40 {
+		out = strings.TrimRight(out[:40], "-")
+	}
+	return out
+}

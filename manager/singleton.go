@@ -1,0 +1,91 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// singleton runs a Runnable on exactly one replica of the ring: the one where
+// partition(singleton/<name>) is active. It is started on activation and
+// cancelled and waited for on revoke, like any reconcile of that partition.
+type singleton struct {
+	name      string
+	partition int
+	runnable  Runnable
+	report    func(error)
+
+	mu     sync.Mutex // guards cancel and done: one run at a time
+	cancel context.CancelFunc
+	done   chan struct{}
+	base   context.Context
+}
+
+// SingletonKey is the ring key a singleton named name hashes to.
+func SingletonKey(name string) string { return "singleton/" + name }
+
+func (s *singleton) Start(ctx context.Context) error {
+	s.mu.Lock()
+	s.base = ctx
+	s.mu.Unlock()
+	<-ctx.Done()
+	return s.stop()
+}
+
+func (s *singleton) Activate(_ context.Context, set shard.PartitionSet) error {
+	if !set.Has(s.partition) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil || s.base == nil || s.base.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	s.cancel, s.done = cancel, make(chan struct{})
+	done := s.done
+	go func() {
+		defer close(done)
+		if err := s.runnable.Start(ctx); err != nil && ctx.Err() == nil {
+			s.report(fmt.Errorf("singleton %q: %w", s.name, err))
+		}
+	}()
+	return nil
+}
+
+func (s *singleton) Revoke(ctx context.Context, set shard.PartitionSet) error {
+	if !set.Has(s.partition) {
+		return nil
+	}
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("singleton %q did not stop: %w", s.name, ctx.Err())
+	}
+	s.mu.Lock()
+	if s.done == done {
+		s.cancel, s.done = nil, nil
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *singleton) stop() error {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if done != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package shard
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+const (
+	// DefaultPartitions is the number of partitions of a ring. It is prime,
+	// which the design asks for, and large enough that 64 members still get a
+	// balanced share at DefaultLoad.
+	DefaultPartitions = 271
+
+	// DefaultLoad is the bounded-load factor: no member owns more than
+	// ceil(DefaultLoad × Partitions / members) partitions.
+	DefaultLoad = 1.25
+
+	// DefaultReplicationFactor is the number of virtual nodes per member on
+	// consistent's hash circle, chosen by measurement (README.md, "Choosing
+	// the replication factor"): at P=271 and load 1.25, growing or shrinking
+	// a ring of 2–32 members moves 1.19× the ideal number of partitions on
+	// average at 40, against 1.29× at 20; beyond 40 the gain stops while ring
+	// builds, quadratic in members inside consistent, keep getting slower.
+	DefaultReplicationFactor = 40
+
+	// MaxPartitions bounds Config.Partitions. A claim for 65536 partitions is
+	// an 11 KiB annotation, which is as large as a Lease should carry.
+	MaxPartitions = 65536
+
+	// MaxReplicationFactor bounds Config.ReplicationFactor. Ring builds cost
+	// about members² × factor inside consistent; beyond this bound they take
+	// seconds, and movement stops improving long before.
+	MaxReplicationFactor = 1024
+
+	// hashScheme names how keys and members are hashed and placed: xxhash64
+	// for keys (mod Partitions) and for consistent v1.0.0's circle. Bump it
+	// whenever any of that changes, so that replicas running old and new code
+	// refuse to share a ring instead of disagreeing about owners.
+	hashScheme = "xx1"
+)
+
+// Config holds the parameters that fix a ring's assignment. All replicas of a
+// ring must use the same Config; compare Fingerprint to check.
+type Config struct {
+	// Partitions is the number of partitions keys are hashed into. It is fixed
+	// for the life of a ring. Prefer a prime. Defaults to DefaultPartitions.
+	Partitions int
+
+	// Load is the bounded-load factor, greater than 1: no member owns more
+	// than ceil(Load × Partitions / members) partitions. Lower values balance
+	// better but move more partitions when members come and go.
+	// Defaults to DefaultLoad.
+	Load float64
+
+	// ReplicationFactor is the number of virtual nodes per member on the hash
+	// circle. Defaults to DefaultReplicationFactor.
+	ReplicationFactor int
+}
+
+// WithDefaults returns c with every zero field replaced by its default.
+// Non-zero fields, even invalid ones, are kept so that Validate can report them.
+func (c Config) WithDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Load == 0 {
+		c.Load = DefaultLoad
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = DefaultReplicationFactor
+	}
+	return c
+}
+
+// Validate reports the first parameter of c (after defaults) that cannot form a
+// ring, as a *ConfigError.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		return &ConfigError{
+			Field: "Partitions", Value: strconv.Itoa(c.Partitions),
+			Reason: fmt.Sprintf("must be in [1, %d]; leave it 0 for the default %d", MaxPartitions, DefaultPartitions),
+		}
+	}
+	// NaN fails every comparison, so test for the valid range, not the invalid.
+	if !(c.Load > 1) || math.IsInf(c.Load, 0) {
+		return &ConfigError{
+			Field: "Load", Value: strconv.FormatFloat(c.Load, 'g', -1, 64),
+			Reason: fmt.Sprintf("must be a finite number greater than 1; leave it 0 for the default %g", DefaultLoad),
+		}
+	}
+	if c.ReplicationFactor < 1 || c.ReplicationFactor > MaxReplicationFactor {
+		return &ConfigError{
+			Field: "ReplicationFactor", Value: strconv.Itoa(c.ReplicationFactor),
+			Reason: fmt.Sprintf("must be in [1, %d]; leave it 0 for the default %d", MaxReplicationFactor, DefaultReplicationFactor),
+		}
+	}
+	return nil
+}
+
+// Fingerprint returns a short string naming every parameter that affects the
+// assignment (after defaults), e.g. "xx1-p271-l1.25-r40". Two replicas may
+// share a ring only if their fingerprints are equal. It uses only the
+// characters [a-z0-9.-], so it also fits Kubernetes label values.
+func (c Config) Fingerprint() string {
+	c = c.WithDefaults()
+	// 'f' with precision -1 is the shortest exact decimal and never uses an
+	// exponent, whose '+' would not be label-safe.
+	return hashScheme +
+		"-p" + strconv.Itoa(c.Partitions) +
+		"-l" + strconv.FormatFloat(c.Load, 'f', -1, 64) +
+		"-r" + strconv.Itoa(c.ReplicationFactor)
+}
+
+// ConfigError says which Config field is invalid and what to do about it.
+type ConfigError struct {
+	Field  string // name of the Config field
+	Value  string // the offending value as text
+	Reason string // what a valid value looks like
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("shard: invalid Config.%s=%s: %s", e.Field, e.Value, e.Reason)
+}

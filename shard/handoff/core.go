@@ -1,0 +1,658 @@
+package handoff
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// Core is the handoff decision core of one replica. It is not safe for
+// concurrent use: the shell serialises its inputs.
+type Core struct {
+	cfg         Config
+	partitions  int
+	fingerprint string
+
+	// now is the latest local time the shell passed in; it never goes back.
+	now time.Time
+
+	// Own Lease.
+	observed    bool      // Observe has been called: the informer has listed
+	observation uint64    // count of Observe calls, to find Leases that disappeared
+	own         *Observed // own Lease as last observed, when this incarnation wrote it
+	held        bool      // this incarnation's Lease has been observed at least once
+	prior       *peer     // own Lease written by another incarnation, not taken over yet
+	duplicate   string    // the incarnation that overwrote this one's Lease, if any
+
+	// Renewal and fencing.
+	renewed       bool      // some renew has succeeded
+	lastRenewSent time.Time // when the latest renew that succeeded was sent
+	fenced        bool
+	mustStop      shard.PartitionSet // partitions running at a fence and not drained yet
+	stopBy        time.Time          // when mustStop must be empty
+
+	// Lifecycle.
+	state        State
+	cachesSynced bool
+	leaving      bool
+	done         bool
+
+	// The Record and its history.
+	generation   uint64
+	bump         bool // the Record changed in this step: increase generation
+	claim        shard.PartitionSet
+	claimedAt    []uint64 // claimedAt[p]: first generation whose Records all claim p; 0 when p is not claimed
+	published    bool     // a Record has been handed to the shell
+	publishedGen uint64   // generation of the last Record handed to the shell
+	releasedAt   uint64   // generation of the empty Record of a graceful leave
+
+	// Partitions.
+	active   shard.PartitionSet
+	draining shard.PartitionSet
+	target   shard.PartitionSet
+	blocked  shard.PartitionSet
+
+	// Peers and the ring they form.
+	peers       map[string]*peer
+	peerIDs     []string // sorted keys of peers
+	view        []string
+	scratch     []string // reused to compute the view without allocating
+	ringBuilt   bool
+	recentRings []ringEntry                                       // oldest first
+	newRing     func(shard.Config, []string) (*shard.Ring, error) // shard.New; the simulation memoises it across replicas
+	ring        *shard.Ring
+	ringErr     error
+	foreign     *peer // a live active peer with another fingerprint, if any
+	err         error
+}
+
+// peer is what the core knows about another member's Lease.
+type peer struct {
+	obs Observed
+	// lastChange is the local time at which obs.Version was first observed.
+	// Expiry is judged on it alone: never on timestamps written by others.
+	lastChange time.Time
+	confirming bool // a Confirm of obs.Version is outstanding
+	// void: obs.Version looked expired and a direct read showed it still
+	// current (or gone). Its claims no longer count until the Lease changes.
+	void      bool
+	collected bool   // GarbageCollect of obs.Version has been asked for
+	seen      uint64 // the Observe call that last included this Lease
+}
+
+// New returns a Core for cfg, in state joining, with nothing claimed.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	p := cfg.Ring.Partitions
+	empty := shard.NewPartitionSet(p)
+	return &Core{
+		cfg:         cfg,
+		partitions:  p,
+		fingerprint: cfg.Ring.Fingerprint(),
+		state:       StateJoining,
+		generation:  1,
+		claim:       empty.Clone(),
+		claimedAt:   make([]uint64, p),
+		mustStop:    empty.Clone(),
+		active:      empty.Clone(),
+		draining:    empty.Clone(),
+		target:      empty.Clone(),
+		blocked:     empty.Clone(),
+		peers:       map[string]*peer{},
+		newRing:     shard.New,
+	}, nil
+}
+
+// Observe feeds the informer's current content: every Lease of the ring,
+// the own one included; Leases that were deleted are absent. The first call
+// must come after the informer has synced. now is the local time of the
+// observation: a Lease whose Version differs from the previous call's counts
+// as changed at now.
+func (c *Core) Observe(now time.Time, leases []Observed) {
+	c.advance(now)
+	c.observed = true
+	c.observation++
+	ownSeen, changed := false, false
+	for _, l := range leases {
+		if l.Identity == "" {
+			continue // not a member's Lease; the shell should not pass it
+		}
+		if l.Identity == c.cfg.Identity {
+			if !ownSeen {
+				ownSeen = true
+				c.observeOwn(l)
+			}
+			continue
+		}
+		old, ok := c.peers[l.Identity]
+		switch {
+		case ok && old.seen == c.observation:
+			continue // an informer holds one object per name; keep the first
+		case ok && l.Version != "" && old.obs.Version == l.Version:
+			old.seen = c.observation
+			continue
+		case !ok:
+			changed = true
+		}
+		c.peers[l.Identity] = &peer{
+			obs:        Observed{Record: l.Record.Clone(), Version: l.Version},
+			lastChange: c.now,
+			seen:       c.observation,
+		}
+	}
+	if !ownSeen {
+		c.own = nil
+		c.prior = nil
+	}
+	for id, p := range c.peers {
+		if p.seen != c.observation {
+			delete(c.peers, id) // deleted Leases take their claims with them
+			changed = true
+		}
+	}
+	if changed {
+		c.peerIDs = c.peerIDs[:0]
+		for id := range c.peers {
+			c.peerIDs = append(c.peerIDs, id)
+		}
+		slices.Sort(c.peerIDs)
+	}
+}
+
+func (c *Core) observeOwn(l Observed) {
+	if l.Incarnation == c.cfg.Incarnation {
+		own := Observed{Record: l.Record.Clone(), Version: l.Version}
+		c.own, c.held, c.prior = &own, true, nil
+		return
+	}
+	c.own = nil
+	if c.held {
+		// The watch delivers in etcd order and this incarnation's own write
+		// was seen before: a later write by someone else is a live duplicate,
+		// not a stale event.
+		c.duplicate = l.Incarnation
+		return
+	}
+	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
+		return
+	}
+	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version}, lastChange: c.now}
+}
+
+// CachesSynced reports that the controllers' caches have synced: the replica
+// may become a ring member.
+func (c *Core) CachesSynced() { c.cachesSynced = true }
+
+// RenewSucceeded reports that a write of the own Lease sent at local time
+// sentAt has succeeded. Only the sending time counts: the write may have
+// waited in the network, but it cannot have landed before it was sent.
+func (c *Core) RenewSucceeded(sentAt time.Time) {
+	// Not clamped to c.now here: that is the time of the previous input and
+	// may be long past. Ready clamps it to the time it is given.
+	if !c.renewed || sentAt.After(c.lastRenewSent) {
+		c.renewed, c.lastRenewSent = true, sentAt
+	}
+}
+
+// Drained reports that none of set is in flight any more.
+func (c *Core) Drained(set shard.PartitionSet) {
+	c.draining = c.draining.Difference(set)
+}
+
+// Confirmed reports a direct read of identity's Lease asked for by Confirm:
+// found is false when it does not exist, current is its resourceVersion.
+func (c *Core) Confirmed(identity, current string, found bool) {
+	p := c.peers[identity]
+	if identity == c.cfg.Identity {
+		p = c.prior
+	}
+	if p == nil || !p.confirming {
+		return
+	}
+	p.confirming = false
+	if !found || current == p.obs.Version {
+		p.void = true
+		return
+	}
+	// The Lease moved on and the watch has not shown it yet: the holder is
+	// alive. Wait another LeaseDuration before judging again.
+	p.lastChange = c.now
+}
+
+// ConfirmFailed reports that the direct read of identity's Lease failed; the
+// core asks again in its next step.
+func (c *Core) ConfirmFailed(identity string) {
+	p := c.peers[identity]
+	if identity == c.cfg.Identity {
+		p = c.prior
+	}
+	if p != nil {
+		p.confirming = false
+	}
+}
+
+// Leave starts a graceful leave (SIGTERM): revoke everything, publish an
+// empty claim once drained, then delete the own Lease.
+func (c *Core) Leave() { c.leaving = true }
+
+// Ready runs one decision step at local time now and returns what the shell
+// must do. Call it after every input, and again at NextDeadline.
+func (c *Core) Ready(now time.Time) Ready {
+	c.advance(now)
+	r := Ready{Activate: shard.NewPartitionSet(c.partitions), Revoke: shard.NewPartitionSet(c.partitions)}
+	if c.done {
+		return r
+	}
+	if c.duplicate != "" {
+		c.stop(&r)
+		c.err = fmt.Errorf("handoff: %w: Lease of %s now carries incarnation %s, this process is %s; it has stopped",
+			ErrDuplicateIdentity, c.cfg.Identity, c.duplicate, c.cfg.Incarnation)
+		return r
+	}
+	if c.checkRenewal(&r); c.done {
+		return r
+	}
+	c.judgePeers(&r)
+	c.updateState()
+	c.converge(&r)
+	c.commit()
+	c.finishLeave(&r)
+	c.publish(&r)
+	c.explain()
+	return r
+}
+
+func (c *Core) advance(now time.Time) {
+	if now.After(c.now) {
+		c.now = now
+	}
+	if c.lastRenewSent.After(c.now) {
+		c.lastRenewSent = c.now // a send time from the future would stretch the deadline
+	}
+}
+
+// renewedRecently reports whether the own Lease is known to have been
+// renewed within RenewDeadline, the precondition for reconciling anything.
+func (c *Core) renewedRecently() bool {
+	return c.renewed && c.now.Sub(c.lastRenewSent) < c.cfg.RenewDeadline
+}
+
+// stop ends the core for good: everything is revoked at once.
+func (c *Core) stop(r *Ready) {
+	r.Fence = true
+	r.Revoke = c.active.Clone()
+	c.draining = c.draining.Union(c.active)
+	c.active = shard.NewPartitionSet(c.partitions)
+	c.done = true
+}
+
+// checkRenewal fences the replica when its renew deadline has passed, and
+// asks the process to exit when what was running at a fence outlives the stop
+// deadline.
+func (c *Core) checkRenewal(r *Ready) {
+	if c.fenced && c.renewedRecently() {
+		c.fenced = false
+	}
+	if c.renewed && !c.fenced && !c.renewedRecently() {
+		c.fence(r)
+	}
+	c.mustStop = c.mustStop.Intersect(c.draining)
+	if !c.mustStop.IsEmpty() && !c.now.Before(c.stopBy) {
+		// The stop deadline holds even if renews have succeeded again since:
+		// a peer may have voided the claims before the Lease changed.
+		r.Exit = true
+		c.done = true
+	}
+}
+
+// fence drops everything at once and starts a new epoch: Records written
+// before the fence may have been voided by peers, so none of them may serve
+// as read-your-write again.
+func (c *Core) fence(r *Ready) {
+	c.fenced = true
+	r.Fence = true
+	r.Revoke = r.Revoke.Union(c.active)
+	c.draining = c.draining.Union(c.active)
+	c.active = shard.NewPartitionSet(c.partitions)
+	stopBy := c.lastRenewSent.Add(c.cfg.StopDeadline())
+	if c.mustStop.IsEmpty() || stopBy.Before(c.stopBy) {
+		c.stopBy = stopBy
+	}
+	c.mustStop = c.mustStop.Union(c.draining)
+	if c.state == StateActive {
+		c.state = StateJoining
+	}
+	c.bump = true
+	for p := range c.claim.All() {
+		c.claimedAt[p] = c.generation + 1
+	}
+}
+
+// live reports whether a Lease has changed within LeaseDuration.
+func (c *Core) live(p *peer) bool {
+	return c.now.Sub(p.lastChange) < c.cfg.LeaseDuration
+}
+
+// judgePeers asks to confirm Leases that look expired and hold claims, and to
+// garbage-collect Leases expired for long.
+func (c *Core) judgePeers(r *Ready) {
+	for _, id := range c.peerIDs {
+		p := c.peers[id]
+		if c.live(p) {
+			continue
+		}
+		if !p.void && !p.confirming && !p.obs.Claim.IsEmpty() {
+			p.confirming = true
+			r.Confirm = append(r.Confirm, LeaseRef{Identity: id, Version: p.obs.Version})
+		}
+		if c.held && !p.collected && c.now.Sub(p.lastChange) >= c.cfg.GarbageCollectAfter {
+			p.collected = true
+			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: id, Version: p.obs.Version})
+		}
+	}
+	// A previous incarnation's Lease is taken over like a dead peer's: after
+	// a confirmed expiry it is deleted, and then created afresh.
+	if p := c.prior; p != nil && !c.live(p) {
+		if !p.void && !p.confirming {
+			p.confirming = true
+			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
+		}
+		if p.void {
+			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
+			// Judge it afresh after another LeaseDuration: if the delete
+			// failed, it is retried then; if the Lease changed, it waits.
+			p.void, p.lastChange = false, c.now
+		}
+	}
+	c.foreign = nil
+	for _, id := range c.peerIDs {
+		p := c.peers[id]
+		if c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
+			c.foreign = p
+			break
+		}
+	}
+}
+
+// updateState moves joining → active → leaving.
+func (c *Core) updateState() {
+	switch {
+	case c.leaving:
+		if c.state != StateLeaving {
+			c.state, c.bump = StateLeaving, true
+		}
+	case c.state == StateJoining && c.cachesSynced && c.held && !c.fenced && c.renewedRecently() && c.foreign == nil:
+		c.state, c.bump = StateActive, true
+	}
+}
+
+// converge recomputes view and target, revokes what is no longer targeted,
+// updates the claim, and activates claimed partitions that are free.
+func (c *Core) converge(r *Ready) {
+	c.updateRing()
+	self := c.state == StateActive && !c.fenced && c.own != nil && c.own.State == StateActive &&
+		c.own.Fingerprint == c.fingerprint
+	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) {
+		c.target = c.ring.Partitions(c.cfg.Identity)
+	} else {
+		c.target = shard.NewPartitionSet(c.partitions)
+	}
+
+	if revoke := c.active.Difference(c.target); !revoke.IsEmpty() {
+		c.active = c.active.Difference(revoke)
+		c.draining = c.draining.Union(revoke)
+		r.Revoke = r.Revoke.Union(revoke)
+	}
+
+	// Drain before release: draining partitions stay claimed.
+	claim := c.target.Union(c.draining).Union(c.active)
+	if !claim.Equal(c.claim) {
+		for p := range claim.Difference(c.claim).All() {
+			c.claimedAt[p] = c.generation + 1
+		}
+		for p := range c.claim.Difference(claim).All() {
+			c.claimedAt[p] = 0
+		}
+		c.claim, c.bump = claim, true
+	}
+
+	// Claim before act.
+	others, blockAll := c.peerClaims()
+	candidates := c.target.Difference(c.active).Difference(c.draining)
+	c.blocked = shard.NewPartitionSet(c.partitions)
+	// checkRenewal has fenced already if the renew deadline passed; the
+	// renew check stays so that no reordering of the step can lose it.
+	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && c.own != nil
+	for p := range candidates.All() {
+		if blockAll || others.Has(p) {
+			c.blocked.Add(p)
+			continue
+		}
+		if !mayActivate || !c.readBack(p) {
+			continue
+		}
+		c.active.Add(p)
+		r.Activate.Add(p)
+	}
+}
+
+// updateRing rebuilds the ring when the view changed. The view holds the
+// live active Leases of this fingerprint; the own Lease counts as observed.
+func (c *Core) updateRing() {
+	view := c.scratch[:0]
+	for _, id := range c.peerIDs {
+		p := c.peers[id]
+		if c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
+			view = append(view, id)
+		}
+	}
+	if c.own != nil && c.own.State == StateActive && c.state == StateActive {
+		i, _ := slices.BinarySearch(view, c.cfg.Identity)
+		view = slices.Insert(view, i, c.cfg.Identity)
+	}
+	c.scratch = view
+	if c.ringBuilt && slices.Equal(view, c.view) {
+		return
+	}
+	c.view, c.ringBuilt = slices.Clone(view), true
+	for _, e := range c.recentRings {
+		if slices.Equal(e.view, c.view) {
+			c.ring, c.ringErr = e.ring, e.err
+			return
+		}
+	}
+	c.ring, c.ringErr = c.newRing(c.cfg.Ring, c.view)
+	// Membership flaps (A → AB → A) between few views; keeping the last
+	// rings spares rebuilding them.
+	if len(c.recentRings) == recentRings {
+		c.recentRings = c.recentRings[1:]
+	}
+	c.recentRings = append(c.recentRings, ringEntry{view: c.view, ring: c.ring, err: c.ringErr})
+}
+
+// recentRings is how many rings a Core keeps for views it may return to.
+const recentRings = 4
+
+type ringEntry struct {
+	view []string
+	ring *shard.Ring
+	err  error
+}
+
+// readBack reports whether the own Lease, as observed, claims p in a Record
+// at least as new as the one that last added p. An older Record that claims p
+// proves nothing: a later one may have dropped p, or a fence may have voided
+// it.
+func (c *Core) readBack(p int) bool {
+	at := c.claimedAt[p]
+	return at != 0 && c.own.Generation >= at && c.own.Claim.Has(p)
+}
+
+// peerClaims returns the union of the claims that block this replica. Every
+// Lease counts, whatever its state, until it is confirmed expired. A Lease of
+// another fingerprint (or a claim of another size) blocks everything when it
+// claims anything: its partition numbers may name other keys.
+func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
+	others = shard.NewPartitionSet(c.partitions)
+	for _, id := range c.peerIDs {
+		p := c.peers[id]
+		if p.void || p.obs.Claim.IsEmpty() {
+			continue
+		}
+		if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
+			blockAll = true
+			continue
+		}
+		others = others.Union(p.obs.Claim)
+	}
+	return others, blockAll
+}
+
+// commit closes the step's changes to the Record under a new generation.
+func (c *Core) commit() {
+	if c.bump {
+		c.generation++
+		c.bump = false
+	}
+	if c.leaving && c.claim.IsEmpty() && c.releasedAt == 0 {
+		c.releasedAt = c.generation
+	}
+}
+
+// finishLeave deletes the own Lease once its empty claim has been observed.
+func (c *Core) finishLeave(r *Ready) {
+	if !c.leaving || !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+		return
+	}
+	if !c.published {
+		c.done = true // never wrote a Lease: nothing to release
+		return
+	}
+	if !c.held {
+		// Never saw its own Lease, so never became active: whatever it may
+		// have written claims nothing. Another incarnation may hold the
+		// Lease, so waiting to observe the own one could last forever.
+		r.DeleteLease = true
+		c.done = true
+		return
+	}
+	if c.own != nil && c.own.State == StateLeaving && c.own.Claim.IsEmpty() && c.own.Generation >= c.releasedAt {
+		r.DeleteLease = true
+		c.done = true
+	}
+}
+
+// publish hands the Record to the shell when it changed and the own Lease
+// may be written: the informer has listed, and no other incarnation holds it.
+func (c *Core) publish(r *Ready) {
+	if c.done || !c.observed || c.prior != nil {
+		return
+	}
+	if c.published && c.publishedGen == c.generation {
+		return
+	}
+	rec := c.record()
+	r.Publish = &rec
+	c.published, c.publishedGen = true, c.generation
+}
+
+func (c *Core) record() Record {
+	return Record{
+		Identity:    c.cfg.Identity,
+		Incarnation: c.cfg.Incarnation,
+		State:       c.state,
+		Claim:       c.claim.Clone(),
+		Generation:  c.generation,
+		Fingerprint: c.fingerprint,
+	}
+}
+
+// explain sets Err to the condition the shell should report.
+func (c *Core) explain() {
+	switch {
+	case c.ringErr != nil:
+		c.err = fmt.Errorf("handoff: %w from members %v: %w", ErrRing, c.view, c.ringErr)
+	case c.foreign != nil:
+		c.err = fmt.Errorf("handoff: %w: %s runs %s, this replica runs %s; not joining while it is active. Give all replicas the same ring configuration",
+			ErrForeignFingerprint, c.foreign.obs.Identity, c.foreign.obs.Fingerprint, c.fingerprint)
+	case c.prior != nil:
+		c.err = fmt.Errorf("handoff: %w: incarnation %s wrote it %v ago; waiting for it to expire (LeaseDuration %v)",
+			ErrIdentityInUse, c.prior.obs.Incarnation, c.now.Sub(c.prior.lastChange), c.cfg.LeaseDuration)
+	default:
+		c.err = nil
+	}
+}
+
+// NextDeadline returns the earliest future local time at which Ready would
+// decide differently without any new input: the renew deadline, the stop
+// deadline, and when peers would look expired or due for collection.
+func (c *Core) NextDeadline() (time.Time, bool) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(c.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if c.done {
+		return next, false
+	}
+	if c.renewed && !c.fenced {
+		consider(c.lastRenewSent.Add(c.cfg.RenewDeadline))
+	}
+	if !c.mustStop.IsEmpty() {
+		consider(c.stopBy)
+	}
+	for _, p := range c.peers {
+		consider(p.lastChange.Add(c.cfg.LeaseDuration))
+		if !p.collected {
+			consider(p.lastChange.Add(c.cfg.GarbageCollectAfter))
+		}
+	}
+	if c.prior != nil {
+		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
+	}
+	return next, !next.IsZero()
+}
+
+// State returns the replica's lifecycle state as it publishes it.
+func (c *Core) State() State { return c.state }
+
+// Generation returns the generation of the current Record.
+func (c *Core) Generation() uint64 { return c.generation }
+
+// View returns the ring members as of the last step, sorted.
+func (c *Core) View() []string { return slices.Clone(c.view) }
+
+// Target returns the partitions this replica owns under its view.
+func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }
+
+// Claim returns the partitions in the current Record.
+func (c *Core) Claim() shard.PartitionSet { return c.claim.Clone() }
+
+// Active returns the partitions this replica may reconcile.
+func (c *Core) Active() shard.PartitionSet { return c.active.Clone() }
+
+// Draining returns the revoked partitions not reported Drained yet.
+func (c *Core) Draining() shard.PartitionSet { return c.draining.Clone() }
+
+// Blocked returns the targeted partitions that another live Lease still
+// claims.
+func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
+
+// Fenced reports whether the replica is fenced: its renew deadline passed
+// and no renew has succeeded since.
+func (c *Core) Fenced() bool { return c.fenced }
+
+// Done reports whether the core has finished: the leave completed, the
+// process must exit, or another process took the identity over.
+func (c *Core) Done() bool { return c.done }
+
+// Err returns the condition that keeps this replica from working normally,
+// wrapping one of ErrDuplicateIdentity, ErrRing, ErrForeignFingerprint or
+// ErrIdentityInUse; nil when there is none.
+func (c *Core) Err() error { return c.err }

@@ -1,0 +1,677 @@
+package handoff
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// testRing is small so that claims read easily: P=7.
+var testRing = shard.Config{Partitions: 7, ReplicationFactor: 4}
+
+const (
+	testLease    = 10 * time.Second
+	testDeadline = 6 * time.Second
+)
+
+// harness drives one Core by hand, playing its shell: it keeps the Lease
+// content the core published and can show it back through Observe.
+type harness struct {
+	t    *testing.T
+	c    *Core
+	now  time.Time
+	rv   int
+	own  *Observed            // own Lease as stored, nil before the first write
+	peer map[string]*Observed // peers' Leases as stored
+}
+
+func newHarness(t *testing.T, identity string) *harness {
+	t.Helper()
+	c, err := New(Config{Identity: identity, Incarnation: "inc-" + identity, Ring: testRing,
+		LeaseDuration: testLease, RenewDeadline: testDeadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, c: c, now: time.Unix(1000, 0), peer: map[string]*Observed{}}
+}
+
+func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
+
+func (h *harness) version() string { h.rv++; return strconv.Itoa(h.rv) }
+
+// ready runs a step; a Publish is "written" (stored, not yet observed) and
+// counts as a successful renew sent now.
+func (h *harness) ready() Ready {
+	h.t.Helper()
+	r := h.c.Ready(h.now)
+	if r.Publish != nil {
+		h.own = &Observed{Record: r.Publish.Clone(), Version: h.version()}
+		h.c.RenewSucceeded(h.now)
+	}
+	return r
+}
+
+// snapshot returns what the informer would hold: the stored Leases, with
+// the own one replaced by stale when given.
+func (h *harness) snapshot(stale *Observed) []Observed {
+	var out []Observed
+	own := h.own
+	if stale != nil {
+		own = stale
+	}
+	if own != nil {
+		out = append(out, *own)
+	}
+	ids := make([]string, 0, len(h.peer))
+	for id := range h.peer {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		out = append(out, *h.peer[id])
+	}
+	return out
+}
+
+// sync lets the informer catch up with everything stored and steps.
+func (h *harness) sync() Ready {
+	h.t.Helper()
+	h.c.Observe(h.now, h.snapshot(nil))
+	return h.ready()
+}
+
+// settle syncs until nothing is published any more, collecting activations.
+func (h *harness) settle() shard.PartitionSet {
+	h.t.Helper()
+	activated := shard.NewPartitionSet(testRing.Partitions)
+	for range 10 {
+		r := h.sync()
+		activated = activated.Union(r.Activate)
+		if r.Publish == nil {
+			return activated
+		}
+	}
+	h.t.Fatal("core does not settle")
+	return activated
+}
+
+func (h *harness) setPeer(id string, state State, claim ...int) *Observed {
+	o := &Observed{Record: Record{Identity: id, Incarnation: "inc-" + id, State: state,
+		Claim: shard.NewPartitionSet(testRing.Partitions, claim...), Generation: 1,
+		Fingerprint: testRing.Fingerprint()}, Version: h.version()}
+	h.peer[id] = o
+	return o
+}
+
+// activeAlone brings the harness's core to active on all partitions.
+func activeAlone(t *testing.T, identity string) *harness {
+	t.Helper()
+	h := newHarness(t, identity)
+	h.c.CachesSynced()
+	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("alone, activated %v; want everything", got)
+	}
+	return h
+}
+
+func set(p ...int) shard.PartitionSet { return shard.NewPartitionSet(testRing.Partitions, p...) }
+
+func TestNewRejectsImpossibleConfigs(t *testing.T) {
+	good := Config{Identity: "a", Incarnation: "x"}
+	for name, mutate := range map[string]func(*Config){
+		"no identity":               func(c *Config) { c.Identity = "" },
+		"no incarnation":            func(c *Config) { c.Incarnation = "" },
+		"negative lease":            func(c *Config) { c.LeaseDuration = -time.Second },
+		"deadline at lease":         func(c *Config) { c.LeaseDuration, c.RenewDeadline = time.Second, time.Second },
+		"deadline beyond lease":     func(c *Config) { c.LeaseDuration, c.RenewDeadline = time.Second, 2*time.Second },
+		"gc before expiry":          func(c *Config) { c.GarbageCollectAfter = time.Second },
+		"invalid ring":              func(c *Config) { c.Ring.Load = 0.5 },
+		"too many ring partitions":  func(c *Config) { c.Ring.Partitions = shard.MaxPartitions + 1 },
+		"negative renew deadline":   func(c *Config) { c.RenewDeadline = -1 },
+		"negative replication":      func(c *Config) { c.Ring.ReplicationFactor = -1 },
+		"negative ring partitions":  func(c *Config) { c.Ring.Partitions = -3 },
+		"gc negative":               func(c *Config) { c.GarbageCollectAfter = -1 },
+		"lease shorter than gc min": func(c *Config) { c.LeaseDuration, c.GarbageCollectAfter = time.Minute, time.Second },
+	} {
+		cfg := good
+		mutate(&cfg)
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted %+v", name, cfg)
+		}
+	}
+	if _, err := New(good); err != nil {
+		t.Fatalf("defaults rejected: %v", err)
+	}
+}
+
+// Rule 1, claim before act: a partition becomes active only after the own
+// Lease has been observed claiming it, never on the strength of a write.
+func TestClaimBeforeAct(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	if r := h.ready(); r.Publish != nil {
+		t.Fatal("published before the informer listed: a previous incarnation may hold the Lease")
+	}
+	r := h.sync()
+	if r.Publish == nil || r.Publish.State != StateJoining || !r.Publish.Claim.IsEmpty() {
+		t.Fatalf("first publish = %+v; want joining with an empty claim", r.Publish)
+	}
+	var claimed bool
+	for range 5 {
+		r := h.sync()
+		if r.Publish != nil && !r.Publish.Claim.IsEmpty() {
+			claimed = true
+			if !r.Activate.IsEmpty() {
+				t.Fatalf("activated %v in the step that claimed it", r.Activate)
+			}
+			// The write is stored but not observed yet.
+			if r := h.ready(); !r.Activate.IsEmpty() {
+				t.Fatalf("activated %v before observing the own claim", r.Activate)
+			}
+			if r := h.sync(); !r.Activate.Equal(shard.FullPartitionSet(7)) {
+				t.Fatalf("after observing the claim, activated %v; want everything", r.Activate)
+			}
+			break
+		}
+	}
+	if !claimed {
+		t.Fatal("never claimed anything")
+	}
+}
+
+// Rule 1(b): any live Lease's claim blocks, whatever its state.
+func TestClaimsOfEveryStateBlock(t *testing.T) {
+	for _, state := range []State{StateJoining, StateLeaving, "garbled"} {
+		h := newHarness(t, "a")
+		h.c.CachesSynced()
+		h.setPeer("b", state, 2, 5)
+		got := h.settle()
+		if !got.Equal(set(0, 1, 3, 4, 6)) {
+			t.Errorf("peer %s claiming {2,5}: activated %v", state, got)
+		}
+		if !h.c.Blocked().Equal(set(2, 5)) {
+			t.Errorf("peer %s: Blocked = %v; want {2,5}", state, h.c.Blocked())
+		}
+		delete(h.peer, "b") // its Lease is deleted: its claims go with it
+		if got := h.settle(); !got.Equal(set(2, 5)) {
+			t.Errorf("peer %s gone: activated %v; want {2,5}", state, got)
+		}
+	}
+}
+
+// Rule 1, read-your-write: an observed own Record proves a claim only if it
+// is at least as new as the write that (last) added the partition. Here the
+// membership flaps A → AB → A while the watch lags: the observed Record still
+// claims b's share from before b joined, but a later, unobserved Record
+// dropped it. Activating on the old Record would let b (or anyone seeing the
+// later Record) take the same partitions.
+func TestReadBackNeedsTheWriteThatAddedThePartition(t *testing.T) {
+	h := activeAlone(t, "a")
+	beforeJoin := *h.own // claims everything
+
+	h.setPeer("b", StateActive)
+	r := h.sync()
+	share := r.Revoke
+	if share.IsEmpty() {
+		t.Fatal("b joined but a revoked nothing")
+	}
+	h.c.Drained(share)
+	r = h.ready()
+	if r.Publish == nil || !r.Publish.Claim.Intersect(share).IsEmpty() {
+		t.Fatalf("after drain, publish = %+v; want a claim without %v", r.Publish, share)
+	}
+
+	// b leaves before a observes its own release; a's informer still holds
+	// the Record from before b joined.
+	delete(h.peer, "b")
+	h.c.Observe(h.now, h.snapshot(&beforeJoin))
+	r = h.ready()
+	if r.Publish == nil || !r.Publish.Claim.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("b gone: publish = %+v; want everything claimed again", r.Publish)
+	}
+	if !r.Activate.IsEmpty() {
+		t.Fatalf("activated %v on a Record older than the one that re-added them", r.Activate)
+	}
+	if r := h.sync(); !r.Activate.Equal(share) {
+		t.Fatalf("after observing the re-claim, activated %v; want %v", r.Activate, share)
+	}
+}
+
+// Rule 1, confirm before void: a peer whose Lease looks expired keeps
+// blocking until a direct read shows that Lease unchanged; a lagging watch
+// must never make a healthy peer look dead.
+func TestConfirmBeforeVoid(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	b := h.setPeer("b", StateLeaving, 3)
+	h.settle()
+	if h.c.Active().Has(3) {
+		t.Fatal("activated 3 while b claims it")
+	}
+
+	// The watch shows nothing new for a LeaseDuration (renew a's own Lease
+	// meanwhile, so that it stays unfenced).
+	h.advance(testLease / 2)
+	h.c.RenewSucceeded(h.now)
+	h.advance(testLease / 2)
+	h.c.RenewSucceeded(h.now)
+	r := h.ready()
+	if len(r.Confirm) != 1 || r.Confirm[0] != (LeaseRef{Identity: "b", Version: b.Version}) {
+		t.Fatalf("Confirm = %v; want b@%s", r.Confirm, b.Version)
+	}
+	if !r.Activate.IsEmpty() {
+		t.Fatalf("activated %v on expiry alone", r.Activate)
+	}
+	if r := h.ready(); len(r.Confirm) != 0 {
+		t.Fatalf("asked again while the first read is outstanding: %v", r.Confirm)
+	}
+
+	// The direct read shows b has moved on: b is alive, the watch lags.
+	h.c.Confirmed("b", "999", true)
+	if r := h.ready(); !r.Activate.IsEmpty() || len(r.Confirm) != 0 {
+		t.Fatalf("after a read showing b alive: activate %v, confirm %v", r.Activate, r.Confirm)
+	}
+
+	// Another LeaseDuration of silence; the read fails, then is retried.
+	h.advance(testLease)
+	h.c.RenewSucceeded(h.now)
+	if r := h.ready(); len(r.Confirm) != 1 {
+		t.Fatalf("Confirm = %v after another LeaseDuration", r.Confirm)
+	}
+	h.c.ConfirmFailed("b")
+	if r := h.ready(); len(r.Confirm) != 1 || !r.Activate.IsEmpty() {
+		t.Fatalf("after a failed read: confirm %v, activate %v", r.Confirm, r.Activate)
+	}
+
+	// A read of a version the core no longer holds proves nothing... but
+	// this one is current and unchanged: b's claims are void.
+	h.c.Confirmed("b", b.Version, true)
+	if r := h.ready(); !r.Activate.Equal(set(3)) {
+		t.Fatalf("after confirmed expiry, activated %v; want {3}", r.Activate)
+	}
+
+}
+
+// A void lasts only as long as the Lease version it rests on.
+func TestVoidEndsWhenTheLeaseChanges(t *testing.T) {
+	h := newHarness(t, "a") // caches not synced: a stays joining for now
+	b := h.setPeer("b", StateLeaving, 3)
+	h.settle()
+	h.advance(testLease)
+	h.c.RenewSucceeded(h.now)
+	if r := h.ready(); len(r.Confirm) != 1 {
+		t.Fatalf("Confirm = %v", r.Confirm)
+	}
+	h.c.Confirmed("b", b.Version, true)
+	h.ready()
+	h.setPeer("b", StateLeaving, 3) // b renews after all
+	h.c.CachesSynced()
+	if got := h.settle(); got.Has(3) || !h.c.Blocked().Equal(set(3)) {
+		t.Fatalf("b's Lease changed after the void: activated %v, blocked %v; want 3 blocked", got, h.c.Blocked())
+	}
+}
+
+func TestConfirmOfDeletedLeaseVoids(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	h.setPeer("b", StateJoining, 0, 1)
+	h.settle()
+	h.advance(testLease)
+	h.c.RenewSucceeded(h.now)
+	if r := h.ready(); len(r.Confirm) != 1 {
+		t.Fatalf("Confirm = %v", r.Confirm)
+	}
+	h.c.Confirmed("b", "", false)
+	if r := h.ready(); !r.Activate.Equal(set(0, 1)) {
+		t.Fatalf("b's Lease is gone: activated %v; want {0,1}", r.Activate)
+	}
+}
+
+func TestConfirmedForStaleVersionIsIgnored(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	b := h.setPeer("b", StateLeaving, 4)
+	h.settle()
+	h.advance(testLease)
+	h.c.RenewSucceeded(h.now)
+	h.ready()
+	// Before the answer arrives the watch shows a new version of b.
+	h.setPeer("b", StateLeaving, 4)
+	h.sync()
+	h.c.Confirmed("b", b.Version, true) // about the old version
+	if r := h.ready(); !r.Activate.IsEmpty() {
+		t.Fatalf("voided b's new Lease on a read about its old one: activated %v", r.Activate)
+	}
+}
+
+// Rule 2, drain before release.
+func TestDrainBeforeRelease(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.setPeer("b", StateActive)
+	r := h.sync()
+	share := r.Revoke
+	if share.Len() < 2 {
+		t.Skipf("b's share %v too small for this test", share)
+	}
+	if r.Publish != nil && !share.Difference(r.Publish.Claim).IsEmpty() {
+		t.Fatalf("released %v on revoke", share.Difference(r.Publish.Claim))
+	}
+	if !h.c.Claim().Intersect(share).Equal(share) || !h.c.Draining().Equal(share) {
+		t.Fatalf("claim %v draining %v; want both to hold %v", h.c.Claim(), h.c.Draining(), share)
+	}
+	first := share.Slice()[0]
+	h.c.Drained(set(first))
+	r = h.ready()
+	if r.Publish == nil || r.Publish.Claim.Has(first) || !r.Publish.Claim.Intersect(share).Equal(share.Difference(set(first))) {
+		t.Fatalf("after draining %d: publish %+v", first, r.Publish)
+	}
+	h.c.Drained(share)
+	if r := h.ready(); r.Publish == nil || !r.Publish.Claim.Intersect(share).IsEmpty() {
+		t.Fatalf("after draining all: publish %+v", r.Publish)
+	}
+}
+
+// Rule 4, graceful leave.
+func TestLeaveSequence(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.c.Leave()
+	r := h.ready()
+	if !r.Revoke.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("Revoke = %v; want everything", r.Revoke)
+	}
+	if r.Publish == nil || r.Publish.State != StateLeaving || !r.Publish.Claim.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("publish = %+v; want leaving, still claiming everything", r.Publish)
+	}
+	h.c.Drained(set(0, 1, 2))
+	if r := h.sync(); r.DeleteLease {
+		t.Fatal("deleted the Lease while draining")
+	}
+	h.c.Drained(shard.FullPartitionSet(7))
+	r = h.ready()
+	if r.Publish == nil || !r.Publish.Claim.IsEmpty() || r.DeleteLease {
+		t.Fatalf("drained: publish %+v delete %v; want the empty claim first", r.Publish, r.DeleteLease)
+	}
+	if r := h.ready(); r.DeleteLease {
+		t.Fatal("deleted the Lease before observing the empty claim")
+	}
+	if r := h.sync(); !r.DeleteLease || !h.c.Done() {
+		t.Fatalf("observed the empty claim: delete %v done %v", r.DeleteLease, h.c.Done())
+	}
+	if r := h.sync(); !r.IsEmpty() {
+		t.Fatalf("done core still asks for %+v", r)
+	}
+}
+
+func TestLeaveBeforeWritingAnything(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.Leave()
+	if r := h.ready(); r.DeleteLease || r.Publish != nil || !h.c.Done() {
+		t.Fatalf("leave before the first list: %+v done %v", r, h.c.Done())
+	}
+}
+
+// Rule 5, fencing: no renew within RenewDeadline → drop everything, keep
+// the claims until drained, start a new epoch, rejoin after a renew.
+func TestFenceAndRejoin(t *testing.T) {
+	h := activeAlone(t, "a")
+	beforeFence := *h.own
+	gen := h.c.Generation()
+	h.advance(testDeadline - time.Millisecond)
+	if r := h.ready(); r.Fence {
+		t.Fatal("fenced before the deadline")
+	}
+	h.advance(time.Millisecond)
+	r := h.c.Ready(h.now) // the write would fail: nothing is stored
+	if !r.Fence || !r.Revoke.Equal(shard.FullPartitionSet(7)) || !h.c.Active().IsEmpty() || !h.c.Fenced() {
+		t.Fatalf("at the deadline: fence %v revoke %v active %v", r.Fence, r.Revoke, h.c.Active())
+	}
+	if r.Publish == nil || r.Publish.State != StateJoining || !r.Publish.Claim.Equal(shard.FullPartitionSet(7)) || r.Publish.Generation <= gen {
+		t.Fatalf("fence publish = %+v; want joining, claims kept until drained, new generation", r.Publish)
+	}
+	h.c.Drained(shard.FullPartitionSet(7))
+	r = h.c.Ready(h.now)
+	if r.Publish == nil || !r.Publish.Claim.IsEmpty() {
+		t.Fatalf("drained after fence: publish %+v", r.Publish)
+	}
+
+	// Renews work again. The informer still shows the pre-fence Record,
+	// active and claiming everything: it must not count for the new epoch.
+	h.advance(time.Second)
+	h.ready()
+	h.c.RenewSucceeded(h.now)
+	h.c.Observe(h.now, h.snapshot(&beforeFence))
+	r = h.ready()
+	if !r.Activate.IsEmpty() {
+		t.Fatalf("activated %v on a Record from before the fence", r.Activate)
+	}
+	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("rejoined: activated %v; want everything", got)
+	}
+}
+
+// After a fence, even partitions that stayed claimed throughout (their drain
+// outlasted the outage) need a Record of the new epoch: peers may have voided
+// every Record written before the fence.
+func TestReadBackAfterFenceNeedsTheNewEpoch(t *testing.T) {
+	h := activeAlone(t, "a")
+	beforeFence := *h.own
+	h.advance(testDeadline)
+	if r := h.c.Ready(h.now); !r.Fence {
+		t.Fatal("not fenced")
+	}
+	h.advance(time.Second)
+	h.ready() // the fence Record is written now
+	h.c.RenewSucceeded(h.now)
+	h.c.Observe(h.now, h.snapshot(&beforeFence))
+	h.ready()
+	h.c.Drained(shard.FullPartitionSet(7)) // drained while still targeted and claimed
+	if r := h.ready(); !r.Activate.IsEmpty() {
+		t.Fatalf("activated %v on a Record from before the fence", r.Activate)
+	}
+	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("activated %v; want everything once the new epoch is observed", got)
+	}
+}
+
+// A fenced replica whose reconciles do not stop by the stop deadline must
+// exit, even if renews succeed again in between: a peer may have voided its
+// claims before its Lease changed.
+func TestFencedReplicaExitsWhenReconcilesOutliveTheStopDeadline(t *testing.T) {
+	h := activeAlone(t, "a")
+	lastSent := h.now
+	h.advance(testDeadline)
+	if r := h.c.Ready(h.now); !r.Fence {
+		t.Fatal("not fenced")
+	}
+	h.c.Drained(set(0, 1, 2, 3, 4, 5)) // partition 6 ignores cancellation
+	h.advance(time.Second)
+	h.ready()
+	h.c.RenewSucceeded(h.now) // back online
+	h.now = lastSent.Add(h.c.cfg.StopDeadline() - time.Millisecond)
+	if r := h.c.Ready(h.now); r.Exit {
+		t.Fatal("exit before the stop deadline")
+	}
+	h.now = lastSent.Add(h.c.cfg.StopDeadline())
+	if r := h.c.Ready(h.now); !r.Exit || !h.c.Done() {
+		t.Fatalf("partition 6 still running at the stop deadline: exit %v", r.Exit)
+	}
+}
+
+func TestFencedReplicaThatStopsInTimeDoesNotExit(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.advance(testDeadline)
+	h.c.Ready(h.now)
+	h.c.Drained(shard.FullPartitionSet(7))
+	h.advance(testLease)
+	if r := h.c.Ready(h.now); r.Exit || h.c.Done() {
+		t.Fatal("exit although every reconcile stopped")
+	}
+}
+
+// Rule 6: members with another ring configuration are not in the view, their
+// claims block everything, and this replica refuses to join while one is
+// active.
+func TestForeignFingerprint(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	x := h.setPeer("x", StateActive, 1)
+	x.Fingerprint = "xx1-p13-l1.25-r4"
+	h.settle()
+	if h.c.State() != StateJoining {
+		t.Fatalf("state %s; want joining while a foreign member is active", h.c.State())
+	}
+	if err := h.c.Err(); !errors.Is(err, ErrForeignFingerprint) {
+		t.Fatalf("Err = %v; want ErrForeignFingerprint", err)
+	}
+
+	// The foreign member steps back to joining but still claims something.
+	x.State = StateJoining
+	x.Version = h.version()
+	if got := h.settle(); !got.IsEmpty() {
+		t.Fatalf("activated %v while a foreign Lease claims partitions", got)
+	}
+	if h.c.State() != StateActive || !h.c.Blocked().Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("state %s blocked %v; want active, everything blocked", h.c.State(), h.c.Blocked())
+	}
+	if slices.Contains(h.c.View(), "x") {
+		t.Fatal("foreign member in the view")
+	}
+	x.Claim = shard.NewPartitionSet(7)
+	x.Version = h.version()
+	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) || h.c.Err() != nil {
+		t.Fatalf("foreign claim empty: activated %v err %v", got, h.c.Err())
+	}
+}
+
+// A claim over another partition count cannot be read: it blocks everything.
+func TestClaimOfOtherSizeBlocksEverything(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	b := h.setPeer("b", StateActive)
+	b.Claim = shard.NewPartitionSet(13, 12)
+	if got := h.settle(); !got.IsEmpty() {
+		t.Fatalf("activated %v beside an unreadable claim", got)
+	}
+}
+
+// The own Lease is taken like a lock: a live Lease of another incarnation is
+// waited out, confirmed expired, deleted, and only then created afresh.
+func TestPreviousIncarnationIsWaitedOut(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	prev := &Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+		Claim: set(0, 1, 2, 3, 4, 5, 6), Generation: 9, Fingerprint: testRing.Fingerprint()}, Version: h.version()}
+	h.own = prev
+	if r := h.sync(); r.Publish != nil {
+		t.Fatal("wrote over a live Lease of another incarnation")
+	}
+	if err := h.c.Err(); !errors.Is(err, ErrIdentityInUse) {
+		t.Fatalf("Err = %v; want ErrIdentityInUse", err)
+	}
+	h.advance(testLease)
+	r := h.c.Ready(h.now)
+	if len(r.Confirm) != 1 || r.Confirm[0] != (LeaseRef{Identity: "a", Version: prev.Version}) {
+		t.Fatalf("Confirm = %v", r.Confirm)
+	}
+	h.c.Confirmed("a", prev.Version, true)
+	r = h.c.Ready(h.now)
+	if len(r.GarbageCollect) != 1 || r.GarbageCollect[0].Version != prev.Version || r.Publish != nil {
+		t.Fatalf("after confirm: gc %v publish %v; want the old Lease deleted first", r.GarbageCollect, r.Publish)
+	}
+	h.own = nil // deleted
+	r = h.sync()
+	if r.Publish == nil || r.Publish.Incarnation != "inc-a" {
+		t.Fatalf("old Lease gone: publish %+v", r.Publish)
+	}
+	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("activated %v", got)
+	}
+}
+
+// Once this incarnation has seen its own Lease, another incarnation writing
+// it is a live duplicate: stop everything, write nothing more.
+func TestDuplicateIdentityStops(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.own = &Observed{Record: Record{Identity: "a", Incarnation: "intruder", State: StateJoining,
+		Claim: set(), Generation: 1, Fingerprint: testRing.Fingerprint()}, Version: h.version()}
+	h.c.Observe(h.now, h.snapshot(nil))
+	r := h.c.Ready(h.now)
+	if !r.Fence || !r.Revoke.Equal(shard.FullPartitionSet(7)) || r.Publish != nil || !h.c.Done() {
+		t.Fatalf("duplicate: %+v done %v", r, h.c.Done())
+	}
+	if err := h.c.Err(); !errors.Is(err, ErrDuplicateIdentity) {
+		t.Fatalf("Err = %v", err)
+	}
+}
+
+func TestExpiredLeasesAreGarbageCollectedOnce(t *testing.T) {
+	h := activeAlone(t, "a")
+	b := h.setPeer("b", StateActive)
+	h.sync()
+	h.c.Drained(shard.FullPartitionSet(7))
+	collected := 0
+	for range 12 {
+		h.advance(testLease)
+		h.c.RenewSucceeded(h.now)
+		r := h.c.Ready(h.now)
+		for _, ref := range r.GarbageCollect {
+			if ref != (LeaseRef{Identity: "b", Version: b.Version}) {
+				t.Fatalf("collected %v", ref)
+			}
+			collected++
+		}
+	}
+	if collected != 1 {
+		t.Fatalf("b collected %d times; want once", collected)
+	}
+}
+
+func TestNextDeadline(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.setPeer("b", StateJoining)
+	h.sync()
+	renewed := h.now
+	next, ok := h.c.NextDeadline()
+	if !ok || !next.Equal(renewed.Add(testDeadline)) {
+		t.Fatalf("NextDeadline = %v, %v; want the renew deadline %v", next, ok, renewed.Add(testDeadline))
+	}
+	h.advance(5 * time.Second)
+	h.c.RenewSucceeded(h.now)
+	h.c.Ready(h.now)
+	// b's expiry (renewed+10s) now comes before the renew deadline (renewed+11s).
+	if next, _ = h.c.NextDeadline(); !next.Equal(renewed.Add(testLease)) {
+		t.Fatalf("NextDeadline = %v; want b's expiry %v", next, renewed.Add(testLease))
+	}
+}
+
+// A renew reported with a send time in the future counts as sent at the
+// next step's time, never later.
+func TestRenewFromTheFutureIsClamped(t *testing.T) {
+	h := activeAlone(t, "a")
+	h.c.RenewSucceeded(h.now.Add(time.Hour))
+	h.c.Ready(h.now)
+	h.advance(testDeadline)
+	if r := h.c.Ready(h.now); !r.Fence {
+		t.Fatal("a send time in the future postponed the fence")
+	}
+}
+
+func TestObserveToleratesGarbage(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	h.c.Observe(h.now, []Observed{
+		{},                              // no identity
+		{Record: Record{Identity: "b"}}, // zero claim, no version
+		{Record: Record{Identity: "b", Claim: set(1)}, Version: "1"}, // duplicate name
+		{Record: Record{Identity: "c", Claim: shard.NewPartitionSet(3, 1)}, Version: "2"},
+	})
+	h.c.Ready(h.now)
+	h.c.Drained(shard.NewPartitionSet(100, 99))
+	h.c.Confirmed("nobody", "1", true)
+	h.c.ConfirmFailed("nobody")
+	h.c.Ready(h.now.Add(-time.Hour)) // time going back is ignored
+}

@@ -1,0 +1,90 @@
+// Package handoff is the decision core of kshard's partition handoff: from the
+// ring's Leases as observed, it decides what this replica claims, reconciles,
+// drains and releases, and when it must fence itself, leave, or exit.
+// It is a pure state machine in the shape of etcd raft: no goroutines, no
+// clock, no I/O. The shell (lease/ and manager/) feeds it inputs and carries
+// out the Ready it returns.
+//
+// # Safety model
+//
+// Invariant: no partition is active (admitting or running reconciles) on two
+// replicas at once. Activation and release follow four rules:
+//
+//   - Claim before act. p becomes active only when the latest observed
+//     snapshot of the ring's Leases shows (a) the own Lease claiming p in a
+//     Record at least as new as the one that last added p to the claim
+//     (Record.Generation; a fence starts a new epoch, so no Record from
+//     before it counts), and (b) no other Lease claiming p, in any state,
+//     unless that Lease was confirmed expired.
+//   - Confirm before void. A Lease looks expired when its resourceVersion has
+//     not changed for LeaseDuration of this replica's observed time. Its
+//     claims stop counting only after a direct read shows that same version
+//     still current (or the Lease gone), and only for as long as the snapshot
+//     shows that version.
+//   - Drain before release. p leaves the published claim only after it left
+//     the active set and Drained reported nothing of it in flight.
+//   - Fence. Reconciles stop (Fence) once RenewDeadline has passed since the
+//     sending of the last renew that succeeded, and the process must exit
+//     (Exit) if any of them still runs at StopDeadline, halfway to
+//     LeaseDuration, whether or not renews have succeeded since.
+//
+// Why it holds: if A and B were both active on p, take the one that activated
+// on the later snapshot, say B. A's claim of p landed before A's snapshot and
+// stays in A's Lease while A runs p, so B's snapshot shows it; B went ahead
+// only because it voided that exact version of A's Lease, which had not
+// changed for a LeaseDuration of B's time. A's last successful renew was sent
+// before that version landed, so A fenced and stopped (or exited) before B's
+// direct read; and any later claim of A needs a write that changes the Lease,
+// which ends B's void.
+//
+// Assumptions, and what breaks when they fail:
+//   - Clock rates differ by less than a few percent. Expiry uses only each
+//     replica's own clock (intervals of observed time; never timestamps
+//     written by others), so offsets do not matter, but a replica whose clock
+//     runs slow enough could still run reconciles when a peer voids it.
+//   - The watch delivers Lease events in etcd order (the informer's content
+//     is always the state at one resourceVersion). A reordered or merged view
+//     could show a claim dropped that was added back.
+//   - Only this incarnation writes its own Lease, and its writes land in the
+//     order sent: writes are conditional on the resourceVersion (Update, not
+//     Apply), a write never overwrites a version written by another
+//     incarnation, and a conflict is resolved by reading the Lease, never by
+//     blind retry. Peers delete Leases only with a version precondition.
+//   - The shell calls Ready at NextDeadline, cancels reconciles on Fence and
+//     exits on Exit promptly, and reports Drained only when nothing of a
+//     partition is in flight (the check "is p active?" and the in-flight
+//     increment are atomic with respect to Revoke).
+//   - Timing: expiry waits a full LeaseDuration of locally observed time and
+//     a fenced replica stops within StopDeadline < LeaseDuration, so it has
+//     stopped before any peer voids its claims. Renew writes use a
+//     client-side timeout no longer than LeaseDuration − RenewDeadline, so a
+//     write sent before a fence lands, if at all, before any peer can void
+//     the Lease, instead of reviving a fenced replica's old Record later.
+//
+// Liveness: once membership is stable and the API server reachable, every
+// partition is active on exactly one member within one LeaseDuration plus
+// the longest drain, counted from the last death; a member that died with a
+// write in flight can look alive for one client timeout longer, and one that
+// lost its renewals before the faults ended may still exit up to
+// StopDeadline later. On a graceful leave: one watch round trip plus the
+// drain.
+//
+// # Contract with the shell
+//
+// Inputs: Observe (the informer's full content, after its first list, on
+// every change), CachesSynced, RenewSucceeded, Drained, Confirmed or
+// ConfirmFailed (answers to Ready.Confirm), and Leave. After inputs, and at
+// NextDeadline, call Ready with the current local time and carry out what it
+// returns. Keep renewing the own Lease with the latest published Record,
+// one write in flight at a time. Members whose ring configuration
+// (fingerprint) differs are never part of the view; their non-empty claims
+// block every partition, since their partition numbers may name other keys,
+// and the replica does not join while such a member is active (Err reports
+// it).
+//
+// The deterministic simulation in sim_test.go checks all of this under
+// random crashes, restarts, partitions from the API server, stalled and
+// lagging watches, failing and late-landing writes, membership flapping and
+// reconciles that ignore cancellation; run it with -handoff.seeds=N, and
+// replay a failing seed with -handoff.seed=S.
+package handoff

@@ -1,0 +1,54 @@
+package handoff
+
+import "github.com/kshard/kshard/shard"
+
+// Ready holds what the shell must do after a decision step. Carry out every
+// field before feeding the core inputs that depend on it; the order below is
+// the order to apply them in.
+type Ready struct {
+	// Exit: reconciles that were running when this replica fenced itself
+	// are still running at the stop deadline (Config.StopDeadline after the
+	// last successful renew was sent). Peers may void this replica's claims
+	// soon, so the process must exit now. The core is done.
+	Exit bool
+
+	// Fence: this replica has not renewed in time. Cancel every reconcile
+	// now, with no grace period (Revoke lists the partitions that were
+	// active; partitions already draining must stop too), and report them
+	// with Drained as they stop. The core rejoins on its own once renews
+	// succeed again.
+	Fence bool
+
+	// Revoke: stop admitting these partitions, cancel their reconciles after
+	// the grace period, and call Drained once none of them is in flight. Their
+	// claims stay published until then.
+	Revoke shard.PartitionSet
+
+	// Publish is the Record to write to the own Lease, nil if it has not
+	// changed since the last Publish. Keep renewing with the latest Record.
+	Publish *Record
+
+	// Activate: these partitions may be reconciled from now on. Replay the
+	// cached objects that fall into them, since their previous owner may have
+	// dropped events.
+	Activate shard.PartitionSet
+
+	// Confirm: read each Lease directly (a quorum GET, not the cache) and
+	// report with Confirmed, or with ConfirmFailed when the read fails.
+	Confirm []LeaseRef
+
+	// GarbageCollect: delete each Lease with its Version as precondition, so
+	// that a Lease renewed in the meantime survives. Failures may be ignored.
+	GarbageCollect []LeaseRef
+
+	// DeleteLease: the graceful leave is complete; stop renewing, delete the
+	// own Lease if this process has written it (precondition: the version it
+	// wrote last), and exit. The core is done.
+	DeleteLease bool
+}
+
+// IsEmpty reports whether r asks for nothing.
+func (r Ready) IsEmpty() bool {
+	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.Publish == nil && r.Activate.IsEmpty() &&
+		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && !r.DeleteLease
+}

@@ -1,0 +1,1005 @@
+package handoff
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// This file is the simulated world the deterministic simulation runs the
+// core in: an API server with one ordered log of Lease writes, replicas
+// with drifting clocks, lagging watches, failing and late-landing writes,
+// controllers whose reconciles take time to drain, and the faults the design
+// must survive. Everything is driven by one seeded PRNG and one event queue,
+// so a seed replays exactly.
+
+// simParams are the timings and fault rates of one seed.
+type simParams struct {
+	identities    int
+	ring          shard.Config
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	renewPeriod   time.Duration
+	clientTimeout time.Duration // ≤ LeaseDuration − RenewDeadline, the documented precondition
+	maxDriftPPM   int64
+	faultsEnd     time.Duration
+	faultEvery    time.Duration // mean time between faults
+	maxDrain      time.Duration // drain time of a reconcile that honours cancellation
+	maxStuck      time.Duration // drain time of one that ignores it
+	stuckPercent  int
+	maxWatchDelay time.Duration // normal watch lag
+	maxSlowWatch  time.Duration // watch lag during a slow-watch fault
+	maxCutOff     time.Duration // longest partition from the API server
+	writeFailPct  int           // writes that fail without landing
+	writeLostPct  int           // writes that time out; half of them land anyway
+}
+
+// livenessBound is how long after the faults stop, or after the last replica
+// that was fenced by them exits (settledAt), every partition must be active
+// on exactly one live member: a dead replica's Lease expires one
+// LeaseDuration after its last write, which is at its death (at the latest at
+// settledAt) or up to one client timeout later for a write that was in
+// flight; the drain of the handoffs that follow takes at most maxStuck; the
+// last second covers the few watch, write and confirm round trips between.
+func (p simParams) livenessBound() time.Duration {
+	return p.leaseDuration + p.clientTimeout + p.maxStuck + time.Second
+}
+
+// falloutBound is how long after the faults stop a replica that lost its
+// renewals during them may still exit: at its stop deadline, counted from a
+// renew sent before the faults stopped.
+func (p simParams) falloutBound() time.Duration {
+	return p.renewDeadline + (p.leaseDuration-p.renewDeadline)/2
+}
+
+func randomParams(rng *rand.Rand) simParams {
+	ld := 10 * time.Second
+	primes := []int{1, 2, 3, 5, 7, 11, 13, 31, 61}
+	return simParams{
+		identities:    2 + rng.IntN(6),
+		ring:          shard.Config{Partitions: primes[rng.IntN(len(primes))], ReplicationFactor: 4},
+		leaseDuration: ld,
+		renewDeadline: ld * 2 / 3,
+		renewPeriod:   ld/5 + time.Duration(rng.Int64N(int64(ld/10))),
+		clientTimeout: ld - ld*2/3,
+		maxDriftPPM:   10000, // ±1 % clock rate
+		faultsEnd:     time.Second + time.Duration(rng.Int64N(int64(2*ld))),
+		faultEvery:    300*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second))),
+		maxDrain:      300 * time.Millisecond,
+		maxStuck:      4 * time.Second,
+		stuckPercent:  rng.IntN(10),
+		maxWatchDelay: 50 * time.Millisecond,
+		maxSlowWatch:  5 * time.Second,
+		maxCutOff:     2 * ld,
+		writeFailPct:  rng.IntN(6),
+		writeLostPct:  rng.IntN(6),
+	}
+}
+
+// ---- event queue ----
+
+type event struct {
+	at  time.Duration
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// ---- API server ----
+
+type storedLease struct {
+	rec Record
+	rv  uint64
+}
+
+type logEntry struct {
+	identity string
+	lease    *storedLease // nil: deleted
+}
+
+// apiServer is etcd behind the API server: one ordered log, resourceVersions
+// increasing, writes conditional on the resourceVersion (Update semantics).
+type apiServer struct {
+	rv     uint64
+	leases map[string]*storedLease
+	log    []logEntry
+}
+
+// put creates (base 0) or updates (base = current resourceVersion) a Lease.
+func (s *apiServer) put(identity string, rec Record, base uint64) (uint64, bool) {
+	cur := s.leases[identity]
+	if (base == 0) != (cur == nil) || (cur != nil && cur.rv != base) {
+		return 0, false
+	}
+	s.rv++
+	l := &storedLease{rec: rec, rv: s.rv}
+	s.leases[identity] = l
+	s.log = append(s.log, logEntry{identity: identity, lease: l})
+	return s.rv, true
+}
+
+// del deletes a Lease if it is at resourceVersion rv.
+func (s *apiServer) del(identity string, rv uint64) bool {
+	cur := s.leases[identity]
+	if cur == nil || cur.rv != rv {
+		return false
+	}
+	s.rv++
+	delete(s.leases, identity)
+	s.log = append(s.log, logEntry{identity: identity})
+	return true
+}
+
+// ---- world ----
+
+type world struct {
+	seed  uint64
+	rng   *rand.Rand
+	p     simParams
+	now   time.Duration
+	seq   uint64
+	queue eventQueue
+	steps int
+
+	server apiServer
+	procs  []*proc // every process ever started, in start order
+	incs   int     // incarnations started, for naming
+
+	runningBy []*proc // runningBy[q]: the process reconciling partition q, if any
+	rings     map[string]*shard.Ring
+
+	quiet          bool          // faults have stopped
+	settledAt      time.Duration // faults stopped and the fallout (exits of fenced replicas) ended
+	converged      bool          // every partition is active on exactly one live member
+	convergedSince time.Duration // when converged last became true
+	end            time.Duration
+
+	violation string
+	trace     *strings.Builder
+}
+
+var simEpoch = time.Unix(1_700_000_000, 0)
+
+func newWorld(seed uint64, tracing bool) *world {
+	rng := rand.New(rand.NewPCG(seed, 0x6b7368617264))
+	w := &world{seed: seed, rng: rng, p: randomParams(rng)}
+	w.server.leases = map[string]*storedLease{}
+	w.rings = map[string]*shard.Ring{}
+	w.runningBy = make([]*proc, w.p.ring.WithDefaults().Partitions)
+	if tracing {
+		w.trace = &strings.Builder{}
+	}
+	return w
+}
+
+// ring is shard.New for the cores, memoised per seed: rings are immutable
+// and depend only on their inputs, and building them dominates the cost of
+// the simulation otherwise.
+func (w *world) ring(cfg shard.Config, members []string) (*shard.Ring, error) {
+	key := strings.Join(members, "\x00")
+	if r, ok := w.rings[key]; ok {
+		return r, nil
+	}
+	r, err := shard.New(cfg, members)
+	if err == nil {
+		w.rings[key] = r
+	}
+	return r, err
+}
+
+func (w *world) tracef(format string, args ...any) {
+	if w.trace == nil {
+		return
+	}
+	fmt.Fprintf(w.trace, "%9.3fs  ", w.now.Seconds())
+	fmt.Fprintf(w.trace, format, args...)
+	w.trace.WriteByte('\n')
+}
+
+func (w *world) fail(format string, args ...any) {
+	if w.violation != "" {
+		return
+	}
+	w.violation = fmt.Sprintf("t=%.3fs: ", w.now.Seconds()) + fmt.Sprintf(format, args...)
+	w.tracef("VIOLATION %s", w.violation)
+}
+
+func (w *world) after(d time.Duration, fn func()) {
+	w.seq++
+	heap.Push(&w.queue, event{at: w.now + max(d, 0), seq: w.seq, fn: fn})
+}
+
+func (w *world) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
+}
+
+func (w *world) latency() time.Duration { return w.between(time.Millisecond, 30*time.Millisecond) }
+
+// run plays the seed to its end and returns the number of steps (events).
+func (w *world) run() {
+	w.tracef("params %+v", w.p)
+	initial := 1 + w.rng.IntN(w.p.identities)
+	for i := range initial {
+		w.after(w.between(0, 500*time.Millisecond), func() { w.start(i) })
+	}
+	w.after(w.between(0, w.p.faultEvery), w.fault)
+	w.after(w.p.faultsEnd, w.quiesce)
+	w.end = w.p.faultsEnd + w.p.falloutBound() + w.p.livenessBound() + time.Second
+	for w.queue.Len() > 0 && w.violation == "" {
+		e := heap.Pop(&w.queue).(event)
+		if e.at > w.end {
+			break
+		}
+		w.now = e.at
+		e.fn()
+		w.steps++
+		if w.quiet {
+			w.checkConvergence()
+			if w.converged && w.now >= w.convergedSince+w.p.leaseDuration && w.now >= w.p.faultsEnd+w.p.falloutBound() {
+				break // stable for a LeaseDuration: nothing pending can unsettle it
+			}
+		}
+	}
+	if w.violation == "" {
+		switch {
+		case !w.converged:
+			w.fail("liveness: not every partition is active on exactly one live member %v after the faults settled (bound %v): %s",
+				w.now-w.settledAt, w.p.livenessBound(), w.describeOwners())
+		case w.convergedSince-w.settledAt > w.p.livenessBound():
+			w.fail("liveness: converged %v after the faults settled, bound %v", w.convergedSince-w.settledAt, w.p.livenessBound())
+		}
+	}
+}
+
+func (w *world) alive() []*proc {
+	var out []*proc
+	for _, p := range w.procs {
+		if p.alive {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (w *world) identity(i int) string { return "pod-" + strconv.Itoa(i) }
+
+// start runs a new process for identity slot i.
+func (w *world) start(i int) {
+	if w.violation != "" {
+		return
+	}
+	w.incs++
+	p := &proc{
+		w:        w,
+		id:       w.identity(i),
+		inc:      "i" + strconv.Itoa(w.incs),
+		alive:    true,
+		driftPPM: w.rng.Int64N(2*w.p.maxDriftPPM+1) - w.p.maxDriftPPM,
+		offset:   time.Duration(w.rng.Int64N(int64(2*time.Hour))) - time.Hour,
+		cache:    map[string]*storedLease{},
+	}
+	np := w.p.ring.WithDefaults().Partitions
+	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
+	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
+	core, err := New(Config{
+		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
+		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
+	})
+	if err != nil {
+		w.fail("New: %v", err)
+		return
+	}
+	core.newRing = w.ring
+	p.core = core
+	w.procs = append(w.procs, p)
+	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
+	// The informer lists, then the controllers' caches sync.
+	listed := w.between(5*time.Millisecond, 100*time.Millisecond)
+	w.after(listed, func() { p.deliver(len(w.server.log)) })
+	w.after(listed+w.between(0, 500*time.Millisecond), func() {
+		if p.alive {
+			p.core.CachesSynced()
+			p.step()
+		}
+	})
+	w.after(w.between(0, w.p.renewPeriod), p.renewLoop)
+}
+
+// fault injects one random fault and schedules the next.
+func (w *world) fault() {
+	if w.quiet || w.violation != "" {
+		return
+	}
+	defer w.after(w.between(0, 2*w.p.faultEvery), w.fault)
+	alive := w.alive()
+	pick := func() *proc {
+		if len(alive) == 0 {
+			return nil
+		}
+		return alive[w.rng.IntN(len(alive))]
+	}
+	switch k := w.rng.IntN(100); {
+	case k < 20: // join (or restart) an identity that has no live process
+		var free []int
+		for i := range w.p.identities {
+			if !slices.ContainsFunc(alive, func(p *proc) bool { return p.id == w.identity(i) }) {
+				free = append(free, i)
+			}
+		}
+		if len(free) > 0 {
+			w.start(free[w.rng.IntN(len(free))])
+		}
+	case k < 35: // crash
+		if p := pick(); p != nil {
+			p.exit("crash")
+		}
+	case k < 50: // graceful leave, sometimes followed by a restart (rolling update)
+		if p := pick(); p != nil {
+			p.leave()
+		}
+	case k < 62: // partition from the API server
+		if p := pick(); p != nil && !p.cutOff {
+			p.cutOff = true
+			d := w.between(100*time.Millisecond, w.p.maxCutOff)
+			w.tracef("%s cut off for %v", p, d)
+			w.after(d, p.reconnect)
+		}
+	case k < 70: // stalled watch: the replica works, but sees nothing new for up to two LeaseDurations
+		if p := pick(); p != nil && w.now >= p.stallUntil {
+			p.stallUntil = w.now + w.between(w.p.leaseDuration/2, 2*w.p.leaseDuration)
+			w.tracef("%s watch stalls until %.3fs", p, p.stallUntil.Seconds())
+			w.after(p.stallUntil-w.now, func() { p.watch(len(w.server.log)) })
+		}
+	case k < 75: // slow watch
+		if p := pick(); p != nil {
+			p.slowUntil = w.now + w.between(time.Second, 2*w.p.leaseDuration)
+			p.slowMax = w.between(100*time.Millisecond, w.p.maxSlowWatch)
+			w.tracef("%s watch slow (≤%v) until %.3fs", p, p.slowMax, p.slowUntil.Seconds())
+		}
+	case k < 85: // flapping: a member joins and leaves again soon (A → AB → A)
+		for i := range w.p.identities {
+			if !slices.ContainsFunc(alive, func(p *proc) bool { return p.id == w.identity(i) }) {
+				w.start(i)
+				p := w.procs[len(w.procs)-1]
+				w.after(w.between(0, 3*time.Second), func() {
+					if !w.quiet {
+						p.leave()
+					}
+				})
+				break
+			}
+		}
+	case k < 90: // replacement: a cut-off replica's pod is force-deleted and a new process takes its identity
+		if p := pick(); p != nil && p.cutOff {
+			i, _ := strconv.Atoi(strings.TrimPrefix(p.id, "pod-"))
+			w.tracef("%s replaced while cut off", p)
+			w.start(i)
+		}
+	default: // a burst of duplicate watch deliveries (informer resync)
+		if p := pick(); p != nil {
+			p.deliver(p.cursor)
+		}
+	}
+}
+
+// quiesce stops the faults: partitions heal and watches speed up. Leaves in
+// progress complete; crashed replicas stay down.
+func (w *world) quiesce() {
+	w.quiet = true
+	w.settledAt = w.now
+	w.tracef("faults stop")
+	alive := w.alive()
+	for _, p := range alive {
+		p.slowUntil = 0
+		if p.stallUntil > w.now {
+			p.stallUntil = 0
+			p.watch(len(w.server.log))
+		}
+		if p.cutOff {
+			p.reconnect()
+		}
+	}
+	w.keepOneMember()
+	w.checkConvergence()
+}
+
+// checkConvergence tracks whether every partition is active on exactly one
+// live member (the overlap check makes "at most one" hold always).
+func (w *world) checkConvergence() {
+	ok := true
+	for q, p := range w.runningBy {
+		if p == nil || !p.active.Has(q) {
+			ok = false
+			break
+		}
+	}
+	if ok && !w.converged {
+		w.convergedSince = w.now
+		w.tracef("converged")
+	}
+	w.converged = ok
+}
+
+func (w *world) describeOwners() string {
+	var b strings.Builder
+	for q, p := range w.runningBy {
+		switch {
+		case p == nil:
+			fmt.Fprintf(&b, "%d:- ", q)
+		case !p.active.Has(q):
+			fmt.Fprintf(&b, "%d:%s(draining) ", q, p)
+		default:
+			fmt.Fprintf(&b, "%d:%s ", q, p)
+		}
+	}
+	for _, p := range w.alive() {
+		fmt.Fprintf(&b, "| %s state=%s view=%v target=%v claim=%v active=%v draining=%v blocked=%v err=%v ",
+			p, p.core.State(), p.core.View(), p.core.Target(), p.core.Claim(), p.core.Active(), p.core.Draining(), p.core.Blocked(), p.core.Err())
+	}
+	return b.String()
+}
+
+// afterMutation checks that every live process of identity still has
+// published claims for everything it is running: claims are dropped only
+// after drain, and nobody else overwrites or deletes them.
+func (w *world) afterMutation(identity string) {
+	cur := w.server.leases[identity]
+	for _, p := range w.procs {
+		if !p.alive || p.id != identity {
+			continue
+		}
+		claim := shard.NewPartitionSet(len(w.runningBy))
+		if cur != nil && cur.rec.Incarnation == p.inc {
+			claim = cur.rec.Claim
+		}
+		if lost := p.running().Difference(claim); !lost.IsEmpty() {
+			w.fail("%s runs %v but its Lease (rv %d) no longer claims them", p, lost, w.server.rv)
+		}
+	}
+	// Every live process learns of the write after its own watch delay.
+	upTo := len(w.server.log)
+	for _, p := range w.procs {
+		if p.alive {
+			p.watch(upTo)
+		}
+	}
+}
+
+// ---- processes ----
+
+// proc is one process: the core plus the shell around it (Lease client,
+// informer, controllers), as manager/ and lease/ will build it.
+type proc struct {
+	w        *world
+	id, inc  string
+	core     *Core
+	alive    bool
+	cutOff   bool
+	leaving  bool
+	driftPPM int64
+	offset   time.Duration
+
+	// Lease client: one write in flight at a time.
+	rec      *Record
+	baseRV   uint64 // resourceVersion of the own Lease as last written or read; 0: create
+	writing  bool
+	dirty    bool // a newer Record is waiting for the write in flight
+	released bool // DeleteLease: write no more
+
+	// Informer.
+	cursor     int // log entries delivered
+	cache      map[string]*storedLease
+	observed   []Observed
+	slowUntil  time.Duration
+	slowMax    time.Duration
+	stallUntil time.Duration // the watch delivers nothing before this
+
+	// Controllers.
+	active     shard.PartitionSet
+	inflight   shard.PartitionSet // revoked, reconciles still running
+	stuck      []bool             // the in-flight reconcile ignores cancellation
+	drainToken []uint64
+
+	wakeAt  time.Duration // pending deadline wake-up; 0: none
+	fenceAt time.Duration // when the last Fence was applied
+}
+
+func (p *proc) String() string { return p.id + "#" + p.inc }
+
+// local is the process's clock: its own offset and rate.
+func (p *proc) local() time.Time {
+	t := int64(p.w.now)
+	return simEpoch.Add(p.offset + time.Duration(t+t/1_000_000*p.driftPPM+(t%1_000_000)*p.driftPPM/1_000_000))
+}
+
+// globalAt converts a local time of this process to the earliest world time
+// at which its clock reads at least local.
+func (p *proc) globalAt(local time.Time) time.Duration {
+	x := local.Sub(simEpoch) - p.offset
+	if x <= 0 {
+		return 0
+	}
+	saved := p.w.now
+	defer func() { p.w.now = saved }()
+	g := time.Duration(float64(x) * 1e6 / float64(1_000_000+p.driftPPM))
+	for p.w.now = g; p.local().Before(local); p.w.now = g {
+		g++
+	}
+	for g > 0 {
+		if p.w.now = g - 1; p.local().Before(local) {
+			break
+		}
+		g--
+	}
+	return g
+}
+
+func (p *proc) running() shard.PartitionSet { return p.active.Union(p.inflight) }
+
+// step runs the core and carries out its Ready.
+func (p *proc) step() {
+	if !p.alive || p.w.violation != "" {
+		return
+	}
+	w := p.w
+	r := p.core.Ready(p.local())
+	if r.Exit {
+		w.tracef("%s exit: reconciles outlived the stop deadline", p)
+		p.exit("exit")
+		return
+	}
+	if r.Fence {
+		w.tracef("%s FENCE (active %v, inflight %v)", p, p.active, p.inflight)
+		p.fenceAt = w.now
+	}
+	for q := range r.Revoke.All() {
+		if !p.active.Has(q) {
+			w.fail("%s revoked %d, which it had not activated", p, q)
+			return
+		}
+		p.active.Remove(q)
+		p.startDrain(q)
+	}
+	if r.Fence {
+		// Zero grace: every reconcile that honours cancellation returns now.
+		for q := range p.inflight.All() {
+			if !p.stuck[q] {
+				p.finishDrainAfter(q, w.between(0, 20*time.Millisecond))
+			}
+		}
+		if !p.active.IsEmpty() {
+			w.fail("%s still has %v active after Fence", p, p.active)
+		}
+	}
+	if !r.Revoke.IsEmpty() {
+		w.tracef("%s revoke %v", p, r.Revoke)
+	}
+	if r.Publish != nil {
+		rec := r.Publish.Clone()
+		w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
+		if lost := p.running().Difference(rec.Claim); !lost.IsEmpty() {
+			w.fail("%s publishes a claim without %v, which it still runs", p, lost)
+		}
+		p.rec = &rec
+		p.sendWrite()
+	}
+	for q := range r.Activate.All() {
+		if other := w.runningBy[q]; other != nil && other != p {
+			w.fail("partition %d active on %s while %s still runs it", q, p, other)
+			return
+		}
+		if p.inflight.Has(q) {
+			w.fail("%s activates %d while its own drain of it is in flight", p, q)
+		}
+		w.runningBy[q] = p
+		p.active.Add(q)
+	}
+	if !r.Activate.IsEmpty() {
+		w.tracef("%s activate %v", p, r.Activate)
+	}
+	if lost := p.core.Active().Difference(p.core.Claim()); !lost.IsEmpty() {
+		w.fail("%s core has %v active but not claimed", p, lost)
+	}
+	for _, ref := range r.Confirm {
+		p.confirm(ref)
+	}
+	for _, ref := range r.GarbageCollect {
+		p.garbageCollect(ref)
+	}
+	if r.DeleteLease {
+		w.tracef("%s leave complete: delete Lease", p)
+		p.released = true
+		p.deleteOwn(3)
+	}
+	if p.core.Done() && !r.DeleteLease {
+		w.tracef("%s stops: %v", p, p.core.Err())
+		p.exit("stopped")
+		return
+	}
+	p.scheduleWake()
+}
+
+// scheduleWake asks to be stepped at the core's next deadline.
+func (p *proc) scheduleWake() {
+	local, ok := p.core.NextDeadline()
+	if !ok {
+		return
+	}
+	at := p.globalAt(local)
+	if p.wakeAt != 0 && p.wakeAt > p.w.now && p.wakeAt <= at {
+		return // an earlier wake-up is pending; it will reschedule
+	}
+	p.wakeAt = at
+	p.w.after(at-p.w.now, func() {
+		if p.wakeAt == at {
+			p.wakeAt = 0
+			p.step()
+		}
+	})
+}
+
+// exit ends the process at once: its reconciles stop with it; its Lease stays.
+func (p *proc) exit(why string) {
+	if !p.alive {
+		return
+	}
+	w := p.w
+	w.tracef("%s %s (running %v)", p, why, p.running())
+	p.alive = false
+	for q, o := range w.runningBy {
+		if o == p {
+			w.runningBy[q] = nil
+		}
+	}
+	i, _ := strconv.Atoi(strings.TrimPrefix(p.id, "pod-"))
+	restart := func() {
+		if !slices.ContainsFunc(w.alive(), func(o *proc) bool { return o.id == p.id }) {
+			w.start(i)
+		}
+	}
+	switch {
+	case why == "left":
+	case w.quiet:
+		if w.now-w.p.faultsEnd > w.p.falloutBound() {
+			w.fail("%s exits (%s) %v after the faults stopped, later than the stop deadline allows", p, why, w.now-w.p.faultsEnd)
+		}
+		w.settledAt = w.now
+		// Once faults stop, Kubernetes restarts a container that exited,
+		// at once: membership is stable but for this.
+		restart()
+	case why == "crash" && w.rng.IntN(2) == 0:
+		w.after(w.between(0, 2*w.p.leaseDuration), func() {
+			if !w.quiet {
+				restart()
+			}
+		})
+	}
+	if w.quiet {
+		w.keepOneMember()
+	}
+}
+
+// keepOneMember starts a replica when none is left that is not leaving, as
+// a Deployment would: liveness is about a ring that has members.
+func (w *world) keepOneMember() {
+	alive := w.alive()
+	if slices.ContainsFunc(alive, func(p *proc) bool { return !p.leaving }) {
+		return
+	}
+	for i := range w.p.identities {
+		if !slices.ContainsFunc(alive, func(p *proc) bool { return p.id == w.identity(i) }) {
+			w.start(i)
+			return
+		}
+	}
+}
+
+func (p *proc) leave() {
+	if !p.alive || p.leaving {
+		return
+	}
+	p.leaving = true
+	p.w.tracef("%s SIGTERM", p)
+	p.core.Leave()
+	p.step()
+	// The shutdown timeout: a leave that cannot finish ends in a hard exit.
+	p.w.after(30*time.Second, func() { p.exit("shutdown timeout") })
+}
+
+func (p *proc) reconnect() {
+	if !p.alive || !p.cutOff {
+		return
+	}
+	p.cutOff = false
+	p.w.tracef("%s reconnected", p)
+	p.watch(len(p.w.server.log))
+	p.sendWrite()
+}
+
+// ---- controllers ----
+
+func (p *proc) startDrain(q int) {
+	w := p.w
+	p.inflight.Add(q)
+	p.stuck[q] = w.rng.IntN(100) < w.p.stuckPercent
+	d := w.between(0, w.p.maxDrain)
+	if p.stuck[q] {
+		d = w.between(w.p.maxDrain, w.p.maxStuck)
+	}
+	p.finishDrainAfter(q, d)
+}
+
+func (p *proc) finishDrainAfter(q int, d time.Duration) {
+	p.drainToken[q]++
+	tok := p.drainToken[q]
+	p.w.after(d, func() {
+		if !p.alive || p.drainToken[q] != tok || !p.inflight.Has(q) {
+			return
+		}
+		p.inflight.Remove(q)
+		p.stuck[q] = false
+		if p.w.runningBy[q] == p && !p.active.Has(q) {
+			p.w.runningBy[q] = nil
+		}
+		p.core.Drained(shard.NewPartitionSet(len(p.stuck), q))
+		p.step()
+	})
+}
+
+// ---- Lease client ----
+
+func (p *proc) renewLoop() {
+	if !p.alive || p.released {
+		return
+	}
+	p.sendWrite()
+	p.w.after(p.w.p.renewPeriod, p.renewLoop)
+}
+
+// sendWrite writes the latest Record unless a write is in flight.
+func (p *proc) sendWrite() {
+	if !p.alive || p.rec == nil || p.released {
+		return
+	}
+	if p.writing {
+		p.dirty = true
+		return
+	}
+	w := p.w
+	p.writing, p.dirty = true, false
+	rec, base, sent := p.rec.Clone(), p.baseRV, p.local()
+	land := func() (uint64, bool) {
+		rv, ok := w.server.put(p.id, rec, base)
+		if ok {
+			w.tracef("%s write lands rv=%d gen=%d %s claim=%v", p, rv, rec.Generation, rec.State, rec.Claim)
+			w.afterMutation(p.id)
+		}
+		return rv, ok
+	}
+	roll := w.rng.IntN(100)
+	w.tracef("%s send write base=%d gen=%d roll=%d", p, base, rec.Generation, roll)
+	if w.quiet {
+		roll = 100 // the API server is healthy once faults stop
+	}
+	switch {
+	case p.cutOff || roll < w.p.writeFailPct:
+		w.after(w.latency(), func() { p.writeFailed() })
+	case roll < w.p.writeFailPct+w.p.writeLostPct:
+		// Timed out on the client; the server may still apply it, but
+		// before the client gives up.
+		if w.rng.IntN(2) == 0 {
+			w.after(w.between(0, w.p.clientTimeout), func() { land() })
+		}
+		w.after(w.p.clientTimeout, func() { p.writeFailed() })
+	default:
+		w.after(w.latency(), func() {
+			rv, ok := land()
+			w.after(w.latency(), func() {
+				if !p.alive {
+					return
+				}
+				p.writing = false
+				if !ok {
+					p.writeConflict()
+					return
+				}
+				p.baseRV = rv
+				p.core.RenewSucceeded(sent)
+				p.step()
+				if p.dirty {
+					p.sendWrite()
+				}
+			})
+		})
+	}
+}
+
+func (p *proc) writeFailed() {
+	if !p.alive {
+		return
+	}
+	p.w.tracef("%s write failed", p)
+	p.writing = false
+	if p.dirty {
+		p.w.after(p.w.between(100*time.Millisecond, 500*time.Millisecond), p.sendWrite)
+	}
+}
+
+// writeConflict reads the own Lease: if this incarnation wrote it (a write
+// that timed out landed), carry on from its version; if it is gone, create
+// it; if another incarnation holds it, do not fight: the core will see it.
+func (p *proc) writeConflict() {
+	w := p.w
+	w.tracef("%s write conflict", p)
+	if p.cutOff {
+		return
+	}
+	w.after(w.latency(), func() {
+		cur := w.server.leases[p.id]
+		w.after(w.latency(), func() {
+			if !p.alive {
+				return
+			}
+			switch {
+			case cur == nil:
+				p.baseRV = 0
+			case cur.rec.Incarnation == p.inc:
+				p.baseRV = cur.rv
+			default:
+				return
+			}
+			p.sendWrite()
+		})
+	})
+}
+
+func (p *proc) deleteOwn(tries int) {
+	w := p.w
+	if p.writing {
+		w.after(50*time.Millisecond, func() { p.deleteOwn(tries) })
+		return
+	}
+	if p.cutOff || tries == 0 {
+		p.exitAfterLeave()
+		return
+	}
+	w.after(w.latency(), func() {
+		ok := w.server.del(p.id, p.baseRV)
+		if ok {
+			w.tracef("%s Lease deleted", p)
+			w.afterMutation(p.id)
+		} else if cur := w.server.leases[p.id]; cur != nil && cur.rec.Incarnation == p.inc {
+			p.baseRV = cur.rv
+			w.after(w.latency(), func() { p.deleteOwn(tries - 1) })
+			return
+		}
+		w.after(w.latency(), p.exitAfterLeave)
+	})
+}
+
+func (p *proc) exitAfterLeave() {
+	if !p.running().IsEmpty() {
+		p.w.fail("%s leaves while running %v", p, p.running())
+	}
+	p.exit("left")
+}
+
+func (p *proc) confirm(ref LeaseRef) {
+	w := p.w
+	if p.cutOff {
+		w.after(w.p.clientTimeout, func() {
+			if p.alive {
+				p.core.ConfirmFailed(ref.Identity)
+				p.step()
+			}
+		})
+		return
+	}
+	want, _ := strconv.ParseUint(ref.Version, 10, 64)
+	w.after(w.latency(), func() {
+		cur := w.server.leases[ref.Identity]
+		if cur != nil && cur.rv == want {
+			// The requester will void these claims: their holder must have
+			// stopped everything already.
+			for _, o := range w.procs {
+				if o.alive && o.id == ref.Identity && o.inc == cur.rec.Incarnation && !o.running().IsEmpty() {
+					w.fail("%s confirms %s expired (rv %d) while it still runs %v (fenced %v ago)", p, o, want, o.running(), w.now-o.fenceAt)
+				}
+			}
+		}
+		w.after(w.latency(), func() {
+			if !p.alive {
+				return
+			}
+			if cur == nil {
+				p.core.Confirmed(ref.Identity, "", false)
+			} else {
+				p.core.Confirmed(ref.Identity, strconv.FormatUint(cur.rv, 10), true)
+			}
+			w.tracef("%s confirmed %s@%s: %v", p, ref.Identity, ref.Version, cur != nil && cur.rv == want || cur == nil)
+			p.step()
+		})
+	})
+}
+
+func (p *proc) garbageCollect(ref LeaseRef) {
+	w := p.w
+	if p.cutOff {
+		return
+	}
+	rv, _ := strconv.ParseUint(ref.Version, 10, 64)
+	w.after(w.latency(), func() {
+		if w.server.del(ref.Identity, rv) {
+			w.tracef("%s garbage-collected %s@%d", p, ref.Identity, rv)
+			w.afterMutation(ref.Identity)
+		}
+	})
+}
+
+// ---- informer ----
+
+// watch schedules delivery of the log up to upTo after this process's watch
+// delay. Deliveries are prefixes, so a late one never reorders anything.
+func (p *proc) watch(upTo int) {
+	w := p.w
+	d := w.between(time.Millisecond, w.p.maxWatchDelay)
+	if w.now < p.slowUntil {
+		d = w.between(time.Millisecond, p.slowMax)
+	}
+	w.after(d, func() { p.deliver(upTo) })
+}
+
+// deliver advances the informer to the log prefix upTo and feeds the core.
+// A cut-off process's watch stalls.
+func (p *proc) deliver(upTo int) {
+	if !p.alive || p.cutOff || p.w.now < p.stallUntil || upTo < p.cursor {
+		return
+	}
+	log := p.w.server.log
+	for _, e := range log[p.cursor:upTo] {
+		if e.lease == nil {
+			delete(p.cache, e.identity)
+		} else {
+			p.cache[e.identity] = e.lease
+		}
+	}
+	p.cursor = upTo
+	ids := make([]string, 0, len(p.cache))
+	for id := range p.cache {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	p.observed = p.observed[:0]
+	for _, id := range ids {
+		l := p.cache[id]
+		p.observed = append(p.observed, Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10)})
+	}
+	p.core.Observe(p.local(), p.observed)
+	p.step()
+}

@@ -1,0 +1,49 @@
+package shard
+
+import "github.com/cespare/xxhash/v2"
+
+// Partitioner maps request keys to partitions. It is fixed for a ring and
+// involves no members. It is an interface so that another partition function
+// (for example the API server's sharded list/watch) can replace it later.
+type Partitioner interface {
+	// Partition returns the partition of key, in [0, Count()).
+	Partition(key string) int
+	// Count returns the number of partitions.
+	Count() int
+}
+
+// NewPartitioner returns the kshard partition function: xxhash64(key) mod
+// partitions. Pass a validated Config's Partitions; a value below 1 means
+// DefaultPartitions, as it does in Config, so Partition never divides by zero.
+func NewPartitioner(partitions int) Partitioner {
+	return newModPartitioner(partitions)
+}
+
+// modPartitioner is xxhash64 mod n. Ring holds it by value so that its hot
+// path avoids the interface call.
+type modPartitioner struct {
+	n uint64
+}
+
+func newModPartitioner(partitions int) modPartitioner {
+	if partitions < 1 {
+		partitions = DefaultPartitions
+	}
+	return modPartitioner{n: uint64(partitions)}
+}
+
+func (m modPartitioner) Partition(key string) int {
+	return int(xxhash.Sum64String(key) % m.n)
+}
+
+func (m modPartitioner) Count() int { return int(m.n) }
+
+// KeyOf returns the key of a reconcile request: "namespace/name", or "name"
+// for a cluster-scoped object (namespace == ""). It matches client-go's
+// cache.MetaNamespaceKeyFunc, so keys read the same in logs and in the CLI.
+func KeyOf(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
