@@ -147,10 +147,18 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 	scheme, mapper, informers := b.mgr.GetScheme(), b.mgr.GetRESTMapper(), b.mgr.GetInformers()
 
 	var errs []error
+	// An unserved kind fails the build. Any other mapping error (the API
+	// server is unreachable at startup) is not the user's mistake: the
+	// mapping is retried when the controller starts, by which time the
+	// manager has waited for the API server.
+	mappingDeferred := false
 	check := func(role string, in watchInput) string {
 		gvk, err := kindOf(scheme, in.obj)
 		if err == nil {
 			_, err = restMapping(mapper, gvk)
+			if err != nil && !meta.IsNoMatchError(err) {
+				mappingDeferred, err = true, nil
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", role, err))
@@ -191,11 +199,22 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 		srcs = append(srcs, Kind(informers, b.forInput.obj, b.forInput.handler, withFilters(b.forInput.preds)...))
 	}
 	for _, in := range b.owns {
-		h, err := EnqueueRequestForOwner(scheme, mapper, b.forInput.obj, OnlyControllerOwner())
-		if err != nil {
-			return nil, fmt.Errorf("controller %q: Owns(%T): %w", name, in.obj, err)
+		ownsSource := func() (Source, error) {
+			h, err := EnqueueRequestForOwner(scheme, mapper, b.forInput.obj, OnlyControllerOwner())
+			if err != nil {
+				return nil, fmt.Errorf("controller %q: Owns(%T): %w", name, in.obj, err)
+			}
+			return Kind(informers, in.obj, h, withFilters(in.preds)...), nil
 		}
-		srcs = append(srcs, Kind(informers, in.obj, h, withFilters(in.preds)...))
+		if mappingDeferred {
+			srcs = append(srcs, &deferredSource{name: fmt.Sprintf("owner source: %T", in.obj), build: ownsSource})
+			continue
+		}
+		src, err := ownsSource()
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
 	}
 	for _, in := range b.watches {
 		srcs = append(srcs, Kind(informers, in.obj, in.handler, withFilters(in.preds)...))

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -213,3 +214,73 @@ func TestManagerOptionsShardTheController(t *testing.T) {
 }
 
 var _ runtime.Object = &widget{}
+
+// flakyMapper fails with a transport error until healed, as a discovery
+// mapper does while the API server is unreachable.
+type flakyMapper struct {
+	meta.RESTMapper
+	mu     sync.Mutex
+	healed bool
+}
+
+func (f *flakyMapper) heal() { f.mu.Lock(); f.healed = true; f.mu.Unlock() }
+
+func (f *flakyMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	f.mu.Lock()
+	healed := f.healed
+	f.mu.Unlock()
+	if !healed {
+		return nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	}
+	return f.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// An unreachable API server at build time is not a build error: the owner
+// mapping is resolved when the controller starts, and owned objects still
+// map to their owners then.
+func TestBuilderDefersMappingWhileTheAPIServerIsUnreachable(t *testing.T) {
+	m := newManager()
+	flaky := &flakyMapper{RESTMapper: m.Mapper}
+	m.Mapper = flaky
+	reconciled := make(chan types.NamespacedName, 10)
+	_, err := controller.NewControllerManagedBy(m).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).
+		Build(controller.ReconcilerFunc(func(_ context.Context, r controller.Request) (controller.Result, error) {
+			reconciled <- r.NamespacedName
+			return controller.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatalf("build with an unreachable API server: %v", err)
+	}
+	flaky.heal()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	yes := true
+	if err := m.Cache.Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "s", UID: "u3",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: "u1", Controller: &yes}}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-reconciled:
+		if want := (types.NamespacedName{Namespace: "team", Name: "owner"}); got != want {
+			t.Fatalf("reconciled %v, want %v", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the owned Secret did not enqueue its owner")
+	}
+}
+
+// An unserved kind is still a build error when the API server answers.
+func TestBuilderRejectsUnservedKind(t *testing.T) {
+	m := newManager()
+	_, err := controller.NewControllerManagedBy(m).For(&corev1.ConfigMap{}).Owns(&corev1.Pod{}).Build(noop)
+	if err == nil || !strings.Contains(err.Error(), "does not serve") {
+		t.Fatalf("Owns(Pod) with Pods unserved: err = %v, want one saying the API server does not serve it", err)
+	}
+}

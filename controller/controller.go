@@ -34,6 +34,12 @@ type Controller interface {
 	// waits for them. It may be called once.
 	Start(ctx context.Context) error
 
+	// WaitForSync returns nil once Start has synced every source and
+	// started the workers, or ctx's error if ctx ends first. The manager
+	// joins the ring only after its controllers synced, so a replica never
+	// owns partitions it cannot yet see.
+	WaitForSync(ctx context.Context) error
+
 	// Activate admits the partitions of set and replays every
 	// ReplayableSource's cached objects, enqueueing each request of a newly
 	// activated partition once. Activating an active partition is a no-op.
@@ -107,6 +113,7 @@ func newController(name string, r Reconciler, opts Options, families *metrics.Fa
 		families:     families,
 		metrics:      families.For(name),
 		slots:        make([]slot, opts.MaxConcurrentReconciles),
+		synced:       make(chan struct{}),
 	}
 	for i := range c.slots {
 		c.slots[i].partition = -1

@@ -58,6 +58,9 @@ type controller struct {
 	// partitions activated whose replay has not completed yet.
 	replayMu      sync.Mutex
 	pendingReplay shard.PartitionSet
+
+	// synced is closed once the sources synced and the workers started.
+	synced chan struct{}
 }
 
 // slot is one worker's current reconcile.
@@ -154,9 +157,19 @@ func (c *controller) Start(ctx context.Context) error {
 			}
 		})
 	}
+	close(c.synced)
 	<-ctx.Done()
 	c.log.Info("Stopping workers")
 	return nil
+}
+
+func (c *controller) WaitForSync(ctx context.Context) error {
+	select {
+	case <-c.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: waiting for the sources to sync: %w", c, context.Cause(ctx))
+	}
 }
 
 func (c *controller) startSources(ctx context.Context, sources []Source) error {

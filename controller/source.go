@@ -306,3 +306,60 @@ func (s *channelSource) stop() {
 		<-done
 	}
 }
+
+// deferredSource builds its Source when it starts rather than when the
+// controller is built: the builder uses it for sources whose construction
+// needs the API server (an owner's REST mapping) when that was unreachable
+// at build time.
+type deferredSource struct {
+	name  string
+	build func() (Source, error)
+
+	mu    sync.Mutex
+	inner Source
+}
+
+func (s *deferredSource) String() string { return s.name }
+
+func (s *deferredSource) Start(ctx context.Context, q Queue) error {
+	inner, err := s.build()
+	if err != nil {
+		return err
+	}
+	if err := inner.Start(ctx, q); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.inner = inner
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *deferredSource) started() Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inner
+}
+
+func (s *deferredSource) WaitForSync(ctx context.Context) error {
+	switch inner := s.started().(type) {
+	case nil:
+		return fmt.Errorf("%s: not started", s)
+	case SyncingSource:
+		return inner.WaitForSync(ctx)
+	}
+	return nil
+}
+
+func (s *deferredSource) Replay(ctx context.Context, q Queue) error {
+	if inner, ok := s.started().(ReplayableSource); ok {
+		return inner.Replay(ctx, q)
+	}
+	return nil
+}
+
+func (s *deferredSource) stop() {
+	if inner, ok := s.started().(stopper); ok {
+		inner.stop()
+	}
+}

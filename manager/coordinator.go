@@ -31,9 +31,12 @@ type coordinator struct {
 	leaveMu sync.Once
 	async   sync.WaitGroup // drains, confirms and deletes in flight
 
-	ready     atomic.Bool
+	ready atomic.Bool
+	// notReady says why the replica is not ready, for /readyz.
+	notReady  atomic.Pointer[string]
 	lastRenew time.Time
 	lastErr   string
+	synced    bool // caches synced; read and written on the run goroutine
 	// targetSince records when each partition entered the target, for
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
@@ -76,7 +79,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 	go func() {
 		defer c.async.Done()
 		if synced(ctx) {
-			c.post(ctx, c.core.CachesSynced)
+			c.post(ctx, func() { c.core.CachesSynced(); c.synced = true })
 		}
 	}()
 	timer := time.NewTimer(0)
@@ -86,7 +89,13 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 		c.step(ctx)
 		if c.core.Done() {
 			c.ready.Store(false)
-			return c.core.Err()
+			// Only a duplicate identity ends the core by itself; any other
+			// condition still reported (a foreign configuration, say) was
+			// logged and is moot once the replica has left.
+			if err := c.core.Err(); errors.Is(err, handoff.ErrDuplicateIdentity) {
+				return err
+			}
+			return nil
 		}
 		wait := safetyPoll
 		if next, ok := c.core.NextDeadline(); ok {
@@ -113,7 +122,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 func (c *coordinator) step(ctx context.Context) {
 	now := time.Now()
 	if c.member.Synced() {
-		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.m.opts.Partitions))
+		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.m.opts.Partitions, c.m.fingerprint))
 	}
 	if sent, ok := c.member.LastRenew(); ok && sent.After(c.lastRenew) {
 		c.lastRenew = sent
@@ -269,6 +278,7 @@ func (c *coordinator) observeState(now time.Time) {
 	}
 	joined := core.State() == handoff.StateActive && !core.Fenced() && !core.Done()
 	c.ready.Store(joined)
+	c.setNotReady(notReadyReason(core, c.synced, c.member.Synced()))
 	ready := 0.0
 	if joined {
 		ready = 1
@@ -288,12 +298,38 @@ func (c *coordinator) observeState(now time.Time) {
 	}
 }
 
+// notReadyReason explains, for /readyz, what keeps the replica from being a
+// working ring member; "" when it is one.
+func notReadyReason(core *handoff.Core, cachesSynced, leasesSynced bool) string {
+	switch {
+	case core.Err() != nil:
+		return core.Err().Error()
+	case core.Done():
+		return "left the ring"
+	case core.Fenced():
+		return "fenced: the Lease was not renewed within RenewDeadline (API server unreachable?); reconciles stopped until it is"
+	case core.State() == handoff.StateActive:
+		return ""
+	case !leasesSynced:
+		return "waiting to list the ring's Leases (is the API server reachable?)"
+	case !cachesSynced:
+		return "waiting for the controllers' caches to sync"
+	default:
+		return "joining the ring (state " + string(core.State()) + ")"
+	}
+}
+
+func (c *coordinator) setNotReady(reason string) { c.notReady.Store(&reason) }
+
 // observedLeases converts the Lease member's parsed view into the core's.
 // A Lease that carries the ring's label but cannot be trusted (malformed, or
 // a claim that does not decode) is never a member; while it is live its
 // claim counts as every partition, because a claim that cannot be read may
-// hide a partition someone reconciles.
-func observedLeases(in []lease.Observed, partitions int) []handoff.Observed {
+// hide a partition someone reconciles. A Lease written with other ring
+// parameters (fingerprint) keeps its state, so that the core sees an active
+// member of another configuration and refuses to join, saying why, instead
+// of joining a ring whose every partition that member blocks.
+func observedLeases(in []lease.Observed, partitions int, fingerprint string) []handoff.Observed {
 	out := make([]handoff.Observed, 0, len(in))
 	for _, l := range in {
 		o := handoff.Observed{
@@ -304,10 +340,20 @@ func observedLeases(in []lease.Observed, partitions int) []handoff.Observed {
 			Version: l.Version,
 		}
 		if l.Problem != "" || l.ClaimUnknown {
-			o.State = handoff.StateJoining
+			if !(l.Params != "" && l.Params != fingerprint && knownState(l.State)) {
+				o.State = handoff.StateJoining
+			}
 			o.Claim = shard.FullPartitionSet(partitions)
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+func knownState(s string) bool {
+	switch handoff.State(s) {
+	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
+		return true
+	}
+	return false
 }

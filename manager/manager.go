@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -55,12 +56,14 @@ type Manager struct {
 	mapper      meta.RESTMapper
 	cache       *cache.Cache
 	partitioner shard.Partitioner
+	fingerprint string // of the ring parameters, as written into the Lease
 	member      *lease.Member
 	core        *handoff.Core
 	metrics     *ringMetrics
 
 	healthz, readyz checks
 	coord           atomic.Pointer[coordinator]
+	apiWait         atomic.Pointer[string] // why Start waits for the API server
 
 	mu           sync.Mutex // guards the registrations and started
 	runnables    []Runnable
@@ -128,6 +131,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
 		partitioner: shard.NewPartitioner(ringCfg.Partitions),
+		fingerprint: ringCfg.Fingerprint(),
 		member:      member, core: core, metrics: rm,
 		exit: os.Exit,
 	}
@@ -232,10 +236,30 @@ func (m *Manager) MetricsAddr() string {
 func (m *Manager) ProbeAddr() string { m.addrMu.Lock(); defer m.addrMu.Unlock(); return m.probeAddr }
 
 func (m *Manager) joinedCheck(*http.Request) error {
-	if !m.isReady() {
-		return errors.New("caches not synced or not a ring member yet")
+	if m.isReady() {
+		return nil
 	}
-	return nil
+	return errors.New(m.NotReadyReason())
+}
+
+// NotReadyReason says why the replica is not a working ring member ("" when
+// it is): still starting, caches not synced, joining, fenced, or refusing to
+// join a ring whose members run another configuration. /readyz reports it.
+func (m *Manager) NotReadyReason() string {
+	if r := m.apiWait.Load(); r != nil {
+		return *r
+	}
+	c := m.coord.Load()
+	if c == nil {
+		return "not started"
+	}
+	if c.ready.Load() {
+		return ""
+	}
+	if r := c.notReady.Load(); r != nil && *r != "" {
+		return *r
+	}
+	return "caches not synced yet"
 }
 
 // Start runs the replica until ctx is cancelled, then leaves the ring
@@ -257,12 +281,31 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Serve probes at once: while the API server is unreachable the
+	// replica is live but not ready, and /readyz says why.
+	var serversWG sync.WaitGroup
+	for _, s := range servers {
+		serversWG.Go(func() {
+			if err := s.serve(); err != nil {
+				m.log.Error(err, "server stopped", "server", s.name)
+			}
+		})
+	}
+	defer func() {
+		for _, s := range servers {
+			s.shutdown(5 * time.Second)
+		}
+		serversWG.Wait()
+	}()
+	if !m.waitForAPIServer(ctx) {
+		return nil // stopped before the API server answered: nothing to leave
+	}
 	// runCtx outlives ctx: after ctx ends the controllers must keep running
 	// to drain, and the cache and Lease must keep working to hand off.
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	var wg sync.WaitGroup
-	fatal := make(chan error, len(runnables)+len(servers)+4)
+	fatal := make(chan error, len(runnables)+4)
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -271,9 +314,6 @@ func (m *Manager) Start(ctx context.Context) error {
 				fatal <- fmt.Errorf("%s: %w", name, err)
 			}
 		}()
-	}
-	for _, s := range servers {
-		goRun(s.name+" server", func(context.Context) error { return s.serve() })
 	}
 	goRun("cache", m.cache.Start)
 	goRun("lease", m.member.Run)
@@ -312,11 +352,41 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	stopRun()
-	for _, s := range servers {
-		s.shutdown(5 * time.Second)
-	}
 	wg.Wait()
 	return first
+}
+
+// waitForAPIServer returns true once the API server answers (any HTTP
+// status: a 401 or 403 is reported by whatever it refuses), retrying with
+// capped exponential backoff and saying so in the log and in /readyz; false
+// if ctx ends first. Starting informers and controllers against an
+// unreachable server would only fail their cache-sync timeouts.
+func (m *Manager) waitForAPIServer(ctx context.Context) bool {
+	delay := 500 * time.Millisecond
+	const maxDelay = 16 * time.Second
+	for attempt := 1; ; attempt++ {
+		err := m.client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+		var status apierrors.APIStatus
+		if err == nil || errors.As(err, &status) {
+			m.apiWait.Store(nil)
+			if attempt > 1 {
+				m.log.Info("API server reachable", "host", m.cfg.Host, "attempts", attempt)
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		reason := fmt.Sprintf("waiting for the API server at %s to be reachable: %v", m.cfg.Host, err)
+		m.apiWait.Store(&reason)
+		m.log.Error(err, "API server unreachable; check the kubeconfig or in-cluster networking. Retrying", "host", m.cfg.Host, "attempt", attempt, "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxDelay)
+	}
 }
 
 // syncWaiter is implemented by controllers: WaitForSync returns once their

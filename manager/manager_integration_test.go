@@ -3,6 +3,9 @@ package manager
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,15 +76,19 @@ type replica struct {
 	stopOnce sync.Once
 }
 
-func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journal, work time.Duration) *replica {
+func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journal, work time.Duration, tweaks ...func(*Options)) *replica {
 	t.Helper()
-	mgr, err := New(cfg, Options{
+	opts := Options{
 		Ring: "it", Namespace: ns, Identity: identity, WatchNamespace: ns,
 		LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
 		DrainGracePeriod: time.Second, GracefulShutdownTimeout: 20 * time.Second,
 		MetricsBindAddress: "127.0.0.1:0", HealthProbeBindAddress: "127.0.0.1:0",
 		Logger: testLogger(t, identity),
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	mgr, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +243,76 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	_ = r1
 	if o := overlaps(j.snapshot()); len(o) > 0 {
 		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}
+
+// readyz fetches the replica's /readyz and returns its status and body.
+func readyz(t *testing.T, m *Manager) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + m.ProbeAddr() + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// A replica configured with another partition count must not join a ring
+// whose active members run the old one: their claims cannot be compared, so
+// joining could run a key on two replicas. It stays unready and says why,
+// and the existing member keeps every partition.
+func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	ctx := context.Background()
+	cfg := cp.Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := "it-config"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{}
+	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
+	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+
+	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
+	eventually(t, 30*time.Second, "r-1 to refuse to join", func() (bool, string) {
+		reason := r1.mgr.NotReadyReason()
+		return strings.Contains(reason, "r-0") && strings.Contains(reason, "same ring configuration"), reason
+	})
+	code, body := readyz(t, r1.mgr)
+	if code != http.StatusInternalServerError || !strings.Contains(body, "same ring configuration") {
+		t.Fatalf("r-1 /readyz = %d %q; want 500 naming the configuration mismatch", code, body)
+	}
+	if ok, msg := ringSettled(ctx, cs, ns, 1, 271); !ok {
+		t.Fatalf("r-0 lost partitions to a replica of another configuration: %s", msg)
+	}
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "it-r-1", metav1.GetOptions{})
+	if err == nil {
+		if st := l.Labels[lease.LabelState]; st == "active" {
+			t.Fatalf("r-1's Lease says %s", st)
+		}
+	}
+}
+
+// With the API server unreachable at start, Start keeps retrying instead of
+// failing, /readyz says what it waits for, and a stop still returns promptly.
+func TestUnreachableAPIServerAtStartIsNotReadyAndRetries(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}, BearerToken: "unused"}
+	j := &journal{}
+	r := startReplica(t, cfg, "default", "r-0", j, time.Millisecond)
+	eventually(t, 20*time.Second, "readyz to name the unreachable API server", func() (bool, string) {
+		code, body := readyz(t, r.mgr)
+		return code == http.StatusInternalServerError && strings.Contains(body, "API server at https://127.0.0.1:1 to be reachable"), fmt.Sprintf("%d %q", code, body)
+	})
+	select {
+	case err := <-r.done:
+		t.Fatalf("Start gave up while the API server was unreachable: %v", err)
+	default:
+	}
+	stopped := time.Now()
+	r.stop(t)
+	if d := time.Since(stopped); d > 10*time.Second {
+		t.Fatalf("stopping a replica that never reached the API server took %s", d)
 	}
 }
