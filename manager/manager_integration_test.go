@@ -316,3 +316,50 @@ func TestUnreachableAPIServerAtStartIsNotReadyAndRetries(t *testing.T) {
 		t.Fatalf("stopping a replica that never reached the API server took %s", d)
 	}
 }
+
+// A Lease with the ring's label but a claim nobody can read is never trusted
+// as a member: while it is live its claim counts as every partition (it may
+// hide a reconcile), so nothing is activated; once it stops changing for a
+// LeaseDuration the replica takes the ring. The fault is counted in metrics.
+func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	ctx := context.Background()
+	cfg := cp.Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := "it-garbage"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	holder := "ghost"
+	ghost := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "it-ghost", Namespace: ns,
+			Labels:      map[string]string{lease.LabelRing: "it", lease.LabelState: "active"},
+			Annotations: map[string]string{lease.AnnotationClaim: "v1:271:not-base64!", lease.AnnotationIncarnation: "x", lease.AnnotationEpoch: "1"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	}
+	if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, ghost, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "work", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	j := &journal{}
+	started := time.Now()
+	r := startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
+	const leaseDuration = 3 * time.Second // startReplica's
+	eventually(t, 30*time.Second, "r-0 to reconcile once the garbage Lease expired", func() (bool, string) {
+		return len(j.snapshot()) > 0, "no reconcile yet"
+	})
+	if d := j.snapshot()[0].start.Sub(started); d < leaseDuration {
+		t.Fatalf("r-0 reconciled %s after start, while the garbage Lease was live (it expires after %s)", d, leaseDuration)
+	}
+	resp, err := http.Get("http://" + r.mgr.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `kshard_lease_invalid_total{reason="bad_claim"`) {
+		t.Fatalf("metrics do not count the malformed Lease:\n%s", body)
+	}
+}
