@@ -90,6 +90,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	// Field by field: a user who set one limit on purpose keeps it.
+	if cfg.QPS == 0 {
+		cfg.QPS = opts.QPS
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = opts.Burst
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building client: %w", err)
@@ -182,7 +189,8 @@ func (m *Manager) AddHealthzCheck(name string, check Checker) error {
 // built-in "joined" check (caches synced and ring joined).
 func (m *Manager) AddReadyzCheck(name string, check Checker) error { return m.readyz.add(name, check) }
 
-// GetConfig returns the manager's rest config (a copy per call).
+// GetConfig returns the manager's rest config (a copy per call), with the
+// QPS and Burst its clients use.
 func (m *Manager) GetConfig() *rest.Config { return rest.CopyConfig(m.cfg) }
 
 // GetClient returns a typed clientset for writes and for reads the cache
@@ -280,6 +288,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	servers, err := m.listen()
 	if err != nil {
 		return err
+	}
+	for _, s := range servers {
+		// The bound address, for whoever asked for port 0.
+		m.log.Info("serving", "server", s.name, "address", s.Addr())
 	}
 	// Serve probes at once: while the API server is unreachable the
 	// replica is live but not ready, and /readyz says why.

@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,12 +74,33 @@ type Options struct {
 	// WatchNamespace restricts the cache to one namespace. Defaults to all.
 	WatchNamespace string
 
+	// QPS is the sustained rate, in requests per second, at which the
+	// manager's clients (writes, status patches, lists, discovery) may call
+	// the API server. It applies only when the rest config given to New
+	// leaves QPS zero: client-go's own default of 5 would cap a replica at
+	// about five reconciles a second. A negative value disables client-side
+	// rate limiting, as it does in rest.Config. Defaults to DefaultQPS (50).
+	QPS float32
+	// Burst is how many requests may exceed QPS in a burst. It applies only
+	// when the rest config given to New leaves Burst zero. Defaults to
+	// DefaultBurst (100).
+	Burst int
+
 	// Logger is the root logger. Defaults to JSON lines on stderr.
 	Logger logr.Logger
 	// Registry receives every metric. Defaults to a new registry with the Go
 	// and process collectors.
 	Registry *prometheus.Registry
 }
+
+// Client rate limits applied when neither Options nor the rest config set
+// them: ten times client-go's 5 QPS and burst of 10, which a replica outgrows
+// at once (a reconcile reads from the cache but costs one or two writes),
+// yet low enough that a fleet of replicas stays a polite API server client.
+const (
+	DefaultQPS   float32 = 50
+	DefaultBurst int     = 100
+)
 
 // Environment variables read for defaults (set them from the downward API).
 const (
@@ -142,6 +164,12 @@ func (o *Options) applyDefaults() {
 	if o.HealthProbeBindAddress == "" {
 		o.HealthProbeBindAddress = ":8081"
 	}
+	if o.QPS == 0 {
+		o.QPS = DefaultQPS
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = defaultLogger()
 	}
@@ -179,6 +207,12 @@ func (o *Options) validate() error {
 		if o.RenewPeriod >= o.RenewDeadline {
 			errs = append(errs, fmt.Errorf("RenewPeriod (%s) must be less than RenewDeadline (%s), or one slow renewal fences the replica", o.RenewPeriod, o.RenewDeadline))
 		}
+	}
+	if math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0) {
+		errs = append(errs, fmt.Errorf("QPS %v is not a finite number; leave it 0 for the default %v", o.QPS, DefaultQPS))
+	}
+	if o.Burst < 0 {
+		errs = append(errs, fmt.Errorf("Burst %d must not be negative; leave it 0 for the default %d", o.Burst, DefaultBurst))
 	}
 	if o.DrainGracePeriod < 0 || o.GracefulShutdownTimeout < 0 {
 		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))

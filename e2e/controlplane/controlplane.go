@@ -256,6 +256,31 @@ func (cp *ControlPlane) StopAPIServer() {
 	p.stop(10 * time.Second)
 }
 
+// KillAPIServer ends the API server at once with SIGKILL (etcd keeps
+// running), an abrupt outage: unlike StopAPIServer no request is drained.
+// StartAPIServer brings it back on the same address.
+func (cp *ControlPlane) KillAPIServer() {
+	cp.mu.Lock()
+	p := cp.apiserver
+	cp.mu.Unlock()
+	p.kill()
+}
+
+// StartControllerManager starts kube-controller-manager (garbage collector
+// and namespace controllers) on a control plane started without it. Tests
+// that install CRDs start it afterwards: its garbage collector discovers new
+// kinds only every 30 seconds, so owner references of a kind installed after
+// it started are not collected for up to that long.
+func (cp *ControlPlane) StartControllerManager(ctx context.Context) error {
+	cp.mu.Lock()
+	running := cp.kcm != nil
+	cp.mu.Unlock()
+	if running {
+		return errors.New("controlplane: kube-controller-manager is already running")
+	}
+	return cp.startControllerManager(ctx)
+}
+
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 	var lastErr error
 	for attempt := 0; attempt < portAttempts; attempt++ {

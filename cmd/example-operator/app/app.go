@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,28 +15,38 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
 )
 
+// Exit codes of Main.
+const (
+	exitOK    = 0
+	exitError = 1 // the operator could not start or failed while running
+	exitUsage = 2 // bad command line
+)
+
 type config struct {
-	kubeconfig      string
-	mgr             manager.Options
-	workers         int
-	workDelay       time.Duration
-	reconcileTimout time.Duration
+	kubeconfig       string
+	mgr              manager.Options
+	workers          int
+	workDelay        time.Duration
+	reconcileTimeout time.Duration
+	qps              float64
+	burst            int
+	apiServerWait    time.Duration
+	installCRD       bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	c := &config{}
+// newFlagSet binds every flag to c. Parse errors are returned, not printed:
+// Main prints them as one line.
+func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("example-operator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: example-operator [flags]\n\nReconciles Widgets (demo.kshard.io/v1alpha1) into ConfigMaps, sharded across replicas with kshard.\nEvery flag has a default suited to a StatefulSet with POD_NAME and POD_NAMESPACE from the downward API.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; defaults to $KUBECONFIG, then ~/.kube/config, then the in-cluster service account")
 	fs.StringVar(&c.mgr.Ring, "ring", "example-operator", "ring name: every replica of this operator uses the same one (Lease label kshard.io/ring)")
 	fs.StringVar(&c.mgr.Namespace, "lease-namespace", "", "namespace of the ring's Leases (default $POD_NAMESPACE, then the service account's namespace, then \"default\")")
@@ -43,54 +54,144 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", 10*time.Second, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
-	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 2*time.Second, "how often a replica renews its Lease")
-	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling (default 2/3 of --lease-duration)")
+	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 2*time.Second, "how often a replica renews its Lease; must be below --renew-deadline")
+	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
 	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", 5*time.Second, "how long reconciles of a partition that moves away may finish before they are cancelled")
 	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
 	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&c.mgr.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables it")
+	fs.Float64Var(&c.qps, "kube-api-qps", float64(manager.DefaultQPS), "sustained requests per second to the API server (client-go's own default of 5 caps a replica at about 5 reconciles/s)")
+	fs.IntVar(&c.burst, "kube-api-burst", manager.DefaultBurst, "requests that may exceed --kube-api-qps in a burst")
+	fs.DurationVar(&c.apiServerWait, "api-server-wait", time.Minute, "how long to retry, with backoff, reaching the API server at start before exiting with an error; 0 retries forever")
+	fs.BoolVar(&c.installCRD, "install-crd", false, "create the Widget CustomResourceDefinition if the API server does not serve it (needs RBAC to create CRDs); without it a missing CRD is an error")
 	fs.IntVar(&c.workers, "workers", 4, "concurrent reconciles per replica")
 	fs.DurationVar(&c.workDelay, "work-delay", 0, "simulated latency added to each reconcile (for demos and benchmarks)")
-	fs.DurationVar(&c.reconcileTimout, "reconcile-timeout", time.Minute, "bound on one reconcile")
+	fs.DurationVar(&c.reconcileTimeout, "reconcile-timeout", time.Minute, "bound on one reconcile")
+	return fs
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: example-operator [flags]\n\nReconciles Widgets (demo.kshard.io/v1alpha1) into ConfigMaps, sharded across replicas with kshard.\nEvery flag has a default suited to a StatefulSet with POD_NAME and POD_NAMESPACE from the downward API.\n\nExit codes: 0 after a clean leave (SIGTERM or SIGINT), 1 when it cannot start or fails, 2 for a bad command line.\n\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c)
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, explainFlagError(fs, err)
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q; see --help", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments %q: this command takes flags only", fs.Args())
 	}
-	if c.workers < 1 {
-		return nil, fmt.Errorf("--workers must be at least 1, got %d", c.workers)
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if c.workDelay < 0 {
-		return nil, fmt.Errorf("--work-delay must not be negative, got %s", c.workDelay)
-	}
+	c.mgr.QPS, c.mgr.Burst = float32(c.qps), c.burst
 	return c, nil
+}
+
+// validate checks what the flags can get wrong, naming the flags; the
+// manager validates the rest again.
+func (c *config) validate() error {
+	switch {
+	case c.workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", c.workers)
+	case c.workDelay < 0:
+		return fmt.Errorf("--work-delay must not be negative, got %s", c.workDelay)
+	case c.reconcileTimeout <= 0:
+		return fmt.Errorf("--reconcile-timeout must be positive, got %s", c.reconcileTimeout)
+	case c.apiServerWait < 0:
+		return fmt.Errorf("--api-server-wait must not be negative, got %s (0 retries forever)", c.apiServerWait)
+	case !(c.qps > 0) || c.qps > 1e6:
+		return fmt.Errorf("--kube-api-qps must be a positive number of requests per second, got %v", c.qps)
+	case c.burst < 1:
+		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.burst)
+	case c.mgr.Partitions < 1:
+		return fmt.Errorf("--partitions must be at least 1, got %d", c.mgr.Partitions)
+	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod <= 0 || c.mgr.RenewDeadline < 0:
+		return fmt.Errorf("--lease-duration (%s) and --renew-period (%s) must be positive, --renew-deadline (%s) positive or 0 for the default",
+			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)
+	}
+	deadline := c.mgr.RenewDeadline
+	if deadline == 0 {
+		deadline = c.mgr.LeaseDuration * 2 / 3 // the manager's default
+	}
+	switch {
+	case deadline >= c.mgr.LeaseDuration:
+		return fmt.Errorf("--renew-deadline (%s) must be less than --lease-duration (%s): a replica must stop reconciling before its peers judge its Lease expired; lower --renew-deadline or raise --lease-duration", deadline, c.mgr.LeaseDuration)
+	case c.mgr.RenewPeriod >= deadline:
+		return fmt.Errorf("--renew-period (%s) must be less than --renew-deadline (%s, default 2/3 of --lease-duration), or one slow renewal stops the replica; lower --renew-period", c.mgr.RenewPeriod, deadline)
+	case c.mgr.DrainGracePeriod < 0 || c.mgr.GracefulShutdownTimeout < 0:
+		return fmt.Errorf("--drain-grace (%s) and --shutdown-timeout (%s) must not be negative", c.mgr.DrainGracePeriod, c.mgr.GracefulShutdownTimeout)
+	}
+	return nil
+}
+
+// explainFlagError turns the flag package's error into one line that says
+// what to do.
+func explainFlagError(fs *flag.FlagSet, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	// "invalid value "abc" for flag -lease-duration: parse error"
+	if _, rest, ok := strings.Cut(msg, " for flag -"); ok {
+		name, _, _ := strings.Cut(rest, ":")
+		if f := fs.Lookup(name); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				switch g.Get().(type) {
+				case time.Duration:
+					return fmt.Errorf("%s: want a duration such as 10s, 1m30s or 500ms", msg)
+				case int, float64:
+					return fmt.Errorf("%s: want a number", msg)
+				case bool:
+					return fmt.Errorf("%s: want true or false", msg)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%s; run example-operator --help for the flags", msg)
 }
 
 // Main runs the operator with command-line args (without the program name)
 // until SIGTERM or SIGINT, and returns the process exit code: 0 after a clean
-// leave, 2 for bad flags, 1 for any other failure (printed on stderr).
+// leave, 2 for a bad command line, 1 for any other failure. Every failure is
+// reported as one line on stderr saying what is wrong and what to do; logs
+// (JSON lines) also go to stderr.
 func Main(args []string, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		usage(newFlagSet(&config{}), stderr)
+		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "example-operator: %v\n", err)
-		return 2
+		fmt.Fprintf(stderr, "example-operator: %s\n", oneLine(err))
+		return exitUsage
 	}
 	if err := run(cfg); err != nil {
-		fmt.Fprintf(stderr, "example-operator: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "example-operator: %s\n", oneLine(err))
+		return exitError
 	}
-	return 0
+	return exitOK
+}
+
+// oneLine flattens joined or wrapped multi-line errors for the final message.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
 func run(c *config) error {
+	ctx := manager.SetupSignalHandler()
 	restCfg, err := loadConfig(c.kubeconfig)
 	if err != nil {
 		return err
 	}
+	// The flags decide the client rate limits, through the manager's
+	// options, which apply only where the rest config leaves them zero.
+	restCfg.QPS, restCfg.Burst = 0, 0
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -103,7 +204,18 @@ func run(c *config) error {
 	if err != nil {
 		return err
 	}
-	widgets, err := widgetClient(restCfg, scheme)
+	log := mgr.GetLogger()
+	// client-go reports some failures through klog as well as returning
+	// them; keep them, but as structured lines like every other log line.
+	klog.SetLogger(log.WithName("client-go"))
+
+	if err := preflight(ctx, mgr.GetConfig(), c, log); err != nil {
+		if errors.Is(err, errStopped) {
+			return nil
+		}
+		return err
+	}
+	widgets, err := widgetClient(mgr.GetConfig(), scheme)
 	if err != nil {
 		return err
 	}
@@ -112,12 +224,12 @@ func run(c *config) error {
 		Named("widget").
 		For(&v1alpha1.Widget{}, controller.GenerationChangedPredicate{}).
 		Owns(&corev1.ConfigMap{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: c.workers, ReconcileTimeout: c.reconcileTimout}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: c.workers, ReconcileTimeout: c.reconcileTimeout}).
 		Complete(r)
 	if err != nil {
 		return err
 	}
-	return mgr.Start(manager.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 // loadConfig follows kubectl's rules: --kubeconfig, $KUBECONFIG,
@@ -126,13 +238,19 @@ func loadConfig(path string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("--kubeconfig %s does not exist: pass the path of a kubeconfig file, or leave the flag out to use $KUBECONFIG, ~/.kube/config or the in-cluster service account", path)
+			}
+			return nil, fmt.Errorf("--kubeconfig %s: %w: pass a readable kubeconfig file", path, err)
 		}
 		rules.ExplicitPath = path
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w (pass --kubeconfig, set KUBECONFIG, or run in a cluster)", err)
+		if path != "" {
+			return nil, fmt.Errorf("cannot use --kubeconfig %s: %w: fix the file or pass another one", path, err)
+		}
+		return nil, fmt.Errorf("loading kubeconfig: %w: pass --kubeconfig, set KUBECONFIG, or run in a cluster", err)
 	}
 	return cfg, nil
 }
@@ -149,3 +267,6 @@ func widgetClient(cfg *rest.Config, scheme *runtime.Scheme) (rest.Interface, err
 	}
 	return rest.RESTClientFor(c)
 }
+
+// errStopped: a signal arrived before the operator started; nothing to do.
+var errStopped = errors.New("stopped before the operator started")

@@ -1,0 +1,60 @@
+package app
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/kshard/kshard/manager"
+)
+
+// TestHelpDocumentsEveryFlag: --help exits 0 and lists every flag the
+// operator defines, each with a description and its default.
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main([]string{"--help"}, &out); code != 0 {
+		t.Fatalf("--help exited %d", code)
+	}
+	// PrintDefaults writes "  -name type\n    \tusage (default x)\n" per flag.
+	blocks := map[string]string{}
+	for _, b := range strings.Split(out.String(), "\n  -")[1:] {
+		name, _, _ := strings.Cut(strings.Fields(b)[0], "\n")
+		blocks[name] = b
+	}
+	n := 0
+	newFlagSet(&config{}).VisitAll(func(f *flag.Flag) {
+		n++
+		b, ok := blocks[f.Name]
+		switch {
+		case !ok:
+			t.Errorf("--help does not list -%s", f.Name)
+		case len(f.Usage) < 20 || !strings.Contains(b, f.Usage[:20]):
+			t.Errorf("-%s has no real description in --help: %q", f.Name, b)
+		case f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && !strings.Contains(b, "(default "):
+			t.Errorf("--help does not show -%s's default %s: %q", f.Name, f.DefValue, b)
+		}
+	})
+	if n < 20 {
+		t.Errorf("only %d flags defined; the flag set under test is not the operator's", n)
+	}
+}
+
+// TestRateLimitFlags: the client rate limits reach the manager's options,
+// with the manager's defaults when unset.
+func TestRateLimitFlags(t *testing.T) {
+	c, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.mgr.QPS != manager.DefaultQPS || c.mgr.Burst != manager.DefaultBurst {
+		t.Errorf("defaults: QPS %v burst %d, want the manager's %v and %d", c.mgr.QPS, c.mgr.Burst, manager.DefaultQPS, manager.DefaultBurst)
+	}
+	c, err = parseFlags([]string{"--kube-api-qps=12.5", "--kube-api-burst=40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.mgr.QPS != 12.5 || c.mgr.Burst != 40 {
+		t.Errorf("QPS %v burst %d, want 12.5 and 40", c.mgr.QPS, c.mgr.Burst)
+	}
+}

@@ -1,0 +1,52 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// TestClientRateLimits: the manager raises client-go's 5 QPS / burst 10 only
+// where the caller's rest config left a limit unset, field by field.
+func TestClientRateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		cfg            rest.Config
+		opts           Options
+		wantQPS        float32
+		wantBurst      int
+		wantErrContain string
+	}{
+		{name: "defaults", wantQPS: DefaultQPS, wantBurst: DefaultBurst},
+		{name: "options", opts: Options{QPS: 20, Burst: 30}, wantQPS: 20, wantBurst: 30},
+		{name: "rest config wins", cfg: rest.Config{QPS: 7, Burst: 9}, opts: Options{QPS: 20, Burst: 30}, wantQPS: 7, wantBurst: 9},
+		{name: "per field", cfg: rest.Config{QPS: 7}, wantQPS: 7, wantBurst: DefaultBurst},
+		{name: "negative QPS disables limiting", opts: Options{QPS: -1}, wantQPS: -1, wantBurst: DefaultBurst},
+		{name: "negative burst", opts: Options{Burst: -1}, wantErrContain: "Burst -1 must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Host = "https://127.0.0.1:1" // never contacted: New does no I/O
+			opts := tc.opts
+			opts.Ring, opts.Namespace, opts.Identity = "ring", "default", "r-0"
+			m, err := New(&cfg, opts)
+			if tc.wantErrContain != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
+					t.Fatalf("New: error %v, want one containing %q", err, tc.wantErrContain)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.GetConfig()
+			if got.QPS != tc.wantQPS || got.Burst != tc.wantBurst {
+				t.Errorf("client limits QPS %v burst %d, want %v and %d", got.QPS, got.Burst, tc.wantQPS, tc.wantBurst)
+			}
+			if cfg.QPS != tc.cfg.QPS || cfg.Burst != tc.cfg.Burst {
+				t.Errorf("New modified the caller's rest config: QPS %v burst %d", cfg.QPS, cfg.Burst)
+			}
+		})
+	}
+}
