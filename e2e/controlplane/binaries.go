@@ -155,6 +155,26 @@ func ToolsDir() (string, error) {
 	return "", fmt.Errorf("cannot find the kshard tools module (hack/tools/go.mod): set %s to it, or %s to prebuilt binaries", EnvToolsDir, EnvBinDir)
 }
 
+// buildRecipe names how build compiles the binaries; it is part of the
+// cache key, so changing the recipe (flags, stamped version) rebuilds.
+const buildRecipe = "go build -ldflags version-stamped v2"
+
+// versionLDFlags stamps version into the binaries as release builds do, so
+// that /version and `kubectl version` report it instead of v0.0.0-master.
+func versionLDFlags(version string) string {
+	major, minor := "", ""
+	if parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3); len(parts) >= 2 {
+		major, minor = parts[0], parts[1]
+	}
+	const pkg = "k8s.io/component-base/version"
+	return strings.Join([]string{
+		"-X", pkg + ".gitVersion=" + version,
+		"-X", pkg + ".gitMajor=" + major,
+		"-X", pkg + ".gitMinor=" + minor,
+		"-X", pkg + ".gitTreeState=clean",
+	}, " ")
+}
+
 var kubernetesRequire = regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes\s+(v\S+)`)
 
 // toolsVersion reads the pinned Kubernetes version from the tools go.mod and a
@@ -176,6 +196,7 @@ func toolsVersion(toolsDir string) (version, key string, err error) {
 	h := sha256.New()
 	h.Write(mod)
 	h.Write(sum)
+	h.Write([]byte(buildRecipe))
 	return string(m[1]), hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -240,7 +261,7 @@ func build(ctx context.Context, toolsDir, dir, version string, progress io.Write
 	fmt.Fprintf(progress, "kshard: building kube-apiserver, kube-controller-manager and etcd %s from source into %s (first time only, ~3-5 min on 2 cores)\n", version, dir)
 
 	pkgs := []string{toolsPackages[binAPIServer], toolsPackages[binControllerManager], toolsPackages[binEtcd]}
-	args := append([]string{"build", "-v", "-o", tmp + string(os.PathSeparator)}, pkgs...)
+	args := append([]string{"build", "-v", "-ldflags", versionLDFlags(version), "-o", tmp + string(os.PathSeparator)}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = toolsDir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
