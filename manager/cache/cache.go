@@ -65,7 +65,7 @@ type Cache struct {
 	// mappings and clients are resolved before it is taken.
 	mu          sync.Mutex
 	informers   map[informerKey]*entry
-	restClients map[schema.GroupVersion]*rest.RESTClient
+	restClients map[restClientKey]*rest.RESTClient
 	metadata    metadata.Interface
 	runCtx      context.Context // set by Start; informers created later run on it
 	stopped     bool            // set when Start's context ends; no informer may start after
@@ -110,7 +110,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		namespace:   opts.Namespace,
 		resync:      opts.ResyncPeriod,
 		informers:   map[informerKey]*entry{},
-		restClients: map[schema.GroupVersion]*rest.RESTClient{},
+		restClients: map[restClientKey]*rest.RESTClient{},
 	}, nil
 }
 
