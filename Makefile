@@ -5,10 +5,10 @@ GOTEST    ?= $(GO) test
 TEST_TIMEOUT ?= 45m
 FUZZTIME  ?= 10s
 
-.PHONY: test binaries fmt-check vet unit fuzz tidy-check
+.PHONY: test binaries fmt-check vet unit fuzz tidy-check bench bench-quick
 
-## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run.
-test: binaries fmt-check vet unit fuzz
+## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, a smoke run of the benchmarks.
+test: binaries fmt-check vet unit fuzz bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -20,6 +20,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd e2e/bench/baseline && $(GO) vet ./...
 
 unit:
 	$(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
@@ -28,3 +29,11 @@ fuzz:
 	@if [ -d shard ] && grep -qs FuzzDecodePartitionSet shard/*_test.go; then \
 		$(GOTEST) -run='^$$' -fuzz=FuzzDecodePartitionSet -fuzztime=$(FUZZTIME) ./shard/; \
 	fi
+
+## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min); output in e2e/bench/out/, never the committed results.
+bench-quick: binaries
+	$(GO) run ./e2e/bench -quick -out e2e/bench/out
+
+## bench: the full benchmark (~6 min on 2 cores); regenerates e2e/bench/results.json, RESULTS.md and throughput.png.
+bench: binaries
+	$(GO) run ./e2e/bench

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// fleet is the replicas of one system in one scenario, sharing a ring (or
+// leader election Lease) name of their own.
+type fleet struct {
+	b        *bench
+	sys      *system
+	name     string
+	latency  time.Duration
+	ids      []string
+	replicas map[string]*replica
+}
+
+// startFleet starts n replicas of sys reconciling with latency.
+func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Duration) (*fleet, error) {
+	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{}}
+	for i := range n {
+		id := fmt.Sprintf("r-%d", i)
+		f.ids = append(f.ids, id)
+		if err := f.start(id); err != nil {
+			f.kill()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (f *fleet) start(id string) error {
+	p := f.b.p
+	args := []string{
+		"--kubeconfig=" + f.b.cp.KubeconfigPath(),
+		"--name=" + f.name,
+		"--namespace=" + f.b.ns,
+		"--latency=" + f.latency.String(),
+		"--workers=" + strconv.Itoa(p.Workers),
+		"--qps=" + strconv.FormatFloat(p.QPS, 'f', -1, 64),
+		"--burst=" + strconv.Itoa(p.Burst),
+		"--lease-duration=" + p.LeaseDuration.String(),
+		"--renew-deadline=" + p.RenewDeadline.String(),
+		"--renew-period=" + p.RenewPeriod.String(),
+		"--drain-grace=" + p.DrainGrace.String(),
+	}
+	logPath := filepath.Join(f.b.dir, "logs", fmt.Sprintf("%s-%s-%d.log", f.name, id, time.Now().UnixNano()))
+	r, err := startReplica(id, f.sys.bin, logPath, args)
+	if err != nil {
+		return err
+	}
+	f.replicas[id] = r
+	return nil
+}
+
+// stopAll stops every replica at once, gracefully.
+func (f *fleet) stopAll() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.ids))
+	for i, id := range f.ids {
+		r := f.replicas[id]
+		wg.Go(func() { _, errs[i] = r.stop(f.b.p.StopTimeout) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// kill kills every replica; for cleanup after a failure.
+func (f *fleet) kill() {
+	for _, r := range f.replicas {
+		r.kill()
+	}
+}
+
+func (f *fleet) live() []*replica {
+	var out []*replica
+	for _, id := range f.ids {
+		if r := f.replicas[id]; r != nil && r.running() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// readiness says what waitReady waits for beyond the system being formed
+// (kshard: every live replica active in a ring of all of them, all
+// partitions active; controller-runtime: one live leader).
+type readiness struct {
+	// minReconciles is the least sum of reconciles the live replicas must
+	// have done (the initial pass over every object).
+	minReconciles float64
+	// leaderWarm (controller-runtime) also waits until the leader itself
+	// has reconciled at least that many times, so that a new leader counts
+	// only once its controller has started and gone through its initial
+	// list, as a kshard partition counts only once active.
+	leaderWarm float64
+	// quiet also waits for empty queues, idle workers and no reconcile
+	// between two polls.
+	quiet bool
+}
+
+// waitReady polls the live replicas until the fleet is formed as r asks. It
+// fails when a replica exits or the timeout passes, saying what was missing.
+func (f *fleet) waitReady(ctx context.Context, rd readiness, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	prevTotal := -1.0
+	var why string
+	lastSaid := time.Now()
+	for {
+		live := f.live()
+		if len(live) != len(f.ids) {
+			for _, id := range f.ids {
+				if r := f.replicas[id]; !r.running() {
+					return fmt.Errorf("%s %s exited with code %d; last log lines:\n%s", f.name, id, r.code, tail(r.logPath, 20))
+				}
+			}
+		}
+		now := f.check(ctx, live, rd, &prevTotal)
+		if now == "" {
+			return nil
+		}
+		if ctx.Err() == nil {
+			why = now
+		}
+		if time.Since(lastSaid) > 10*time.Second {
+			progress("  %s not formed yet: %s", f.name, why)
+			lastSaid = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %s: %s", f.name, timeout, why)
+		case <-tick.C:
+		}
+	}
+}
+
+// check returns "" when the fleet is ready, else what is missing.
+func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTotal *float64) string {
+	var depth, active, total, activeParts, leaders, leaderTotal float64
+	for _, r := range live {
+		if !r.ready(ctx) {
+			return r.id + " not ready"
+		}
+		m, err := scrape(ctx, r.metricsAddr)
+		if err != nil {
+			return err.Error()
+		}
+		depth += m.sum("workqueue_depth", nil)
+		active += m.sum("controller_runtime_active_workers", nil)
+		total += m.sum("controller_runtime_reconcile_total", nil)
+		if f.sys.kshard {
+			if got := m.sum("kshard_ring_members", nil); int(got) != len(live) {
+				return fmt.Sprintf("%s sees %v ring members, want %d", r.id, got, len(live))
+			}
+			part := func(state string) float64 { return m.sum("kshard_partitions", map[string]string{"state": state}) }
+			if act, tgt := part("active"), part("target"); act != tgt || part("blocked") != 0 || part("draining") != 0 {
+				return fmt.Sprintf("%s is rebalancing (target %v, active %v, blocked %v, draining %v)", r.id, tgt, act, part("blocked"), part("draining"))
+			}
+			activeParts += part("active")
+		} else {
+			if m.sum("leader_election_master_status", nil) > 0 {
+				leaders++
+				leaderTotal += m.sum("controller_runtime_reconcile_total", nil)
+			}
+		}
+	}
+	switch {
+	case f.sys.kshard && int(activeParts) != shard.DefaultPartitions:
+		return fmt.Sprintf("%v of %d partitions active", activeParts, shard.DefaultPartitions)
+	case !f.sys.kshard && leaders != 1:
+		return fmt.Sprintf("%v leaders", leaders)
+	case !f.sys.kshard && leaderTotal < rd.leaderWarm:
+		return fmt.Sprintf("the leader has done %v of %v initial reconciles", leaderTotal, rd.leaderWarm)
+	case total < rd.minReconciles:
+		return fmt.Sprintf("%v of at least %v initial reconciles done", total, rd.minReconciles)
+	}
+	if rd.quiet {
+		prev := *prevTotal
+		*prevTotal = total
+		if depth != 0 || active != 0 || total != prev {
+			return fmt.Sprintf("still working (queue depth %v, active workers %v, reconciles %v)", depth, active, total)
+		}
+	}
+	return ""
+}
+
+// restart stops id gracefully, starts it again and waits for the fleet to
+// be formed again; it returns how long the graceful stop took.
+func (f *fleet) restart(ctx context.Context, id string) (time.Duration, error) {
+	took, err := f.replicas[id].stop(f.b.p.StopTimeout)
+	if err != nil {
+		return took, err
+	}
+	if err := f.start(id); err != nil {
+		return took, err
+	}
+	return took, f.waitReady(ctx, readiness{leaderWarm: float64(len(f.b.gens))}, f.b.p.ReadyTimeout)
+}
+
+// stats reads every live replica's CPU time and peak RSS.
+func (f *fleet) stats() (map[string]procStats, error) {
+	out := map[string]procStats{}
+	for _, r := range f.live() {
+		s, err := r.stats()
+		if err != nil {
+			return nil, err
+		}
+		out[r.id] = s
+	}
+	return out, nil
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/cache"
+)
+
+// The object contract shared with e2e/bench and e2e/bench/baseline (each
+// module keeps its own copy: the baseline must not import kshard).
+const (
+	labelKey      = "kshard-bench"
+	labelObject   = "obj"
+	labelEpoch    = "epoch"
+	epochName     = "bench-epoch"
+	genKey        = "gen"
+	epochKey      = "epoch"
+	annObserved   = "bench.kshard.io/observed"
+	annReconciler = "bench.kshard.io/by"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kshardop:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		kubeconfig    = flag.String("kubeconfig", "", "kubeconfig file")
+		name          = flag.String("name", "bench", "ring name")
+		namespace     = flag.String("namespace", "kshard-bench", "namespace of the objects and of the ring's Leases")
+		identity      = flag.String("identity", "", "replica identity")
+		latency       = flag.Duration("latency", 20*time.Millisecond, "simulated latency of each reconcile that has work to do")
+		workers       = flag.Int("workers", 4, "concurrent reconciles")
+		qps           = flag.Float64("qps", 1000, "client QPS")
+		burst         = flag.Int("burst", 2000, "client burst")
+		leaseDuration = flag.Duration("lease-duration", 10*time.Second, "Lease duration")
+		renewDeadline = flag.Duration("renew-deadline", 6666*time.Millisecond, "renew deadline")
+		renewPeriod   = flag.Duration("renew-period", 2*time.Second, "renew period")
+		drainGrace    = flag.Duration("drain-grace", 5*time.Second, "drain grace period")
+		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address")
+		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address")
+	)
+	flag.Parse()
+	if *identity == "" {
+		return errors.New("--identity is required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	mgr, err := manager.New(cfg, manager.Options{
+		Ring: *name, Namespace: *namespace, Identity: *identity, WatchNamespace: *namespace,
+		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
+		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
+	})
+	if err != nil {
+		return err
+	}
+	r := &reconciler{cache: mgr.GetCache(), client: mgr.GetClient(), identity: *identity, latency: *latency}
+	err = controller.NewControllerManagedBy(mgr).
+		Named("bench").
+		For(&corev1.ConfigMap{}, controller.Funcs{
+			CreateFunc: func(e controller.CreateEvent) bool { return isObject(e.Object) },
+			UpdateFunc: func(e controller.UpdateEvent) bool {
+				return isObject(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc:  func(controller.DeleteEvent) bool { return false },
+			GenericFunc: func(e controller.GenericEvent) bool { return isObject(e.Object) },
+		}).
+		Watches(&corev1.ConfigMap{}, controller.EnqueueRequestsFromMapFunc(r.allObjects), controller.Funcs{
+			CreateFunc: func(e controller.CreateEvent) bool { return isEpoch(e.Object) },
+			UpdateFunc: func(e controller.UpdateEvent) bool {
+				return isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc:  func(controller.DeleteEvent) bool { return false },
+			GenericFunc: func(controller.GenericEvent) bool { return false },
+		}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	defer writeHeapProfile(*identity)
+	return mgr.Start(manager.SetupSignalHandler())
+}
+
+func isObject(o controller.Object) bool { return o != nil && o.GetLabels()[labelKey] == labelObject }
+func isEpoch(o controller.Object) bool  { return o != nil && o.GetLabels()[labelKey] == labelEpoch }
+
+func dataChanged(a, b controller.Object) bool {
+	ca, ok1 := a.(*corev1.ConfigMap)
+	cb, ok2 := b.(*corev1.ConfigMap)
+	return !ok1 || !ok2 || !maps.Equal(ca.Data, cb.Data)
+}
+
+type reconciler struct {
+	cache    *cache.Cache
+	client   kubernetes.Interface
+	identity string
+	latency  time.Duration
+}
+
+// allObjects maps the epoch ConfigMap to every benchmark object.
+func (r *reconciler) allObjects(ctx context.Context, epoch controller.Object) []controller.Request {
+	var list corev1.ConfigMapList
+	if err := r.cache.List(ctx, &list, epoch.GetNamespace()); err != nil {
+		controller.LoggerFrom(ctx).Error(err, "listing objects for a new epoch")
+		return nil
+	}
+	reqs := make([]controller.Request, 0, len(list.Items))
+	for i := range list.Items {
+		if isObject(&list.Items[i]) {
+			reqs = append(reqs, controller.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile records "<gen>/<epoch>" in the object's annotation after the
+// simulated latency, unless it is already there.
+func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+	var cm corev1.ConfigMap
+	if err := r.cache.Get(ctx, req.NamespacedName, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return controller.Result{}, nil
+		}
+		return controller.Result{}, err
+	}
+	epoch := "0"
+	var ep corev1.ConfigMap
+	switch err := r.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: epochName}, &ep); {
+	case err == nil:
+		epoch = ep.Data[epochKey]
+	case !apierrors.IsNotFound(err):
+		return controller.Result{}, err
+	}
+	want := cm.Data[genKey] + "/" + epoch
+	if cm.Annotations[annObserved] == want {
+		return controller.Result{}, nil
+	}
+	if r.latency > 0 {
+		t := time.NewTimer(r.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return controller.Result{}, ctx.Err()
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annObserved: want, annReconciler: r.identity}}})
+	_, err := r.client.CoreV1().ConfigMaps(req.Namespace).Patch(ctx, req.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return controller.Result{}, nil
+	}
+	return controller.Result{}, err
+}
+
+// writeHeapProfile writes a heap profile to $KSHARD_BENCH_HEAP_PROFILE/<binary>-<identity>.heap
+// when that variable is set, for comparing what the two operators retain.
+func writeHeapProfile(identity string) {
+	dir := os.Getenv("KSHARD_BENCH_HEAP_PROFILE")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, filepath.Base(os.Args[0])+"-"+identity+".heap"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kshard/kshard/e2e/controlplane"
+)
+
+// baselineName names the controller-runtime system in results.
+const baselineName = "controller-runtime"
+
+// params are the benchmark's knobs; RESULTS.md prints them all.
+type params struct {
+	Quick            bool          `json:"quick"`
+	Objects          int           `json:"objects"`
+	Latency          time.Duration `json:"latency"`
+	Workers          int           `json:"workers_per_replica"`
+	QPS              float64       `json:"client_qps"`
+	Burst            int           `json:"client_burst"`
+	Phases           map[int]bool  `json:"phases"`
+	Rounds           int           `json:"rounds"`
+	Replicas         []int         `json:"kshard_replicas"`
+	WriteReplicas    []int         `json:"write_bound_kshard_replicas"`
+	BaselineReplicas int           `json:"baseline_replicas"`
+	CeilingWorkers   []int         `json:"ceiling_goroutines"`
+	CeilingDuration  time.Duration `json:"ceiling_duration"`
+	LeaseDuration    time.Duration `json:"lease_duration"`
+	RenewDeadline    time.Duration `json:"renew_deadline"`
+	RenewPeriod      time.Duration `json:"renew_period"`
+	DrainGrace       time.Duration `json:"drain_grace"`
+	HandoffReplicas  int           `json:"handoff_replicas"`
+	WriterRate       float64       `json:"writer_updates_per_second"`
+	Settle           time.Duration `json:"settle"`
+	ResourceObjects  int           `json:"resource_objects"`
+	ResourceReplicas int           `json:"resource_replicas"`
+	SteadyWindow     time.Duration `json:"steady_window"`
+	ReadyTimeout     time.Duration `json:"-"`
+	StopTimeout      time.Duration `json:"-"`
+	Timeout          time.Duration `json:"-"`
+}
+
+func defaultParams(quick bool) params {
+	p := params{
+		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
+		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true},
+		Rounds: 3, Replicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
+		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
+		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
+		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
+		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
+		ReadyTimeout: 2 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 15 * time.Minute,
+	}
+	if quick {
+		p.Quick = true
+		p.Objects, p.ResourceObjects, p.Rounds = 200, 1000, 1
+		p.WriteReplicas = []int{4}
+		p.CeilingWorkers, p.CeilingDuration = []int{16}, 2*time.Second
+		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = 4*time.Second, 2600*time.Millisecond, 500*time.Millisecond
+		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
+		p.WriterRate = 50
+		p.Timeout = 5 * time.Minute
+	}
+	return p
+}
+
+// bench is one benchmark run on one control plane.
+type bench struct {
+	p      params
+	cp     *controlplane.ControlPlane
+	client kubernetes.Interface
+	obs    *observer
+	dir    string // logs of the operators
+	ns     string
+	epoch  int   // the epoch ConfigMap's value
+	gens   []int // each object's generation as last written
+
+	mu       sync.Mutex // guards warnings
+	warnings []string
+}
+
+func (b *bench) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	progress("warning: %s", msg)
+	b.mu.Lock()
+	b.warnings = append(b.warnings, msg)
+	b.mu.Unlock()
+}
+
+var started = time.Now()
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "a smoke run of every phase with small numbers (about 2 minutes), for CI")
+	out := flag.String("out", "", "directory for results.json, RESULTS.md and throughput.png (default e2e/bench in the module)")
+	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
+	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
+	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
+	phases := flag.String("phases", "1,2,3,4,5", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources")
+	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
+	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
+	flag.Parse()
+	p := defaultParams(*quick)
+	if *objects > 0 {
+		p.Objects = *objects
+		p.ResourceObjects = max(p.ResourceObjects, p.Objects)
+	}
+	p.Phases = map[int]bool{}
+	for _, f := range strings.Split(*phases, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 5 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-5\n", f)
+			os.Exit(2)
+		}
+		p.Phases[n] = true
+	}
+	if *resReplicas > 0 {
+		p.ResourceReplicas = *resReplicas
+	}
+	if *rounds > 0 {
+		p.Rounds = *rounds
+	}
+	if *latency > 0 {
+		p.Latency = *latency
+	}
+	if err := run(p, *out, *keep); err != nil {
+		progress("FAILED: %v", err)
+		os.Exit(1)
+	}
+}
+
+func run(p params, out string, keep bool) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Join(root, "e2e", "bench")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "kshard-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil || keep {
+			progress("operator logs and binaries kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return err
+	}
+
+	progress("building the operators and starting the control plane")
+	type built struct {
+		kshard, baseline string
+		err              error
+	}
+	builds := make(chan built, 1)
+	go func() {
+		k, bl, err := buildOperators(ctx, root, dir)
+		builds <- built{k, bl, err}
+	}()
+	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr, KeepDir: keep})
+	bl := <-builds
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cp.KeepFiles()
+			progress("control-plane files kept in %s", cp.Dir())
+		}
+		_ = cp.Stop()
+	}()
+	if bl.err != nil {
+		return bl.err
+	}
+	progress("control plane at %s; operators built", cp.Host())
+
+	client, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		return err
+	}
+	b := &bench{p: p, cp: cp, client: client, obs: newObserver(), dir: dir, ns: "kshard-bench"}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	obsCtx, stopObs := context.WithCancel(ctx)
+	obsDone, err := b.obs.run(obsCtx, client, b.ns)
+	defer func() { stopObs(); <-obsDone }()
+	if err != nil {
+		return err
+	}
+	baseline := &system{name: baselineName, short: "cr", bin: bl.baseline}
+	kshard := &system{name: "kshard", short: "ks", bin: bl.kshard, kshard: true}
+	res := &results{Params: p, Env: environment(ctx, cp, client), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
+	defer func() {
+		res.Warnings = b.warnings
+		res.Failed = err != nil
+		if err != nil {
+			res.Error = err.Error()
+		}
+		if werr := res.write(out); werr != nil && err == nil {
+			err = werr
+		}
+	}()
+
+	progress("creating %d objects", p.Objects)
+	if err := b.ensureObjects(ctx, p.Objects); err != nil {
+		return err
+	}
+	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= p.Objects }); err != nil {
+		return err
+	}
+
+	// Phases 1 and 2 run in rounds, every configuration once per round,
+	// so that load from other tenants of the machine hits all of them alike.
+	for round := 1; round <= p.Rounds; round++ {
+		for _, g := range p.CeilingWorkers {
+			if !p.Phases[1] {
+				break
+			}
+			progress("round %d/%d, phase 1: API server ceiling with %d goroutines", round, p.Rounds, g)
+			c, err := b.measureCeiling(ctx, g, p.CeilingDuration)
+			if err != nil {
+				return fmt.Errorf("phase 1 (ceiling): %w", err)
+			}
+			c.Round = round
+			progress("  %.0f writes/s", c.WritesPerSec)
+			res.Ceiling = append(res.Ceiling, c)
+		}
+		type config struct {
+			sys     *system
+			n       int
+			latency time.Duration
+			set     *throughputSet
+		}
+		configs := []config{{baseline, p.BaselineReplicas, p.Latency, &res.Throughput}}
+		for _, n := range p.Replicas {
+			configs = append(configs, config{kshard, n, p.Latency, &res.Throughput})
+		}
+		configs = append(configs, config{baseline, p.BaselineReplicas, 0, &res.WriteBound})
+		for _, n := range p.WriteReplicas {
+			configs = append(configs, config{kshard, n, 0, &res.WriteBound})
+		}
+		for _, c := range configs {
+			if !p.Phases[2] {
+				break
+			}
+			progress("round %d/%d, phase 2: %s with %d replicas, %s latency, %d objects", round, p.Rounds, c.sys.name, c.n, c.latency, len(b.gens))
+			r, err := b.throughput(ctx, c.sys, c.n, c.latency, fmt.Sprintf("%d-%d-%d", round, c.n, c.latency.Milliseconds()))
+			if err != nil {
+				return fmt.Errorf("phase 2 (throughput, %s, %d replicas, %s latency): %w", c.sys.name, c.n, c.latency, err)
+			}
+			r.Round = round
+			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", r.Seconds, r.ObjectsPerSec, r.StartupSeconds)
+			c.set.Samples = append(c.set.Samples, r)
+		}
+	}
+
+	for _, sys := range []*system{baseline, kshard} {
+		if !p.Phases[3] {
+			break
+		}
+		progress("phase 3: graceful handoff, rolling restart of %d %s replicas", p.HandoffReplicas, sys.name)
+		h, err := b.handoff(ctx, sys, p.HandoffReplicas)
+		if err != nil {
+			return fmt.Errorf("phase 3 (handoff, %s): %w", sys.name, err)
+		}
+		progress("  rollout p99 %.3fs, max %.3fs over %d updates (steady p99 %.3fs)", h.Rollout.P99Seconds, h.Rollout.MaxSeconds, h.Rollout.Updates, h.Steady.P99Seconds)
+		res.Handoff = append(res.Handoff, h)
+	}
+
+	for _, sys := range []*system{baseline, kshard} {
+		if !p.Phases[4] {
+			break
+		}
+		progress("phase 4: crash failover of %s (%d replicas)", sys.name, p.HandoffReplicas)
+		f, err := b.failover(ctx, sys, p.HandoffReplicas)
+		if err != nil {
+			return fmt.Errorf("phase 4 (failover, %s): %w", sys.name, err)
+		}
+		progress("  %s killed; %s reconciled again after %.2fs", f.Killed, f.Key, f.Seconds)
+		res.Failover = append(res.Failover, f)
+	}
+
+	if !p.Phases[5] {
+		res.Seconds = time.Since(started).Seconds()
+		progress("done in %.0fs; results in %s", res.Seconds, out)
+		return nil
+	}
+	progress("phase 5: creating objects up to %d", p.ResourceObjects)
+	if err := b.ensureObjects(ctx, p.ResourceObjects); err != nil {
+		return err
+	}
+	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= p.ResourceObjects }); err != nil {
+		return err
+	}
+	for _, sys := range []*system{baseline, kshard} {
+		progress("phase 5: resources of %d %s replicas at %d objects", p.ResourceReplicas, sys.name, len(b.gens))
+		r, err := b.resources(ctx, sys, p.ResourceReplicas)
+		if err != nil {
+			return fmt.Errorf("phase 5 (resources, %s): %w", sys.name, err)
+		}
+		progress("  peak RSS %.0f MiB, %.0f API requests/min, %.0f Lease writes/min", r.MaxPeakRSSMiB, r.APIRequestsPerMin, r.LeaseWritesPerMin)
+		res.Resources = append(res.Resources, r)
+	}
+	res.Seconds = time.Since(started).Seconds()
+	progress("done in %.0fs; results in %s", res.Seconds, out)
+	return nil
+}
+
+// moduleRoot is the directory of the kshard module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run the benchmark inside the kshard module (go run ./e2e/bench)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ceilingResult is the API server's write rate from a plain client-go loop.
+type ceilingResult struct {
+	Round        int     `json:"round"`
+	Goroutines   int     `json:"goroutines"`
+	Writes       int64   `json:"writes"`
+	Seconds      float64 `json:"seconds"`
+	WritesPerSec float64 `json:"writes_per_second"`
+}
+
+// measureCeiling patches the objects' annotations from g goroutines for d.
+func (b *bench) measureCeiling(ctx context.Context, g int, d time.Duration) (ceilingResult, error) {
+	cfg := b.cp.Config()
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: measure the server
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ceilingResult{}, err
+	}
+	cms := client.CoreV1().ConfigMaps(b.ns)
+	var writes atomic.Int64
+	var next atomic.Int64
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, g)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for range g {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				n := next.Add(1)
+				i := int(n) % len(b.gens)
+				patch := []byte(`{"metadata":{"annotations":{"bench.kshard.io/ceiling":"` + strconv.FormatInt(n, 10) + `"}}}`)
+				if _, err := cms.Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				writes.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	select {
+	case err := <-errs:
+		return ceilingResult{}, fmt.Errorf("ceiling loop: %w", err)
+	default:
+	}
+	w := writes.Load()
+	return ceilingResult{Goroutines: g, Writes: w, Seconds: el, WritesPerSec: float64(w) / el}, nil
+}
+
+// throughputResult is one system's time to converge every object after a
+// new epoch.
+type throughputResult struct {
+	Round          int     `json:"round"`
+	System         string  `json:"system"`
+	Replicas       int     `json:"replicas"`
+	ActiveReplicas int     `json:"active_replicas"`
+	LatencyMS      float64 `json:"latency_ms"`
+	Objects        int     `json:"objects"`
+	Seconds        float64 `json:"seconds"`
+	ObjectsPerSec  float64 `json:"objects_per_second"`
+	StartupSeconds float64 `json:"startup_seconds"`
+}
+
+func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time.Duration, scenario string) (throughputResult, error) {
+	res := throughputResult{System: sys.name, Replicas: n, ActiveReplicas: n, LatencyMS: float64(latency) / float64(time.Millisecond), Objects: len(b.gens)}
+	if !sys.kshard {
+		res.ActiveReplicas = 1
+	}
+	start := time.Now()
+	f, err := b.startFleet(sys, scenario, n, latency)
+	if err != nil {
+		return res, err
+	}
+	defer f.kill()
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
+		return res, err
+	}
+	res.StartupSeconds = time.Since(start).Seconds()
+	epoch, sent, err := b.bumpEpoch(ctx)
+	if err != nil {
+		return res, err
+	}
+	// Generous bound: ten times the ideal time of one active replica.
+	ideal := time.Duration(len(b.gens)) * (latency + 2*time.Millisecond) / time.Duration(b.p.Workers)
+	wctx, cancel := context.WithTimeout(ctx, 10*ideal+2*time.Minute)
+	defer cancel()
+	at, err := b.obs.waitEpoch(wctx, epoch, len(b.gens))
+	if err != nil {
+		return res, fmt.Errorf("%s with %d replicas: %w", sys.name, n, err)
+	}
+	res.Seconds = at.Sub(sent).Seconds()
+	res.ObjectsPerSec = float64(len(b.gens)) / res.Seconds
+	if err := f.stopAll(); err != nil {
+		b.warn("%s: %v", f.name, err)
+	}
+	return res, nil
+}
+
+// delayStats summarise update→reconcile delays.
+type delayStats struct {
+	Updates    int     `json:"updates"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
+	MaxSeconds float64 `json:"max_seconds"`
+}
+
+func summarise(ds []delay) delayStats {
+	if len(ds) == 0 {
+		return delayStats{}
+	}
+	v := make([]float64, len(ds))
+	for i, d := range ds {
+		v[i] = d.d.Seconds()
+	}
+	slices.Sort(v)
+	q := func(p float64) float64 { return v[max(0, int(math.Ceil(p*float64(len(v))))-1)] }
+	return delayStats{Updates: len(v), P50Seconds: q(0.5), P99Seconds: q(0.99), MaxSeconds: v[len(v)-1]}
+}
+
+// handoffResult is the update→reconcile delay during a rolling restart.
+type handoffResult struct {
+	System       string      `json:"system"`
+	Replicas     int         `json:"replicas"`
+	Steady       delayStats  `json:"steady"`
+	Rollout      delayStats  `json:"rollout"`
+	StopSeconds  []float64   `json:"stop_seconds"` // SIGTERM → exit, per replica (drain + leave)
+	RolloutTotal float64     `json:"rollout_seconds"`
+	Windows      [][2]string `json:"-"`
+}
+
+// handoff runs a writer updating objects at a fixed rate while every
+// replica is restarted in turn (highest identity first, as a StatefulSet
+// rolls), and times each update until its reconcile is seen.
+func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult, error) {
+	res := handoffResult{System: sys.name, Replicas: n}
+	f, err := b.startFleet(sys, "handoff", n, b.p.Latency)
+	if err != nil {
+		return res, err
+	}
+	defer f.kill()
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
+		return res, err
+	}
+	b.obs.takeDelays()
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopWriter := func() { stopOnce.Do(func() { close(stop) }) }
+	var writerErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { writerErr = b.writer(ctx, stop, b.p.WriterRate) })
+	defer func() { stopWriter(); wg.Wait() }()
+
+	if err := sleep(ctx, b.p.Settle); err != nil { // steady-state sample
+		return res, err
+	}
+	rollStart := time.Now()
+	for i := n - 1; i >= 0; i-- {
+		took, err := f.restart(ctx, f.ids[i])
+		res.StopSeconds = append(res.StopSeconds, took.Seconds())
+		if err != nil {
+			return res, err
+		}
+	}
+	rollEnd := time.Now()
+	res.RolloutTotal = rollEnd.Sub(rollStart).Seconds()
+	if err := sleep(ctx, b.p.Settle); err != nil {
+		return res, err
+	}
+	stopWriter()
+	wg.Wait()
+	if writerErr != nil {
+		return res, fmt.Errorf("writer: %w", writerErr)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*b.p.LeaseDuration+30*time.Second)
+	defer cancel()
+	if err := b.obs.waitNoPending(pctx); err != nil {
+		return res, fmt.Errorf("%s handoff: %w", sys.name, err)
+	}
+	var steady, roll []delay
+	for _, d := range b.obs.takeDelays() {
+		switch {
+		case d.sent.Before(rollStart):
+			steady = append(steady, d)
+		case d.sent.Before(rollEnd):
+			roll = append(roll, d)
+		}
+	}
+	res.Steady, res.Rollout = summarise(steady), summarise(roll)
+	if err := f.stopAll(); err != nil {
+		b.warn("%s: %v", f.name, err)
+	}
+	return res, nil
+}
+
+// writer bumps the generation of objects round-robin at rate per second
+// until stop is closed. Writes use ctx, not stop: a write cut off in flight
+// could be lost while the observer still waits for it.
+func (b *bench) writer(ctx context.Context, stop <-chan struct{}, rate float64) error {
+	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer t.Stop()
+	for i := 0; ; i = (i + 1) % len(b.gens) {
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := b.bumpGen(ctx, i); err != nil {
+			return err
+		}
+	}
+}
+
+// failoverResult is the time from SIGKILL of a key's owner to that key's
+// next reconcile.
+type failoverResult struct {
+	System   string  `json:"system"`
+	Replicas int     `json:"replicas"`
+	Key      string  `json:"key"`
+	Killed   string  `json:"killed"`
+	Seconds  float64 `json:"seconds"`
+}
+
+func (b *bench) failover(ctx context.Context, sys *system, n int) (failoverResult, error) {
+	res := failoverResult{System: sys.name, Replicas: n, Key: objectName(0)}
+	f, err := b.startFleet(sys, "failover", n, b.p.Latency)
+	if err != nil {
+		return res, err
+	}
+	defer f.kill()
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
+		return res, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := b.bumpGen(wctx, 0); err != nil {
+		return res, err
+	}
+	if err := b.obs.waitNoPending(wctx); err != nil {
+		return res, err
+	}
+	b.obs.takeDelays()
+	owner := b.obs.get(res.Key).by
+	r := f.replicas[owner]
+	if r == nil {
+		return res, fmt.Errorf("%s was reconciled by %q, not a replica of %s", res.Key, owner, f.name)
+	}
+	res.Killed = owner
+	killed := time.Now()
+	r.kill()
+	if err := b.bumpGen(ctx, 0); err != nil {
+		return res, err
+	}
+	fctx, cancel2 := context.WithTimeout(ctx, 3*b.p.LeaseDuration+30*time.Second)
+	defer cancel2()
+	if err := b.obs.waitNoPending(fctx); err != nil {
+		return res, fmt.Errorf("%s failover: %w", sys.name, err)
+	}
+	ds := b.obs.takeDelays()
+	if len(ds) != 1 {
+		return res, fmt.Errorf("%s failover: %d delays recorded, want 1", sys.name, len(ds))
+	}
+	res.Seconds = ds[0].sent.Add(ds[0].d).Sub(killed).Seconds()
+	if err := f.stopAll(); err != nil {
+		b.warn("%s: %v", f.name, err)
+	}
+	return res, nil
+}
+
+// resourceResult is per-replica CPU and memory at many objects, and the
+// API server load at steady state.
+type resourceResult struct {
+	System              string             `json:"system"`
+	Replicas            int                `json:"replicas"`
+	Objects             int                `json:"objects"`
+	StartupSeconds      float64            `json:"startup_seconds"`
+	PassSeconds         float64            `json:"pass_seconds"`
+	CPUSeconds          map[string]float64 `json:"cpu_seconds"`
+	SteadyCPUSeconds    map[string]float64 `json:"steady_cpu_seconds"`
+	PeakRSSMiB          map[string]float64 `json:"peak_rss_mib"`
+	HeapInUseMiB        map[string]float64 `json:"steady_heap_inuse_mib"`
+	MaxPeakRSSMiB       float64            `json:"max_peak_rss_mib"`
+	LeaseWritesPerMin   float64            `json:"lease_writes_per_minute"`
+	APIRequestsPerMin   float64            `json:"api_requests_per_minute"`
+	SteadyWindowSeconds float64            `json:"steady_window_seconds"`
+}
+
+// resources starts n replicas over all objects, runs one write-bound pass
+// (no simulated latency), then measures a quiet steady state.
+func (b *bench) resources(ctx context.Context, sys *system, n int) (resourceResult, error) {
+	res := resourceResult{System: sys.name, Replicas: n, Objects: len(b.gens)}
+	start := time.Now()
+	f, err := b.startFleet(sys, "resources", n, 0)
+	if err != nil {
+		return res, err
+	}
+	defer f.kill()
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
+		return res, err
+	}
+	res.StartupSeconds = time.Since(start).Seconds()
+	epoch, sent, err := b.bumpEpoch(ctx)
+	if err != nil {
+		return res, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	at, err := b.obs.waitEpoch(wctx, epoch, len(b.gens))
+	if err != nil {
+		return res, err
+	}
+	res.PassSeconds = at.Sub(sent).Seconds()
+	if err := f.waitReady(ctx, readiness{quiet: true}, b.p.ReadyTimeout); err != nil {
+		return res, err
+	}
+	before, err := b.apiserverMetrics(ctx)
+	if err != nil {
+		return res, err
+	}
+	stats0, err := f.stats()
+	if err != nil {
+		return res, err
+	}
+	winStart := time.Now()
+	if err := sleep(ctx, b.p.SteadyWindow); err != nil {
+		return res, err
+	}
+	after, err := b.apiserverMetrics(ctx)
+	if err != nil {
+		return res, err
+	}
+	win := time.Since(winStart)
+	stats1, err := f.stats()
+	if err != nil {
+		return res, err
+	}
+	res.SteadyWindowSeconds = win.Seconds()
+	perMin := 60 / win.Seconds()
+	res.APIRequestsPerMin = (sumRequests(after, nil) - sumRequests(before, nil)) * perMin
+	isLeaseWrite := func(l map[string]string) bool {
+		return l["resource"] == "leases" && l["verb"] != "GET" && l["verb"] != "LIST" && l["verb"] != "WATCH"
+	}
+	res.LeaseWritesPerMin = (sumRequests(after, isLeaseWrite) - sumRequests(before, isLeaseWrite)) * perMin
+	res.CPUSeconds, res.SteadyCPUSeconds, res.PeakRSSMiB, res.HeapInUseMiB = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, r := range f.live() {
+		// Go heap in use after the window: what the replica keeps, as
+		// opposed to the transient peaks that VmHWM records.
+		if m, err := scrape(ctx, r.metricsAddr); err == nil {
+			res.HeapInUseMiB[r.id] = m.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+		}
+	}
+	for id, s := range stats1 {
+		res.CPUSeconds[id] = s.CPUSeconds
+		res.SteadyCPUSeconds[id] = s.CPUSeconds - stats0[id].CPUSeconds
+		res.PeakRSSMiB[id] = float64(s.PeakRSS) / (1 << 20)
+		res.MaxPeakRSSMiB = max(res.MaxPeakRSSMiB, res.PeakRSSMiB[id])
+	}
+	if err := f.stopAll(); err != nil {
+		b.warn("%s: %v", f.name, err)
+	}
+	return res, nil
+}
+
+// apiserverMetrics scrapes the API server's own /metrics.
+func (b *bench) apiserverMetrics(ctx context.Context) (metrics, error) {
+	raw, err := b.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scraping the API server's /metrics: %w", err)
+	}
+	return parseMetrics(bytesReader(raw))
+}
+
+// sumRequests adds apiserver_request_total over the series keep accepts
+// (all when nil). Non-resource requests (such as /metrics itself) are left
+// out.
+func sumRequests(m metrics, keep func(map[string]string) bool) float64 {
+	mf := m["apiserver_request_total"]
+	if mf == nil {
+		return 0
+	}
+	var total float64
+	for _, s := range mf.GetMetric() {
+		l := map[string]string{}
+		for _, p := range s.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["resource"] == "" || keep != nil && !keep(l) {
+			continue
+		}
+		total += s.GetCounter().GetValue()
+	}
+	return total
+}
+
+// sleep waits d (a measurement window, not a synchronisation) or until ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

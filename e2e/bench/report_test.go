@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestSummaryTakesRatiosWithinRounds(t *testing.T) {
+	r := &results{Params: defaultParams(false)}
+	// Round 2 ran on a machine twice as loaded: every rate halves, the
+	// per-round ratios stay the same.
+	for round, scale := range map[int]float64{1: 1, 2: 0.5, 3: 1} {
+		r.Ceiling = append(r.Ceiling, ceilingResult{Round: round, Goroutines: 16, WritesPerSec: 1000 * scale})
+		r.Throughput.Samples = append(r.Throughput.Samples,
+			throughputResult{Round: round, System: baselineName, Replicas: 2, ObjectsPerSec: 200 * scale},
+			throughputResult{Round: round, System: "kshard", Replicas: 1, ObjectsPerSec: 190 * scale},
+			throughputResult{Round: round, System: "kshard", Replicas: 4, ObjectsPerSec: 760 * scale})
+		r.WriteBound.Samples = append(r.WriteBound.Samples,
+			throughputResult{Round: round, System: baselineName, Replicas: 2, ObjectsPerSec: 600 * scale},
+			throughputResult{Round: round, System: "kshard", Replicas: 4, ObjectsPerSec: 900 * scale})
+	}
+	r.summarise()
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"throughput_ratio_1": {r.ThroughputRatio1, 0.95},
+		"throughput_ratio_4": {r.ThroughputRatio4, 3.8},
+		"ceiling_fraction_4": {r.CeilingFraction4, 0.9},
+		"ceiling":            {r.CeilingWritesPerSec, 1000},
+	} {
+		if c.got == nil || *c.got < c.want-1e-9 || *c.got > c.want+1e-9 {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
+	}
+	if r.ThroughputRatio2 != nil {
+		t.Errorf("throughput_ratio_2 = %v, want null: 2 replicas did not run", *r.ThroughputRatio2)
+	}
+}
+
+func TestWriteProducesEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	r := &results{Params: defaultParams(true)}
+	r.Throughput.Samples = []throughputResult{
+		{Round: 1, System: baselineName, Replicas: 2, ActiveReplicas: 1, ObjectsPerSec: 150, Seconds: 1},
+		{Round: 1, System: "kshard", Replicas: 4, ActiveReplicas: 4, ObjectsPerSec: 500, Seconds: 0.3},
+	}
+	r.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.1}}}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"throughput_ratio_1", "throughput_ratio_2", "throughput_ratio_4", "ceiling_fraction_4",
+		"handoff_p99_seconds", "handoff_p99_seconds_baseline", "failover_seconds", "failover_seconds_baseline", "rss_ratio"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("results.json lacks %q", k)
+		}
+	}
+	if p := got["params"].(map[string]any); p["latency"] != (20 * time.Millisecond).String() {
+		t.Errorf("params.latency = %v, want %q", p["latency"], "20ms")
+	}
+	f, err := os.Open(filepath.Join(dir, "throughput.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("throughput.png: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "RESULTS.md")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestParseObserved(t *testing.T) {
+	for in, want := range map[string][2]int{"3/7": {3, 7}, "": {0, 0}, "x": {0, 0}, "2/": {2, 0}} {
+		if g, e := parseObserved(in); g != want[0] || e != want[1] {
+			t.Errorf("parseObserved(%q) = %d, %d; want %v", in, g, e, want)
+		}
+	}
+}
