@@ -22,8 +22,14 @@ vet:
 	$(GO) vet ./...
 	cd e2e/bench/baseline && $(GO) vet ./...
 
+# The chaos suite appends its summary line here; go test hides the output of
+# passing packages, so the line is printed after the run.
+CHAOS_SUMMARY ?= $(CURDIR)/e2e/chaos/summary.out
+
 unit:
-	$(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@rm -f $(CHAOS_SUMMARY)
+	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@cat $(CHAOS_SUMMARY)
 
 fuzz:
 	@if [ -d shard ] && grep -qs FuzzDecodePartitionSet shard/*_test.go; then \

@@ -29,12 +29,17 @@ var build struct {
 // operator binary afterwards. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { harness.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main without the exit, for a TestMain with work of its own after
+// the tests: it runs them, removes the operator binary and returns the exit
+// code for os.Exit.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if build.dir != "" {
 		_ = os.RemoveAll(build.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // operatorBinary builds the test operator on first use.

@@ -45,6 +45,15 @@ type Options struct {
 	StopTimeout time.Duration
 	// ReadyTimeout bounds WaitReady. Defaults to 60s.
 	ReadyTimeout time.Duration
+	// Proxies routes every replica to the API server through a fault proxy
+	// of its own (e2e/faultproxy), kept across restarts of its identity, so
+	// a test can delay or cut one replica off; see Proxy. Defaults to
+	// direct connections.
+	Proxies bool
+	// IgnoreCancel makes every reconcile run its full Work even when its
+	// context is cancelled, as a reconciler that ignores cancellation does.
+	// Defaults to false: a reconcile returns as soon as its context ends.
+	IgnoreCancel bool
 }
 
 func (o Options) withDefaults() Options {
@@ -87,8 +96,9 @@ type Harness struct {
 	client kubernetes.Interface
 	events *recorder.Writer // the harness's own records: term, kill, exit
 
-	mu       sync.Mutex // guards replicas
+	mu       sync.Mutex // guards replicas and proxies
 	replicas map[string]*Replica
+	proxies  map[string]*proxy // by identity, with Options.Proxies
 }
 
 // New prepares a harness on cp: it builds the operator (once per test
@@ -119,7 +129,7 @@ func New(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: dir, client: client, events: events, replicas: map[string]*Replica{}}
+	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: dir, client: client, events: events, replicas: map[string]*Replica{}, proxies: map[string]*proxy{}}
 	t.Cleanup(h.cleanup)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -141,6 +151,7 @@ func (h *Harness) cleanup() {
 	for _, r := range running {
 		r.kill()
 	}
+	h.closeProxies()
 	_ = h.events.Close()
 	if h.t.Failed() {
 		h.t.Logf("replica logs and records kept in %s", h.dir)

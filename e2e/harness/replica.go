@@ -31,6 +31,22 @@ type Replica struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process is reaped and exit is set
 	exit   Exit
+	// signalled is when Stop or Kill signalled this run; zero if neither
+	// did. Set and read on the test's goroutine.
+	signalled time.Time
+}
+
+// Exited reports how the run ended, once it has. Exit.Signalled is zero
+// when the process exited by itself rather than by Stop or Kill.
+func (r *Replica) Exited() (Exit, bool) {
+	select {
+	case <-r.exited:
+		exit := r.exit
+		exit.Signalled = r.signalled
+		return exit, true
+	default:
+		return Exit{}, false
+	}
 }
 
 // Exit is how a replica process ended.
@@ -81,8 +97,17 @@ func (h *Harness) Start(identity string) *Replica {
 		h.t.Fatal(err)
 	}
 	o := h.opts
+	kubeconfig := h.cp.KubeconfigPath()
+	if o.Proxies {
+		px, err := h.proxyFor(identity)
+		if err != nil {
+			logFile.Close()
+			h.t.Fatal(err)
+		}
+		kubeconfig = px.kubeconfig
+	}
 	args := []string{
-		"--kubeconfig=" + h.cp.KubeconfigPath(),
+		"--kubeconfig=" + kubeconfig,
 		"--ring=" + o.Ring,
 		"--namespace=" + o.Namespace,
 		"--identity=" + identity,
@@ -97,6 +122,9 @@ func (h *Harness) Start(identity string) *Replica {
 		"--drain-grace=" + o.DrainGrace.String(),
 		"--probe-addr=" + r.ProbeAddr,
 		"--metrics-addr=" + r.MetricsAddr,
+	}
+	if o.IgnoreCancel {
+		args = append(args, "--ignore-cancel")
 	}
 	r.cmd = exec.Command(h.bin, args...)
 	r.cmd.Env = append(os.Environ(), "POD_NAME="+identity, "POD_NAMESPACE="+o.Namespace)
@@ -168,6 +196,7 @@ func (h *Harness) Stop(identity string) Exit {
 	h.t.Helper()
 	r := h.mustRunning("stop", identity)
 	at := time.Now()
+	r.signalled = at
 	_ = h.events.Append(recorder.Record{Kind: recorder.KindTerm, Process: r.Process, At: at.UnixNano()})
 	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
 	select {
@@ -190,6 +219,7 @@ func (h *Harness) Kill(identity string) Exit {
 	h.t.Helper()
 	r := h.mustRunning("kill", identity)
 	at := time.Now()
+	r.signalled = at
 	_ = h.events.Append(recorder.Record{Kind: recorder.KindKill, Process: r.Process, At: at.UnixNano()})
 	r.kill()
 	exit := r.exit

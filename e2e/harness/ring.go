@@ -112,6 +112,10 @@ func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 	return ring, nil
 }
 
+// Converged checks once whether the ring has converged on the live
+// replicas, as WaitConverged waits for, and says why not.
+func (h *Harness) Converged(ctx context.Context) (Ring, error) { return h.checkConverged(ctx) }
+
 // WaitConverged waits until the ring has converged on the live replicas
 // (see checkConverged) and returns it.
 func (h *Harness) WaitConverged(timeout time.Duration) Ring {

@@ -48,6 +48,7 @@ func run() error {
 		recordDir     = flag.String("record-dir", "", "directory for this process's recorder file (required)")
 		work          = flag.Duration("work", 20*time.Millisecond, "simulated time each reconcile takes")
 		workers       = flag.Int("workers", 4, "concurrent reconciles")
+		ignoreCancel  = flag.Bool("ignore-cancel", false, "run every reconcile's full --work even after its context is cancelled, like a reconciler that ignores cancellation")
 		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
 		leaseDuration = flag.Duration("lease-duration", 4*time.Second, "Lease duration")
 		renewPeriod   = flag.Duration("renew-period", 500*time.Millisecond, "Lease renew period")
@@ -93,7 +94,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work}
+	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work, ignoreCancel: *ignoreCancel}
 	err = controller.NewControllerManagedBy(recordingManager{Manager: mgr, rec: rec}).
 		For(&corev1.ConfigMap{}).
 		Named("testoperator").
@@ -115,6 +116,9 @@ type reconciler struct {
 	cache *cache.Cache
 	rec   *recorder.Writer
 	work  time.Duration
+	// ignoreCancel keeps working after ctx ends, so that only a drain that
+	// waits for the reconcile to return keeps its key safe.
+	ignoreCancel bool
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
@@ -137,10 +141,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	}
 	timer := time.NewTimer(r.work)
 	defer timer.Stop()
+	done := ctx.Done()
+	if r.ignoreCancel {
+		done = nil // never ready: the work runs to its end
+	}
 	var failure error
 	select {
 	case <-timer.C:
-	case <-ctx.Done():
+	case <-done:
 		failure = ctx.Err()
 	}
 	if err := r.rec.Ended(rc, failure); err != nil {

@@ -1,0 +1,103 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/e2e/harness"
+)
+
+// rounds is how often each scenario runs, each round with new random timing
+// (its seed is logged) in a fresh namespace and ring.
+var rounds = flag.Int("rounds", envInt(EnvRounds, 1), "rounds of every chaos scenario, each with new random timing (default $"+EnvRounds+" or 1)")
+
+// Environment variables for runs where test flags cannot be passed, as in
+// go test ./...: EnvRounds sets the default of -rounds, and EnvSummary names
+// a file the summary line is appended to (go test shows a passing package's
+// output only with -v or -json).
+const (
+	EnvRounds  = "KSHARD_CHAOS_ROUNDS"
+	EnvSummary = "KSHARD_CHAOS_SUMMARY"
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := harness.Run(m)
+	if line, ok := suite.line(); ok {
+		fmt.Println(line)
+		if path := os.Getenv(EnvSummary); path != "" {
+			if err := appendLine(path, line); err != nil {
+				fmt.Fprintf(os.Stderr, "writing the chaos summary to $%s: %v\n", EnvSummary, err)
+				code = max(code, 1)
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// suite totals every checked round of every scenario for the summary line.
+var suite tally
+
+// tally adds up checked rounds. Overlaps counts every violation of the
+// invariant the records can show: two processes reconciling a key at once,
+// one process reconciling a key twice at once, two processes' active windows
+// of a partition intersecting, and a reconcile running outside its own
+// process's active window (a drain that released early).
+type tally struct {
+	mu         sync.Mutex // guards the fields below
+	checked    int        // rounds whose records were checked
+	reconciles int
+	handoffs   int
+	faults     int
+	overlaps   int
+	lost       int
+	worstGap   time.Duration
+}
+
+func (s *tally) add(reconciles, handoffs, faults, overlaps, lost int, worstGap time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checked++
+	s.reconciles += reconciles
+	s.handoffs += handoffs
+	s.faults += faults
+	s.overlaps += overlaps
+	s.lost += lost
+	s.worstGap = max(s.worstGap, worstGap)
+}
+
+// line is the summary tools read, or false when no round was checked.
+func (s *tally) line() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.checked == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d worst_gap=%.3f",
+		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, math.Round(s.worstGap.Seconds()*1000)/1000), true
+}

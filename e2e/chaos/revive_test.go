@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"time"
+
+	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/e2e/recorder"
+)
+
+// fenceExitMessage is what the manager logs (manager/coordinator.go) before
+// it exits with code 1 because reconciles of a fenced replica were still
+// running at the stop deadline: its designed answer to renewals that stall
+// for longer than RenewDeadline, which an overloaded machine can cause
+// without any injected fault.
+const fenceExitMessage = "reconciles of a fenced replica are still running at the stop deadline"
+
+// maxReplicas bounds the identities a scenario uses (r-0…r-5).
+const maxReplicas = 6
+
+// revive restarts, as a StatefulSet would, every replica that exited by
+// itself after a fence (see fenceExitMessage), and fails the round on any
+// other exit the scenario did not cause. The records of a fence exit stay
+// checked like any other: its abandoned reconciles end at the exit, and
+// their windows must not overlap a peer's.
+func (r *round) revive(h *harness.Harness) {
+	r.t.Helper()
+	for i := range maxReplicas {
+		id := harness.Identity(i)
+		rep := h.Replica(id)
+		if rep == nil {
+			continue
+		}
+		exit, done := rep.Exited()
+		if !done || !exit.Signalled.IsZero() {
+			continue
+		}
+		logText, err := os.ReadFile(rep.LogPath)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if exit.Code != 1 || !bytes.Contains(logText, []byte(fenceExitMessage)) {
+			r.t.Fatalf("%s exited by itself with code %d, and not after a fence; its log is %s", exit.Process, exit.Code, rep.LogPath)
+		}
+		if r.fenceExits == nil {
+			r.fenceExits = map[recorder.Process]bool{}
+		}
+		r.fenceExits[exit.Process] = true
+		r.t.Logf("%s exited after a fence whose reconciles outlived the stop deadline (its renewals stalled); restarting it", exit.Process)
+		h.Start(id)
+	}
+}
+
+// converge waits until the ring has converged on the live replicas,
+// reviving fence exits meanwhile, and returns the ring.
+func (r *round) converge(h *harness.Harness) harness.Ring {
+	r.t.Helper()
+	var ring harness.Ring
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		r.revive(h)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var err error
+		ring, err = h.Converged(ctx)
+		cancel()
+		if err == nil {
+			return ring
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("ring convergence on %v: not within %s: %v", h.Live(), convergeTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM to identity as h.Stop does, first reviving it if a
+// fence exit beat the scenario to it.
+func (r *round) stop(h *harness.Harness, identity string) harness.Exit {
+	r.t.Helper()
+	r.revive(h)
+	return h.Stop(identity)
+}
+
+// kill sends SIGKILL to identity as h.Kill does, first reviving it if a
+// fence exit beat the scenario to it.
+func (r *round) kill(h *harness.Harness, identity string) harness.Exit {
+	r.t.Helper()
+	r.revive(h)
+	return h.Kill(identity)
+}

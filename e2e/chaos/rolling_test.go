@@ -1,0 +1,41 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/e2e/harness"
+)
+
+// TestRollingRestart restarts every replica one by one, highest identity
+// first and under the same identity, as a StatefulSet rolls out. Each
+// graceful leave must hand its partitions off in less than a LeaseDuration.
+func TestRollingRestart(t *testing.T) {
+	scenario(t, "rolling", func(r *round) {
+		h := r.harness(harness.Options{})
+		opts := h.Options()
+		writer := h.StartWriter(h.CreateConfigMaps(200), 40)
+		ids := identities(3 + r.rng.IntN(2))
+		h.StartReady(ids...)
+		r.converge(h)
+
+		for i := len(ids) - 1; i >= 0; i-- {
+			r.pause(0, 2*time.Second)
+			exit := r.stop(h, ids[i])
+			r.faults++
+			gap := awaitTakeover(r, h, exit, takeoverTolerance)
+			r.t.Logf("SIGTERM %s: its partitions active elsewhere %s after the signal", exit.Process, gap.Round(time.Millisecond))
+			if gap >= opts.LeaseDuration {
+				r.t.Errorf("graceful handoff from %s took %s, not less than LeaseDuration %s: the leave waited for expiry", exit.Process, gap, opts.LeaseDuration)
+			}
+			if r.rng.IntN(2) == 0 {
+				h.StartReady(ids[i]) // back before the ring settles
+			} else {
+				r.converge(h)
+				h.StartReady(ids[i])
+			}
+			r.converge(h)
+		}
+		r.finish(h, writer)
+	})
+}

@@ -1,0 +1,95 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/e2e/recorder"
+)
+
+// seed, when set, replays the random timing of a logged round (each round
+// of a scenario logs the seed it drew).
+var seed = flag.Uint64("seed", 0, "random seed of every round (0: a new one per round)")
+
+// Timeouts shared by the scenarios. They are generous because the suite
+// shares two cores with other tests; the assertions that matter (overlaps,
+// fencing deadlines) do not depend on them. reconcileTimeout covers the
+// outage scenario, where object caches reconnect only after client-go's
+// informer backoff (up to 30s, doubled by jitter): 26–62s in local runs.
+const (
+	convergeTimeout   = 90 * time.Second
+	reconcileTimeout  = 2 * time.Minute
+	takeoverTolerance = 30 * time.Second
+)
+
+// round is one run of a scenario, in a namespace and ring of its own.
+type round struct {
+	t    *testing.T
+	cp   *controlplane.ControlPlane
+	rng  *rand.Rand
+	name string // the ring's name; the namespace is "chaos-"+name
+	// faults counts the faults this round injected: signals to replicas,
+	// API server outages and proxy blackholes.
+	faults int
+	// fenceExits are the processes that exited after a fence (see revive).
+	fenceExits map[recorder.Process]bool
+}
+
+// scenario runs body once per round (-rounds) as subtests round-1, round-2…
+// on a control plane of the test's own, in parallel with other scenarios.
+func scenario(t *testing.T, name string, body func(r *round)) {
+	if testing.Short() {
+		t.Skip("e2e chaos: runs a control plane and replicas for about a minute per round")
+	}
+	t.Parallel()
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	for i := range *rounds {
+		s := *seed
+		if s == 0 {
+			s = rand.Uint64()
+		}
+		// A failed round keeps its files and the later rounds still run,
+		// so a run of many rounds tells how often a scenario fails.
+		t.Run(fmt.Sprintf("round-%d", i+1), func(t *testing.T) {
+			t.Logf("seed %d (rerun this round's timing with -seed=%d)", s, s)
+			body(&round{t: t, cp: cp, rng: rand.New(rand.NewPCG(s, 0)), name: fmt.Sprintf("%s-%d", name, i+1)})
+		})
+	}
+}
+
+// harness starts a harness for this round with opts, in the round's ring
+// and namespace.
+func (r *round) harness(opts harness.Options) *harness.Harness {
+	r.t.Helper()
+	opts.Ring, opts.Namespace = r.name, "chaos-"+r.name
+	return harness.New(r.t, r.cp, opts)
+}
+
+// between draws a duration uniformly from [lo, hi).
+func (r *round) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
+}
+
+// pause waits a random time in [lo, hi): the fault timing the scenario
+// randomises, never a wait for a condition (those use harness.Await).
+func (r *round) pause(lo, hi time.Duration) { time.Sleep(r.between(lo, hi)) }
+
+// until waits until the wall clock reaches at: a fault lasting for a set time.
+func until(at time.Time) { time.Sleep(time.Until(at)) }
+
+// identities returns r-0…r-(n-1).
+func identities(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = harness.Identity(i)
+	}
+	return ids
+}
