@@ -62,7 +62,7 @@ func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.REST
 	// bookmarks); the reflector uses it when client-go's WatchListClient
 	// feature is on, and falls back to list+watch otherwise.
 	return toolscache.NewSharedIndexInformerWithOptions(
-		toolscache.ToListWatcherWithWatchListSemantics(lw, rc),
+		toolscache.ToListWatcherWithWatchListSemantics(patient(lw), rc),
 		example,
 		c.informerOptions(gvk),
 	), nil
@@ -107,7 +107,7 @@ func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.R
 		},
 	}
 	return toolscache.NewSharedIndexInformerWithOptions(
-		toolscache.ToListWatcherWithWatchListSemantics(lw, mc),
+		toolscache.ToListWatcherWithWatchListSemantics(patient(lw), mc),
 		&metav1.PartialObjectMetadata{},
 		c.informerOptions(gvk),
 	), nil
