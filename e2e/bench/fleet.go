@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -122,7 +123,7 @@ func (f *fleet) waitReady(ctx context.Context, rd readiness, timeout time.Durati
 		if len(live) != len(f.ids) {
 			for _, id := range f.ids {
 				if r := f.replicas[id]; !r.running() {
-					return fmt.Errorf("%s %s exited with code %d; last log lines:\n%s", f.name, id, r.code, tail(r.logPath, 20))
+					return fmt.Errorf("%s %s exited with code %d; last log lines:\n%s", f.name, id, r.code, controlplane.TailFile(r.logPath, 20))
 				}
 			}
 		}

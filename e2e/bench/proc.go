@@ -18,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kshard/kshard/e2e/controlplane"
 )
 
 // system is one of the two operators under test.
@@ -52,7 +54,7 @@ func (r *replica) running() bool {
 // startReplica starts bin with args. The goroutine it starts is owned by the
 // replica: every path that ends the process waits for exited.
 func startReplica(id, bin, logPath string, args []string) (*replica, error) {
-	ports, err := freePorts(2)
+	ports, err := controlplane.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func (r *replica) stop(timeout time.Duration) (time.Duration, error) {
 	}
 	took := time.Since(at)
 	if r.code != 0 {
-		return took, fmt.Errorf("%s exited with code %d after SIGTERM; last log lines:\n%s", r.id, r.code, tail(r.logPath, 15))
+		return took, fmt.Errorf("%s exited with code %d after SIGTERM; last log lines:\n%s", r.id, r.code, controlplane.TailFile(r.logPath, 15))
 	}
 	return took, nil
 }
@@ -224,37 +226,6 @@ series:
 		}
 	}
 	return total
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("choosing a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // buildOperators builds both operator binaries into dir: kshardop from the

@@ -376,7 +376,7 @@ func (cp *ControlPlane) LogPaths() map[string]string {
 
 // APIServerLogTail returns the API server log's last n lines.
 func (cp *ControlPlane) APIServerLogTail(n int) string {
-	return tailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
+	return TailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
 }
 
 func (cp *ControlPlane) config(token string) *rest.Config {
@@ -466,9 +466,10 @@ func waitHTTP(ctx context.Context, p *process, timeout time.Duration, url string
 	}
 }
 
-// freePorts asks the kernel for n distinct free loopback ports. They may be
-// taken again before use; callers retry on errAddrInUse.
-func freePorts(n int) ([]int, error) {
+// FreePorts asks the kernel for n distinct free loopback ports. They may be
+// taken again before use, so a caller should retry when binding fails; the
+// e2e harnesses and the demo use it for their processes' ports.
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {
@@ -487,5 +488,5 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// pickPorts is freePorts, replaceable in tests to simulate a port clash.
-var pickPorts = freePorts
+// pickPorts is FreePorts, replaceable in tests to simulate a port clash.
+var pickPorts = FreePorts

@@ -100,13 +100,13 @@ func TestPortClashIsRetried(t *testing.T) {
 	calls := 0
 	pickPorts = func(n int) ([]int, error) {
 		calls++
-		ports, err := freePorts(n)
+		ports, err := FreePorts(n)
 		if calls == 1 {
 			ports[0] = busy // etcd's client port: already bound
 		}
 		return ports, err
 	}
-	t.Cleanup(func() { pickPorts = freePorts })
+	t.Cleanup(func() { pickPorts = FreePorts })
 	cp := ForTest(t, Options{})
 	if calls < 3 { // etcd twice (clash, retry) + API server
 		t.Fatalf("expected a retry after the clash, ports were picked %d times", calls)

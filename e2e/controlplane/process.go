@@ -83,10 +83,12 @@ func (p *process) kill() {
 
 // tail returns the last n lines of the process log.
 func (p *process) tail(n int) string {
-	return tailFile(p.logPath, n)
+	return TailFile(p.logPath, n)
 }
 
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of the file at path, or a note saying
+// why it could not be read: for test failures that quote a process's log.
+func TailFile(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/e2e/recorder"
 )
 
@@ -80,7 +80,7 @@ func (h *Harness) Start(identity string) *Replica {
 	if prev != nil && prev.running() {
 		h.t.Fatalf("start %s: it is already running (incarnation %s)", identity, prev.Process.Incarnation)
 	}
-	ports, err := freePorts(2)
+	ports, err := controlplane.FreePorts(2)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func (h *Harness) WaitReady(identity string) {
 		return nil
 	})
 	if err != nil {
-		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, tail(r.LogPath, 30))
+		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, controlplane.TailFile(r.LogPath, 30))
 	}
 }
 
@@ -203,12 +203,12 @@ func (h *Harness) Stop(identity string) Exit {
 	case <-r.exited:
 	case <-time.After(h.opts.StopTimeout):
 		r.kill()
-		h.t.Fatalf("%s did not exit within %s of SIGTERM; killed it\nlast log lines (%s):\n%s", identity, h.opts.StopTimeout, r.LogPath, tail(r.LogPath, 30))
+		h.t.Fatalf("%s did not exit within %s of SIGTERM; killed it\nlast log lines (%s):\n%s", identity, h.opts.StopTimeout, r.LogPath, controlplane.TailFile(r.LogPath, 30))
 	}
 	exit := r.exit
 	exit.Signalled = at
 	if exit.Code != 0 {
-		h.t.Errorf("%s exited with code %d after SIGTERM, want 0\nlast log lines (%s):\n%s", identity, exit.Code, r.LogPath, tail(r.LogPath, 30))
+		h.t.Errorf("%s exited with code %d after SIGTERM, want 0\nlast log lines (%s):\n%s", identity, exit.Code, r.LogPath, controlplane.TailFile(r.LogPath, 30))
 	}
 	return exit
 }
@@ -255,41 +255,8 @@ func (r *Replica) kill() {
 	<-r.exited
 }
 
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	// Holding all listeners until every port is chosen keeps them distinct.
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("choosing a free port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func randomID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
 	return hex.EncodeToString(b)
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kshard/kshard/e2e/controlplane"
 )
 
 // fleet owns the example-operator replica processes: it starts them, signals
@@ -83,7 +85,7 @@ func (r *replica) logTail(n int) string {
 // start runs a new replica with identity on free loopback ports. It does
 // not wait for readiness.
 func (f *fleet) start(identity string) (*replica, error) {
-	ports, err := freePorts(2)
+	ports, err := controlplane.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -162,24 +164,4 @@ wait:
 		r.signal(syscall.SIGKILL)
 		<-r.exited
 	}
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
