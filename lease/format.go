@@ -87,6 +87,10 @@ type Observed struct {
 	// while the Lease is live. A newer kshard writing a claim format this
 	// one cannot read lands here.
 	ClaimUnknown bool
+	// ClaimEmpty is set when the claim annotation is a well-formed claim of
+	// no partition, over any partition count: a replica of another ring
+	// configuration that claims nothing (it refuses to join) blocks nobody.
+	ClaimEmpty bool
 	// Epoch is the claim epoch (0 when unreadable; see Problem).
 	Epoch uint64
 	// Params is the fingerprint of the writer's ring parameters.
@@ -171,8 +175,10 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 		fault(ReasonBadClaim, "annotation %s is missing", AnnotationClaim)
 	} else if set, err := shard.DecodePartitionSet(text, partitions); err != nil {
 		fault(ReasonBadClaim, "annotation %s: %v", AnnotationClaim, err)
+		o.ClaimEmpty = isEmptyClaim(text)
 	} else {
 		o.Claim, claimOK = set, true
+		o.ClaimEmpty = set.IsEmpty()
 	}
 	o.ClaimUnknown = memberShaped && !claimOK
 	o.Problem = strings.Join(problems, "; ")
@@ -235,4 +241,17 @@ func (m *Member) render(base *coordinationv1.Lease, r Record, now time.Time, acq
 		}
 	}
 	return l
+}
+
+// isEmptyClaim reports whether text is a well-formed claim of no partition
+// over the partition count it states, whatever that count is.
+func isEmptyClaim(text string) bool {
+	version, rest, _ := strings.Cut(text, ":")
+	sizeText, _, _ := strings.Cut(rest, ":")
+	size, err := strconv.Atoi(sizeText)
+	if version == "" || err != nil {
+		return false
+	}
+	set, err := shard.DecodePartitionSet(text, size)
+	return err == nil && set.IsEmpty()
 }

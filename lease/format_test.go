@@ -123,3 +123,22 @@ func TestRenderPublishesRecord(t *testing.T) {
 		t.Error("render mutated its base")
 	}
 }
+
+func TestClaimEmptyIsReadAtAnyPartitionCount(t *testing.T) {
+	for _, tc := range []struct {
+		claim string
+		empty bool
+	}{
+		{shard.NewPartitionSet(1021).Encode(), true},       // another ring size, nothing claimed
+		{shard.NewPartitionSet(1021, 5).Encode(), false},   // another ring size, something claimed
+		{shard.NewPartitionSet(271).Encode(), true},        // this ring, nothing claimed
+		{shard.NewPartitionSet(271, 0, 9).Encode(), false}, // this ring, claims
+		{"v2:1021:whatever", false},                        // unreadable: may claim anything
+		{"garbage", false},
+	} {
+		l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = tc.claim })
+		if got := Parse(l, "r", 271).ClaimEmpty; got != tc.empty {
+			t.Errorf("claim %q: ClaimEmpty = %v, want %v", tc.claim, got, tc.empty)
+		}
+	}
+}

@@ -340,10 +340,16 @@ func observedLeases(in []lease.Observed, partitions int, fingerprint string) []h
 			Version: l.Version,
 		}
 		if l.Problem != "" || l.ClaimUnknown {
-			if !(l.Params != "" && l.Params != fingerprint && knownState(l.State)) {
+			foreign := l.Params != "" && l.Params != fingerprint && knownState(l.State)
+			if !foreign {
 				o.State = handoff.StateJoining
 			}
 			o.Claim = shard.FullPartitionSet(partitions)
+			if foreign && l.ClaimEmpty {
+				// A replica of another configuration that claims
+				// nothing (it refuses to join) must not stall this ring.
+				o.Claim = shard.NewPartitionSet(partitions)
+			}
 		}
 		out = append(out, o)
 	}

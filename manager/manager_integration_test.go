@@ -363,3 +363,61 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 		t.Fatalf("metrics do not count the malformed Lease:\n%s", body)
 	}
 }
+
+// A replica of another configuration that refuses to join claims nothing,
+// so it must not stall the ring it refused: when a member leaves, the others
+// still take over its partitions.
+func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	ctx := context.Background()
+	cfg := cp.Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := "it-stall"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const objects = 30
+	for i := 0; i < objects; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := &journal{}
+	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
+	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond)
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 2, 271) })
+	r2 := startReplica(t, cfg, ns, "r-2", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
+	eventually(t, 30*time.Second, "r-2 to refuse to join", func() (bool, string) {
+		reason := r2.mgr.NotReadyReason()
+		return strings.Contains(reason, "same ring configuration"), reason
+	})
+
+	r1.stop(t)
+	eventually(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+	mark := len(j.snapshot())
+	for i := 0; i < objects; i++ {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"gen": "2"}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "r-0 to reconcile every key, r-1's former ones too", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, iv := range j.snapshot()[mark:] {
+			if iv.replica == "r-0" {
+				seen[iv.key] = true
+			}
+		}
+		return len(seen) == objects, fmt.Sprintf("%d of %d keys", len(seen), objects)
+	})
+	for _, iv := range j.snapshot() {
+		if iv.replica == "r-2" {
+			t.Fatalf("the refusing replica reconciled %s", iv.key)
+		}
+	}
+}
