@@ -176,22 +176,50 @@ func leasesOf(ctx context.Context, cs kubernetes.Interface, ns string) []coordin
 	return l.Items
 }
 
+func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createConfigMaps creates cm-0 … cm-<n-1> in ns.
+func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// updateConfigMaps changes the data of cm-0 … cm-<n-1>, so each is
+// reconciled again.
+func updateConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"gen": "2"}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	ctx := context.Background()
 	cfg := cp.Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, ns)
 	const objects = 60
-	for i := 0; i < objects; i++ {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns}}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, objects)
 	j := &journal{}
 	r0 := startReplica(t, cfg, ns, "r-0", j, 20*time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, 20*time.Millisecond)
@@ -221,16 +249,7 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	r0.stop(t)
 	t.Logf("graceful leave of r-0 took %s", time.Since(leaveStart))
 	eventually(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
-	for i := 0; i < objects; i++ {
-		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d", i), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data = map[string]string{"gen": "2"}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	updateConfigMaps(t, cs, ns, objects)
 	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
 		got := reconciledBy(mark)
 		for i := 0; i < objects; i++ {
@@ -268,9 +287,7 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 	cfg := cp.Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-config"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, ns)
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
@@ -327,9 +344,7 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 	cfg := cp.Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-garbage"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, ns)
 	holder := "ghost"
 	ghost := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "it-ghost", Namespace: ns,
@@ -373,16 +388,9 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	cfg := cp.Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-stall"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, ns)
 	const objects = 30
-	for i := 0; i < objects; i++ {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: ns}}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(t, cs, ns, objects)
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond)
@@ -396,16 +404,7 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	r1.stop(t)
 	eventually(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
 	mark := len(j.snapshot())
-	for i := 0; i < objects; i++ {
-		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d", i), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data = map[string]string{"gen": "2"}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	updateConfigMaps(t, cs, ns, objects)
 	eventually(t, 20*time.Second, "r-0 to reconcile every key, r-1's former ones too", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot()[mark:] {
