@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -467,16 +466,9 @@ func waitHTTP(ctx context.Context, p *process, timeout time.Duration, url string
 	}
 }
 
-// FreePorts returns n distinct free loopback ports. They may be taken again
-// before use, so a caller should retry when binding fails; the e2e harnesses
-// and the demo use it for their processes' ports.
-//
-// The ports come from below the kernel's ephemeral range when there is room:
-// a port the kernel hands out for ":0" is also what it picks as the local
-// port of outgoing connections, so between choosing and binding one of
-// them, any client connection (there are hundreds in an e2e run) may take
-// it. Below the range only another FreePorts caller can, and each is
-// checked by binding it.
+// FreePorts asks the kernel for n distinct free loopback ports. They may be
+// taken again before use, so a caller should retry when binding fails; the
+// e2e harnesses and the demo use it for their processes' ports.
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
@@ -485,43 +477,15 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	take := func(addr string) bool {
-		l, err := net.Listen("tcp", addr)
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return false
+			return nil, fmt.Errorf("finding a free loopback port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		return true
-	}
-	low := ephemeralLow()
-	for attempt := 0; len(ports) < n && low > lowestFreePort && attempt < 50*n; attempt++ {
-		take(net.JoinHostPort("127.0.0.1", strconv.Itoa(lowestFreePort+rand.IntN(low-lowestFreePort))))
-	}
-	for len(ports) < n {
-		if !take("127.0.0.1:0") {
-			return nil, errors.New("finding a free loopback port: the kernel has none")
-		}
 	}
 	return ports, nil
-}
-
-// lowestFreePort keeps FreePorts above well-known and registered service
-// ports a machine is likely to run.
-const lowestFreePort = 20000
-
-// ephemeralLow returns the first port of the kernel's ephemeral range
-// (Linux's default when it cannot be read).
-func ephemeralLow() int {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				low = v
-			}
-		}
-	}
-	return low
 }
 
 // pickPorts is FreePorts, replaceable in tests to simulate a port clash.

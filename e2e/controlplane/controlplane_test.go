@@ -207,27 +207,3 @@ func TestCorruptCachedBinaryIsRebuilt(t *testing.T) {
 		t.Fatalf("rebuilt etcd does not run: %v\n%s", err, out)
 	}
 }
-
-func TestFreePortsAreDistinctBindableAndOutsideTheEphemeralRange(t *testing.T) {
-	ports, err := FreePorts(5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int]bool{}
-	low := ephemeralLow()
-	for _, p := range ports {
-		if seen[p] {
-			t.Fatalf("port %d returned twice: %v", p, ports)
-		}
-		seen[p] = true
-		if low > lowestFreePort && (p < lowestFreePort || p >= low) {
-			t.Errorf("port %d is outside [%d, %d): outgoing connections may take it", p, lowestFreePort, low)
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			t.Errorf("port %d is not bindable: %v", p, err)
-			continue
-		}
-		l.Close()
-	}
-}
