@@ -176,11 +176,16 @@ func leasesOf(ctx context.Context, cs kubernetes.Interface, ns string) []coordin
 	return l.Items
 }
 
-func createNamespace(t *testing.T, cs kubernetes.Interface, ns string) {
+// newTestRing starts a control plane for the test and creates namespace ns
+// in it; it returns the admin config and a client.
+func newTestRing(t *testing.T, ns string) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
+	cfg := controlplane.ForTest(t, controlplane.Options{}).Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return cfg, cs
 }
 
 // createConfigMaps creates cm-0 … cm-<n-1> in ns.
@@ -212,12 +217,9 @@ func updateConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, n int) {
 }
 
 func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
-	cp := controlplane.ForTest(t, controlplane.Options{})
 	ctx := context.Background()
-	cfg := cp.Config()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it"
-	createNamespace(t, cs, ns)
+	cfg, cs := newTestRing(t, ns)
 	const objects = 60
 	createConfigMaps(t, cs, ns, objects)
 	j := &journal{}
@@ -267,8 +269,12 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 
 // readyz fetches the replica's /readyz and returns its status and body.
 func readyz(t *testing.T, m *Manager) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + m.ProbeAddr() + "/readyz")
+	return get("http://" + m.ProbeAddr() + "/readyz")
+}
+
+// get returns url's status and body; status 0 and the error when it fails.
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -282,12 +288,9 @@ func readyz(t *testing.T, m *Manager) (int, string) {
 // joining could run a key on two replicas. It stays unready and says why,
 // and the existing member keeps every partition.
 func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
-	cp := controlplane.ForTest(t, controlplane.Options{})
 	ctx := context.Background()
-	cfg := cp.Config()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-config"
-	createNamespace(t, cs, ns)
+	cfg, cs := newTestRing(t, ns)
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
@@ -339,12 +342,9 @@ func TestUnreachableAPIServerAtStartIsNotReadyAndRetries(t *testing.T) {
 // hide a reconcile), so nothing is activated; once it stops changing for a
 // LeaseDuration the replica takes the ring. The fault is counted in metrics.
 func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
-	cp := controlplane.ForTest(t, controlplane.Options{})
 	ctx := context.Background()
-	cfg := cp.Config()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-garbage"
-	createNamespace(t, cs, ns)
+	cfg, cs := newTestRing(t, ns)
 	holder := "ghost"
 	ghost := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "it-ghost", Namespace: ns,
@@ -368,13 +368,8 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 	if d := j.snapshot()[0].start.Sub(started); d < leaseDuration {
 		t.Fatalf("r-0 reconciled %s after start, while the garbage Lease was live (it expires after %s)", d, leaseDuration)
 	}
-	resp, err := http.Get("http://" + r.mgr.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(body), `kshard_lease_invalid_total{reason="bad_claim"`) {
+	code, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `kshard_lease_invalid_total{reason="bad_claim"`) {
 		t.Fatalf("metrics do not count the malformed Lease:\n%s", body)
 	}
 }
@@ -383,12 +378,9 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 // so it must not stall the ring it refused: when a member leaves, the others
 // still take over its partitions.
 func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
-	cp := controlplane.ForTest(t, controlplane.Options{})
 	ctx := context.Background()
-	cfg := cp.Config()
-	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := "it-stall"
-	createNamespace(t, cs, ns)
+	cfg, cs := newTestRing(t, ns)
 	const objects = 30
 	createConfigMaps(t, cs, ns, objects)
 	j := &journal{}
