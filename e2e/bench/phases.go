@@ -87,14 +87,11 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 		res.ActiveReplicas = 1
 	}
 	start := time.Now()
-	f, err := b.startFleet(sys, scenario, n, latency)
+	f, err := b.startSettled(ctx, sys, scenario, n, latency)
 	if err != nil {
 		return res, err
 	}
 	defer f.kill()
-	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
-		return res, err
-	}
 	res.StartupSeconds = time.Since(start).Seconds()
 	epoch, sent, err := b.bumpEpoch(ctx)
 	if err != nil {
@@ -153,14 +150,11 @@ type handoffResult struct {
 // rolls), and times each update until its reconcile is seen.
 func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult, error) {
 	res := handoffResult{System: sys.name, Replicas: n}
-	f, err := b.startFleet(sys, "handoff", n, b.p.Latency)
+	f, err := b.startSettled(ctx, sys, "handoff", n, b.p.Latency)
 	if err != nil {
 		return res, err
 	}
 	defer f.kill()
-	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
-		return res, err
-	}
 	b.obs.takeDelays()
 	stop := make(chan struct{})
 	var stopOnce sync.Once
@@ -244,14 +238,11 @@ type failoverResult struct {
 
 func (b *bench) failover(ctx context.Context, sys *system, n int) (failoverResult, error) {
 	res := failoverResult{System: sys.name, Replicas: n, Key: objectName(0)}
-	f, err := b.startFleet(sys, "failover", n, b.p.Latency)
+	f, err := b.startSettled(ctx, sys, "failover", n, b.p.Latency)
 	if err != nil {
 		return res, err
 	}
 	defer f.kill()
-	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
-		return res, err
-	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := b.bumpGen(wctx, 0); err != nil {
@@ -311,14 +302,11 @@ type resourceResult struct {
 func (b *bench) resources(ctx context.Context, sys *system, n int) (resourceResult, error) {
 	res := resourceResult{System: sys.name, Replicas: n, Objects: len(b.gens)}
 	start := time.Now()
-	f, err := b.startFleet(sys, "resources", n, 0)
+	f, err := b.startSettled(ctx, sys, "resources", n, 0)
 	if err != nil {
 		return res, err
 	}
 	defer f.kill()
-	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
-		return res, err
-	}
 	res.StartupSeconds = time.Since(start).Seconds()
 	epoch, sent, err := b.bumpEpoch(ctx)
 	if err != nil {
@@ -424,4 +412,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// startSettled starts a fleet and waits until it has reconciled every object
+// and gone quiet; on failure it kills the fleet and returns the error.
+func (b *bench) startSettled(ctx context.Context, sys *system, scenario string, n int, latency time.Duration) (*fleet, error) {
+	f, err := b.startFleet(sys, scenario, n, latency)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
+		f.kill()
+		return nil, err
+	}
+	return f, nil
 }
