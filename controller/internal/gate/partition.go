@@ -1,9 +1,6 @@
 package gate
 
 import (
-	"reflect"
-	"strconv"
-
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/kshard/kshard/shard"
@@ -14,18 +11,21 @@ import (
 // string when p is kshard's own xxhash-mod-P partitioner.
 type Partitions struct {
 	p    shard.Partitioner
-	mod  fastMod
+	n    uint64
 	fast bool
 }
 
-// NewPartitions wraps p. The allocation-free path is used only when p is the
-// shard package's own partitioner type and agrees with it on a set of probe
-// keys, so a change of the shard hash can never silently split the ring.
+// NewPartitions wraps p. The allocation-free path is taken only when p is
+// the partitioner shard.NewPartitioner returns for p's own count; any other
+// Partitioner is called as it is, with the key string built per event.
 func NewPartitions(p shard.Partitioner) Partitions {
 	n := p.Count()
-	ps := Partitions{p: p, mod: newFastMod(uint64(max(n, 1)))}
-	ps.fast = n > 0 && reflect.TypeOf(p) == reflect.TypeOf(shard.NewPartitioner(n)) && ps.agrees()
-	return ps
+	// Interface equality holds only for the same dynamic type and value, so
+	// this is true for shard's own xxhash-mod-n and nothing else. It cannot
+	// panic: shard's partitioner type is comparable, and values of other
+	// dynamic types compare unequal without being compared.
+	fast := n > 0 && p == shard.NewPartitioner(n)
+	return Partitions{p: p, n: uint64(max(n, 1)), fast: fast}
 }
 
 // Fast reports whether the allocation-free path is in use.
@@ -39,41 +39,34 @@ func (ps Partitions) Of(namespace, name string) int {
 	if !ps.fast {
 		return ps.p.Partition(shard.KeyOf(namespace, name))
 	}
-	return int(ps.mod.of(hashKey(namespace, name)))
+	return int(hashKey(namespace, name) % ps.n)
 }
 
+// stackKey is the longest key hashed from a copy on the stack: a namespace
+// (at most 63 bytes), the separator and an object name (at most 253 bytes)
+// fit, so every key the API server accepts takes this path.
+const stackKey = 320
+
 // hashKey is xxhash64 of shard.KeyOf(namespace, name), computed without
-// building the key string (see xxh64Short and xxh64Joined).
+// building the key string on the heap.
 func hashKey(namespace, name string) uint64 {
 	if namespace == "" {
 		return xxhash.Sum64String(name)
 	}
-	if len(namespace)+1+len(name) <= wordBuf {
-		return xxh64Short(namespace, name)
+	n := len(namespace) + 1 + len(name)
+	if n <= stackKey {
+		var buf [stackKey]byte
+		i := copy(buf[:], namespace)
+		buf[i] = '/'
+		copy(buf[i+1:], name)
+		return xxhash.Sum64(buf[:n])
 	}
-	return xxh64Joined(namespace, name)
-}
-
-// agrees checks the fast path against p on probe keys of every shape it
-// handles: cluster-scoped, short, and longer than the stack buffer.
-func (ps Partitions) agrees() bool {
-	long := make([]byte, 400) // beyond several 32-byte stripes
-	for i := range long {
-		long[i] = 'a' + byte(i%26)
-	}
-	for i := range 64 {
-		s := strconv.Itoa(i)
-		probes := [][2]string{
-			{"", "node-" + s},
-			{"default", "cm-" + s},
-			{"kube-system", "pod-" + s + "-abcdefghijklmnopqrstuvwxyz"},
-			{"ns-" + s, string(long[:i*6])},
-		}
-		for _, pr := range probes {
-			if int(ps.mod.of(hashKey(pr[0], pr[1]))) != ps.p.Partition(shard.KeyOf(pr[0], pr[1])) {
-				return false
-			}
-		}
-	}
-	return true
+	// Longer than any valid name: stream the three parts through a digest,
+	// which stays on the stack too.
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(namespace)
+	_, _ = d.WriteString("/")
+	_, _ = d.WriteString(name)
+	return d.Sum64()
 }
