@@ -41,6 +41,9 @@ func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string
 // whole kustomization with --dry-run=server: every object is validated,
 // defaulted and admitted by the real API server, RBAC and CRD schema included.
 func TestManifestsPassServerSideDryRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts a real control plane; skipped with -short")
+	}
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	dir := deployDir(t)
 	kubectl(t, cp, "apply", "-f", filepath.Join(dir, "namespace.yaml"))
@@ -64,6 +67,9 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 // admission enforces on Pods, not on workload objects, so this is the check
 // that the operator's pods would be admitted.
 func TestPodTemplateMeetsRestrictedPodSecurity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts a real control plane; skipped with -short")
+	}
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	rendered := kubectl(t, cp, "kustomize", deployDir(t))
 	var sts *appsv1.StatefulSet

@@ -102,6 +102,7 @@ func checkOneLineError(t *testing.T, stderr string, allowRetryLogs bool, want ..
 // promptly with a non-zero exit code and one line naming the problem and the
 // fix.
 func TestBadInput(t *testing.T) {
+	skipIfShort(t)
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.kubeconfig")
 	garbage := filepath.Join(dir, "garbage.kubeconfig")
@@ -161,6 +162,7 @@ func TestBadInput(t *testing.T) {
 // TestHelpDocumentsFlags: --help exits 0 and documents, with its default,
 // every flag a user deploying the operator needs, and the exit codes.
 func TestHelpDocumentsFlags(t *testing.T) {
+	skipIfShort(t)
 	r := runOperator(t, time.Minute, "--help")
 	if r.code != 0 {
 		t.Fatalf("--help exited %d\n%s", r.code, r.stderr)
@@ -184,6 +186,7 @@ func TestHelpDocumentsFlags(t *testing.T) {
 // one line saying what to do; with --install-crd the operator installs the
 // CRD itself, works, and leaves cleanly on SIGTERM.
 func TestClusterProblems(t *testing.T) {
+	skipIfShort(t)
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	cfg := cp.Config()
 	client := kubernetes.NewForConfigOrDie(cfg)

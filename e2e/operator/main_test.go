@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,11 @@ import (
 var operatorBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the built binary: none is a unit test.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "kshard-operator-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,6 +54,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// skipIfShort skips a test of the built binary under -short, which means
+// unit tests only; TestMain builds nothing then.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: runs the example-operator binary; skipped with -short")
+	}
 }
 
 var (

@@ -50,6 +50,7 @@ func widgetName(i int) string { return fmt.Sprintf("widget-%04d", i) }
 // garbage collector removes it with the Widget, and that replicas leave
 // cleanly on SIGTERM.
 func TestWidgetsShardedAcrossReplicas(t *testing.T) {
+	skipIfShort(t)
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	cfg := cp.Config()
 	client := kubernetes.NewForConfigOrDie(cfg)
