@@ -3,6 +3,9 @@
 // membership into active partitions for every controller, and the metrics and
 // probe servers.
 //
+// Connect with GetConfig ($KUBECONFIG, the in-cluster service account, then
+// ~/.kube/config), or LoadConfig for a --kubeconfig flag.
+//
 // A Manager is shaped like controller-runtime's: build controllers with
 // controller.NewControllerManagedBy(mgr), Add other Runnables, then Start.
 // What differs is what Start does between "caches synced" and "stopped":

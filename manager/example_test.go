@@ -6,8 +6,6 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
@@ -15,7 +13,11 @@ import (
 
 // runReplica is the whole of a shard-aware operator: every replica runs it,
 // and each reconciles only the ConfigMaps of the partitions the ring gives it.
-func runReplica(ctx context.Context, cfg *rest.Config) error {
+func runReplica(ctx context.Context) error {
+	cfg, err := manager.GetConfig() // $KUBECONFIG, the in-cluster service account, or ~/.kube/config
+	if err != nil {
+		return err
+	}
 	mgr, err := manager.New(cfg, manager.Options{
 		Ring:      "configmap-stamper",   // every replica of this operator
 		Namespace: "operators",           // where the ring's Leases live
@@ -40,11 +42,7 @@ func runReplica(ctx context.Context, cfg *rest.Config) error {
 
 // Compiled, not run: it needs a cluster.
 func Example() {
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := runReplica(manager.SetupSignalHandler(), cfg); err != nil {
+	if err := runReplica(manager.SetupSignalHandler()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -83,7 +83,7 @@ type Manager struct {
 // to the API server until Start.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
-		return nil, errors.New("manager: rest config is nil; load one with clientcmd or rest.InClusterConfig")
+		return nil, errors.New("manager: rest config is nil; load one with manager.GetConfig (or LoadConfig for a --kubeconfig flag)")
 	}
 	opts.applyDefaults()
 	if err := opts.validate(); err != nil {
