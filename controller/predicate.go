@@ -3,7 +3,9 @@ package controller
 import "maps"
 
 // Predicate filters events before they reach an EventHandler. An event is
-// handled only if every predicate of its watch returns true.
+// handled only if every predicate of its watch returns true. A reconciler
+// that writes the object it reconciles should filter its own writes out:
+// see GenerationChangedPredicate.
 type Predicate interface {
 	Create(CreateEvent) bool
 	Update(UpdateEvent) bool
@@ -41,6 +43,25 @@ func NewPredicateFuncs(filter func(Object) bool) Predicate {
 
 // GenerationChangedPredicate admits updates that change metadata.generation
 // (spec changes, for most kinds) and every other event.
+//
+// Use it on For when the reconciler writes the object it reconciles, most
+// often its status: every write is an update event, so without a filter the
+// reconciler's own write enqueues the object again, and a reconciler that
+// writes on every pass (a timestamp, a condition's lastTransitionTime)
+// reconciles it forever. A write to the status subresource leaves
+// metadata.generation unchanged, so this predicate drops it while spec
+// changes still get through; ResourceVersionChangedPredicate does not help,
+// since every write changes the resourceVersion.
+//
+// It fits kinds whose API server bumps metadata.generation on spec changes:
+// custom resources with the status subresource enabled, and built-in
+// workloads such as Deployments. Kinds that never set it (ConfigMaps,
+// Secrets) keep generation 0, so it would drop every update of them; for a
+// custom resource without the status subresource every write, status
+// included, bumps it. It also drops metadata-only changes: combine it with
+// Or(GenerationChangedPredicate{}, LabelChangedPredicate{}) if labels or
+// annotations drive the reconcile. Owned objects (Owns) usually need no
+// filter: the reconciler's writes to them are what it waits to see settle.
 type GenerationChangedPredicate struct{ Funcs }
 
 func (GenerationChangedPredicate) Update(e UpdateEvent) bool {
