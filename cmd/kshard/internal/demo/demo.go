@@ -212,7 +212,7 @@ func (d *demo) script(ctx context.Context) (res Results, err error) {
 	d.scr.say("Starting %d example-operator replicas (ring %q, %d partitions, namespace %s)...", o.Replicas, Ring, shard.DefaultPartitions, Namespace)
 	t0 := time.Now()
 	for range o.Replicas {
-		if _, err := d.startReplica(); err != nil {
+		if _, err := d.startReplica(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -317,7 +317,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 	d.stopping[leaver.identity] = true
 	t0 := time.Now()
 	fired := d.watch.arm(handedOff)
-	leaver.signal(syscall.SIGTERM)
+	_ = leaver.proc.Signal(syscall.SIGTERM)
 
 	var activeAt time.Time
 	err := d.until(ctx, 100*time.Millisecond, func() (bool, error) {
@@ -349,7 +349,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 	}
 	d.scr.say("Handoff gap: %s from SIGTERM until the other replicas claimed all %d partitions of %s (Lease watch); all %d partitions active again after %s (metrics, polled every 100ms); %s %s after %s.",
 		res.HandoffGap.Round(time.Millisecond), held.Len(), leaver.identity, d.ring().Partitions,
-		res.ActiveAfter.Round(time.Millisecond), leaver.identity, leaver.exitStatus(), leaver.exitedAt.Sub(t0).Round(time.Millisecond))
+		res.ActiveAfter.Round(time.Millisecond), leaver.identity, leaver.exitStatus(), leaver.exitedAt().Sub(t0).Round(time.Millisecond))
 	d.scr.say("Partitions moved: %d (%s).", res.Moved, countSummary(takers))
 	return nil
 }
@@ -357,7 +357,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 // join starts the next replica and times until the ring has converged on it.
 func (d *demo) join(ctx context.Context, res *Results) error {
 	before := d.ring()
-	r, err := d.startReplica()
+	r, err := d.startReplica(ctx)
 	if err != nil {
 		return err
 	}
@@ -366,7 +366,7 @@ func (d *demo) join(ctx context.Context, res *Results) error {
 	if err := d.until(ctx, 200*time.Millisecond, d.converged); err != nil {
 		return err
 	}
-	res.JoinDuration = time.Since(r.started)
+	res.JoinDuration = time.Since(r.proc.Started())
 	var gained shard.PartitionSet
 	for _, m := range d.ring().Members {
 		if m.Identity == r.identity {
@@ -381,7 +381,7 @@ func (d *demo) join(ctx context.Context, res *Results) error {
 		}
 	}
 	d.scr.say("%s joined: %d partitions moved to it (%s) in %s from process start (includes its cache sync); %s",
-		r.identity, res.JoinMoved, countSummary(from), since(r.started), d.claimSummary())
+		r.identity, res.JoinMoved, countSummary(from), since(r.proc.Started()), d.claimSummary())
 	return nil
 }
 
@@ -400,10 +400,10 @@ Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, le
 	<-ctx.Done()
 }
 
-func (d *demo) startReplica() (*replica, error) {
+func (d *demo) startReplica(ctx context.Context) (*replica, error) {
 	id := identityPrefix + strconv.Itoa(d.next)
 	d.next++
-	return d.fleet.start(id)
+	return d.fleet.start(ctx, id)
 }
 
 // until refreshes the table every second, and evaluates done on every
@@ -443,8 +443,8 @@ func (d *demo) until(ctx context.Context, poll time.Duration, done func() (bool,
 // replicaFailed prints the end of a replica's log and returns why it failed.
 func (d *demo) replicaFailed(r *replica, what string) error {
 	d.scr.release()
-	fmt.Fprintf(d.opts.Stderr, "--- last lines of %s ---\n%s\n---\n", r.logPath, r.logTail(15))
-	return fmt.Errorf("replica %s %s (%s) while %s; its log is %s", r.identity, what, r.exitStatus(), d.phase, r.logPath)
+	fmt.Fprintf(d.opts.Stderr, "--- last lines of %s ---\n%s\n---\n", r.proc.LogPath(), r.proc.Tail(15))
+	return fmt.Errorf("replica %s %s (%s) while %s; its log is %s", r.identity, what, r.exitStatus(), d.phase, r.proc.LogPath())
 }
 
 // ring reads the ring from the Lease cache.
