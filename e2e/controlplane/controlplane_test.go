@@ -90,7 +90,7 @@ func TestAPIServerRestartKeepsAddressAndData(t *testing.T) {
 	}
 }
 
-func TestFreePortsAvoidEphemeralRange(t *testing.T) {
+func TestPortPickerAvoidsEphemeralRange(t *testing.T) {
 	low := ephemeralLow()
 	if low <= lowestPort {
 		t.Skipf("ephemeral range starts at %d: no room below it, freePorts falls back to port 0", low)

@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -448,7 +448,7 @@ func (d *demo) replicaFailed(r *replica, what string) error {
 }
 
 // ring reads the ring from the Lease cache.
-func (d *demo) ring() ringview.Ring {
+func (d *demo) ring() ringstatus.Ring {
 	objs := d.leases.List()
 	ls := make([]coordinationv1.Lease, 0, len(objs))
 	for _, o := range objs {
@@ -456,12 +456,12 @@ func (d *demo) ring() ringview.Ring {
 			ls = append(ls, *l)
 		}
 	}
-	for _, r := range ringview.Analyze(Namespace, ls, time.Now()) {
+	for _, r := range ringstatus.Analyze(Namespace, ls, time.Now()) {
 		if r.Name == Ring {
 			return r
 		}
 	}
-	return ringview.Ring{Name: Ring, Partitions: shard.DefaultPartitions}
+	return ringstatus.Empty(Namespace, Ring)
 }
 
 // converged reports whether the ring's members are exactly the running
@@ -474,9 +474,8 @@ func (d *demo) converged() (bool, error) {
 			want = append(want, r.identity)
 		}
 	}
-	slices.Sort(want)
 	r := d.ring()
-	if !slices.Equal(r.RingMembers, want) || !r.Settled() || r.Unclaimed != 0 || r.Overlapping != 0 || r.Malformed != 0 {
+	if r.Converged(want...) != nil {
 		return false, nil
 	}
 	return d.allActive(""), nil
@@ -502,7 +501,7 @@ func (d *demo) allActive(except string) bool {
 // refresh scrapes every replica and redraws the table.
 func (d *demo) refresh(ctx context.Context, force bool) {
 	ring := d.ring()
-	members := map[string]ringview.Member{}
+	members := map[string]ringstatus.Member{}
 	for _, m := range ring.Members {
 		members[m.Identity] = m
 	}
