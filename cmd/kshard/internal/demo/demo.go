@@ -47,7 +47,8 @@ type Options struct {
 	Objects int
 	// Keep keeps everything running after the demo until ctx is done.
 	Keep bool
-	// Timeout bounds the demo (not the wait of Keep).
+	// Timeout bounds the demo from when the control plane is up: not the
+	// one-time build of its binaries, nor the wait of Keep.
 	Timeout time.Duration
 	// Executable is this binary; replicas run as Executable OperatorCommand
 	// flags....
@@ -63,6 +64,10 @@ type Options struct {
 	// Hurry, when closed, makes shutdown kill replicas instead of waiting
 	// for their graceful leave (a second Ctrl-C).
 	Hurry <-chan struct{}
+
+	// ensureBinaries and startControlPlane replace controlplane's in tests.
+	ensureBinaries    func(context.Context, io.Writer) (controlplane.Binaries, error)
+	startControlPlane func(context.Context, controlplane.Options) (*controlplane.ControlPlane, error)
 }
 
 // Results are the demo's measurements.
@@ -99,15 +104,54 @@ type demo struct {
 	next     int                      // index of the next identity
 }
 
-// rateWindow is the shortest interval reconciles/s is computed over.
-const rateWindow = 700 * time.Millisecond
-
 // replicaStats is what the table shows of a replica's metrics.
 type replicaStats struct {
 	last     sample
-	base     sample  // the scrape the rate is measured from
-	rate     float64 // reconciles/s between the last two scrapes
+	rate     rateMeter // reconciles/s over the last rateWindow
 	scrapeOK bool
+}
+
+// explainTimeout turns an error caused by --timeout running out into one
+// that says so and names the phase the demo was in.
+func (d *demo) explainTimeout(ctx, runCtx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && runCtx.Err() != nil {
+		return fmt.Errorf("the demo did not finish within --timeout %s, counted from when the control plane was up (it was %s): raise --timeout or lower --objects", d.opts.Timeout, d.phase)
+	}
+	return err
+}
+
+// startControlPlane builds the control-plane binaries if they are not
+// cached (the first run; the build reports its own progress) and starts the
+// control plane. Only ctx bounds it: a first build takes minutes on a small
+// machine and must not eat into --timeout.
+func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlane, error) {
+	o := d.opts
+	ensure, start := o.ensureBinaries, o.startControlPlane
+	if ensure == nil {
+		ensure = controlplane.EnsureBinaries
+	}
+	if start == nil {
+		start = controlplane.Start
+	}
+	d.phase = "building the control-plane binaries"
+	fmt.Fprintf(o.Stderr, "%s: looking for the control-plane binaries (the first run builds etcd, kube-apiserver and kube-controller-manager from source, about 10 minutes on 2 cores, then caches them; --timeout does not count it; Ctrl-C stops it)\n", o.Prog)
+	bins, err := ensure(ctx, o.Stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("building the control-plane binaries: %w", err)
+	}
+	d.phase = "starting the control plane"
+	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager)\n", o.Prog)
+	cp, err := start(ctx, controlplane.Options{Binaries: &bins, Progress: o.Stderr, ControllerManager: true})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	return cp, nil
 }
 
 // Run runs the demo. It returns nil when every step succeeded, ctx's error
@@ -117,19 +161,12 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 	d := &demo{opts: o, start: time.Now(), stats: map[string]*replicaStats{}, stopping: map[string]bool{},
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	d.scr = &screen{w: o.Stdout, tty: o.TTY, plainEvery: 5 * time.Second}
-	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	defer func() {
-		if err != nil && ctx.Err() == nil && runCtx.Err() != nil {
-			err = fmt.Errorf("the demo did not finish within --timeout %s (%s): raise --timeout or lower --objects", o.Timeout, d.phase)
-		}
-	}()
-
-	d.phase = "starting the control plane"
-	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager; the first run builds them, ~3-5 min)\n", o.Prog)
-	cp, err := controlplane.Start(runCtx, controlplane.Options{Progress: o.Stderr, ControllerManager: true})
+	// Neither the one-time build nor the start counts against --timeout:
+	// the build has its own progress, the start its own bounds, and Ctrl-C
+	// stops either.
+	cp, err := d.startControlPlane(ctx)
 	if err != nil {
-		return res, fmt.Errorf("starting the control plane: %w", err)
+		return res, err
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -140,6 +177,9 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 			err = fmt.Errorf("stopping the control plane: %w", stopErr)
 		}
 	}()
+	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	defer func() { err = d.explainTimeout(ctx, runCtx, err) }()
 	fmt.Fprintf(o.Stderr, "%s: control plane up at %s in %s (files in %s)\n", o.Prog, cp.Host(), time.Since(d.start).Round(100*time.Millisecond), cp.Dir())
 
 	cfg := rest.CopyConfig(cp.Config())
@@ -507,11 +547,12 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 	}
 	done, _ := widgetProgress(d.widgets.List())
 	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
+	lines = append(lines, "LEASE from the ring's Leases; CLAIMED to QUEUE from one scrape of each replica's /metrics; PER SEC over the last "+rateWindow.String())
 	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
 	for _, r := range d.fleet.list() {
 		st := d.stats[r.identity]
 		if st == nil {
-			st = &replicaStats{}
+			st = &replicaStats{rate: rateMeter{window: rateWindow}}
 			d.stats[r.identity] = st
 		}
 		process := r.exitStatus()
@@ -519,24 +560,19 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			process = "leaving"
 		}
 		leaseState := "-"
-		claimed := "-"
 		if m, ok := members[r.identity]; ok {
-			leaseState, claimed = m.State, strconv.Itoa(m.Partitions)
+			leaseState = m.State
 			if !m.Live() {
 				leaseState += " (expired)"
 			}
 		}
-		active, total, rate, queue := "-", "-", "-", "-"
+		// CLAIMED, ACTIVE and QUEUE come from one scrape, so they are one
+		// moment of the replica: it claims before it activates and
+		// revokes before it releases, so ACTIVE never exceeds CLAIMED.
+		claimed, active, total, rate, queue := "-", "-", "-", "-", "-"
 		if r.running() {
 			if s, err := scrape(ctx, d.http, r.metricsAddr); err == nil {
-				// A rate over a forced refresh moments after the last one
-				// would be noise: measure over at least rateWindow.
-				if st.base.at.IsZero() {
-					st.base = s
-				} else if dt := s.at.Sub(st.base.at); dt >= rateWindow {
-					st.rate = (s.reconciles - st.base.reconciles) / dt.Seconds()
-					st.base = s
-				}
+				st.rate.add(s.at, s.reconciles)
 				st.last, st.scrapeOK = s, true
 			} else {
 				st.scrapeOK = false
@@ -546,8 +582,9 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			total = strconv.Itoa(int(st.last.reconciles))
 		}
 		if r.running() && st.scrapeOK {
+			claimed = strconv.Itoa(int(st.last.claimed))
 			active = strconv.Itoa(int(st.last.active))
-			rate = strconv.Itoa(int(st.rate + 0.5))
+			rate = strconv.Itoa(int(st.rate.rate(time.Now()) + 0.5))
 			queue = strconv.Itoa(int(st.last.queue))
 		}
 		rows = append(rows, []string{r.identity, process, leaseState, claimed, active, total, rate, queue})
