@@ -45,11 +45,8 @@ func connect(g *globals) (*cluster, error) {
 		}
 		rules.ExplicitPath = g.kubeconfig
 	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
-	if g.namespace != "" {
-		overrides.Context.Namespace = g.namespace
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	overrides := g.overrides // the flags kubectl has, applied as kubectl does
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &overrides)
 	cfg, err := cc.ClientConfig()
 	switch {
 	case clientcmd.IsEmptyConfig(err):
@@ -62,7 +59,9 @@ func connect(g *globals) (*cluster, error) {
 		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %v; pass -n", err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = requestTimeout
+	if overrides.Timeout == "" || overrides.Timeout == "0" {
+		cfg.Timeout = requestTimeout
+	}
 	cfg.UserAgent = "kshard-cli"
 	// Deprecation warnings would break the one-table output; nothing the
 	// CLI reads is deprecated.
