@@ -202,31 +202,6 @@ func (h *Harness) Kill(identity string) Exit {
 	return r.exitOf(r.proc.Kill())
 }
 
-// Pause freezes identity's process group with SIGSTOP, as a long GC pause
-// or a stopped VM would: it keeps its connections but runs nothing, so its
-// Lease goes unrenewed. It returns when the signal was sent.
-func (h *Harness) Pause(identity string) time.Time {
-	h.t.Helper()
-	r := h.mustRunning("pause", identity)
-	at := time.Now()
-	if err := r.proc.Pause(); err != nil {
-		h.t.Fatal(err)
-	}
-	return at
-}
-
-// Resume continues a paused replica with SIGCONT and returns when the
-// signal was sent.
-func (h *Harness) Resume(identity string) time.Time {
-	h.t.Helper()
-	r := h.mustRunning("resume", identity)
-	at := time.Now()
-	if err := r.proc.Resume(); err != nil {
-		h.t.Fatal(err)
-	}
-	return at
-}
-
 // StopAll stops every running replica, one after another, highest identity
 // first as a StatefulSet scales down.
 func (h *Harness) StopAll() {
