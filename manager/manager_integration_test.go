@@ -21,6 +21,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 )
 
 // interval is one reconcile as a replica saw it.
@@ -142,31 +143,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	t.Fatalf("timed out after %s waiting for %s (last: %s)", timeout, what, last)
 }
 
-// ringSettled reports whether want replicas hold active Leases whose claims
-// partition all P partitions exactly once.
-func ringSettled(ctx context.Context, cs kubernetes.Interface, ns string, want int, partitions int) (bool, string) {
-	list, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "kshard.io/ring=it"})
+// ringSettled reports whether the ring has converged on exactly the
+// replicas ids (see ringstatus.Ring.Converged), and why not.
+func ringSettled(ctx context.Context, cs kubernetes.Interface, ns string, ids ...string) (bool, string) {
+	r, err := ringstatus.Read(ctx, cs, ns, "it")
+	if err == nil {
+		err = r.Converged(ids...)
+	}
 	if err != nil {
 		return false, err.Error()
-	}
-	count := make([]int, partitions)
-	active := 0
-	for i := range list.Items {
-		o := lease.Parse(&list.Items[i], "it", partitions)
-		if o.State == "active" {
-			active++
-		}
-		for _, p := range o.Claim.Slice() {
-			count[p]++
-		}
-	}
-	if active != want {
-		return false, fmt.Sprintf("%d active members", active)
-	}
-	for p, n := range count {
-		if n != 1 {
-			return false, fmt.Sprintf("partition %d claimed %d times", p, n)
-		}
 	}
 	return true, ""
 }
@@ -225,7 +210,7 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	j := &journal{}
 	r0 := startReplica(t, cfg, ns, "r-0", j, 20*time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, 20*time.Millisecond)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 2, 271) })
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	reconciledBy := func(from int) map[string]string {
 		out := map[string]string{}
 		for _, iv := range j.snapshot()[from:] {
@@ -250,7 +235,7 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	leaveStart := time.Now()
 	r0.stop(t)
 	t.Logf("graceful leave of r-0 took %s", time.Since(leaveStart))
-	eventually(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+	eventually(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-1") })
 	updateConfigMaps(t, cs, ns, objects)
 	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
 		got := reconciledBy(mark)
@@ -293,7 +278,7 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 	cfg, cs := newTestRing(t, ns)
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
-	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
 
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
 	eventually(t, 30*time.Second, "r-1 to refuse to join", func() (bool, string) {
@@ -304,7 +289,7 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 	if code != http.StatusInternalServerError || !strings.Contains(body, "same ring configuration") {
 		t.Fatalf("r-1 /readyz = %d %q; want 500 naming the configuration mismatch", code, body)
 	}
-	if ok, msg := ringSettled(ctx, cs, ns, 1, 271); !ok {
+	if ok, msg := ringSettled(ctx, cs, ns, "r-0"); !ok {
 		t.Fatalf("r-0 lost partitions to a replica of another configuration: %s", msg)
 	}
 	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "it-r-1", metav1.GetOptions{})
@@ -386,7 +371,7 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, 2, 271) })
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	r2 := startReplica(t, cfg, ns, "r-2", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
 	eventually(t, 30*time.Second, "r-2 to refuse to join", func() (bool, string) {
 		reason := r2.mgr.NotReadyReason()
@@ -394,7 +379,7 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	})
 
 	r1.stop(t)
-	eventually(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, 1, 271) })
+	eventually(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
 	mark := len(j.snapshot())
 	updateConfigMaps(t, cs, ns, objects)
 	eventually(t, 20*time.Second, "r-0 to reconcile every key, r-1's former ones too", func() (bool, string) {

@@ -69,6 +69,10 @@ type Options struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz (ready = caches
 	// synced and joined the ring). "0" disables it. Defaults to ":8081".
+	//
+	// With port 0 in either address (e.g. "127.0.0.1:0") the kernel picks a
+	// free port: Start logs the bound address in a "serving" line (read by
+	// manager/process.ServingAddr) and MetricsAddr/ProbeAddr return it.
 	HealthProbeBindAddress string
 
 	// WatchNamespace restricts the cache to one namespace. Defaults to all.

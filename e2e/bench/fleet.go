@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -54,7 +53,7 @@ func (f *fleet) start(id string) error {
 		"--drain-grace=" + p.DrainGrace.String(),
 	}
 	logPath := filepath.Join(f.b.dir, "logs", fmt.Sprintf("%s-%s-%d.log", f.name, id, time.Now().UnixNano()))
-	r, err := startReplica(id, f.sys.bin, logPath, args)
+	r, err := startReplica(context.Background(), id, f.sys.bin, logPath, args)
 	if err != nil {
 		return err
 	}
@@ -123,7 +122,8 @@ func (f *fleet) waitReady(ctx context.Context, rd readiness, timeout time.Durati
 		if len(live) != len(f.ids) {
 			for _, id := range f.ids {
 				if r := f.replicas[id]; !r.running() {
-					return fmt.Errorf("%s %s exited with code %d; last log lines:\n%s", f.name, id, r.code, controlplane.TailFile(r.logPath, 20))
+					exit, _ := r.proc.Exited()
+					return fmt.Errorf("%s %s %s; last log lines:\n%s", f.name, id, exit, r.proc.Tail(20))
 				}
 			}
 		}

@@ -5,21 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/process"
 )
 
 // system is one of the two operators under test.
@@ -33,59 +31,35 @@ type system struct {
 // replica is one operator process, in its own process group.
 type replica struct {
 	id          string
-	metricsAddr string
+	metricsAddr string // bound on port 0, read from the replica's log
 	probeAddr   string
-	logPath     string
-	cmd         *exec.Cmd
-	started     time.Time
-	exited      chan struct{} // closed once reaped; code is set before
-	code        int
+	proc        *process.Process
 }
 
-func (r *replica) running() bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (r *replica) running() bool { return r.proc.Running() }
 
-// startReplica starts bin with args. The goroutine it starts is owned by the
-// replica: every path that ends the process waits for exited.
-func startReplica(id, bin, logPath string, args []string) (*replica, error) {
-	ports, err := controlplane.FreePorts(2)
+// bindTimeout bounds the wait for a started replica to log the addresses of
+// its servers, which it binds before anything else.
+const bindTimeout = time.Minute
+
+// startReplica starts bin with args and waits until it has bound its
+// metrics and probe servers on ports the kernel chose.
+func startReplica(ctx context.Context, id, bin, logPath string, args []string) (*replica, error) {
+	args = append(args, "--identity="+id, "--metrics-addr=127.0.0.1:0", "--probe-addr=127.0.0.1:0")
+	proc, err := process.Start(process.Options{Name: id, Path: bin, Args: args, LogPath: logPath})
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{
-		id:          id,
-		metricsAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		probeAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		logPath:     logPath,
-		exited:      make(chan struct{}),
+	r := &replica{id: id, proc: proc}
+	ctx, cancel := context.WithTimeout(ctx, bindTimeout)
+	defer cancel()
+	if r.metricsAddr, err = proc.ServingAddr(ctx, process.ServerMetrics); err == nil {
+		r.probeAddr, err = proc.ServingAddr(ctx, process.ServerProbe)
 	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		proc.Kill()
 		return nil, err
 	}
-	args = append(args, "--identity="+id, "--metrics-addr="+r.metricsAddr, "--probe-addr="+r.probeAddr)
-	r.cmd = exec.Command(bin, args...)
-	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-	// Own process group so a kill ends everything it spawned; Pdeathsig
-	// ends it if the bench dies without cleaning up.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", id, err)
-	}
-	r.started = time.Now()
-	go func() {
-		_ = r.cmd.Wait()
-		logFile.Close()
-		r.code = r.cmd.ProcessState.ExitCode()
-		close(r.exited)
-	}()
 	return r, nil
 }
 
@@ -96,27 +70,19 @@ func (r *replica) stop(timeout time.Duration) (time.Duration, error) {
 		return 0, nil
 	}
 	at := time.Now()
-	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-r.exited:
-	case <-time.After(timeout):
-		r.kill()
-		return time.Since(at), fmt.Errorf("%s did not exit within %s of SIGTERM; killed (log %s)", r.id, timeout, r.logPath)
-	}
+	exit, err := r.proc.Stop(timeout)
 	took := time.Since(at)
-	if r.code != 0 {
-		return took, fmt.Errorf("%s exited with code %d after SIGTERM; last log lines:\n%s", r.id, r.code, controlplane.TailFile(r.logPath, 15))
+	if err != nil {
+		return took, err
+	}
+	if exit.Code != 0 {
+		return took, fmt.Errorf("%s %s after SIGTERM; last log lines:\n%s", r.id, exit, r.proc.Tail(15))
 	}
 	return took, nil
 }
 
 // kill ends the process group at once, as a crash, and waits for the reap.
-func (r *replica) kill() {
-	if r.running() {
-		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-r.exited
-}
+func (r *replica) kill() { r.proc.Kill() }
 
 // procStats are a live process's CPU time and peak resident set.
 type procStats struct {
@@ -125,7 +91,7 @@ type procStats struct {
 }
 
 func (r *replica) stats() (procStats, error) {
-	pid := r.cmd.Process.Pid
+	pid := r.proc.Pid()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return procStats{}, err

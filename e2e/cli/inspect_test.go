@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/app"
 	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/process"
 )
 
 const (
@@ -239,38 +238,19 @@ users: [{name: u, user: {token: t}}]
 // command and stops it (gracefully, then by force) when the test ends.
 func startReplica(t *testing.T, kubeconfig, identity string) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), identity+".log")
-	logFile, err := os.Create(logPath)
+	p, err := process.Start(process.Options{Name: identity, Path: kshardBin, LogPath: filepath.Join(t.TempDir(), identity+".log"),
+		Args: []string{"__example-operator", "--kubeconfig", kubeconfig, "--ring", ring,
+			"--lease-namespace", namespace, "--watch-namespace", namespace, "--identity", identity,
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(kshardBin, "__example-operator", "--kubeconfig", kubeconfig, "--ring", ring,
-		"--lease-namespace", namespace, "--watch-namespace", namespace, "--identity", identity,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { // waited for by the cleanup below
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(40 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+		if _, err := p.Stop(40 * time.Second); err != nil {
+			t.Log(err)
 		}
 		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Logf("last lines of %s:\n%s", identity, strings.Join(lines[max(0, len(lines)-10):], "\n"))
+			t.Logf("last lines of %s:\n%s", identity, p.Tail(10))
 		}
 	})
 }

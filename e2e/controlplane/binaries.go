@@ -258,7 +258,7 @@ func build(ctx context.Context, toolsDir, dir, version string, progress io.Write
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
-	fmt.Fprintf(progress, "kshard: building kube-apiserver, kube-controller-manager and etcd %s from source into %s (first time only, ~3-5 min on 2 cores)\n", version, dir)
+	fmt.Fprintf(progress, "kshard: building kube-apiserver, kube-controller-manager and etcd %s from source into %s (first time only; about 9 min on a quiet 2-core machine)\n", version, dir)
 
 	pkgs := []string{toolsPackages[binAPIServer], toolsPackages[binControllerManager], toolsPackages[binEtcd]}
 	args := append([]string{"build", "-v", "-ldflags", versionLDFlags(version), "-o", tmp + string(os.PathSeparator)}, pkgs...)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kshard/kshard/manager/process"
 )
 
 // Options configure a control plane. The zero value is usable.
@@ -69,9 +70,9 @@ type ControlPlane struct {
 	restrCfg string
 
 	mu        sync.Mutex // guards the process handles below
-	etcd      *process
-	apiserver *process
-	kcm       *process
+	etcd      *component
+	apiserver *component
+	kcm       *component
 	apiStarts int
 }
 
@@ -174,7 +175,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 // was stopped with StopAPIServer, and waits for /readyz.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	cp.mu.Lock()
-	if cp.apiserver != nil && cp.apiserver.running() {
+	if cp.apiserver != nil && cp.apiserver.Running() {
 		cp.mu.Unlock()
 		return errors.New("kube-apiserver is already running")
 	}
@@ -221,7 +222,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return lastErr
 }
 
-func (cp *ControlPlane) launchAPIServer(port int) (*process, error) {
+func (cp *ControlPlane) launchAPIServer(port int) (*component, error) {
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=127.0.0.1",
@@ -376,7 +377,7 @@ func (cp *ControlPlane) LogPaths() map[string]string {
 
 // APIServerLogTail returns the API server log's last n lines.
 func (cp *ControlPlane) APIServerLogTail(n int) string {
-	return TailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
+	return process.TailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
 }
 
 func (cp *ControlPlane) config(token string) *rest.Config {
@@ -432,14 +433,14 @@ func (t *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // waitHTTP polls url until ok(body) holds, the process exits, or the timeout
 // passes; errors carry the component's last log lines.
-func waitHTTP(ctx context.Context, p *process, timeout time.Duration, url string, client *http.Client, ok func(string) bool) error {
+func waitHTTP(ctx context.Context, p *component, timeout time.Duration, url string, client *http.Client, ok func(string) bool) error {
 	if client == nil {
 		client = &http.Client{Timeout: 2 * time.Second}
 	}
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
-		if !p.running() {
+		if !p.Running() {
 			return p.exitError()
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -455,38 +456,16 @@ func waitHTTP(ctx context.Context, p *process, timeout time.Duration, url string
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s (last answer: %s); last log lines (%s):\n%s", p.name, timeout, last, p.logPath, p.tail(30))
+			return fmt.Errorf("%s not ready within %s (last answer: %s); last log lines (%s):\n%s", p.Name(), timeout, last, p.LogPath(), p.Tail(30))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-p.exited:
+		case <-p.Done():
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-// FreePorts asks the kernel for n distinct free loopback ports. They may be
-// taken again before use, so a caller should retry when binding fails; the
-// e2e harnesses and the demo use it for their processes' ports.
-func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free loopback port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// pickPorts is FreePorts, replaceable in tests to simulate a port clash.
-var pickPorts = FreePorts
+// pickPorts is freePorts, replaceable in tests to simulate a port clash.
+var pickPorts = freePorts

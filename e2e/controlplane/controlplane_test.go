@@ -90,6 +90,24 @@ func TestAPIServerRestartKeepsAddressAndData(t *testing.T) {
 	}
 }
 
+func TestPortPickerAvoidsEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low <= lowestPort {
+		t.Skipf("ephemeral range starts at %d: no room below it, freePorts falls back to port 0", low)
+	}
+	ports, err := freePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < lowestPort || p >= low || seen[p] {
+			t.Errorf("port %d: want distinct ports in [%d, %d)", p, lowestPort, low)
+		}
+		seen[p] = true
+	}
+}
+
 func TestPortClashIsRetried(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,13 +118,13 @@ func TestPortClashIsRetried(t *testing.T) {
 	calls := 0
 	pickPorts = func(n int) ([]int, error) {
 		calls++
-		ports, err := FreePorts(n)
+		ports, err := freePorts(n)
 		if calls == 1 {
 			ports[0] = busy // etcd's client port: already bound
 		}
 		return ports, err
 	}
-	t.Cleanup(func() { pickPorts = FreePorts })
+	t.Cleanup(func() { pickPorts = freePorts })
 	cp := ForTest(t, Options{})
 	if calls < 3 { // etcd twice (clash, retry) + API server
 		t.Fatalf("expected a retry after the clash, ports were picked %d times", calls)

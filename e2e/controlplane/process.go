@@ -1,113 +1,113 @@
 package controlplane
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
-	"os/exec"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/kshard/kshard/manager/process"
 )
 
-// process is one control-plane executable running in its own process group,
-// with its output in a log file.
-type process struct {
-	name    string
-	logPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error
+// component is one control-plane executable, run by the process runner.
+type component struct {
+	*process.Process
 }
 
-func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func startProcess(name, logPath, bin string, args ...string) (*component, error) {
+	p, err := process.Start(process.Options{Name: name, Path: bin, Args: args, LogPath: logPath})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	// A process group per child lets Stop kill anything it spawned; Pdeathsig
-	// stops it if the test binary itself dies without running cleanups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
-	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		logFile.Close()
-		close(p.exited)
-	}()
-	return p, nil
-}
-
-// running reports whether the process has not exited yet.
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+	return &component{p}, nil
 }
 
 // stop asks the process group to terminate and kills it after grace.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || !p.running() {
-		return
+func (c *component) stop(grace time.Duration) {
+	if c != nil {
+		_, _ = c.Stop(grace)
 	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.exited
-	}
-	// Reap stragglers of the group that outlived their leader.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // kill ends the process group at once, as a crash would.
-func (p *process) kill() {
-	if p == nil || !p.running() {
-		return
+func (c *component) kill() {
+	if c != nil {
+		c.Kill()
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
-}
-
-// tail returns the last n lines of the process log.
-func (p *process) tail(n int) string {
-	return TailFile(p.logPath, n)
-}
-
-// TailFile returns the last n lines of the file at path, or a note saying
-// why it could not be read: for test failures that quote a process's log.
-func TailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // errAddrInUse marks a start that failed because a port was taken between
 // choosing it and binding it; the caller retries with new ports.
 var errAddrInUse = errors.New("address already in use")
 
-func (p *process) exitError() error {
-	log := p.tail(30)
+func (c *component) exitError() error {
+	log := c.Tail(30)
+	exit, _ := c.Exited()
 	if strings.Contains(log, "address already in use") {
-		return fmt.Errorf("%s: %w\n%s", p.name, errAddrInUse, log)
+		return fmt.Errorf("%s: %w\n%s", c.Name(), errAddrInUse, log)
 	}
-	return fmt.Errorf("%s exited early (%v); last log lines (%s):\n%s", p.name, p.waitErr, p.logPath, log)
+	return fmt.Errorf("%s %s early; last log lines (%s):\n%s", c.Name(), exit, c.LogPath(), log)
+}
+
+// lowestPort keeps the control plane above well-known and registered
+// service ports a machine is likely to run.
+const lowestPort = 20000
+
+// freePorts returns n distinct loopback ports that were free a moment ago,
+// for etcd, kube-apiserver and kube-controller-manager, which cannot bind
+// port 0 and report what they got. The caller retries on a clash.
+//
+// The ports come from below the kernel's ephemeral range when there is
+// room: a port the kernel hands out for ":0" is also what it gives the
+// local end of outgoing connections, so in the moment between choosing and
+// binding, any of the hundreds of client connections of a test run could
+// take it. Below the range only another control plane choosing at the same
+// time can, and the retry covers that. (Replicas bind port 0 themselves.)
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	take := func(addr string) bool {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return false
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		return true
+	}
+	low := ephemeralLow()
+	for attempt := 0; len(ports) < n && low > lowestPort && attempt < 50*n; attempt++ {
+		take(net.JoinHostPort("127.0.0.1", strconv.Itoa(lowestPort+rand.IntN(low-lowestPort))))
+	}
+	for len(ports) < n {
+		if !take("127.0.0.1:0") {
+			return nil, errors.New("finding a free loopback port: the kernel has none left")
+		}
+	}
+	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	low := 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return low
+	}
+	if f := strings.Fields(string(data)); len(f) == 2 {
+		if v, err := strconv.Atoi(f[0]); err == nil && v > 0 {
+			low = v
+		}
+	}
+	return low
 }

@@ -1,20 +1,17 @@
 package harness
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/process"
 )
 
 // Replica is one run (incarnation) of a replica process.
@@ -22,15 +19,10 @@ type Replica struct {
 	Identity string
 	// Process names this run in the records.
 	Process recorder.Process
-	// ProbeAddr and MetricsAddr are where the replica serves /readyz and
-	// /metrics.
-	ProbeAddr, MetricsAddr string
 	// LogPath is the replica's stdout and stderr.
 	LogPath string
 
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process is reaped and exit is set
-	exit   Exit
+	proc *process.Process
 	// signalled is when Stop or Kill signalled this run; zero if neither
 	// did. Set and read on the test's goroutine.
 	signalled time.Time
@@ -39,14 +31,22 @@ type Replica struct {
 // Exited reports how the run ended, once it has. Exit.Signalled is zero
 // when the process exited by itself rather than by Stop or Kill.
 func (r *Replica) Exited() (Exit, bool) {
-	select {
-	case <-r.exited:
-		exit := r.exit
-		exit.Signalled = r.signalled
-		return exit, true
-	default:
+	e, ok := r.proc.Exited()
+	if !ok {
 		return Exit{}, false
 	}
+	return r.exitOf(e), true
+}
+
+func (r *Replica) exitOf(e process.Exit) Exit {
+	return Exit{Process: r.Process, Signalled: r.signalled, Exited: e.At, Code: e.Code}
+}
+
+// ServingAddr waits until the replica has bound server
+// (process.ServerProbe or process.ServerMetrics) on the port the kernel
+// chose and returns its address.
+func (r *Replica) ServingAddr(ctx context.Context, server string) (string, error) {
+	return r.proc.ServingAddr(ctx, server)
 }
 
 // Exit is how a replica process ended.
@@ -61,17 +61,11 @@ type Exit struct {
 	Code int
 }
 
-func (r *Replica) running() bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (r *Replica) running() bool { return r.proc.Running() }
 
 // Start starts a new incarnation of identity, which must not be running.
-// It does not wait for readiness; see WaitReady.
+// It does not wait for readiness; see WaitReady. The replica binds its
+// probe and metrics servers on port 0 and logs the addresses it got.
 func (h *Harness) Start(identity string) *Replica {
 	h.t.Helper()
 	h.mu.Lock()
@@ -80,28 +74,16 @@ func (h *Harness) Start(identity string) *Replica {
 	if prev != nil && prev.running() {
 		h.t.Fatalf("start %s: it is already running (incarnation %s)", identity, prev.Process.Incarnation)
 	}
-	ports, err := controlplane.FreePorts(2)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	r := &Replica{
-		Identity:    identity,
-		Process:     recorder.Process{Replica: identity, Incarnation: randomID()},
-		ProbeAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		MetricsAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		exited:      make(chan struct{}),
+		Identity: identity,
+		Process:  recorder.Process{Replica: identity, Incarnation: randomID()},
 	}
 	r.LogPath = filepath.Join(h.dir, "logs", identity+"-"+r.Process.Incarnation+".log")
-	logFile, err := os.OpenFile(r.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	o := h.opts
 	kubeconfig := h.cp.KubeconfigPath()
 	if o.Proxies {
 		px, err := h.proxyFor(identity)
 		if err != nil {
-			logFile.Close()
 			h.t.Fatal(err)
 		}
 		kubeconfig = px.kubeconfig
@@ -120,33 +102,27 @@ func (h *Harness) Start(identity string) *Replica {
 		"--renew-period=" + o.RenewPeriod.String(),
 		"--renew-deadline=" + o.RenewDeadline.String(),
 		"--drain-grace=" + o.DrainGrace.String(),
-		"--probe-addr=" + r.ProbeAddr,
-		"--metrics-addr=" + r.MetricsAddr,
+		"--probe-addr=127.0.0.1:0",
+		"--metrics-addr=127.0.0.1:0",
 	}
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}
-	r.cmd = exec.Command(h.bin, args...)
-	r.cmd.Env = append(os.Environ(), "POD_NAME="+identity, "POD_NAMESPACE="+o.Namespace)
-	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-	// Its own process group, so Kill ends anything it spawned; Pdeathsig
-	// ends it if the test binary dies without running its cleanups.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		logFile.Close()
-		h.t.Fatalf("starting %s: %v", identity, err)
+	proc, err := process.Start(process.Options{
+		Name:    identity,
+		Path:    h.bin,
+		Args:    args,
+		Env:     []string{"POD_NAME=" + identity, "POD_NAMESPACE=" + o.Namespace},
+		LogPath: r.LogPath,
+		// Recorded on the reaping goroutine, before anyone sees the exit.
+		OnExit: func(e process.Exit) {
+			_ = h.events.Append(recorder.Record{Kind: recorder.KindExit, Process: r.Process, At: e.At.UnixNano(), Code: e.Code})
+		},
+	})
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	r.exit.Process = r.Process
-	// This goroutine is owned by the Replica: every path that ends the
-	// process (Stop, Kill, cleanup) waits for exited.
-	go func() {
-		_ = r.cmd.Wait()
-		logFile.Close()
-		r.exit.Exited = time.Now()
-		r.exit.Code = r.cmd.ProcessState.ExitCode()
-		_ = h.events.Append(recorder.Record{Kind: recorder.KindExit, Process: r.Process, At: r.exit.Exited.UnixNano(), Code: r.exit.Code})
-		close(r.exited)
-	}()
+	r.proc = proc
 	h.mu.Lock()
 	h.replicas[identity] = r
 	h.mu.Unlock()
@@ -169,12 +145,18 @@ func (h *Harness) StartReady(identities ...string) {
 func (h *Harness) WaitReady(identity string) {
 	h.t.Helper()
 	r := h.mustRunning("wait for", identity)
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.ReadyTimeout)
+	defer cancel()
+	probe, err := r.ServingAddr(ctx, process.ServerProbe)
+	if err != nil {
+		h.t.Fatalf("%s not ready within %s: %v", identity, h.opts.ReadyTimeout, err)
+	}
 	client := &http.Client{Timeout: time.Second}
-	err := await(h.opts.ReadyTimeout, 50*time.Millisecond, func() error {
-		if !r.running() {
-			return fmt.Errorf("exited with code %d", r.exit.Code)
+	err = await(h.opts.ReadyTimeout, 50*time.Millisecond, func() error {
+		if e, done := r.proc.Exited(); done {
+			return fmt.Errorf("%s", e)
 		}
-		resp, err := client.Get("http://" + r.ProbeAddr + "/readyz")
+		resp, err := client.Get("http://" + probe + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -185,7 +167,7 @@ func (h *Harness) WaitReady(identity string) {
 		return nil
 	})
 	if err != nil {
-		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, controlplane.TailFile(r.LogPath, 30))
+		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, r.proc.Tail(30))
 	}
 }
 
@@ -198,17 +180,13 @@ func (h *Harness) Stop(identity string) Exit {
 	at := time.Now()
 	r.signalled = at
 	_ = h.events.Append(recorder.Record{Kind: recorder.KindTerm, Process: r.Process, At: at.UnixNano()})
-	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-r.exited:
-	case <-time.After(h.opts.StopTimeout):
-		r.kill()
-		h.t.Fatalf("%s did not exit within %s of SIGTERM; killed it\nlast log lines (%s):\n%s", identity, h.opts.StopTimeout, r.LogPath, controlplane.TailFile(r.LogPath, 30))
+	e, err := r.proc.Stop(h.opts.StopTimeout)
+	if err != nil {
+		h.t.Fatalf("%v\nlast log lines (%s):\n%s", err, r.LogPath, r.proc.Tail(30))
 	}
-	exit := r.exit
-	exit.Signalled = at
+	exit := r.exitOf(e)
 	if exit.Code != 0 {
-		h.t.Errorf("%s exited with code %d after SIGTERM, want 0\nlast log lines (%s):\n%s", identity, exit.Code, r.LogPath, controlplane.TailFile(r.LogPath, 30))
+		h.t.Errorf("%s exited with code %d after SIGTERM, want 0\nlast log lines (%s):\n%s", identity, exit.Code, r.LogPath, r.proc.Tail(30))
 	}
 	return exit
 }
@@ -221,10 +199,7 @@ func (h *Harness) Kill(identity string) Exit {
 	at := time.Now()
 	r.signalled = at
 	_ = h.events.Append(recorder.Record{Kind: recorder.KindKill, Process: r.Process, At: at.UnixNano()})
-	r.kill()
-	exit := r.exit
-	exit.Signalled = at
-	return exit
+	return r.exitOf(r.proc.Kill())
 }
 
 // StopAll stops every running replica, one after another, highest identity
@@ -248,12 +223,7 @@ func (h *Harness) mustRunning(verb, identity string) *Replica {
 
 // kill ends the process group at once and waits for the process to be
 // reaped. Safe on a process that has exited.
-func (r *Replica) kill() {
-	if r.running() {
-		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-r.exited
-}
+func (r *Replica) kill() { r.proc.Kill() }
 
 func randomID() string {
 	b := make([]byte, 4)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 )
 
 // Ring is the ring as its Leases show it.
@@ -25,6 +25,9 @@ type Ring struct {
 	// Live is the set of identities running when the ring was read; the
 	// other Leases are left by killed replicas until they are collected.
 	Live map[string]bool
+	// Status is the same Leases read by package ringstatus, as the CLI
+	// shows them.
+	Status ringstatus.Ring
 }
 
 func (r Ring) String() string {
@@ -60,14 +63,17 @@ func (h *Harness) ReadRing(ctx context.Context) (Ring, error) {
 		ring.Members[o.Identity] = o
 		ring.Labels[o.Identity] = l.Labels
 	}
+	ring.Status = ringstatus.Empty(h.opts.Namespace, h.opts.Ring)
+	if rs := ringstatus.Analyze(h.opts.Namespace, list.Items, time.Now()); len(rs) == 1 {
+		ring.Status = rs[0]
+	}
 	return ring, nil
 }
 
 // checkConverged says why the ring has not converged on the live replicas,
-// or returns nil: every live replica's Lease is well-formed and active, its
-// partitions label matches its claim, the live claims partition all P
-// without overlap, and the records agree: each partition is active on
-// exactly one live process, the one whose Lease claims it.
+// or returns nil: the Leases show it converged on exactly them (see
+// ringstatus.Ring.Converged), and the records agree: each partition is
+// active on exactly one live process, the one whose Lease claims it.
 func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 	ring, err := h.ReadRing(ctx)
 	if err != nil {
@@ -77,36 +83,15 @@ func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 	if len(live) == 0 {
 		return ring, errors.New("no replica is running")
 	}
-	claimant := make([]string, h.opts.Partitions)
-	for _, id := range live {
-		m, ok := ring.Members[id]
-		switch {
-		case !ok:
-			return ring, fmt.Errorf("%s has no Lease", id)
-		case m.Problem != "":
-			return ring, fmt.Errorf("%s's Lease is malformed: %s", id, m.Problem)
-		case m.State != lease.StateActive:
-			return ring, fmt.Errorf("%s is %s, not active", id, m.State)
-		case ring.Labels[id][lease.LabelPartitions] != strconv.Itoa(m.Claim.Len()):
-			return ring, fmt.Errorf("%s's %s label is %q but it claims %d", id, lease.LabelPartitions, ring.Labels[id][lease.LabelPartitions], m.Claim.Len())
-		}
-		for _, p := range m.Claim.Slice() {
-			if claimant[p] != "" {
-				return ring, fmt.Errorf("partition %d is claimed by both %s and %s", p, claimant[p], id)
-			}
-			claimant[p] = id
-		}
-	}
-	for p, id := range claimant {
-		if id == "" {
-			return ring, fmt.Errorf("partition %d is claimed by no live replica (ring %s)", p, ring)
-		}
+	if err := ring.Status.Converged(live...); err != nil {
+		return ring, fmt.Errorf("%w (ring %s)", err, ring)
 	}
 	owners := h.Log().Owners(time.Now().UnixNano())
-	for p, id := range claimant {
-		o := owners[p]
-		if len(o) != 1 || o[0] != h.Replica(id).Process {
-			return ring, fmt.Errorf("partition %d, claimed by %s, is active on %v", p, id, o)
+	for _, id := range live {
+		for _, p := range ring.Members[id].Claim.Slice() {
+			if o := owners[p]; len(o) != 1 || o[0] != h.Replica(id).Process {
+				return ring, fmt.Errorf("partition %d, claimed by %s, is active on %v", p, id, o)
+			}
 		}
 	}
 	return ring, nil

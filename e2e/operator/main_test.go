@@ -1,11 +1,8 @@
 package operator_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +24,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/cmd/example-operator/app"
+	"github.com/kshard/kshard/manager/process"
 )
 
 // operatorBin is the example-operator binary TestMain builds once.
@@ -112,14 +109,10 @@ func awaitWidgetsServed(t *testing.T, dyn dynamic.Interface) {
 	})
 }
 
-// operator is one example-operator process, in its own process group, with
-// its stdout and stderr in a log file.
+// operator is one example-operator process, run by the process runner.
 type operator struct {
 	identity string
-	logPath  string
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed once cmd.Wait returned and waitErr is set
-	waitErr  error
+	proc     *process.Process
 }
 
 // startOperator runs the binary with args and extra environment. The test's
@@ -127,105 +120,42 @@ type operator struct {
 // lines if the test failed.
 func startOperator(t *testing.T, identity string, env []string, args ...string) *operator {
 	t.Helper()
-	o := &operator{identity: identity, logPath: filepath.Join(t.TempDir(), identity+".log"), exited: make(chan struct{})}
-	logFile, err := os.Create(o.logPath)
+	p, err := process.Start(process.Options{Name: identity, Path: operatorBin, Args: args, Env: env,
+		LogPath: filepath.Join(t.TempDir(), identity+".log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.cmd = exec.Command(operatorBin, args...)
-	o.cmd.Env = append(os.Environ(), env...)
-	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
-	// Pdeathsig: a crashed test binary takes its replicas with it.
-	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := o.cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", identity, err)
-	}
-	go func() { // owned by o: every path below waits for exited
-		o.waitErr = o.cmd.Wait()
-		logFile.Close()
-		close(o.exited)
-	}()
 	t.Cleanup(func() {
-		o.kill()
+		p.Kill()
 		if t.Failed() {
-			t.Logf("last log lines of %s (%s):\n%s", identity, o.logPath, o.logTail(20))
+			t.Logf("last log lines of %s (%s):\n%s", identity, p.LogPath(), p.Tail(20))
 		}
 	})
-	return o
-}
-
-func (o *operator) running() bool {
-	select {
-	case <-o.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill ends the process group at once and waits for the process.
-func (o *operator) kill() {
-	if o.running() {
-		_ = syscall.Kill(-o.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-o.exited
+	return &operator{identity: identity, proc: p}
 }
 
 // stop sends SIGTERM, as the kubelet does, and returns the exit code once the
 // process exits; after timeout it kills the process and fails the test.
 func (o *operator) stop(t *testing.T, timeout time.Duration) int {
 	t.Helper()
-	if o.running() {
-		_ = syscall.Kill(o.cmd.Process.Pid, syscall.SIGTERM)
-	}
-	select {
-	case <-o.exited:
-	case <-time.After(timeout):
-		o.kill()
-		t.Fatalf("%s did not exit within %s of SIGTERM", o.identity, timeout)
-	}
-	return o.exitCode()
-}
-
-func (o *operator) exitCode() int {
-	var ee *exec.ExitError
-	switch {
-	case o.waitErr == nil:
-		return 0
-	case errors.As(o.waitErr, &ee):
-		return ee.ExitCode() // -1 when killed by a signal
-	default:
-		return -1
-	}
-}
-
-func (o *operator) logTail(n int) string {
-	data, err := os.ReadFile(o.logPath)
+	exit, err := o.proc.Stop(timeout)
 	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
+		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return exit.Code
 }
 
-// serverAddr returns the address the replica's server (metrics or health
-// probe) bound, from its "serving" log line, or "" before it is logged.
-func (o *operator) serverAddr(server string) string {
-	f, err := os.Open(o.logPath)
+// serverAddr waits for the address the replica's server (metrics or health
+// probe) bound, from its "serving" log line.
+func (o *operator) serverAddr(t *testing.T, server string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr, err := o.proc.ServingAddr(ctx, server)
 	if err != nil {
-		return ""
+		t.Error(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var line struct{ Msg, Server, Address string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" && line.Server == server {
-			return line.Address
-		}
-	}
-	return ""
+	return addr
 }
 
 // reconcileTotals scrapes controller_runtime_reconcile_total of the widget

@@ -21,6 +21,8 @@ import (
 
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -126,9 +128,8 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 	}
 	checkOwnersAndBalance(t, r, objs)
 	for _, o := range ops {
-		addr := o.serverAddr("metrics")
+		addr := o.serverAddr(t, process.ServerMetrics)
 		if addr == "" {
-			t.Errorf("%s did not log its metrics address", o.identity)
 			continue
 		}
 		total, errs, err := reconcileTotals(addr)
@@ -203,42 +204,24 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 }
 
 // convergedRing reads the ring's Leases and returns the ring they form once
-// it has converged: want well-formed, active Leases with this test's ring
-// parameters, each claiming exactly the partitions the shard package assigns
-// it for this member set.
+// it has converged on replicas example-0 … example-<want-1> (see
+// ringstatus.Ring.Converged) with this test's ring parameters.
 func convergedRing(ctx context.Context, client kubernetes.Interface, want int) (*shard.Ring, error) {
-	list, err := client.CoordinationV1().Leases(leaseNS).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	status, err := ringstatus.Read(ctx, client, leaseNS, ring)
 	if err != nil {
 		return nil, err
 	}
-	claims := map[string]shard.PartitionSet{}
-	var members []string
-	for i := range list.Items {
-		o := lease.Parse(&list.Items[i], ring, ringCfg.Partitions)
-		switch {
-		case o.Problem != "":
-			return nil, fmt.Errorf("Lease %s is malformed: %s", o.Name, o.Problem)
-		case o.State != lease.StateActive:
-			return nil, fmt.Errorf("%s is %s", o.Identity, o.State)
-		case o.Params != ringCfg.Fingerprint():
-			return nil, fmt.Errorf("%s runs ring parameters %s, the test assumes %s", o.Identity, o.Params, ringCfg.Fingerprint())
-		}
-		members = append(members, o.Identity)
-		claims[o.Identity] = o.Claim
+	ids := make([]string, want)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("example-%d", i)
 	}
-	if len(members) != want {
-		return nil, fmt.Errorf("%d active members %v, want %d", len(members), members, want)
-	}
-	r, err := shard.New(ringCfg, members)
-	if err != nil {
+	if err := status.Converged(ids...); err != nil {
 		return nil, err
 	}
-	for _, m := range members {
-		if target := r.Partitions(m); !claims[m].Equal(target) {
-			return nil, fmt.Errorf("%s claims %d partitions, the ring assigns it %d", m, claims[m].Len(), target.Len())
-		}
+	if status.Params != ringCfg.Fingerprint() {
+		return nil, fmt.Errorf("the replicas run ring parameters %s, the test assumes %s", status.Params, ringCfg.Fingerprint())
 	}
-	return r, nil
+	return shard.New(ringCfg, status.RingMembers)
 }
 
 func claimSummary(r *shard.Ring) string {

@@ -7,12 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,9 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -65,8 +69,8 @@ func run() error {
 		renewDeadline = flag.Duration("renew-deadline", 6666*time.Millisecond, "renew deadline")
 		renewPeriod   = flag.Duration("renew-period", 2*time.Second, "retry period")
 		_             = flag.Duration("drain-grace", 0, "ignored (kshard only)")
-		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address")
-		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address")
+		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
+		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -93,13 +97,12 @@ func run() error {
 		LeaseDuration:                 leaseDuration,
 		RenewDeadline:                 renewDeadline,
 		RetryPeriod:                   renewPeriod,
-		Metrics:                       metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress:        *probeAddr,
+		// The servers are bound below instead: controller-runtime does not
+		// report the port it got for a metrics address with port 0.
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 	})
 	if err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	r := &reconciler{client: mgr.GetClient(), identity: *identity, latency: *latency}
@@ -122,8 +125,52 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	stopServers, err := serve(*metricsAddr, *probeAddr)
+	if err != nil {
+		return err
+	}
+	defer stopServers()
 	defer writeHeapProfile(*identity)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// serve binds the metrics server (controller-runtime's registry, as its own
+// server would serve) and the probe server (/readyz always 200, as
+// controller-runtime's with a ping check), and logs each bound address in
+// the "serving" line a kshard manager logs, which the bench reads. The
+// returned function shuts both down and waits for them.
+func serve(metricsAddr, probeAddr string) (func(), error) {
+	probes := http.NewServeMux()
+	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	var servers []*http.Server
+	var wg sync.WaitGroup
+	stop := func() {
+		for _, s := range servers {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.Shutdown(ctx)
+			cancel()
+		}
+		wg.Wait()
+	}
+	for _, srv := range []struct {
+		name, addr string
+		h          http.Handler
+	}{{"metrics", metricsAddr, mux}, {"health probe", probeAddr, probes}} {
+		l, err := net.Listen("tcp", srv.addr)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("%s server cannot listen on %q: %w", srv.name, srv.addr, err)
+		}
+		line, _ := json.Marshal(map[string]string{"msg": "serving", "server": srv.name, "address": l.Addr().String()})
+		fmt.Fprintln(os.Stderr, string(line))
+		s := &http.Server{Handler: srv.h, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, s)
+		wg.Go(func() { _ = s.Serve(l) })
+	}
+	return stop, nil
 }
 
 func isObject(o client.Object) bool { return o != nil && o.GetLabels()[labelKey] == labelObject }

@@ -25,7 +25,8 @@ Usage:
 
 It starts a private control plane (etcd, kube-apiserver and
 kube-controller-manager on loopback ports; the first run builds them from
-source, ~3-5 minutes, then they are cached), installs the Widget CRD and
+source, about 10 minutes on 2 cores, then they are cached; --timeout does
+not count the build), installs the Widget CRD and
 starts --replicas replicas of the example operator (identities
 example-operator-0, -1, ...) as processes of this same binary. It creates
 --objects Widgets and shows a table per replica (Lease state, partitions
@@ -43,7 +44,8 @@ a second Ctrl-C kills the replicas instead of waiting for them.
 Flags:
       --replicas N      replicas to start with, at least 2 (default 3)
       --objects N       Widgets to create (default 1000)
-      --timeout D       bound on the demo, e.g. 10m (default 10m); not on --keep's wait
+      --timeout D       bound on the demo once the control plane is up, e.g. 10m
+                        (default 10m); not on the first build nor on --keep's wait
       --keep            keep the control plane and replicas running afterwards, print a
                         kubeconfig and commands to try, and wait for Ctrl-C
 `, prog)

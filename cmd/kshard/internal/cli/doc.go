@@ -11,8 +11,12 @@
 //
 // # Flags
 //
-// Flags follow kubectl: they may come before or after the command and its
-// arguments, long flags take one or two dashes, and "--" ends them. The
-// standard library's flag package does the parsing; parseInterspersed only
-// restarts it after each positional argument.
+// Flags follow kubectl, with the same parser (pflag): they may come before
+// or after the command and its arguments, long flags take two dashes, and
+// "--" ends them. status and owner take kubectl's standard connection flags
+// (--kubeconfig, --context, -n/--namespace, --server, --token, --as, ...)
+// from client-go's clientcmd.RecommendedConfigOverrideFlags, applied to the
+// kubeconfig as kubectl applies them, so `kubectl shard` behaves like any
+// plugin. (cli-runtime's genericclioptions would give the same flags but
+// pull kustomize into the root module.)
 package cli

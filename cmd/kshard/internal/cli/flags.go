@@ -2,12 +2,15 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // usageError is bad input on the command line: exit code 2.
@@ -23,42 +26,37 @@ func usagef(format string, args ...any) error {
 var errHelp = errors.New("help requested")
 
 // globals are the flags of status and owner, accepted before or after the
-// command.
+// command: kubectl's standard connection flags (--kubeconfig and client-go's
+// recommended overrides: --context, -n/--namespace, --server, --token,
+// --as, ...), --ring and -o/--output.
 type globals struct {
 	kubeconfig string
-	context    string
-	namespace  string
+	overrides  clientcmd.ConfigOverrides
 	ring       string
 	output     string
-	set        map[string]bool // long names of the flags given
+	set        map[string]bool // names of the flags given
 }
 
-// register binds g's flags to fs with g's current values as defaults, so
-// that flags given before the command survive the command's own parse.
-func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.kubeconfig, "kubeconfig", g.kubeconfig, "")
-	fs.StringVar(&g.context, "context", g.context, "")
-	fs.StringVar(&g.namespace, "namespace", g.namespace, "")
-	fs.StringVar(&g.namespace, "n", g.namespace, "")
-	fs.StringVar(&g.ring, "ring", g.ring, "")
-	fs.StringVar(&g.output, "output", g.output, "")
-	fs.StringVar(&g.output, "o", g.output, "")
+// register binds g's flags to fs. Registering resets them to their
+// defaults: Main passes the flags given before the command again to the
+// command's parse.
+func (g *globals) register(fs *pflag.FlagSet) {
+	fs.StringVar(&g.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "")
+	clientcmd.BindOverrideFlags(&g.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
+	fs.StringVar(&g.ring, "ring", "", "")
+	fs.StringVarP(&g.output, "output", "o", "table", "")
 }
 
-// noteSet records which of fs's flags were given, under their long names.
-func (g *globals) noteSet(fs *flag.FlagSet) {
+// noteSet records which of fs's flags were given.
+func (g *globals) noteSet(fs *pflag.FlagSet) {
 	if g.set == nil {
 		g.set = map[string]bool{}
 	}
-	long := map[string]string{"n": "namespace", "o": "output"}
-	fs.Visit(func(f *flag.Flag) {
-		name := f.Name
-		if l, ok := long[name]; ok {
-			name = l
-		}
-		g.set[name] = true
-	})
+	fs.Visit(func(f *pflag.Flag) { g.set[f.Name] = true })
 }
+
+// namespace is the -n/--namespace flag's value ("" when not given).
+func (g *globals) namespace() string { return g.overrides.Context.Namespace }
 
 func (g *globals) validate() error {
 	switch g.output {
@@ -66,72 +64,62 @@ func (g *globals) validate() error {
 	default:
 		return usagef("-o %q is not a known output format: use -o table or -o json", g.output)
 	}
-	if g.set["namespace"] && g.namespace == "" {
+	if g.set["namespace"] && g.namespace() == "" {
 		return usagef("-n/--namespace is empty: give the namespace of the ring's Leases, or leave it out for the context's namespace")
 	}
 	return nil
 }
 
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	// Help and errors are printed by Main, in one line and with our wording.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	return fs
 }
 
-// parseInterspersed parses flags anywhere in args and returns the
-// positional arguments in order. Everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, flagError(err)
-		}
-		rest := fs.Args()
-		// flag stops at the first non-flag, or after consuming "--".
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+// parseInterspersed parses flags anywhere in args, as kubectl does, and
+// returns the positional arguments in order. Everything after "--" is
+// positional.
+func parseInterspersed(fs *pflag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, flagError(err)
 	}
+	return fs.Args(), nil
 }
 
-// flagError turns the flag package's errors into usage errors worded for a
-// user (flag names with two dashes, "unknown flag").
+var (
+	// pflag's messages: unknown flag: --x, unknown shorthand flag: 'x' in -x,
+	// flag needs an argument: --x (or: 'x' in -x), invalid argument "v" for
+	// "-x, --xx" flag: reason.
+	unknownShort = regexp.MustCompile(`^unknown shorthand flag: '(.)' in -`)
+	needsShort   = regexp.MustCompile(`^flag needs an argument: '(.)' in -`)
+	invalidValue = regexp.MustCompile(`^invalid argument (".*") for "(?:-., )?(--?[^"]+)" flag: (.*)$`)
+)
+
+// flagError turns pflag's errors into usage errors worded for a user
+// (flags spelled as typed, "unknown flag", "needs a value").
 func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return errHelp
 	}
 	msg := err.Error()
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return usagef("unknown flag %s", dashes(name))
+	if name, ok := strings.CutPrefix(msg, "unknown flag: "); ok {
+		return usagef("unknown flag %s", name)
 	}
-	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return usagef("flag %s needs a value", dashes(name))
+	if m := unknownShort.FindStringSubmatch(msg); m != nil {
+		return usagef("unknown flag -%s", m[1])
 	}
-	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
-		// invalid value "x" for flag -name: reason
-		if i := strings.Index(rest, " for flag -"); i >= 0 {
-			value := rest[:i]
-			name, reason, _ := strings.Cut(rest[i+len(" for flag -"):], ": ")
-			return usagef("invalid value %s for %s: %s", value, dashes(name), reason)
-		}
+	if m := needsShort.FindStringSubmatch(msg); m != nil {
+		return usagef("flag -%s needs a value", m[1])
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return usagef("flag %s needs a value", name)
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		return usagef("invalid value %s for %s: %s", m[1], m[2], m[3])
 	}
 	return usagef("%s", msg)
-}
-
-// dashes spells a flag as the user most likely typed it.
-func dashes(name string) string {
-	name = strings.TrimLeft(name, "-")
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
 }
 
 // durationValue is a time.Duration flag whose parse error says what a
@@ -144,6 +132,8 @@ func (v durationValue) String() string {
 	}
 	return v.d.String()
 }
+
+func (durationValue) Type() string { return "duration" }
 
 func (v durationValue) Set(s string) error {
 	d, err := time.ParseDuration(s)
@@ -163,6 +153,8 @@ func (v intValue) String() string {
 	}
 	return fmt.Sprint(*v.n)
 }
+
+func (intValue) Type() string { return "int" }
 
 func (v intValue) Set(s string) error {
 	n, err := strconv.Atoi(s)

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 )
 
 // requestTimeout bounds each API request, so that an unreachable server
@@ -45,11 +45,8 @@ func connect(g *globals) (*cluster, error) {
 		}
 		rules.ExplicitPath = g.kubeconfig
 	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
-	if g.namespace != "" {
-		overrides.Context.Namespace = g.namespace
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	overrides := g.overrides // the flags kubectl has, applied as kubectl does
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &overrides)
 	cfg, err := cc.ClientConfig()
 	switch {
 	case clientcmd.IsEmptyConfig(err):
@@ -62,7 +59,9 @@ func connect(g *globals) (*cluster, error) {
 		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %v; pass -n", err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = requestTimeout
+	if overrides.Timeout == "" || overrides.Timeout == "0" {
+		cfg.Timeout = requestTimeout
+	}
 	cfg.UserAgent = "kshard-cli"
 	// Deprecation warnings would break the one-table output; nothing the
 	// CLI reads is deprecated.
@@ -92,7 +91,7 @@ func (c *cluster) apiError(what string, err error) error {
 
 // readRings lists the Leases of ring (every ring when empty) in the
 // namespace and reads them. It fails with a hint when there is none.
-func (c *cluster) readRings(ctx context.Context, ring string) ([]ringview.Ring, error) {
+func (c *cluster) readRings(ctx context.Context, ring string) ([]ringstatus.Ring, error) {
 	if ring != "" {
 		if errs := validation.IsValidLabelValue(ring); len(errs) > 0 {
 			return nil, usagef("--ring %q is not a valid ring name: %s", ring, strings.Join(errs, "; "))
@@ -106,7 +105,7 @@ func (c *cluster) readRings(ctx context.Context, ring string) ([]ringview.Ring, 
 	if err != nil {
 		return nil, c.apiError(fmt.Sprintf("listing Leases in namespace %q", c.namespace), err)
 	}
-	rings := ringview.Analyze(c.namespace, list.Items, time.Now())
+	rings := ringstatus.Analyze(c.namespace, list.Items, time.Now())
 	if len(rings) > 0 {
 		return rings, nil
 	}

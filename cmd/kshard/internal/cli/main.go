@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -60,8 +62,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		rest = args[1:]
 	}
 
-	g := &globals{output: "table"}
+	g := &globals{}
 	top := newFlagSet(e.prog)
+	// Flags up to the command are the globals (and --version); the
+	// command parses its own, anywhere after it.
+	top.SetInterspersed(false)
 	g.register(top)
 	var version bool
 	top.BoolVar(&version, "version", false, "")
@@ -69,6 +74,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return e.exit(nil, flagError(err))
 	}
 	g.noteSet(top)
+	// Registering the globals again for the command resets them, so the
+	// command parses the ones given before it once more.
+	before := rest[:len(rest)-len(top.Args())]
 	rest = top.Args()
 	if version {
 		rest = []string{"version"}
@@ -89,13 +97,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if !c.globals {
-			for _, f := range []string{"kubeconfig", "context", "namespace", "ring", "output"} {
-				if g.set[f] {
+			for _, f := range slices.Sorted(maps.Keys(g.set)) {
+				if f != "version" {
 					return e.exit(c, usagef("flag --%s does not apply to %s", f, c.name))
 				}
 			}
+			return e.exit(c, c.run(e, g, rest[1:]))
 		}
-		return e.exit(c, c.run(e, g, rest[1:]))
+		return e.exit(c, c.run(e, g, append(slices.Clone(before), rest[1:]...)))
 	}
 	return e.exit(nil, usagef("unknown command %q: one of status, owner, demo, version", name))
 }
@@ -172,4 +181,8 @@ const globalFlagsHelp = `      --kubeconfig PATH   kubeconfig file (default: $KU
       --ring NAME         ring name, the Leases' kshard.io/ring label (default: status shows
                           every ring of the namespace; owner uses the only one)
   -o, --output FORMAT     table or json (default: table)
+  and kubectl's other connection flags, which override the kubeconfig as in kubectl:
+      --cluster, --user, --server, --tls-server-name, --insecure-skip-tls-verify,
+      --certificate-authority, --client-certificate, --client-key, --token,
+      --username, --password, --as, --as-group, --as-uid, --request-timeout
 `

@@ -124,14 +124,14 @@ func TestVersion(t *testing.T) {
 }
 
 func TestParseInterspersed(t *testing.T) {
-	g := &globals{output: "table"}
+	g := &globals{}
 	fs := newFlagSet("x")
 	g.register(fs)
 	pos, err := parseInterspersed(fs, []string{"widgets", "-n", "ops", "a/b", "--ring=r", "--", "-o"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(pos) != "[widgets a/b -o]" || g.namespace != "ops" || g.ring != "r" || g.output != "table" {
+	if fmt.Sprint(pos) != "[widgets a/b -o]" || g.namespace() != "ops" || g.ring != "r" || g.output != "table" {
 		t.Errorf("pos %v, globals %+v", pos, g)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -70,7 +70,7 @@ type ownerJSON struct {
 	// checked (see ExistsError).
 	Exists      *bool  `json:"exists,omitempty"`
 	ExistsError string `json:"existsError,omitempty"`
-	ringview.Owner
+	ringstatus.Owner
 }
 
 func runOwner(e *env, g *globals, args []string) error {
@@ -208,7 +208,7 @@ func (c *cluster) objectExists(ctx context.Context, gvr schema.GroupVersionResou
 	}
 }
 
-func writeOwnerTable(w io.Writer, o ownerJSON, r ringview.Ring) error {
+func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring) error {
 	exists := "exists"
 	switch {
 	case o.Exists == nil:

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
+	"github.com/kshard/kshard/manager/ringstatus"
 )
 
 func statusCommand() *command {
@@ -85,8 +85,8 @@ func runStatus(e *env, g *globals, args []string) error {
 
 // statusJSON is the document `status -o json` prints.
 type statusJSON struct {
-	Namespace string          `json:"namespace"`
-	Rings     []ringview.Ring `json:"rings"`
+	Namespace string            `json:"namespace"`
+	Rings     []ringstatus.Ring `json:"rings"`
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -95,7 +95,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func writeStatusTable(w io.Writer, rings []ringview.Ring) error {
+func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 	for i, r := range rings {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -138,7 +138,7 @@ func orDash(s string) string {
 
 // renewed says how long ago the member's Lease was renewed, as kubectl
 // would print an age.
-func renewed(m ringview.Member) string {
+func renewed(m ringstatus.Member) string {
 	if m.RenewTime == nil {
 		return "never"
 	}

@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kshard/kshard/cmd/kshard/internal/ringview"
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -47,7 +47,8 @@ type Options struct {
 	Objects int
 	// Keep keeps everything running after the demo until ctx is done.
 	Keep bool
-	// Timeout bounds the demo (not the wait of Keep).
+	// Timeout bounds the demo from when the control plane is up: not the
+	// one-time build of its binaries, nor the wait of Keep.
 	Timeout time.Duration
 	// Executable is this binary; replicas run as Executable OperatorCommand
 	// flags....
@@ -63,6 +64,10 @@ type Options struct {
 	// Hurry, when closed, makes shutdown kill replicas instead of waiting
 	// for their graceful leave (a second Ctrl-C).
 	Hurry <-chan struct{}
+
+	// ensureBinaries and startControlPlane replace controlplane's in tests.
+	ensureBinaries    func(context.Context, io.Writer) (controlplane.Binaries, error)
+	startControlPlane func(context.Context, controlplane.Options) (*controlplane.ControlPlane, error)
 }
 
 // Results are the demo's measurements.
@@ -99,15 +104,54 @@ type demo struct {
 	next     int                      // index of the next identity
 }
 
-// rateWindow is the shortest interval reconciles/s is computed over.
-const rateWindow = 700 * time.Millisecond
-
 // replicaStats is what the table shows of a replica's metrics.
 type replicaStats struct {
 	last     sample
-	base     sample  // the scrape the rate is measured from
-	rate     float64 // reconciles/s between the last two scrapes
+	rate     rateMeter // reconciles/s over the last rateWindow
 	scrapeOK bool
+}
+
+// explainTimeout turns an error caused by --timeout running out into one
+// that says so and names the phase the demo was in.
+func (d *demo) explainTimeout(ctx, runCtx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && runCtx.Err() != nil {
+		return fmt.Errorf("the demo did not finish within --timeout %s, counted from when the control plane was up (it was %s): raise --timeout or lower --objects", d.opts.Timeout, d.phase)
+	}
+	return err
+}
+
+// startControlPlane builds the control-plane binaries if they are not
+// cached (the first run; the build reports its own progress) and starts the
+// control plane. Only ctx bounds it: a first build takes minutes on a small
+// machine and must not eat into --timeout.
+func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlane, error) {
+	o := d.opts
+	ensure, start := o.ensureBinaries, o.startControlPlane
+	if ensure == nil {
+		ensure = controlplane.EnsureBinaries
+	}
+	if start == nil {
+		start = controlplane.Start
+	}
+	d.phase = "building the control-plane binaries"
+	fmt.Fprintf(o.Stderr, "%s: looking for the control-plane binaries (the first run builds etcd, kube-apiserver and kube-controller-manager from source, about 10 minutes on 2 cores, then caches them; --timeout does not count it; Ctrl-C stops it)\n", o.Prog)
+	bins, err := ensure(ctx, o.Stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("building the control-plane binaries: %w", err)
+	}
+	d.phase = "starting the control plane"
+	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager)\n", o.Prog)
+	cp, err := start(ctx, controlplane.Options{Binaries: &bins, Progress: o.Stderr, ControllerManager: true})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	return cp, nil
 }
 
 // Run runs the demo. It returns nil when every step succeeded, ctx's error
@@ -117,19 +161,12 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 	d := &demo{opts: o, start: time.Now(), stats: map[string]*replicaStats{}, stopping: map[string]bool{},
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	d.scr = &screen{w: o.Stdout, tty: o.TTY, plainEvery: 5 * time.Second}
-	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	defer func() {
-		if err != nil && ctx.Err() == nil && runCtx.Err() != nil {
-			err = fmt.Errorf("the demo did not finish within --timeout %s (%s): raise --timeout or lower --objects", o.Timeout, d.phase)
-		}
-	}()
-
-	d.phase = "starting the control plane"
-	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager; the first run builds them, ~3-5 min)\n", o.Prog)
-	cp, err := controlplane.Start(runCtx, controlplane.Options{Progress: o.Stderr, ControllerManager: true})
+	// Neither the one-time build nor the start counts against --timeout:
+	// the build has its own progress, the start its own bounds, and Ctrl-C
+	// stops either.
+	cp, err := d.startControlPlane(ctx)
 	if err != nil {
-		return res, fmt.Errorf("starting the control plane: %w", err)
+		return res, err
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -140,6 +177,9 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 			err = fmt.Errorf("stopping the control plane: %w", stopErr)
 		}
 	}()
+	runCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	defer func() { err = d.explainTimeout(ctx, runCtx, err) }()
 	fmt.Fprintf(o.Stderr, "%s: control plane up at %s in %s (files in %s)\n", o.Prog, cp.Host(), time.Since(d.start).Round(100*time.Millisecond), cp.Dir())
 
 	cfg := rest.CopyConfig(cp.Config())
@@ -212,7 +252,7 @@ func (d *demo) script(ctx context.Context) (res Results, err error) {
 	d.scr.say("Starting %d example-operator replicas (ring %q, %d partitions, namespace %s)...", o.Replicas, Ring, shard.DefaultPartitions, Namespace)
 	t0 := time.Now()
 	for range o.Replicas {
-		if _, err := d.startReplica(); err != nil {
+		if _, err := d.startReplica(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -317,7 +357,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 	d.stopping[leaver.identity] = true
 	t0 := time.Now()
 	fired := d.watch.arm(handedOff)
-	leaver.signal(syscall.SIGTERM)
+	_ = leaver.proc.Signal(syscall.SIGTERM)
 
 	var activeAt time.Time
 	err := d.until(ctx, 100*time.Millisecond, func() (bool, error) {
@@ -349,7 +389,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 	}
 	d.scr.say("Handoff gap: %s from SIGTERM until the other replicas claimed all %d partitions of %s (Lease watch); all %d partitions active again after %s (metrics, polled every 100ms); %s %s after %s.",
 		res.HandoffGap.Round(time.Millisecond), held.Len(), leaver.identity, d.ring().Partitions,
-		res.ActiveAfter.Round(time.Millisecond), leaver.identity, leaver.exitStatus(), leaver.exitedAt.Sub(t0).Round(time.Millisecond))
+		res.ActiveAfter.Round(time.Millisecond), leaver.identity, leaver.exitStatus(), leaver.exitedAt().Sub(t0).Round(time.Millisecond))
 	d.scr.say("Partitions moved: %d (%s).", res.Moved, countSummary(takers))
 	return nil
 }
@@ -357,7 +397,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 // join starts the next replica and times until the ring has converged on it.
 func (d *demo) join(ctx context.Context, res *Results) error {
 	before := d.ring()
-	r, err := d.startReplica()
+	r, err := d.startReplica(ctx)
 	if err != nil {
 		return err
 	}
@@ -366,7 +406,7 @@ func (d *demo) join(ctx context.Context, res *Results) error {
 	if err := d.until(ctx, 200*time.Millisecond, d.converged); err != nil {
 		return err
 	}
-	res.JoinDuration = time.Since(r.started)
+	res.JoinDuration = time.Since(r.proc.Started())
 	var gained shard.PartitionSet
 	for _, m := range d.ring().Members {
 		if m.Identity == r.identity {
@@ -381,7 +421,7 @@ func (d *demo) join(ctx context.Context, res *Results) error {
 		}
 	}
 	d.scr.say("%s joined: %d partitions moved to it (%s) in %s from process start (includes its cache sync); %s",
-		r.identity, res.JoinMoved, countSummary(from), since(r.started), d.claimSummary())
+		r.identity, res.JoinMoved, countSummary(from), since(r.proc.Started()), d.claimSummary())
 	return nil
 }
 
@@ -400,10 +440,10 @@ Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, le
 	<-ctx.Done()
 }
 
-func (d *demo) startReplica() (*replica, error) {
+func (d *demo) startReplica(ctx context.Context) (*replica, error) {
 	id := identityPrefix + strconv.Itoa(d.next)
 	d.next++
-	return d.fleet.start(id)
+	return d.fleet.start(ctx, id)
 }
 
 // until refreshes the table every second, and evaluates done on every
@@ -443,12 +483,12 @@ func (d *demo) until(ctx context.Context, poll time.Duration, done func() (bool,
 // replicaFailed prints the end of a replica's log and returns why it failed.
 func (d *demo) replicaFailed(r *replica, what string) error {
 	d.scr.release()
-	fmt.Fprintf(d.opts.Stderr, "--- last lines of %s ---\n%s\n---\n", r.logPath, r.logTail(15))
-	return fmt.Errorf("replica %s %s (%s) while %s; its log is %s", r.identity, what, r.exitStatus(), d.phase, r.logPath)
+	fmt.Fprintf(d.opts.Stderr, "--- last lines of %s ---\n%s\n---\n", r.proc.LogPath(), r.proc.Tail(15))
+	return fmt.Errorf("replica %s %s (%s) while %s; its log is %s", r.identity, what, r.exitStatus(), d.phase, r.proc.LogPath())
 }
 
 // ring reads the ring from the Lease cache.
-func (d *demo) ring() ringview.Ring {
+func (d *demo) ring() ringstatus.Ring {
 	objs := d.leases.List()
 	ls := make([]coordinationv1.Lease, 0, len(objs))
 	for _, o := range objs {
@@ -456,12 +496,12 @@ func (d *demo) ring() ringview.Ring {
 			ls = append(ls, *l)
 		}
 	}
-	for _, r := range ringview.Analyze(Namespace, ls, time.Now()) {
+	for _, r := range ringstatus.Analyze(Namespace, ls, time.Now()) {
 		if r.Name == Ring {
 			return r
 		}
 	}
-	return ringview.Ring{Name: Ring, Partitions: shard.DefaultPartitions}
+	return ringstatus.Empty(Namespace, Ring)
 }
 
 // converged reports whether the ring's members are exactly the running
@@ -474,9 +514,8 @@ func (d *demo) converged() (bool, error) {
 			want = append(want, r.identity)
 		}
 	}
-	slices.Sort(want)
 	r := d.ring()
-	if !slices.Equal(r.RingMembers, want) || !r.Settled() || r.Unclaimed != 0 || r.Overlapping != 0 || r.Malformed != 0 {
+	if r.Converged(want...) != nil {
 		return false, nil
 	}
 	return d.allActive(""), nil
@@ -502,17 +541,18 @@ func (d *demo) allActive(except string) bool {
 // refresh scrapes every replica and redraws the table.
 func (d *demo) refresh(ctx context.Context, force bool) {
 	ring := d.ring()
-	members := map[string]ringview.Member{}
+	members := map[string]ringstatus.Member{}
 	for _, m := range ring.Members {
 		members[m.Identity] = m
 	}
 	done, _ := widgetProgress(d.widgets.List())
 	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
+	lines = append(lines, "LEASE from the ring's Leases; CLAIMED to QUEUE from one scrape of each replica's /metrics; PER SEC over the last "+rateWindow.String())
 	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
 	for _, r := range d.fleet.list() {
 		st := d.stats[r.identity]
 		if st == nil {
-			st = &replicaStats{}
+			st = &replicaStats{rate: rateMeter{window: rateWindow}}
 			d.stats[r.identity] = st
 		}
 		process := r.exitStatus()
@@ -520,24 +560,19 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			process = "leaving"
 		}
 		leaseState := "-"
-		claimed := "-"
 		if m, ok := members[r.identity]; ok {
-			leaseState, claimed = m.State, strconv.Itoa(m.Partitions)
+			leaseState = m.State
 			if !m.Live() {
 				leaseState += " (expired)"
 			}
 		}
-		active, total, rate, queue := "-", "-", "-", "-"
+		// CLAIMED, ACTIVE and QUEUE come from one scrape, so they are one
+		// moment of the replica: it claims before it activates and
+		// revokes before it releases, so ACTIVE never exceeds CLAIMED.
+		claimed, active, total, rate, queue := "-", "-", "-", "-", "-"
 		if r.running() {
 			if s, err := scrape(ctx, d.http, r.metricsAddr); err == nil {
-				// A rate over a forced refresh moments after the last one
-				// would be noise: measure over at least rateWindow.
-				if st.base.at.IsZero() {
-					st.base = s
-				} else if dt := s.at.Sub(st.base.at); dt >= rateWindow {
-					st.rate = (s.reconciles - st.base.reconciles) / dt.Seconds()
-					st.base = s
-				}
+				st.rate.add(s.at, s.reconciles)
 				st.last, st.scrapeOK = s, true
 			} else {
 				st.scrapeOK = false
@@ -547,8 +582,9 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			total = strconv.Itoa(int(st.last.reconciles))
 		}
 		if r.running() && st.scrapeOK {
+			claimed = strconv.Itoa(int(st.last.claimed))
 			active = strconv.Itoa(int(st.last.active))
-			rate = strconv.Itoa(int(st.rate + 0.5))
+			rate = strconv.Itoa(int(st.rate.rate(time.Now()) + 0.5))
 			queue = strconv.Itoa(int(st.last.queue))
 		}
 		rows = append(rows, []string{r.identity, process, leaseState, claimed, active, total, rate, queue})

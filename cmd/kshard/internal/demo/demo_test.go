@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,19 +108,27 @@ func TestLeaseWatchFiresOnTheDecidingChange(t *testing.T) {
 	w.changed() // disarmed: must not close fired twice
 }
 
+// servingLine is the line a replica logs once its metrics server is bound.
+const servingLine = `{"msg":"serving","server":"metrics","address":"[::]:40001"}`
+
 // shFleet runs replicas as shell loops that exit 0 on SIGTERM, or ignore it.
-func shFleet(t *testing.T, script string) *fleet {
+// Each logs a serving line once its trap is installed, so a SIGTERM sent
+// after start returns is handled (or ignored) rather than fatal.
+func shFleet(t *testing.T, trap string) *fleet {
+	script := trap + "; echo '" + servingLine + "'; while :; do sleep 0.05; done"
 	return &fleet{executable: "/bin/sh", command: "-c", baseArgs: []string{script, "sh"}, logDir: t.TempDir()}
 }
 
 func TestFleetStopsGracefully(t *testing.T) {
-	f := shFleet(t, `trap 'exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	f := shFleet(t, `trap 'exit 0' TERM`)
 	for _, id := range []string{"r-0", "r-1"} {
-		r, err := f.start(id)
+		r, err := f.start(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		awaitStarted(t, r)
+		if r.metricsAddr != "127.0.0.1:40001" {
+			t.Errorf("%s: metrics address %q, want the logged one on 127.0.0.1", id, r.metricsAddr)
+		}
 	}
 	f.stopAll(time.Minute, nil)
 	for _, r := range f.list() {
@@ -130,12 +139,11 @@ func TestFleetStopsGracefully(t *testing.T) {
 }
 
 func TestFleetKillsAfterGrace(t *testing.T) {
-	f := shFleet(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`)
-	r, err := f.start("stubborn")
+	f := shFleet(t, `trap '' TERM`)
+	r, err := f.start(context.Background(), "stubborn")
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitStarted(t, r)
 	hurry := make(chan struct{})
 	close(hurry)
 	f.stopAll(time.Minute, hurry)
@@ -144,19 +152,11 @@ func TestFleetKillsAfterGrace(t *testing.T) {
 	}
 }
 
-// awaitStarted waits until the shell has installed its trap (and said so),
-// or a SIGTERM would end it before it could handle or ignore it.
-func awaitStarted(t *testing.T, r *replica) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for r.logTail(1) != "started" {
-		if time.Now().After(deadline) {
-			t.Fatal("replica did not start")
-		}
-		select {
-		case <-r.exited:
-			t.Fatalf("exited early: %s", r.exitStatus())
-		case <-time.After(10 * time.Millisecond):
-		}
+func TestFleetStartFailsWhenReplicaExitsUnbound(t *testing.T) {
+	f := &fleet{executable: "/bin/sh", command: "-c", baseArgs: []string{"echo no API server; exit 1", "sh"}, logDir: t.TempDir()}
+	_, err := f.start(context.Background(), "r-0")
+	if err == nil || !strings.Contains(err.Error(), "exited 1") || !strings.Contains(err.Error(), "no API server") {
+		t.Errorf("got %v, want an error naming the exit and quoting the log", err)
 	}
+	f.stopAll(time.Minute, nil)
 }

@@ -1,19 +1,13 @@
 package demo
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
+	"context"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/process"
 )
 
 // fleet owns the example-operator replica processes: it starts them, signals
@@ -31,106 +25,57 @@ type fleet struct {
 // replica is one example-operator process.
 type replica struct {
 	identity    string
-	metricsAddr string
-	probeAddr   string
-	logPath     string
-	started     time.Time
-
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed once the process is reaped and err set
-	err      error         // cmd.Wait's result
-	exitedAt time.Time     // when cmd.Wait returned
+	metricsAddr string // bound on port 0, read from the replica's log
+	proc        *process.Process
 }
 
-func (r *replica) running() bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (r *replica) running() bool { return r.proc.Running() }
 
 // exitStatus describes how the process ended, for the table and errors.
 func (r *replica) exitStatus() string {
-	if r.running() {
-		return "running"
+	if exit, ok := r.proc.Exited(); ok {
+		return exit.String()
 	}
-	if r.err == nil {
-		return "exited 0"
-	}
-	var ee *exec.ExitError
-	if errors.As(r.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + ws.Signal().String()
-		}
-		return fmt.Sprintf("exited %d", ee.ExitCode())
-	}
-	return r.err.Error()
+	return "running"
 }
 
-// logTail returns the last n lines of the replica's log, for errors.
-func (r *replica) logTail(n int) string {
-	data, err := os.ReadFile(r.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+// exitedAt is when the process was reaped (zero while it runs).
+func (r *replica) exitedAt() time.Time {
+	exit, _ := r.proc.Exited()
+	return exit.At
 }
 
-// start runs a new replica with identity on free loopback ports. It does
-// not wait for readiness.
-func (f *fleet) start(identity string) (*replica, error) {
-	ports, err := controlplane.FreePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	r := &replica{
-		identity:    identity,
-		metricsAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
-		probeAddr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
-		logPath:     filepath.Join(f.logDir, identity+".log"),
-		exited:      make(chan struct{}),
-	}
-	logFile, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
+// bindTimeout bounds the wait for a replica to log its metrics address:
+// it binds its servers before it does anything else.
+const bindTimeout = time.Minute
+
+// start runs a new replica with identity and waits until it has bound its
+// metrics server on the port the kernel chose. It does not wait for
+// readiness.
+func (f *fleet) start(ctx context.Context, identity string) (*replica, error) {
 	args := append([]string{f.command}, f.baseArgs...)
 	args = append(args, "--identity", identity,
-		"--metrics-bind-address", r.metricsAddr, "--health-probe-bind-address", r.probeAddr)
-	r.cmd = exec.Command(f.executable, args...)
-	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
-	// Its own process group keeps the terminal's Ctrl-C away from the
-	// replica (the demo stops it gracefully, in order); Pdeathsig kills it
-	// if the demo dies without cleaning up.
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := r.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting replica %s (%s): %w", identity, f.executable, err)
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
+	// The process runner puts the replica in its own process group, which
+	// keeps the terminal's Ctrl-C away from it: the demo stops it
+	// gracefully, in order.
+	proc, err := process.Start(process.Options{
+		Name: "replica " + identity, Path: f.executable, Args: args,
+		LogPath: filepath.Join(f.logDir, identity+".log"),
+	})
+	if err != nil {
+		return nil, err
 	}
-	r.started = time.Now()
+	r := &replica{identity: identity, proc: proc}
 	f.mu.Lock()
 	f.replicas = append(f.replicas, r)
 	f.mu.Unlock()
-	go func() { // owned by the fleet: stopAll waits for exited
-		r.err = r.cmd.Wait()
-		r.exitedAt = time.Now()
-		logFile.Close()
-		close(r.exited)
-	}()
-	return r, nil
-}
-
-// signal sends sig to the replica's process group.
-func (r *replica) signal(sig syscall.Signal) {
-	if r.running() {
-		_ = syscall.Kill(-r.cmd.Process.Pid, sig)
+	ctx, cancel := context.WithTimeout(ctx, bindTimeout)
+	defer cancel()
+	if r.metricsAddr, err = proc.ServingAddr(ctx, process.ServerMetrics); err != nil {
+		return r, err // stopAll reaps it
 	}
+	return r, nil
 }
 
 // list returns the replicas started so far.
@@ -146,14 +91,14 @@ func (f *fleet) list() []*replica {
 func (f *fleet) stopAll(grace time.Duration, hurry <-chan struct{}) {
 	rs := f.list()
 	for _, r := range rs {
-		r.signal(syscall.SIGTERM)
+		_ = r.proc.Signal(syscall.SIGTERM)
 	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 wait:
 	for _, r := range rs {
 		select {
-		case <-r.exited:
+		case <-r.proc.Done():
 		case <-deadline.C:
 			break wait
 		case <-hurry:
@@ -161,7 +106,6 @@ wait:
 		}
 	}
 	for _, r := range rs {
-		r.signal(syscall.SIGKILL)
-		<-r.exited
+		r.proc.Kill()
 	}
 }

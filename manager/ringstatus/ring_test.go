@@ -1,6 +1,7 @@
-package ringview
+package ringstatus
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
@@ -387,5 +389,106 @@ func TestSettled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConverged(t *testing.T) {
+	ab := func(id string) shard.PartitionSet { return owned(t, id, "a", "b") }
+	relabel := func(v string) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) { l.Labels[lease.LabelPartitions] = v }
+	}
+	tests := []struct {
+		name   string
+		leases []coordinationv1.Lease
+		want   []string
+		err    string // substring; empty: converged
+	}{
+		{"converged", build(
+			spec{id: "a", state: "active", claim: ab("a")},
+			spec{id: "b", state: "active", claim: ab("b")},
+		), []string{"b", "a"}, ""},
+		{"expired leftover Lease does not matter", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "active", claim: ab("b"), renewAgo: time.Hour},
+		), []string{"a"}, ""},
+		{"wanted member without a Lease", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+		), []string{"a", "b"}, "b has no live Lease"},
+		{"wanted member joining", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "joining"},
+		), []string{"a", "b"}, "b is joining, not active"},
+		{"unwanted live member", build(
+			spec{id: "a", state: "active", claim: ab("a")},
+			spec{id: "b", state: "active", claim: ab("b")},
+		), []string{"a"}, "ring members are [a b], want [a]"},
+		{"newcomer not claiming yet", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "active"},
+		), []string{"a", "b"}, "a claims 271 partitions, the ring assigns it"},
+		{"leaving member still claims", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "b", state: "leaving", claim: ab("b")},
+		), []string{"a"}, "claimed by more than one live Lease"},
+		{"partitions unclaimed", build(
+			spec{id: "a", state: "active", claim: ab("a")},
+		), []string{"a"}, "claimed by no live Lease"},
+		{"label disagrees with claim", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P), mutate: relabel("3")},
+		), []string{"a"}, `label is "3" but it claims`},
+		{"foreign configuration claiming nothing is harmless", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
+				l.Annotations[lease.AnnotationClaim] = shard.NewPartitionSet(1021).Encode()
+			}},
+		), []string{"a"}, ""},
+		{"foreign configuration claiming partitions blocks", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
+				l.Annotations[lease.AnnotationClaim] = shard.FullPartitionSet(1021).Encode()
+			}},
+		), []string{"a"}, "runs ring params"},
+		{"nothing wanted", build(
+			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+		), nil, "no member is wanted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := only(t, tc.leases)
+			err := r.Converged(tc.want...)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Converged = %v, want nil", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Converged = %v, want an error containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestRead(t *testing.T) {
+	leases := build(spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)})
+	other := build(spec{id: "z", state: "active"})
+	other[0].Labels[lease.LabelRing] = "other"
+	other[0].Name = "other-z"
+	client := fake.NewClientset(&leases[0], &other[0])
+	r, err := Read(context.Background(), client, "ns", ringName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewed at the fixed test time, so expired by the reader's clock:
+	// only the listing and grouping are under test here.
+	if r.Name != ringName || len(r.Members) != 1 || r.Members[0].Identity != "a" {
+		t.Errorf("Read = %+v, want ring %s with member a only", r, ringName)
+	}
+	empty, err := Read(context.Background(), client, "ns", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.Name != "none" || len(empty.Members) != 0 || empty.Partitions != shard.DefaultPartitions {
+		t.Errorf("empty ring = %+v", empty)
+	}
+	if err := empty.Converged("a"); err == nil || !strings.Contains(err.Error(), "a has no live Lease") {
+		t.Errorf("empty ring Converged = %v", err)
 	}
 }

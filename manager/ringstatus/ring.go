@@ -1,4 +1,4 @@
-package ringview
+package ringstatus
 
 import (
 	"fmt"
@@ -82,9 +82,13 @@ type Member struct {
 	Params               string  `json:"params"`
 	// Problem says why the Lease is malformed; empty when it is well-formed.
 	Problem string `json:"problem,omitempty"`
+	// PartitionsLabel is the Lease's kshard.io/partitions label, the claim's
+	// size for kubectl's columns; Converged checks it agrees with the claim.
+	PartitionsLabel string `json:"-"`
 
 	claim        shard.PartitionSet
 	claimUnknown bool
+	claimEmpty   bool // known empty, even when encoded for another P
 }
 
 // Live reports whether m is live.
@@ -137,7 +141,8 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			Identity: o.Identity, Lease: o.Name, State: o.State, Partitions: o.Claim.Len(),
 			Incarnation: o.Incarnation, Epoch: o.Epoch, Params: o.Params, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
-			claim:                o.Claim, claimUnknown: o.ClaimUnknown,
+			PartitionsLabel:      l.Labels[lease.LabelPartitions],
+			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
 		}
 		m.Health = Expired
 		if !o.RenewTime.IsZero() {
@@ -206,22 +211,31 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	return r
 }
 
-// majorityParams returns the params fingerprint most Leases carry; ties go
-// to the lexicographically smallest, so the answer is deterministic.
+// majorityParams returns the params fingerprint most active Leases carry
+// (most Leases, when none is active): a replica that refuses to join a ring
+// of another configuration never becomes active, so it cannot outvote the
+// ring it stays out of. Ties go to the lexicographically smallest, so the
+// answer is deterministic.
 func majorityParams(leases []*coordinationv1.Lease) string {
-	count := map[string]int{}
-	for _, l := range leases {
-		if p := l.Annotations[lease.AnnotationParams]; p != "" {
-			count[p]++
+	count := func(activeOnly bool) string {
+		n := map[string]int{}
+		for _, l := range leases {
+			if p := l.Annotations[lease.AnnotationParams]; p != "" && (!activeOnly || l.Labels[lease.LabelState] == lease.StateActive) {
+				n[p]++
+			}
 		}
-	}
-	best, n := "", 0
-	for p, c := range count {
-		if c > n || (c == n && p < best) {
-			best, n = p, c
+		best, most := "", 0
+		for p, c := range n {
+			if c > most || (c == most && p < best) {
+				best, most = p, c
+			}
 		}
+		return best
 	}
-	return best
+	if p := count(true); p != "" {
+		return p
+	}
+	return count(false)
 }
 
 // partitionsFromClaims reads P from the first claim that names it

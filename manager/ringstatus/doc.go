@@ -1,14 +1,21 @@
-// Package ringview reads kshard rings from a snapshot of their Leases, for
-// the `kshard status` and `kshard owner` commands. It is pure: callers list
-// the Leases and pass the time to judge them by, so every rule (who is live,
-// who is a member, who owns a key, which claims overlap) is table-tested
-// without an API server.
+// Package ringstatus reads kshard rings from a snapshot of their Leases: who
+// is live, who is a member, who owns a key, which claims overlap, and
+// whether the ring has converged on a set of replicas. It is the one reader
+// of ring state outside the replicas themselves: the `kshard status` and
+// `kshard owner` commands, the demo, kshard's e2e harness and its tests use
+// it, and so can an operator author's tests (a future test kit,
+// manager/kshardtest, builds on it and on package manager/process).
+//
+// Analyze is pure: callers pass the Leases and the time to judge them by,
+// so every rule is table-tested without an API server. Read lists a ring's
+// Leases and analyzes them as of now; Ring.Converged says why a ring has not
+// converged yet, or nil.
 //
 // # Liveness from outside the ring
 //
 // Replicas judge a peer's liveness by when they themselves observed its Lease
 // change, never by remote timestamps, so clock skew cannot expire a healthy
-// peer. A one-shot reader has no such history: ringview calls a Lease live
+// peer. A one-shot reader has no such history: ringstatus calls a Lease live
 // when spec.renewTime + spec.leaseDurationSeconds is after the reader's
 // clock. renewTime is written by the replica's clock, so a skewed clock can
 // make this view disagree with the replicas' for up to the skew; the
@@ -21,4 +28,4 @@
 // overlapping claims are normal for the duration of a drain; an overlap that
 // persists means a drain is stuck. Two replicas reconciling the same key would
 // need overlapping *active* sets, which Leases do not show.
-package ringview
+package ringstatus
