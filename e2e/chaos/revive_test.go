@@ -41,6 +41,15 @@ func (r *round) revive(h *harness.Harness) {
 		if err != nil {
 			r.t.Fatal(err)
 		}
+		if (exit.Code != 1 || !bytes.Contains(logText, []byte(fenceExitMessage))) && r.restartAnyExit {
+			if r.selfExits == nil {
+				r.selfExits = map[recorder.Process]int{}
+			}
+			r.selfExits[exit.Process] = exit.Code
+			r.t.Logf("%s exited by itself with code %d (log %s); restarting it as a StatefulSet would", exit.Process, exit.Code, rep.LogPath)
+			h.Start(id)
+			continue
+		}
 		if exit.Code != 1 || !bytes.Contains(logText, []byte(fenceExitMessage)) {
 			r.t.Fatalf("%s exited by itself with code %d, and not after a fence; its log is %s", exit.Process, exit.Code, rep.LogPath)
 		}

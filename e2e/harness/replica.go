@@ -126,6 +126,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}
+	if o.BlindWrite {
+		args = append(args, "--blind-write")
+	}
 	r.cmd = exec.Command(h.bin, args...)
 	r.cmd.Env = append(os.Environ(), "POD_NAME="+identity, "POD_NAMESPACE="+o.Namespace)
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
