@@ -32,6 +32,14 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 	}
 	r.revive(h)
 	for _, id := range h.Live() {
+		if r.crashLooping(id) {
+			// It would not leave gracefully; end it as a kill so the
+			// records are still checked (the round fails on its exits).
+			if _, done := h.Replica(id).Exited(); !done {
+				h.Kill(id)
+			}
+			continue
+		}
 		h.WaitReady(id) // a revived replica must be up to leave gracefully
 	}
 	reconciled := time.Now()
