@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -139,7 +140,7 @@ func TestPausedReplica(t *testing.T) {
 		h, writer, ids := blindWriters(r)
 		ld := h.Options().LeaseDuration
 		victim := ids[r.rng.IntN(len(ids))]
-		proc := h.Replica(victim).Process
+		proc, logPath := h.Replica(victim).Process, h.Replica(victim).LogPath
 		n := awaitInFlight(r, h, victim)
 		length := r.between(ld*3/2, 3*ld)
 		stopped := h.Pause(victim)
@@ -181,6 +182,11 @@ func TestPausedReplica(t *testing.T) {
 				sentAfter++
 			}
 		}
-		r.t.Logf("after SIGCONT, %s's reconciles of before the pause ended so: %v; it sent %d writes after SIGCONT (each checked above)", proc, endings, sentAfter)
+		logText, err := os.ReadFile(logPath)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		refused := bytes.Count(logText, []byte("lease validity has passed"))
+		r.t.Logf("after SIGCONT, %s's reconciles of before the pause ended so: %v; it sent %d writes after SIGCONT (each checked above); its log reports %d refusals (late reconciles or writes)", proc, endings, sentAfter, refused)
 	})
 }
