@@ -30,8 +30,8 @@ type Manager interface {
 	GetLogger() logr.Logger
 	// GetControllerOptions returns the options the manager imposes on its
 	// controllers. Unset fields of a Builder's options are taken from it;
-	// its Partitioner (the ring's) and StartInactive (true when sharding)
-	// always apply. RateLimiter is not taken from it: a rate limiter keeps
+	// its Partitioner (the ring's), StartInactive (true when sharding) and
+	// LeaseValidity always apply. RateLimiter is not taken from it: a rate limiter keeps
 	// per-item state and must not be shared between controllers.
 	GetControllerOptions() Options
 	// Add registers a runnable to be started with the manager.
@@ -271,8 +271,8 @@ func (b *Builder) validate(r Reconciler) error {
 }
 
 // options combines the builder's options with the manager's: the builder's
-// set fields win, except the manager's Partitioner and StartInactive, which
-// define the ring the controller takes part in.
+// set fields win, except the manager's Partitioner, StartInactive and
+// LeaseValidity, which define the ring the controller takes part in.
 func (b *Builder) options() (Options, error) {
 	o, m := b.opts, b.mgr.GetControllerOptions()
 	if m.Partitioner != nil {
@@ -282,6 +282,9 @@ func (b *Builder) options() (Options, error) {
 		o.Partitioner = m.Partitioner
 	}
 	o.StartInactive = o.StartInactive || m.StartInactive
+	if m.LeaseValidity != nil {
+		o.LeaseValidity = m.LeaseValidity
+	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = m.MaxConcurrentReconciles
 	}

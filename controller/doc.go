@@ -19,6 +19,17 @@
 // not shard) starts with every partition active; a sharding manager sets
 // Options.StartInactive and activates partitions as it claims them.
 //
+// # Lease validity
+//
+// Under a sharding manager (Options.LeaseValidity set), a worker checks the
+// replica's lease validity immediately before each reconcile and requeues
+// instead of starting once it has passed; the reconcile's context has the
+// validity as its deadline (cause ErrLeaseExpired) and carries it
+// (ValidUntil) for the manager's client transport, which refuses writes
+// issued under it after it has passed. A write already on the wire when a
+// process pauses can still land late: use resourceVersion preconditions for
+// writes that must never be stale.
+//
 // # Building controllers
 //
 // NewControllerManagedBy(mgr).For(obj).Owns(obj).Watches(obj, handler).Complete(r)

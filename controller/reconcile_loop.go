@@ -250,6 +250,25 @@ func (c *controller) handle(ctx context.Context, queue workqueue.TypedRateLimiti
 		c.metrics.Inflight.Dec()
 	}()
 
+	// The last moment before the reconcile starts: after a pause the
+	// partition may still look active here while a peer, having judged
+	// this replica's Lease expired, reconciles it. Nothing starts until
+	// the lease is re-validated; the request waits in the queue (dropped
+	// when dequeued if the fence revokes its partition meanwhile).
+	if c.opts.LeaseValidity != nil {
+		until := c.opts.LeaseValidity()
+		if !time.Now().Before(until) {
+			c.metrics.Refused.Inc()
+			queue.AddRateLimited(req)
+			c.log.V(1).Info("Not reconciling: the lease validity has passed", "namespace", req.Namespace, "name", req.Name, "validUntil", until)
+			return
+		}
+		var cancelValidity context.CancelFunc
+		rctx, cancelValidity = context.WithDeadlineCause(rctx, until, ErrLeaseExpired)
+		defer cancelValidity()
+		rctx = WithValidUntil(rctx, until)
+	}
+
 	if c.opts.ReconcileTimeout > 0 {
 		var cancelTimeout context.CancelFunc
 		rctx, cancelTimeout = context.WithTimeout(rctx, c.opts.ReconcileTimeout)

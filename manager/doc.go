@@ -16,4 +16,14 @@
 // release). Cancelling Start's context is a graceful leave: the replica
 // drains, publishes an empty claim so peers take over at once, and deletes
 // its Lease.
+//
+// # Pauses and stale writes
+//
+// Every client built from the manager's rest config (GetClient, GetConfig)
+// refuses to send a write issued under a reconcile context whose lease
+// validity (last renewal sent + RenewDeadline) has passed, reading the clock
+// at the moment of sending: after a pause the process may resume with its
+// partitions already taken over by a peer. A request already on the wire
+// when the pause began is beyond its reach; writes that must never be stale
+// should carry a resourceVersion precondition.
 package manager

@@ -90,6 +90,14 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	// Every client built from cfg (the typed clientset, the cache, and
+	// those users build from GetConfig) refuses writes of a reconcile
+	// whose lease validity has passed.
+	writesRefused := newWritesRefused()
+	if err := opts.Registry.Register(writesRefused); err != nil {
+		return nil, fmt.Errorf("manager: registering metrics: %w", err)
+	}
+	cfg.Wrap(newFencingWrapper(writesRefused))
 	// Field by field: a user who set one limit on purpose keeps it.
 	if cfg.QPS == 0 {
 		cfg.QPS = opts.QPS
@@ -222,15 +230,30 @@ func (m *Manager) GetLogger() logr.Logger { return m.log }
 
 // GetControllerOptions implements controller.Manager: controllers built for
 // this manager use the ring's partitioner, start with no partition active,
-// report to the manager's registry and drain with its grace period.
+// check the lease validity before every reconcile (and bound its context by
+// it), report to the manager's registry and drain with its grace period.
 func (m *Manager) GetControllerOptions() controller.Options {
 	return controller.Options{
 		Partitioner:      m.partitioner,
 		StartInactive:    true,
+		LeaseValidity:    m.LeaseValidity,
 		Logger:           m.log,
 		Registerer:       m.opts.Registry,
 		DrainGracePeriod: m.opts.DrainGracePeriod,
 	}
+}
+
+// LeaseValidity returns until when this replica's lease is known valid: when
+// its last successful renewal was sent plus RenewDeadline, on the monotonic
+// clock; the zero time before the first renewal. Its controllers check it
+// before each reconcile and its clients before each write of a reconcile;
+// see controller.Options.LeaseValidity.
+func (m *Manager) LeaseValidity() time.Time {
+	sent, ok := m.member.LastRenew()
+	if !ok {
+		return time.Time{}
+	}
+	return sent.Add(m.opts.RenewDeadline)
 }
 
 // Partitioner returns the ring's key → partition function.

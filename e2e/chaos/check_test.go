@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -31,6 +32,14 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 	}
 	r.revive(h)
 	for _, id := range h.Live() {
+		if r.crashLooping(id) {
+			// It would not leave gracefully; end it as a kill so the
+			// records are still checked (the round fails on its exits).
+			if _, done := h.Replica(id).Exited(); !done {
+				h.Kill(id)
+			}
+			continue
+		}
 		h.WaitReady(id) // a revived replica must be up to leave gracefully
 	}
 	reconciled := time.Now()
@@ -40,6 +49,16 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 
 	log := h.Log()
 	rep := log.Check()
+	if len(r.paused) > 0 {
+		// A paused process's reconciles and windows span its peers' while
+		// it does not run; the writes it sent are what must not overlap.
+		frozen := len(rep.Overlaps) + len(rep.PartitionOverlaps)
+		rep.Overlaps = slices.DeleteFunc(rep.Overlaps, func(o recorder.Overlap) bool { return r.paused[o.A.Process] || r.paused[o.B.Process] })
+		rep.PartitionOverlaps = slices.DeleteFunc(rep.PartitionOverlaps, func(o recorder.PartitionOverlap) bool {
+			return r.paused[o.A.Process] || r.paused[o.B.Process]
+		})
+		t.Logf("%d reconcile and window overlaps involve a paused process and are judged by its writes instead", frozen-len(rep.Overlaps)-len(rep.PartitionOverlaps))
+	}
 	outside := outsideWindows(log, h.Options().Partitions)
 	handoffs := log.Handoffs()
 	var worst time.Duration
@@ -47,12 +66,27 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 		worst = max(worst, g)
 	}
 	overlaps := len(rep.Overlaps) + len(rep.SelfOverlaps) + len(rep.PartitionOverlaps) + len(outside)
+	if h.Options().BlindWrite {
+		wr := log.CheckWrites(h.FinalValues())
+		overlaps += len(wr.Overlaps)
+		suite.addWrites(wr.Sends, len(wr.Late), len(wr.Regressions), len(wr.Stale))
+		t.Logf("writes: %s", wr)
+		if wr.Sends == 0 {
+			t.Error("the operator sent no write; the round checked no write")
+		}
+		if !wr.OK() {
+			t.Errorf("the writes show a violation:\n%s", wr)
+		}
+	}
 	suite.add(rep.Intervals, len(handoffs), r.faults, overlaps, len(rep.Lost), worst)
 	t.Logf("records: %s", rep)
 	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults, %d overlaps, %d lost, %d fence exits",
 		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, overlaps, len(rep.Lost), len(r.fenceExits))
 	if !rep.OK() {
 		t.Errorf("the records show a violation:\n%s", rep)
+	}
+	for p, code := range r.selfExits {
+		t.Errorf("%s exited by itself with code %d instead of recovering; a StatefulSet would restart it in a loop", p, code)
 	}
 	for i, o := range outside {
 		if i == 10 {
@@ -63,7 +97,8 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 	}
 	abandoned := 0
 	for _, iv := range log.Intervals {
-		if iv.Ending == recorder.EndExited && !r.fenceExits[iv.Process] {
+		_, selfExit := r.selfExits[iv.Process]
+		if iv.Ending == recorder.EndExited && !r.fenceExits[iv.Process] && !selfExit {
 			abandoned++
 		}
 	}

@@ -1,4 +1,14 @@
 // Package chaos holds kshard's e2e fault suite: replicas of the test operator
 // as OS processes on a real control plane, under crashes, restarts, outages,
 // partitions, flapping and slow reconcilers, with records checked for overlap.
+//
+// The safety scenarios (lease_test.go) run a blind-writing operator (writes
+// without resourceVersion preconditions, recorded just before they are sent)
+// and check the writes themselves: no two replicas' writing reconciles of a
+// key overlap, no write leaves a replica after its lease validity passed,
+// no stale write lands over a newer one, and every object ends with its last
+// write. A paused replica (SIGSTOP for 1.5–3×LeaseDuration) runs in every
+// test run; a live member's Lease deleted or relabelled needs the tombstone
+// rule and own-Lease fence and runs with KSHARD_CHAOS_LEASE_FAULTS=1. `make
+// chaos-safety ROUNDS=20` runs many rounds of them.
 package chaos

@@ -77,6 +77,21 @@ type tally struct {
 	overlaps   int
 	lost       int
 	worstGap   time.Duration
+	// Of blind-write rounds (harness.Options.BlindWrite): writes sent,
+	// writes sent after their lease validity passed, stale writes sent over
+	// a newer one, and objects whose final state is not their last write.
+	sends, late, regressions, stale int
+}
+
+// addWrites adds a blind-write round's write figures (its other figures
+// go through add).
+func (s *tally) addWrites(sends, late, regressions, stale int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sends += sends
+	s.late += late
+	s.regressions += regressions
+	s.stale += stale
 }
 
 func (s *tally) add(reconciles, handoffs, faults, overlaps, lost int, worstGap time.Duration) {
@@ -98,6 +113,7 @@ func (s *tally) line() (string, bool) {
 	if s.checked == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d worst_gap=%.3f",
-		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, math.Round(s.worstGap.Seconds()*1000)/1000), true
+	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d worst_gap=%.3f sends=%d late=%d regressions=%d stale=%d",
+		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, math.Round(s.worstGap.Seconds()*1000)/1000,
+		s.sends, s.late, s.regressions, s.stale), true
 }

@@ -41,6 +41,26 @@ func (r *round) revive(h *harness.Harness) {
 		if err != nil {
 			r.t.Fatal(err)
 		}
+		if (exit.Code != 1 || !bytes.Contains(logText, []byte(fenceExitMessage))) && r.restartAnyExit {
+			if r.selfExits == nil {
+				r.selfExits = map[recorder.Process]int{}
+			}
+			// Back off as a kubelet does for a crash loop: one more second
+			// per earlier self-exit of this identity, up to five.
+			earlier := 0
+			for p := range r.selfExits {
+				if p.Replica == id && p != exit.Process {
+					earlier++
+				}
+			}
+			r.selfExits[exit.Process] = exit.Code
+			if time.Since(exit.Exited) < time.Duration(min(earlier, 5))*time.Second {
+				continue
+			}
+			r.t.Logf("%s exited by itself with code %d (log %s); restarting it as a StatefulSet would", exit.Process, exit.Code, rep.LogPath)
+			h.Start(id)
+			continue
+		}
 		if exit.Code != 1 || !bytes.Contains(logText, []byte(fenceExitMessage)) {
 			r.t.Fatalf("%s exited by itself with code %d, and not after a fence; its log is %s", exit.Process, exit.Code, rep.LogPath)
 		}
@@ -51,6 +71,17 @@ func (r *round) revive(h *harness.Harness) {
 		r.t.Logf("%s exited after a fence whose reconciles outlived the stop deadline (its renewals stalled); restarting it", exit.Process)
 		h.Start(id)
 	}
+}
+
+// crashLooping reports whether identity has exited by itself (not after a
+// fence) in this round.
+func (r *round) crashLooping(identity string) bool {
+	for p := range r.selfExits {
+		if p.Replica == identity {
+			return true
+		}
+	}
+	return false
 }
 
 // converge waits until the ring has converged on the live replicas,

@@ -38,6 +38,16 @@ type round struct {
 	faults int
 	// fenceExits are the processes that exited after a fence (see revive).
 	fenceExits map[recorder.Process]bool
+	// selfExits are processes that exited by themselves for another
+	// reason, restarted by revive when restartAnyExit is set (a scenario
+	// that reports a replica's failure to recover rather than stopping).
+	selfExits      map[recorder.Process]int
+	restartAnyExit bool
+	// paused are the processes a scenario stopped with SIGSTOP: their
+	// reconciles' intervals may span a peer's (time passed, the process
+	// did not run), so finish checks their reconciles through the writes
+	// they sent rather than through their intervals and windows.
+	paused map[recorder.Process]bool
 }
 
 // scenario runs body once per round (-rounds) as subtests round-1, round-2…

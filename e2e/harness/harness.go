@@ -54,6 +54,12 @@ type Options struct {
 	// context is cancelled, as a reconciler that ignores cancellation does.
 	// Defaults to false: a reconcile returns as soon as its context ends.
 	IgnoreCancel bool
+	// BlindWrite makes every reconcile that did its work patch its
+	// ConfigMap's annotation without a resourceVersion precondition and
+	// record the write just before sending it (recorder.KindSend); see
+	// FinalValues and recorder.Log.CheckWrites. Defaults to false: the
+	// operator writes nothing.
+	BlindWrite bool
 }
 
 func (o Options) withDefaults() Options {

@@ -108,6 +108,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}
+	if o.BlindWrite {
+		args = append(args, "--blind-write")
+	}
 	proc, err := process.Start(process.Options{
 		Name:    identity,
 		Path:    h.bin,

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/e2e/recorder"
@@ -143,14 +145,22 @@ func (w *Writer) bump(ctx context.Context, name string, latest map[string]*corev
 	}
 	gen, _ := strconv.ParseInt(cm.Data[genKey], 10, 64)
 	gen++
-	if cm.Data == nil {
-		cm.Data = map[string]string{}
-	}
-	cm.Data[genKey] = strconv.FormatInt(gen, 10)
-	sent := time.Now()
-	updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+	// A JSON patch that tests the generation it read: as safe as an
+	// Update conditioned on the resourceVersion for the writer's own
+	// field, but not refused when an operator wrote other fields
+	// (annotations) meanwhile, as a blind-writing one does after each
+	// reconcile.
+	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": "/data/" + genKey, "value": cm.Data[genKey]},
+		{"op": "replace", "path": "/data/" + genKey, "value": strconv.FormatInt(gen, 10)},
+	})
 	if err != nil {
-		if apierrors.IsConflict(err) {
+		return err
+	}
+	sent := time.Now()
+	updated, err := cms.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
 			return fmt.Errorf("%s changed under the writer: %w", name, err)
 		}
 		return err

@@ -64,6 +64,9 @@ type Log struct {
 	Ring []Record
 	// Writes holds the writer's acknowledged updates.
 	Writes []Record
+	// Sends holds the replicas' writes of reconciled objects (KindSend),
+	// each process's in the order it sent them.
+	Sends []Record
 	// Signals holds the harness's term, kill and exit records.
 	Signals []Record
 	// Torn counts last lines cut short by a SIGKILL during their write.
@@ -157,6 +160,8 @@ func (log *Log) readFile(path string, starts, ends map[procSeq]Record) error {
 			log.Ring = append(log.Ring, r)
 		case KindWrite:
 			log.Writes = append(log.Writes, r)
+		case KindSend:
+			log.Sends = append(log.Sends, r)
 		case KindTerm, KindKill, KindExit:
 			log.Signals = append(log.Signals, r)
 		default:

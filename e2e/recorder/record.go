@@ -26,6 +26,14 @@ const (
 	// when the request was sent, At when it was acknowledged.
 	KindWrite = "write"
 
+	// KindSend is a replica's write of the object it reconciles, recorded
+	// by its client transport just before the request goes to the
+	// connection (after the manager's lease-validity check, so a refused
+	// write leaves no send record). Seq names the reconcile, Gen the
+	// generation it saw, Value what it wrote, At when it was sent, Until
+	// the reconcile's lease validity and Late whether it had passed then.
+	KindSend = "send"
+
 	// KindTerm and KindKill are the harness's SIGTERM and SIGKILL of a
 	// process (At = when sent); KindExit is when the harness saw it dead.
 	KindTerm = "term"
@@ -60,6 +68,10 @@ type Record struct {
 	Error string `json:"error,omitempty"`
 	// Code is a process's exit code on KindExit (-1: killed by a signal).
 	Code int `json:"code,omitempty"`
+	// Value, Until and Late describe a KindSend (see there).
+	Value string `json:"value,omitempty"`
+	Until int64  `json:"until,omitempty"`
+	Late  bool   `json:"late,omitempty"`
 }
 
 // Writer appends records to one file. Every record is one write(2) on a file
@@ -95,6 +107,9 @@ func open(path string, p Process) (*Writer, error) {
 	}
 	return &Writer{file: f, proc: p}, nil
 }
+
+// Process is the process this Writer records for.
+func (w *Writer) Process() Process { return w.proc }
 
 // Close closes the file.
 func (w *Writer) Close() error { return w.file.Close() }
@@ -142,4 +157,18 @@ func (w *Writer) Ended(rc Reconcile, failure error) error {
 // partitions, now.
 func (w *Writer) Ring(kind string, partitions []int) error {
 	return w.Append(Record{Kind: kind, Process: w.proc, Partitions: partitions, At: time.Now().UnixNano()})
+}
+
+// Seq returns the sequence number pairing rc's records.
+func (rc Reconcile) Seq() uint64 { return rc.seq }
+
+// Sent records that a write of value by reconcile seq of key (which saw
+// generation gen) is being sent now, under a lease validity until (zero:
+// none); late says the validity had passed by the process's monotonic clock.
+func (w *Writer) Sent(seq uint64, key string, gen int64, value string, until time.Time, late bool) error {
+	r := Record{Kind: KindSend, Process: w.proc, Seq: seq, Key: key, Gen: gen, Value: value, At: time.Now().UnixNano(), Late: late}
+	if !until.IsZero() {
+		r.Until = until.UnixNano()
+	}
+	return w.Append(r)
 }

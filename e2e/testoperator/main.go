@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
@@ -29,6 +34,9 @@ const (
 	labelKey   = "kshard-e2e"
 	labelValue = "1"
 	genKey     = "gen"
+	// writtenKey is the annotation a --blind-write reconcile writes:
+	// recorder.WriteValue of the generation it saw.
+	writtenKey = "kshard-e2e/written"
 )
 
 func main() {
@@ -56,6 +64,7 @@ func run() error {
 		drainGrace    = flag.Duration("drain-grace", 2*time.Second, "how long reconciles of a revoked partition may run before cancellation")
 		probeAddr     = flag.String("probe-addr", ":0", "health probe address (\"0\" disables)")
 		metricsAddr   = flag.String("metrics-addr", ":0", "metrics address (\"0\" disables)")
+		blindWrite    = flag.Bool("blind-write", false, "end every reconcile that did its work with a merge patch of the object's "+writtenKey+" annotation, without a resourceVersion precondition, recording each write just before it is sent")
 	)
 	flag.Parse()
 	if *recordDir == "" {
@@ -77,6 +86,12 @@ func run() error {
 	}
 	defer rec.Close()
 
+	if *blindWrite {
+		// Inside the manager's fencing transport (which wraps this config
+		// again in New): a write it refuses is never recorded as sent.
+		cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &sendRecorder{next: next, rec: rec} })
+	}
+
 	ctx := manager.SetupSignalHandler()
 	mgr, err := manager.New(cfg, manager.Options{
 		Ring:                   *ring,
@@ -95,14 +110,28 @@ func run() error {
 		return err
 	}
 	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work, ignoreCancel: *ignoreCancel}
-	err = controller.NewControllerManagedBy(recordingManager{Manager: mgr, rec: rec}).
+	if *blindWrite {
+		r.client = mgr.GetClient()
+	}
+	b := controller.NewControllerManagedBy(recordingManager{Manager: mgr, rec: rec}).
 		For(&corev1.ConfigMap{}).
 		Named("testoperator").
 		WithEventFilter(controller.NewPredicateFuncs(func(o controller.Object) bool {
 			return o.GetLabels()[labelKey] == labelValue
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: *workers})
+	if *blindWrite {
+		// Only the writer's updates (data) trigger reconciles, not the
+		// operator's own annotation writes: a stale write is then not
+		// repaired by the event it causes, and stays visible in the final
+		// state unless a later replay reconciles the key again.
+		b = b.WithEventFilter(controller.Funcs{UpdateFunc: func(e controller.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*corev1.ConfigMap)
+			n, okNew := e.ObjectNew.(*corev1.ConfigMap)
+			return !okOld || !okNew || o.Data[genKey] != n.Data[genKey]
+		}})
+	}
+	err = b.Complete(r)
 	if err != nil {
 		return err
 	}
@@ -119,6 +148,9 @@ type reconciler struct {
 	// ignoreCancel keeps working after ctx ends, so that only a drain that
 	// waits for the reconcile to return keeps its key safe.
 	ignoreCancel bool
+	// client, when set, makes every reconcile that did its work write the
+	// object back blindly (--blind-write).
+	client kubernetes.Interface
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
@@ -151,10 +183,64 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	case <-done:
 		failure = ctx.Err()
 	}
+	if failure == nil && r.client != nil {
+		failure = r.write(ctx, rc, req, gen)
+	}
 	if err := r.rec.Ended(rc, failure); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, failure
+}
+
+// write patches the writtenKey annotation of req's object with no
+// resourceVersion precondition, so the API server accepts it whatever was
+// written since: only kshard's exclusion keeps it from landing stale. The
+// sendRecorder records it just before it is sent.
+func (r *reconciler) write(ctx context.Context, rc recorder.Reconcile, req controller.Request, gen int64) error {
+	value := recorder.WriteValue(gen, r.rec.Process(), rc.Seq())
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{writtenKey: value}}})
+	if err != nil {
+		return err
+	}
+	ctx = context.WithValue(ctx, sendKey{}, send{seq: rc.Seq(), key: req.Key(), gen: gen, value: value})
+	_, err = r.client.CoreV1().ConfigMaps(req.Namespace).Patch(ctx, req.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// send describes a reconcile's write, carried in the request's context to
+// the sendRecorder.
+type send struct {
+	seq   uint64
+	key   string
+	gen   int64
+	value string
+}
+
+type sendKey struct{}
+
+// sendRecorder records each write that carries a send just before passing
+// it to the connection, with the reconcile's lease validity and whether it
+// had passed by the monotonic clock.
+type sendRecorder struct {
+	next http.RoundTripper
+	rec  *recorder.Writer
+}
+
+func (t *sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s, ok := req.Context().Value(sendKey{}).(send); ok {
+		until, hasValidity := controller.ValidUntil(req.Context())
+		late := hasValidity && !time.Now().Before(until)
+		if err := t.rec.Sent(s.seq, s.key, s.gen, s.value, until, late); err != nil {
+			if req.Body != nil {
+				_ = req.Body.Close()
+			}
+			return nil, err
+		}
+	}
+	return t.next.RoundTrip(req)
 }
 
 // recordingManager hands the manager every controller wrapped in a

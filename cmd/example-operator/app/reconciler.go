@@ -58,12 +58,29 @@ func (r *widgetReconciler) Reconcile(ctx context.Context, req controller.Request
 		return controller.Result{}, nil
 	}
 	status := v1alpha1.WidgetStatus{ObservedGeneration: w.Generation, ReconciledBy: r.identity, ConfigMap: childName(w.Name)}
-	patch, _ := json.Marshal(map[string]any{"status": status})
+	// The resourceVersion read is a precondition: the API server refuses
+	// the patch (409 Conflict) if the Widget changed since. kshard refuses
+	// writes once this replica's lease validity has passed, but a write
+	// already on the wire when a pause begins can still land after a peer
+	// took the key over; the precondition makes such a stale write fail
+	// instead of overwriting the peer's newer status.
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": w.ResourceVersion},
+		"status":   status,
+	})
 	err := r.widgets.Patch(types.MergePatchType).Namespace(w.Namespace).Resource("widgets").Name(w.Name).
 		SubResource("status").Body(patch).Do(ctx).Error()
-	if apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return controller.Result{}, nil
+	case apierrors.IsConflict(err):
+		// Changed meanwhile: the change's event reconciles it again.
 		return controller.Result{}, nil
 	}
+	// Any other error is retried, including controller.ErrLeaseExpired:
+	// the patch was refused before sending because this replica's lease
+	// validity passed (a pause, failed renewals). Its partitions are being
+	// revoked, so the retry is dropped here and the new owner reconciles.
 	return controller.Result{}, err
 }
 
@@ -97,6 +114,8 @@ func (r *widgetReconciler) ensureChild(ctx context.Context, w *v1alpha1.Widget) 
 		return nil
 	}
 	cm.Data = want
+	// An Update of the object read carries its resourceVersion, so a stale
+	// write is refused with a conflict rather than applied.
 	_, err = r.client.CoreV1().ConfigMaps(w.Namespace).Update(ctx, &cm, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("child ConfigMap changed meanwhile, retrying: %w", err)

@@ -37,6 +37,7 @@ type Families struct {
 	gateDecisions     *prometheus.CounterVec
 	partitionInflight *prometheus.GaugeVec
 	drainOverdue      *prometheus.CounterVec
+	refused           *prometheus.CounterVec
 
 	depth          *prometheus.GaugeVec
 	adds           *prometheus.CounterVec
@@ -86,6 +87,8 @@ func Register(reg prometheus.Registerer) (*Families, error) {
 		"Shard gate decisions per controller: admitted (event request of an active partition, queued), foreign (event request of a partition not active here, dropped before the queue), inactive (queued request dropped when dequeued because its partition was revoked meanwhile)",
 		[]string{"controller", "decision"})
 	gauge(&f.partitionInflight, "kshard_partition_inflight", "Number of reconciles in flight per controller, summed over its partitions", ctl)
+	counter(&f.refused, "kshard_reconcile_refused_total",
+		"Reconciles not started because the replica's lease validity (last renewal sent + RenewDeadline) had passed, after failed renewals or a pause; the request was requeued", ctl)
 	counter(&f.drainOverdue, "kshard_drain_overdue_total", "Number of partition drains (Revoke calls) that took longer than DrainReportAfter", ctl)
 
 	latencyBuckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
@@ -150,6 +153,7 @@ type Controller struct {
 	Admitted, Foreign, Inactive           prometheus.Counter
 	Inflight                              prometheus.Gauge
 	DrainOverdue                          prometheus.Counter
+	Refused                               prometheus.Counter
 }
 
 // For resolves (and so creates, at zero) every series of controller.
@@ -170,6 +174,7 @@ func (f *Families) For(controller string) *Controller {
 		Inactive:       f.gateDecisions.WithLabelValues(controller, DecisionInactive),
 		Inflight:       f.partitionInflight.WithLabelValues(controller),
 		DrainOverdue:   f.drainOverdue.WithLabelValues(controller),
+		Refused:        f.refused.WithLabelValues(controller),
 	}
 }
 
