@@ -180,6 +180,9 @@ func leasesOf(ctx context.Context, cs kubernetes.Interface, ns string) []coordin
 // in it; it returns the admin config and a client.
 func newTestRing(t *testing.T, ns string) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (starts an API server); -short runs unit tests only")
+	}
 	cfg := controlplane.ForTest(t, controlplane.Options{}).Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {

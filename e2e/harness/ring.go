@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Ring is the ring as its Leases show it.
@@ -85,7 +86,7 @@ func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 			return ring, fmt.Errorf("%s has no Lease", id)
 		case m.Problem != "":
 			return ring, fmt.Errorf("%s's Lease is malformed: %s", id, m.Problem)
-		case m.State != lease.StateActive:
+		case m.State != handoff.StateActive:
 			return ring, fmt.Errorf("%s is %s, not active", id, m.State)
 		case ring.Labels[id][lease.LabelPartitions] != strconv.Itoa(m.Claim.Len()):
 			return ring, fmt.Errorf("%s's %s label is %q but it claims %d", id, lease.LabelPartitions, ring.Labels[id][lease.LabelPartitions], m.Claim.Len())

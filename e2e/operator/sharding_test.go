@@ -22,6 +22,7 @@ import (
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 const (
@@ -217,10 +218,10 @@ func convergedRing(ctx context.Context, client kubernetes.Interface, want int) (
 		switch {
 		case o.Problem != "":
 			return nil, fmt.Errorf("Lease %s is malformed: %s", o.Name, o.Problem)
-		case o.State != lease.StateActive:
+		case o.State != handoff.StateActive:
 			return nil, fmt.Errorf("%s is %s", o.Identity, o.State)
-		case o.Params != ringCfg.Fingerprint():
-			return nil, fmt.Errorf("%s runs ring parameters %s, the test assumes %s", o.Identity, o.Params, ringCfg.Fingerprint())
+		case o.Fingerprint != ringCfg.Fingerprint():
+			return nil, fmt.Errorf("%s runs ring parameters %s, the test assumes %s", o.Identity, o.Fingerprint, ringCfg.Fingerprint())
 		}
 		members = append(members, o.Identity)
 		claims[o.Identity] = o.Claim

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Health values of Member.Health.
@@ -134,8 +135,8 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	for _, l := range leases {
 		o := lease.Parse(l, name, r.Partitions)
 		m := Member{
-			Identity: o.Identity, Lease: o.Name, State: o.State, Partitions: o.Claim.Len(),
-			Incarnation: o.Incarnation, Epoch: o.Epoch, Params: o.Params, Problem: o.Problem,
+			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
+			Incarnation: o.Incarnation, Epoch: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown,
 		}
@@ -165,7 +166,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if !m.Live() {
 			continue
 		}
-		if m.Problem == "" && m.State == lease.StateActive && m.Params == r.Params {
+		if m.Problem == "" && m.State == string(handoff.StateActive) && m.Params == r.Params {
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params != r.Params && m.Params != "" {
