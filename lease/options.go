@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -80,8 +80,9 @@ type Options struct {
 	// Clock measures local time. Defaults to the real clock.
 	Clock clock.WithTicker
 
-	// Logger receives the Member's logs. Defaults to klog.Background() (a
-	// zero Logger, including logr.Discard(), selects the default).
+	// Logger receives the Member's logs. Defaults to kshard's one default
+	// logger, JSON lines on stderr, as in manager (a zero Logger, including
+	// logr.Discard(), selects the default).
 	Logger logr.Logger
 
 	// Registerer receives kshard_lease_renews_total,
@@ -101,7 +102,7 @@ func (o *Options) applyDefaults() {
 		o.Clock = clock.RealClock{}
 	}
 	if o.Logger.GetSink() == nil {
-		o.Logger = klog.Background()
+		o.Logger = logging.Default()
 	}
 }
 

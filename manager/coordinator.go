@@ -151,6 +151,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 // step feeds the latest observations to the core and carries out its Ready.
 func (c *coordinator) step(ctx context.Context) {
 	now := time.Now()
+	defer func() { c.metrics.step.Observe(time.Since(now).Seconds()) }()
 	// The core observes from the first list on, before the own Lease is
 	// held: it decides whether an earlier incarnation's Lease may be taken
 	// over.
@@ -175,7 +176,11 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	if rd.Fence {
 		c.metrics.fences.Inc()
 		c.ready.Store(false)
-		c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.renewDeadline)
+		if c.core.OwnLeaseLost() {
+			c.log.Error(nil, "own Lease deleted, relabelled or damaged by someone else: stopping every reconcile (fenced); repairing it and rejoining")
+		} else {
+			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.renewDeadline)
+		}
 		// Partitions already draining must stop now too: revoke them again
 		// with no grace period; their first revoke reports when it returns.
 		c.revoke(ctx, rd.Revoke.Union(c.core.Draining()), true)
@@ -256,6 +261,7 @@ func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) bool
 		}
 	}
 	c.log.V(1).Info("activating partitions", "partitions", set.String())
+	defer func() { c.metrics.replay.Observe(time.Since(now).Seconds()) }()
 	ok := true
 	for _, p := range c.participants {
 		if err := p.activate(ctx, set); err != nil {

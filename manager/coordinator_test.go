@@ -83,8 +83,8 @@ func (f *fakeMembership) TakeOver(version string) {
 }
 
 func (f *fakeMembership) Confirm(context.Context, string, string) (bool, error) { return true, nil }
-func (f *fakeMembership) DeletePeer(context.Context, string, string) error     { return nil }
-func (f *fakeMembership) Delete(context.Context) error                         { return nil }
+func (f *fakeMembership) DeletePeer(context.Context, string, string) error      { return nil }
+func (f *fakeMembership) Delete(context.Context) error                          { return nil }
 
 // flakyParticipant fails its first failures activations.
 type flakyParticipant struct {

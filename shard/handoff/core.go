@@ -860,6 +860,11 @@ func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
 // and no renew has succeeded since.
 func (c *Core) Fenced() bool { return c.fenced }
 
+// OwnLeaseLost reports whether the own Lease, once held, is gone from the
+// view or damaged, and not yet observed whole again: the replica is fenced
+// for that reason until then.
+func (c *Core) OwnLeaseLost() bool { return c.ownLost }
+
 // Done reports whether the core has finished: the leave completed, the
 // process must exit, or another process took the identity over.
 func (c *Core) Done() bool { return c.done }

@@ -100,7 +100,12 @@
 // write in flight can look alive for one client timeout longer, and one that
 // lost its renewals before the faults ended may still exit up to
 // StopDeadline later. On a graceful leave: one watch round trip plus the
-// drain.
+// drain (a peer whose watch merged the leaver's empty claim with its
+// deletion sees a tombstone and waits LeaseDuration instead). A new replica
+// joins LeaseDuration after its first list; the members cover its
+// partitions meanwhile. A Lease deleted or relabelled by hand delays the
+// handoff of its claims by up to LeaseDuration plus a confirming read, and
+// not at all when its holder repairs it first.
 //
 // # Contract with the shell
 //

@@ -194,6 +194,7 @@ type world struct {
 	quiet          bool          // faults have stopped
 	faultsOver     time.Duration // faultsEnd, or the end of a pause that outlasts it
 	pauses         int           // pause faults injected
+	tampers        int           // third-party Lease edits injected
 	settledAt      time.Duration // faults stopped and the fallout (exits of fenced replicas) ended
 	converged      bool          // every partition is active on exactly one live member
 	convergedSince time.Duration // when converged last became true
@@ -471,6 +472,7 @@ func (w *world) tamper(identity string) {
 	if cur == nil {
 		return
 	}
+	w.tampers++
 	switch w.rng.IntN(3) {
 	case 0:
 		w.tracef("THIRD PARTY deletes %s's Lease (rv %d)", identity, cur.rv)
