@@ -43,15 +43,15 @@
 // # Owning the own Lease
 //
 // Each process writes a random incarnation into its Lease and takes the
-// Lease like a lock. If the Lease exists with another incarnation, Run waits
-// until that Lease has not changed for LeaseDuration (or the Lease's own
-// leaseDurationSeconds, if longer) of locally observed time, then takes it
-// over with an Update conditioned on the resourceVersion it watched. So a
-// crashed incarnation's Lease delays a restart by up to LeaseDuration, while
-// a graceful leave (Delete) removes the Lease and a restart is immediate.
-// Every write is conditioned on the last resourceVersion; when another
-// incarnation is found writing the Lease, Run stops with a
-// *DuplicateIdentityError instead of fighting over it. When the own Lease is
-// deleted by anyone but Delete, Run stops with ErrLeaseLost: the claims it
-// carried are void and peers may already own its partitions.
+// Lease like a lock, but the decisions are the handoff core's: Run creates
+// the Lease when it is absent, adopts it when it carries this incarnation,
+// and overwrites a version written by anyone else only when the caller
+// allowed that version with TakeOver (the core does after confirming an
+// earlier incarnation's Lease expired, or to repair a damaged own Lease).
+// Every write is conditioned on the last resourceVersion. When the own Lease
+// is deleted by someone else, the next renew creates it again; when its ring
+// label is removed, the next renew (or, at start, Run) puts it back. When
+// another incarnation writes the Lease, Run stops writing and waits: the
+// core decides that this is a duplicate identity. Only a name used by
+// something that is not this identity's Lease (ErrNameTaken) stops Run.
 package lease

@@ -9,24 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// ErrLeaseLost is wrapped by the error Run returns when the own Lease was
-// deleted by someone other than Delete while this process held it.
-var ErrLeaseLost = errors.New("lease: own Lease was deleted while held")
-
-// DuplicateIdentityError is returned by Run when another process writes the
-// Lease of this replica's identity: two replicas run with the same identity.
-type DuplicateIdentityError struct {
-	Namespace, Name, Identity string
-	// Incarnation is this process's, Other the one found in the Lease.
-	Incarnation, Other string
-}
-
-func (e *DuplicateIdentityError) Error() string {
-	return fmt.Sprintf("lease: another process (incarnation %q) is writing Lease %s/%s, which this process (incarnation %q) holds for identity %q: "+
-		"two replicas run with the same identity; give every replica a unique identity (e.g. from POD_NAME in a StatefulSet). Stopping this replica",
-		e.Other, e.Namespace, e.Name, e.Incarnation, e.Identity)
-}
-
 // ForbiddenError is returned when the API server refuses a request on Leases:
 // the replica's service account lacks RBAC permissions (or the namespace is
 // being deleted). It is fatal for Run.
@@ -70,11 +52,15 @@ func (e *ForbiddenError) Unwrap() error { return e.Err }
 
 // isFatal reports whether err must stop Run.
 func isFatal(err error) bool {
-	var dup *DuplicateIdentityError
 	var forbidden *ForbiddenError
-	return errors.As(err, &dup) || errors.As(err, &forbidden) || errors.Is(err, ErrLeaseLost) || errors.Is(err, errNameTaken)
+	return errors.As(err, &forbidden) || errors.Is(err, ErrNameTaken)
 }
 
-// errNameTaken is wrapped when the own Lease name is used by something that
-// is not a member Lease of this ring.
-var errNameTaken = errors.New("lease: name taken")
+// ErrNameTaken is wrapped by the error Run returns when the own Lease name
+// is used by something that is not a member Lease of this identity (no
+// holder of this identity, or no incarnation): another ring or tool.
+var ErrNameTaken = errors.New("lease: name taken")
+
+// errNotOurs: the own Lease now carries a version of another writer that
+// the caller has not allowed to be taken over; Run waits for TakeOver.
+var errNotOurs = errors.New("lease: the own Lease was written by another process")

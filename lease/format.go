@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Labels and annotations of a member Lease (see the package doc).
@@ -23,13 +24,6 @@ const (
 	AnnotationIncarnation = "kshard.io/incarnation"
 	AnnotationEpoch       = "kshard.io/epoch"
 	AnnotationParams      = "kshard.io/params"
-)
-
-// Member states, the values of LabelState.
-const (
-	StateJoining = "joining"
-	StateActive  = "active"
-	StateLeaving = "leaving"
 )
 
 // Reasons a Lease with the ring label is malformed: the values of the reason
@@ -47,56 +41,13 @@ const (
 // LeaseName returns the name of the Lease of identity in ring.
 func LeaseName(ring, identity string) string { return ring + "-" + identity }
 
-// Record is what this replica publishes in its Lease.
-type Record struct {
-	// State is StateJoining, StateActive or StateLeaving; empty means joining.
-	State string
-	// Claim is the set of claimed partitions. A zero-size set means none.
-	Claim shard.PartitionSet
-	// Epoch is the claim epoch, maintained by the caller.
-	Epoch uint64
-}
-
-// Equal reports whether r and o publish the same Lease content.
-func (r Record) Equal(o Record) bool {
-	return r.State == o.State && r.Epoch == o.Epoch && r.Claim.Equal(o.Claim)
-}
-
-func (r Record) clone() Record {
-	r.Claim = r.Claim.Clone()
-	return r
-}
-
-// Observed is one Lease of the ring as this process last saw it.
+// Observed is one Lease of the ring as this process last saw it: the
+// handoff core's view of it (the record it publishes, its resourceVersion,
+// and what is wrong with it) plus what only the shell uses.
 type Observed struct {
+	handoff.Observed
 	// Name is the Lease's name; unique, unlike Identity on malformed Leases.
 	Name string
-	// Identity is spec.holderIdentity (empty when unset).
-	Identity string
-	// Incarnation is the writing process's random id.
-	Incarnation string
-	// State is the state label as written (see Problem when it is not one of
-	// the three states).
-	State string
-	// Claim is the decoded claim, an empty set of the ring's size when the
-	// claim cannot be read.
-	Claim shard.PartitionSet
-	// ClaimUnknown is set when the claim annotation is missing or undecodable
-	// on a Lease that is otherwise shaped like a member's (name
-	// <ring>-<holder>): the caller must treat it as claiming every partition
-	// while the Lease is live. A newer kshard writing a claim format this
-	// one cannot read lands here.
-	ClaimUnknown bool
-	// ClaimEmpty is set when the claim annotation is a well-formed claim of
-	// no partition, over any partition count: a replica of another ring
-	// configuration that claims nothing (it refuses to join) blocks nobody.
-	ClaimEmpty bool
-	// Epoch is the claim epoch (0 when unreadable; see Problem).
-	Epoch uint64
-	// Params is the fingerprint of the writer's ring parameters.
-	Params string
-	// Version is metadata.resourceVersion.
-	Version string
 	// LeaseDuration is spec.leaseDurationSeconds, 0 when unset. Informational.
 	LeaseDuration time.Duration
 	// RenewTime is the writer's clock at its last write: informational only,
@@ -105,10 +56,6 @@ type Observed struct {
 	// LastChange is the time on this process's clock when it observed this
 	// Lease's resourceVersion change; first sight counts as a change.
 	LastChange time.Time
-	// Problem is non-empty when the Lease carries the ring label but is
-	// malformed. Such a Lease is reported but must never be trusted as a
-	// member (its claims still count, see ClaimUnknown).
-	Problem string
 }
 
 // Parse reads a Lease of ring, whose claims are over partitions partitions.
@@ -121,11 +68,10 @@ func Parse(l *coordinationv1.Lease, ring string, partitions int) Observed {
 
 // parse is Parse that also returns the reasons of Problem, one per fault.
 func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []string) {
-	o := Observed{
-		Name:    l.Name,
-		Version: l.ResourceVersion,
-		Claim:   shard.NewPartitionSet(partitions),
-	}
+	o := Observed{Name: l.Name}
+	o.Version = l.ResourceVersion
+	o.UID = string(l.UID)
+	o.Claim = shard.NewPartitionSet(partitions)
 	var problems, reasons []string
 	fault := func(reason, format string, args ...any) {
 		reasons = append(reasons, reason)
@@ -154,21 +100,21 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		o.LeaseDuration = time.Duration(*d) * time.Second
 	}
-	o.Params = l.Annotations[AnnotationParams]
+	o.Fingerprint = l.Annotations[AnnotationParams]
 	if o.Incarnation = l.Annotations[AnnotationIncarnation]; o.Incarnation == "" {
 		fault(ReasonNoIncarnation, "annotation %s is missing", AnnotationIncarnation)
 	}
-	switch o.State = l.Labels[LabelState]; o.State {
-	case StateJoining, StateActive, StateLeaving:
+	switch o.State = handoff.State(l.Labels[LabelState]); o.State {
+	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
 	default:
-		fault(ReasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, StateJoining, StateActive, StateLeaving)
+		fault(ReasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
 	}
 	if text, ok := l.Annotations[AnnotationEpoch]; !ok {
 		fault(ReasonBadEpoch, "annotation %s is missing", AnnotationEpoch)
 	} else if e, err := strconv.ParseUint(text, 10, 64); err != nil {
 		fault(ReasonBadEpoch, "annotation %s=%q is not an unsigned decimal", AnnotationEpoch, text)
 	} else {
-		o.Epoch = e
+		o.Generation = e
 	}
 	claimOK := false
 	if text, ok := l.Annotations[AnnotationClaim]; !ok {
@@ -187,9 +133,8 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 
 // recordOf reads back the record a Lease publishes (for a Lease of ours
 // whose write response was lost).
-func recordOf(l *coordinationv1.Lease, ring string, partitions int) Record {
-	o := Parse(l, ring, partitions)
-	return Record{State: o.State, Claim: o.Claim, Epoch: o.Epoch}
+func recordOf(l *coordinationv1.Lease, ring string, partitions int) handoff.Record {
+	return Parse(l, ring, partitions).Record
 }
 
 // durationSeconds converts d to leaseDurationSeconds, rounding up so that a
@@ -202,7 +147,7 @@ func durationSeconds(d time.Duration) int32 {
 // render returns the own Lease publishing r, built on base (nil for a new
 // Lease) so that labels and annotations others added survive. acquire marks
 // the write that takes the Lease for this process.
-func (m *Member) render(base *coordinationv1.Lease, r Record, now time.Time, acquire bool) *coordinationv1.Lease {
+func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.Time, acquire bool) *coordinationv1.Lease {
 	var l *coordinationv1.Lease
 	if base == nil {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.opts.Namespace}}
@@ -216,11 +161,11 @@ func (m *Member) render(base *coordinationv1.Lease, r Record, now time.Time, acq
 		l.Annotations = map[string]string{}
 	}
 	l.Labels[LabelRing] = m.opts.Ring
-	l.Labels[LabelState] = r.State
+	l.Labels[LabelState] = string(r.State)
 	l.Labels[LabelPartitions] = strconv.Itoa(r.Claim.Len())
 	l.Annotations[AnnotationClaim] = r.Claim.Encode()
 	l.Annotations[AnnotationIncarnation] = m.opts.Incarnation
-	l.Annotations[AnnotationEpoch] = strconv.FormatUint(r.Epoch, 10)
+	l.Annotations[AnnotationEpoch] = strconv.FormatUint(r.Generation, 10)
 	l.Annotations[AnnotationParams] = m.opts.Params
 
 	holder := m.opts.Identity

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 func TestParse(t *testing.T) {
@@ -81,7 +82,7 @@ func TestParse(t *testing.T) {
 			if o.Version != "17" || o.Name != l.Name {
 				t.Errorf("version %q name %q", o.Version, o.Name)
 			}
-			if len(tc.reasons) == 0 && (o.Identity != "b" || o.Incarnation != "inc-b" || o.State != StateActive || o.Epoch != 42 || o.Params != "p7") {
+			if len(tc.reasons) == 0 && (o.Identity != "b" || o.Incarnation != "inc-b" || o.State != handoff.StateActive || o.Generation != 42 || o.Fingerprint != "p7") {
 				t.Errorf("fields not read: %+v", o)
 			}
 		})
@@ -108,12 +109,12 @@ func TestRenderPublishesRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := Record{State: StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Epoch: 9}
+	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Generation: 9}
 	base := peerLease("ns", "r", "r-0", "old", func(l *coordinationv1.Lease) { l.Labels["team"] = "x" })
 	l := m.render(base, rec, base.Spec.RenewTime.Time, true)
 	got := Parse(l, "r", 7)
-	if got.Problem != "" || got.Incarnation != m.Incarnation() || !got.Claim.Equal(rec.Claim) || got.Epoch != 9 ||
-		got.State != StateActive || got.Params != "fp" || l.Labels[LabelPartitions] != "2" || l.Labels["team"] != "x" {
+	if got.Problem != "" || got.Incarnation != m.Incarnation() || !got.Claim.Equal(rec.Claim) || got.Generation != 9 ||
+		got.State != handoff.StateActive || got.Fingerprint != "fp" || l.Labels[LabelPartitions] != "2" || l.Labels["team"] != "x" {
 		t.Errorf("rendered %+v from %+v", l, rec)
 	}
 	if *l.Spec.LeaseTransitions != 1 {

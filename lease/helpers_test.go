@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 var leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
@@ -292,7 +293,7 @@ func peerLease(ns, ring, identity, incarnation string, mutate ...func(*coordinat
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: LeaseName(ring, identity), Namespace: ns,
-			Labels: map[string]string{LabelRing: ring, LabelState: StateActive, LabelPartitions: "0"},
+			Labels: map[string]string{LabelRing: ring, LabelState: string(handoff.StateActive), LabelPartitions: "0"},
 			Annotations: map[string]string{
 				AnnotationIncarnation: incarnation, AnnotationEpoch: "0", AnnotationParams: "",
 				AnnotationClaim: shard.NewPartitionSet(7).Encode(),

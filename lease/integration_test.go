@@ -21,6 +21,7 @@ import (
 
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Integration timings: short enough for fast tests, same proportions as
@@ -38,6 +39,9 @@ type realEnv struct {
 }
 
 func newRealEnv(t *testing.T) *realEnv {
+	if testing.Short() {
+		t.Skip("integration test (starts an API server); -short runs unit tests only")
+	}
 	cp := sharedControlPlane(t)
 	admin := kubernetes.NewForConfigOrDie(cp.Config())
 	return &realEnv{t: t, cp: cp, admin: admin, ns: testNamespace(t, admin)}
@@ -61,17 +65,19 @@ func (e *realEnv) member(cfg *rest.Config, identity string, mutate ...func(*Opti
 	return m, sink
 }
 
-func (e *realEnv) kubectl(args ...string) string {
+// kubectl runs kubectl against the test's API server; ok is false when
+// kubectl is not on PATH (the caller reports that visibly at its end).
+func (e *realEnv) kubectl(args ...string) (out string, ok bool) {
 	e.t.Helper()
 	path, err := exec.LookPath("kubectl")
 	if err != nil {
-		e.t.Skip("kubectl is not on PATH")
+		return "", false
 	}
-	out, err := exec.Command(path, append([]string{"--kubeconfig", e.cp.KubeconfigPath(), "-n", e.ns}, args...)...).CombinedOutput()
+	b, err := exec.Command(path, append([]string{"--kubeconfig", e.cp.KubeconfigPath(), "-n", e.ns}, args...)...).CombinedOutput()
 	if err != nil {
-		e.t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		e.t.Fatalf("kubectl %v: %v\n%s", args, err, b)
 	}
-	return string(out)
+	return string(b), true
 }
 
 func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
@@ -87,8 +93,8 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Parse(l, "demo", 7)
-	if o.Problem != "" || o.Identity != "r-0" || o.State != StateJoining || o.Incarnation != m.Incarnation() ||
-		o.Params != "p7" || !o.Claim.IsEmpty() || l.Labels[LabelPartitions] != "0" || *l.Spec.LeaseDurationSeconds != 2 {
+	if o.Problem != "" || o.Identity != "r-0" || o.State != handoff.StateJoining || o.Incarnation != m.Incarnation() ||
+		o.Fingerprint != "p7" || !o.Claim.IsEmpty() || l.Labels[LabelPartitions] != "0" || *l.Spec.LeaseDurationSeconds != 2 {
 		t.Fatalf("Lease as written: %+v", l)
 	}
 	eventually(t, "renewTime to advance", func() bool {
@@ -96,24 +102,28 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 		return err == nil && next.Spec.RenewTime.After(l.Spec.RenewTime.Time) && next.ResourceVersion != l.ResourceVersion
 	})
 
-	out := e.kubectl("get", "leases", "-l", "kshard.io/ring=demo", "-L", "kshard.io/state,kshard.io/partitions")
-	if !strings.Contains(out, "STATE") || !strings.Contains(out, "PARTITIONS") || !rowHas(out, "demo-r-0", "r-0", "joining", "0") {
+	// The kubectl columns are checked when kubectl is installed; every
+	// other check runs regardless, and a missing kubectl is reported as a
+	// skip at the end.
+	out, haveKubectl := e.kubectl("get", "leases", "-l", "kshard.io/ring=demo", "-L", "kshard.io/state,kshard.io/partitions")
+	if haveKubectl && (!strings.Contains(out, "STATE") || !strings.Contains(out, "PARTITIONS") || !rowHas(out, "demo-r-0", "r-0", "joining", "0")) {
 		t.Fatalf("kubectl output:\n%s", out)
 	}
 
 	// SetDesired is published at once, not at the next period.
 	start := time.Now()
-	m.SetDesired(Record{State: StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Epoch: 1})
+	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 1})
 	eventually(t, "the informer to observe the new record", func() bool {
 		o, ok := observedByName(m.Snapshot(), "demo-r-0")
-		return ok && o.State == StateActive && o.Claim.Len() == 3
+		return ok && o.State == handoff.StateActive && o.Claim.Len() == 3
 	})
 	t.Logf("SetDesired → own write observed through the watch: %s", time.Since(start).Round(time.Millisecond))
-	out = e.kubectl("get", "leases", "-l", "kshard.io/ring=demo", "-L", "kshard.io/state,kshard.io/partitions")
-	if !rowHas(out, "demo-r-0", "active", "3") {
-		t.Fatalf("kubectl output after SetDesired:\n%s", out)
+	if out, ok := e.kubectl("get", "leases", "-l", "kshard.io/ring=demo", "-L", "kshard.io/state,kshard.io/partitions"); ok {
+		if !rowHas(out, "demo-r-0", "active", "3") {
+			t.Fatalf("kubectl output after SetDesired:\n%s", out)
+		}
+		t.Logf("kubectl:\n%s", out)
 	}
-	t.Logf("kubectl:\n%s", out)
 
 	// Steady state: one write per RenewPeriod.
 	renews := func() float64 { return counterValue(t, reg, "kshard_lease_renews_total", nil) }
@@ -129,6 +139,9 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	}
 	if errs := counterValue(t, reg, "kshard_lease_renew_errors_total", nil); errs != 0 {
 		t.Errorf("%v renew errors against a healthy API server", errs)
+	}
+	if !haveKubectl {
+		t.Skip("kubectl is not on PATH: every check ran except the kubectl columns")
 	}
 }
 
@@ -217,6 +230,10 @@ func (b *cutBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
+// TestIntegrationSameIdentity: a second process with the same identity never
+// writes the Lease on its own while the first renews; once the caller (the
+// handoff core) allows a takeover of the version it judged, it takes over,
+// and the first, back, stops writing instead of fighting.
 func TestIntegrationSameIdentity(t *testing.T) {
 	e := newRealEnv(t)
 	var cutA partition
@@ -226,7 +243,7 @@ func TestIntegrationSameIdentity(t *testing.T) {
 
 	mb, logB := e.member(e.cp.Config(), "r-0")
 	b := run(t, mb)
-	eventually(t, "b to report the wait", func() bool { return logB.count("is held by another live process") > 0 })
+	eventually(t, "b to report the wait", func() bool { return logB.count("is held by another process") > 0 })
 	// For two lease durations of a renewing, b keeps waiting.
 	sample := time.NewTicker(50 * time.Millisecond) // sampling an invariant over a window
 	for end := time.Now().Add(2 * itLeaseDuration); time.Now().Before(end); <-sample.C {
@@ -237,25 +254,30 @@ func TestIntegrationSameIdentity(t *testing.T) {
 	sample.Stop()
 
 	cutA.set(true)
-	lastA, _ := a.LastRenew()
+	eventually(t, "b to see a's last write", func() bool {
+		_, v := ma.LastWritten()
+		o, ok := observedByName(mb.Snapshot(), "demo-r-0")
+		return ok && o.Version == v
+	})
+	seen, _ := observedByName(mb.Snapshot(), "demo-r-0")
+	mb.TakeOver(seen.Version)
 	eventually(t, "b to take over", b.Synced)
-	took := time.Since(lastA)
-	t.Logf("b took over %s after a's last successful renew (LeaseDuration %s)", took.Round(time.Millisecond), itLeaseDuration)
-	if took < itLeaseDuration {
-		t.Errorf("b took over %s after a's last renew, before a lease duration", took)
-	}
 	cutA.set(false)
-	err := a.wait(t)
-	var dup *DuplicateIdentityError
-	if !errors.As(err, &dup) || dup.Other != b.Incarnation() || dup.Incarnation != a.Incarnation() {
-		t.Fatalf("a returned %v, want a DuplicateIdentityError", err)
+	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	time.Sleep(2 * itRenewPeriod) // a window in which a would renew if it still did
+	l, err := e.admin.CoordinationV1().Leases(e.ns).Get(context.Background(), "demo-r-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("a: %v", err)
-	if !b.Synced() || b.returned() {
-		t.Error("b did not keep the Lease")
+	if l.Annotations[AnnotationIncarnation] != mb.Incarnation() || a.returned() || !b.Synced() {
+		t.Fatalf("after the takeover: holder incarnation %q (b is %q), a returned %v, b synced %v",
+			l.Annotations[AnnotationIncarnation], mb.Incarnation(), a.returned(), b.Synced())
 	}
 }
 
+// TestIntegrationRestartAfterCrashAndAfterLeave: after a crash the new
+// process waits for the takeover its core allows; after a graceful leave
+// (Delete) it creates the Lease at once.
 func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	e := newRealEnv(t)
 	m1, _ := e.member(e.cp.Config(), "r-0")
@@ -264,16 +286,19 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	if err := first.stop(); err != nil { // a crash: the Lease stays
 		t.Fatal(err)
 	}
+	_, crashed := m1.LastWritten()
 
 	m2, _ := e.member(e.cp.Config(), "r-0")
-	start := time.Now()
 	second := run(t, m2)
-	eventually(t, "the restart after a crash", second.Synced)
-	delay := time.Since(start)
-	t.Logf("restart after a crash acquired after %s (LeaseDuration %s)", delay.Round(time.Millisecond), itLeaseDuration)
-	if delay < itLeaseDuration || delay > itLeaseDuration+itRenewPeriod+time.Second {
-		t.Errorf("restart after a crash took %s, want LeaseDuration to LeaseDuration+RenewPeriod(+1s)", delay)
+	eventually(t, "the restart to list", m2.Listed)
+	time.Sleep(itLeaseDuration) // a window in which the old Member took over by itself
+	if second.Synced() {
+		t.Fatal("the restart took the crashed incarnation's Lease over without being allowed to")
 	}
+	start := time.Now()
+	m2.TakeOver(crashed)
+	eventually(t, "the takeover", second.Synced)
+	t.Logf("takeover after TakeOver: %s", time.Since(start).Round(time.Millisecond))
 
 	if err := second.Delete(context.Background()); err != nil { // a graceful leave
 		t.Fatal(err)
@@ -282,7 +307,7 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	start = time.Now()
 	third := run(t, m3)
 	eventually(t, "the restart after a leave", third.Synced)
-	delay = time.Since(start)
+	delay := time.Since(start)
 	t.Logf("restart after a graceful leave acquired after %s", delay.Round(time.Millisecond))
 	if delay > itLeaseDuration/2 {
 		t.Errorf("restart after a graceful leave took %s; it should not wait", delay)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Member is one replica's membership in a ring: its own Lease and its view of
@@ -30,9 +31,10 @@ type Member struct {
 	metrics *metrics
 	peers   *peers
 
-	changes chan struct{} // cap 1: Changes()
-	wake    chan struct{} // cap 1: SetDesired → heartbeat, a prompt write
-	started atomic.Bool
+	changes    chan struct{} // cap 1: Changes()
+	wake       chan struct{} // cap 1: SetDesired → heartbeat, a prompt write
+	takeOverCh chan struct{} // cap 1: TakeOver → acquire
+	started    atomic.Bool
 
 	// writeMu serialises writes of the own Lease (acquisition, renews and
 	// Delete): each write is conditioned on the resourceVersion the previous
@@ -42,13 +44,14 @@ type Member struct {
 
 	// mu guards the fields below. Lock order: peers.mu before mu.
 	mu        sync.Mutex
-	desired   Record
-	written   Record
+	desired   handoff.Record
+	written   handoff.Record
 	current   *coordinationv1.Lease // own Lease as last written or read; nil until acquired
 	lastRenew time.Time
 	renewed   bool // lastRenew is set
 	acquired  bool
-	left      bool // Delete was called: never write the own Lease again
+	left      bool   // Delete was called: never write the own Lease again
+	takeOver  string // TakeOver: a version of another writer that may be overwritten
 	fatal     error
 	cancelRun context.CancelCauseFunc
 }
@@ -66,15 +69,19 @@ func New(opts Options) (*Member, error) {
 	}
 	name := LeaseName(opts.Ring, opts.Identity)
 	m := &Member{
-		opts:    opts,
-		name:    name,
-		leases:  opts.Client.CoordinationV1().Leases(opts.Namespace),
-		clock:   opts.Clock,
-		log:     opts.Logger.WithValues("ring", opts.Ring, "lease", opts.Namespace+"/"+name),
-		metrics: met,
-		changes: make(chan struct{}, 1),
-		wake:    make(chan struct{}, 1),
-		desired: Record{State: StateJoining, Claim: shard.NewPartitionSet(opts.Partitions)},
+		opts:       opts,
+		name:       name,
+		leases:     opts.Client.CoordinationV1().Leases(opts.Namespace),
+		clock:      opts.Clock,
+		log:        opts.Logger.WithValues("ring", opts.Ring, "lease", opts.Namespace+"/"+name),
+		metrics:    met,
+		changes:    make(chan struct{}, 1),
+		wake:       make(chan struct{}, 1),
+		takeOverCh: make(chan struct{}, 1),
+		desired: handoff.Record{
+			Identity: opts.Identity, Incarnation: opts.Incarnation, Fingerprint: opts.Params,
+			State: handoff.StateJoining, Claim: shard.NewPartitionSet(opts.Partitions),
+		},
 	}
 	m.peers = newPeers(m)
 	return m, nil
@@ -89,12 +96,14 @@ func (m *Member) Name() string { return m.name }
 // SetDesired sets what the next write of the own Lease publishes, and makes
 // that write prompt when r differs from the last written record. An empty
 // State means joining and a zero-size Claim means none; a record with an
-// unknown State is refused (logged, the previous record stays).
-func (m *Member) SetDesired(r Record) {
+// unknown State is refused (logged, the previous record stays). Identity,
+// Incarnation and Fingerprint are always this Member's (Options.Identity,
+// Incarnation and Params).
+func (m *Member) SetDesired(r handoff.Record) {
 	switch r.State {
 	case "":
-		r.State = StateJoining
-	case StateJoining, StateActive, StateLeaving:
+		r.State = handoff.StateJoining
+	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
 	default:
 		m.log.Error(nil, "SetDesired: ignoring a record with an unknown state; use StateJoining, StateActive or StateLeaving", "state", r.State)
 		return
@@ -107,6 +116,7 @@ func (m *Member) SetDesired(r Record) {
 	} else {
 		r.Claim = r.Claim.Clone()
 	}
+	r.Identity, r.Incarnation, r.Fingerprint = m.opts.Identity, m.opts.Incarnation, m.opts.Params
 	m.mu.Lock()
 	m.desired = r
 	prompt := m.acquired && !r.Equal(m.written)
@@ -118,6 +128,33 @@ func (m *Member) SetDesired(r Record) {
 		}
 	}
 }
+
+// TakeOver allows Run to overwrite the own Lease at version, written by
+// another process: an earlier incarnation whose Lease the caller confirmed
+// expired, or someone who damaged it. Run overwrites no other writer's
+// version on its own.
+func (m *Member) TakeOver(version string) {
+	m.mu.Lock()
+	changed := m.takeOver != version
+	m.takeOver = version
+	m.mu.Unlock()
+	if changed {
+		select {
+		case m.takeOverCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (m *Member) mayTakeOver(version string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return version != "" && m.takeOver == version
+}
+
+// Listed reports whether the watch of the ring has listed once: Snapshot
+// holds the ring's Leases from then on.
+func (m *Member) Listed() bool { return m.peers.hasSynced() }
 
 // Snapshot returns every Lease of the ring the watch currently holds, the
 // own one included, sorted by identity (then name).
@@ -145,13 +182,13 @@ func (m *Member) LastRenew() (sentAt time.Time, ok bool) {
 
 // LastWritten returns the last record successfully written to the own Lease
 // and the resourceVersion that write produced ("" before the first).
-func (m *Member) LastWritten() (Record, string) {
+func (m *Member) LastWritten() (handoff.Record, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current == nil {
-		return m.written.clone(), ""
+		return m.written.Clone(), ""
 	}
-	return m.written.clone(), m.current.ResourceVersion
+	return m.written.Clone(), m.current.ResourceVersion
 }
 
 // Synced reports whether the watch of the ring has listed once and the own
@@ -179,6 +216,9 @@ func (m *Member) Confirm(ctx context.Context, identity, version string) (unchang
 		return false, newForbiddenError(err, "get", m.opts.Namespace, name)
 	case err != nil:
 		return false, fmt.Errorf("lease: confirming Lease %s/%s: %w", m.opts.Namespace, name, err)
+	}
+	if l.Labels[LabelRing] != m.opts.Ring {
+		return true, nil // relabelled out of the ring: gone as far as the ring can see
 	}
 	return l.ResourceVersion == version, nil
 }
@@ -230,7 +270,8 @@ func (m *Member) Delete(ctx context.Context) error {
 		}
 		if inc := l.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation {
 			m.released()
-			return m.duplicate(inc)
+			return fmt.Errorf("lease: not deleting own Lease %s/%s: another process (incarnation %q) wrote it since; it is not this process's (%q) to delete",
+				m.opts.Namespace, m.name, inc, m.opts.Incarnation)
 		}
 		m.mu.Lock()
 		m.current = l
@@ -276,18 +317,6 @@ func (m *Member) DeletePeer(ctx context.Context, identity, version string) error
 	default:
 		return fmt.Errorf("lease: deleting peer Lease %s/%s: %w", m.opts.Namespace, name, err)
 	}
-}
-
-func (m *Member) duplicate(other string) error {
-	return &DuplicateIdentityError{
-		Namespace: m.opts.Namespace, Name: m.name, Identity: m.opts.Identity,
-		Incarnation: m.opts.Incarnation, Other: other,
-	}
-}
-
-func (m *Member) lost() error {
-	return fmt.Errorf("%w: Lease %s/%s was deleted while this process held it (by a peer's garbage collection after a long outage, or by hand): "+
-		"its claims are void and peers may already own its partitions; stopping so that the replica restarts and rejoins", ErrLeaseLost, m.opts.Namespace, m.name)
 }
 
 func (m *Member) hasLeft() bool {

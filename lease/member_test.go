@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -93,7 +94,7 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 		t.Fatalf("LastRenew = %v, %v; want the send time of the create, %v", sent, ok, t0)
 	}
 	l := u.get("r-a")
-	wantLabels := map[string]string{LabelRing: "r", LabelState: StateJoining, LabelPartitions: "0"}
+	wantLabels := map[string]string{LabelRing: "r", LabelState: string(handoff.StateJoining), LabelPartitions: "0"}
 	wantAnnotations := map[string]string{
 		AnnotationClaim: shard.NewPartitionSet(7).Encode(), AnnotationIncarnation: m.Incarnation(),
 		AnnotationEpoch: "0", AnnotationParams: "fp",
@@ -140,7 +141,7 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 func TestSetDesiredPublishesPromptly(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
-	m.SetDesired(Record{Epoch: 3}) // before Run: published by the create
+	m.SetDesired(handoff.Record{Generation: 3}) // before Run: published by the create
 	run(t, m)
 	eventually(t, "Synced", m.Synced)
 	if got := u.get("r-a").Annotations[AnnotationEpoch]; got != "3" {
@@ -154,7 +155,7 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	}
 	before := u.api.writesOf("r-a")
 	claim := shard.NewPartitionSet(7, 1, 2, 3)
-	m.SetDesired(Record{State: StateActive, Claim: claim, Epoch: 4})
+	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: claim, Generation: 4})
 	claim.Add(6) // the caller's later mutation must not leak into the Lease
 	// No clock step: the write is prompt, not at the next period.
 	eventually(t, "the prompt write", func() bool { return u.api.writesOf("r-a") == before+1 })
@@ -165,13 +166,14 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 		t.Fatal("no Changes signal after the write")
 	}
 	l := u.get("r-a")
-	if l.Labels[LabelState] != StateActive || l.Labels[LabelPartitions] != "3" ||
+	if l.Labels[LabelState] != string(handoff.StateActive) || l.Labels[LabelPartitions] != "3" ||
 		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationEpoch] != "4" {
 		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
 	}
 	eventually(t, "LastWritten to catch up", func() bool { _, v := m.LastWritten(); return v == l.ResourceVersion })
 	rec, _ := m.LastWritten()
-	if !rec.Equal(Record{State: StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Epoch: 4}) {
+	want := handoff.Record{Identity: "a", Incarnation: m.Incarnation(), State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 4, Fingerprint: "fp"}
+	if !rec.Equal(want) {
 		t.Errorf("LastWritten = %+v", rec)
 	}
 	eventually(t, "the informer to observe the write", func() bool {
@@ -181,11 +183,11 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 
 	// Setting what is already written asks for no write.
 	eventually(t, "the heartbeat to wait again", u.clk.HasWaiters)
-	m.SetDesired(Record{State: StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Epoch: 4})
+	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 4})
 	if len(m.wake) != 0 {
 		t.Error("SetDesired of the written record requested a write")
 	}
-	m.SetDesired(Record{State: "bogus"})
+	m.SetDesired(handoff.Record{State: "bogus"})
 	if len(m.wake) != 0 || u.log.count("unknown state") != 1 {
 		t.Error("a record with an unknown state was not refused")
 	}
@@ -222,7 +224,7 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 		o, _ := observedByName(m.Snapshot(), "r-b")
 		return o.Version == next.ResourceVersion
 	})
-	if o, _ := observedByName(m.Snapshot(), "r-b"); !o.LastChange.Equal(changed) || o.Epoch != 1 {
+	if o, _ := observedByName(m.Snapshot(), "r-b"); !o.LastChange.Equal(changed) || o.Generation != 1 {
 		t.Errorf("after the peer's write: %+v, want LastChange %v", o, changed)
 	}
 	snap := m.Snapshot()
@@ -231,51 +233,41 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 	}
 }
 
-func TestTakeoverWaitsForTheOtherIncarnationToExpire(t *testing.T) {
-	tests := []struct {
-		name     string
-		duration int32         // the old Lease's leaseDurationSeconds
-		renewAt  time.Duration // when the old process renews once (0: never)
-		want     time.Duration // takeover time after t0
-	}{
-		{name: "crashed process", duration: 10, want: 10 * time.Second},
-		{name: "renewed while watched", duration: 10, renewAt: 5 * time.Second, want: 16 * time.Second},
-		{name: "longer lease duration of the holder", duration: 30, want: 30 * time.Second},
+// TestTakeOverOnlyWhenAllowed: a Lease of another incarnation is never
+// overwritten by Run on its own, however long it stays unchanged; TakeOver of
+// another version changes nothing; TakeOver of the current version makes Run
+// take it over with one update conditioned on that version.
+func TestTakeOverOnlyWhenAllowed(t *testing.T) {
+	u := newUnit(t)
+	old := u.create(peerLease("ns", "r", "a", "crashed"))
+	m := u.member("a")
+	run(t, m)
+	for range 30 {
+		step(t, u.clk, time.Second)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			u := newUnit(t)
-			u.create(peerLease("ns", "r", "a", "crashed", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = &tc.duration }))
-			m := u.member("a")
-			run(t, m)
-			for u.clk.Since(t0) < tc.want {
-				if tc.renewAt > 0 && u.clk.Since(t0) == tc.renewAt {
-					u.write("r-a", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
-				}
-				if m.Synced() || u.get("r-a").Annotations[AnnotationIncarnation] != "crashed" {
-					t.Fatalf("took over at %v, before %v", u.clk.Since(t0), tc.want)
-				}
-				step(t, u.clk, time.Second)
-			}
-			eventually(t, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
-			l := u.get("r-a")
-			if !l.Spec.AcquireTime.Time.Equal(t0.Add(tc.want)) || *l.Spec.LeaseTransitions != 1 || l.Labels[LabelState] != StateJoining {
-				t.Errorf("taken over at %v with transitions %d state %q; want at %v, 1, joining",
-					l.Spec.AcquireTime, *l.Spec.LeaseTransitions, l.Labels[LabelState], t0.Add(tc.want))
-			}
-			eventually(t, "Synced", m.Synced)
-			if n := u.log.count("is held by another live process"); n != 1 {
-				t.Errorf("the wait was logged %d times, want once", n)
-			}
-		})
+	m.TakeOver("no-such-version")
+	for range 3 {
+		step(t, u.clk, time.Second)
 	}
+	if m.Synced() || u.get("r-a").Annotations[AnnotationIncarnation] != "crashed" {
+		t.Fatal("took over a Lease it was not allowed to")
+	}
+	if n := u.log.count("is held by another process"); n != 1 {
+		t.Errorf("the wait was logged %d times, want once", n)
+	}
+	m.TakeOver(old.ResourceVersion)
+	eventually(t, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
+	l := u.get("r-a")
+	if *l.Spec.LeaseTransitions != 1 || l.Labels[LabelState] != string(handoff.StateJoining) || l.Spec.AcquireTime == nil {
+		t.Errorf("taken over with transitions %d state %q acquire %v; want 1, joining, set", *l.Spec.LeaseTransitions, l.Labels[LabelState], l.Spec.AcquireTime)
+	}
+	eventually(t, "Synced", m.Synced)
 }
 
-// TestSameIdentityWaitsThenDuplicateStops runs two Members with one identity:
-// the second waits while the first renews; when the first is cut off from
-// the API server, the second takes over after the lease duration, and the
-// first, back, stops with a DuplicateIdentityError instead of fighting.
-func TestSameIdentityWaitsThenDuplicateStops(t *testing.T) {
+// TestSameIdentityWritesOnlyWhenAllowed runs two Members with one identity:
+// the second waits while the first renews; once allowed, it takes over, and
+// the first stops writing (the handoff core above it decides to stop).
+func TestSameIdentityWritesOnlyWhenAllowed(t *testing.T) {
 	u := newUnit(t)
 	a := run(t, u.member("x"))
 	eventually(t, "a Synced", a.Synced)
@@ -291,38 +283,24 @@ func TestSameIdentityWaitsThenDuplicateStops(t *testing.T) {
 	if b.Synced() || !a.Synced() {
 		t.Fatalf("after 20s of a renewing: a synced %v, b synced %v; want only a", a.Synced(), b.Synced())
 	}
-
-	// Cut a off: its writes fail from now on.
-	cut := a.Incarnation()
-	u.api.setHook(func(verb, _ string, obj *coordinationv1.Lease) error {
-		if verb == "update" && obj.Annotations[AnnotationIncarnation] == cut {
-			return errors.New("connection refused")
-		}
-		return nil
-	})
-	lastA, _ := a.LastRenew()
-	for !b.Synced() {
-		if u.clk.Since(lastA) > 10*time.Second+3*time.Second {
-			t.Fatalf("b did not take over within LeaseDuration + 3s of a's last renew")
-		}
-		stepBoth()
+	// a's last renew has landed once both wait on the clock again.
+	eventually(t, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 })
+	b.TakeOver(u.get("r-x").ResourceVersion)
+	eventually(t, "b to take over", b.Synced)
+	step(t, u.clk, 2*time.Second) // a's renew conflicts and finds b's version
+	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	for range 5 {
+		step(t, u.clk, time.Second)
 	}
-	t.Logf("b took over %v after a's last successful renew", u.clk.Since(lastA))
-
-	err := a.wait(t)
-	var dup *DuplicateIdentityError
-	if !errors.As(err, &dup) || dup.Incarnation != a.Incarnation() || dup.Other != b.Incarnation() {
-		t.Fatalf("a returned %v, want a DuplicateIdentityError naming both incarnations", err)
-	}
-	t.Logf("a: %v", err)
-	if !b.Synced() || b.returned() {
-		t.Error("b stopped too")
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != b.Incarnation() || a.returned() {
+		t.Fatalf("holder %q (b is %q), a returned %v", l.Annotations[AnnotationIncarnation], b.Incarnation(), a.returned())
 	}
 }
 
-// TestDuplicateDetectedOnConflict covers a Member whose watch is silent: its
-// next renew conflicts, the re-read shows another incarnation.
-func TestDuplicateDetectedOnConflict(t *testing.T) {
+// TestDuplicateOnConflictStopsWriting covers a Member whose watch is silent:
+// its next renew conflicts, the re-read shows another incarnation, and it
+// stops writing without returning: the core decides what that means.
+func TestDuplicateOnConflictStopsWriting(t *testing.T) {
 	u := newUnit(t)
 	u.api.PrependWatchReactor("leases", func(clienttesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewFake(), nil
@@ -331,9 +309,12 @@ func TestDuplicateDetectedOnConflict(t *testing.T) {
 	eventually(t, "Synced", a.Synced)
 	u.write("r-x", func(l *coordinationv1.Lease) { l.Annotations[AnnotationIncarnation] = "intruder" })
 	step(t, u.clk, 2*time.Second)
-	var dup *DuplicateIdentityError
-	if err := a.wait(t); !errors.As(err, &dup) || dup.Other != "intruder" {
-		t.Fatalf("Run returned %v, want a DuplicateIdentityError", err)
+	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	for range 5 {
+		step(t, u.clk, time.Second)
+	}
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "intruder" || a.returned() {
+		t.Fatalf("holder %q, returned %v; want the intruder's Lease untouched and Run still running", l.Annotations[AnnotationIncarnation], a.returned())
 	}
 }
 
@@ -383,7 +364,10 @@ func TestLateRenewResponseIsNotCounted(t *testing.T) {
 	eventually(t, "a counted renew", func() bool { s, _ := a.LastRenew(); return s.After(t0) })
 }
 
-func TestOwnLeaseDeletedByOthersStopsRun(t *testing.T) {
+// TestOwnLeaseDeletedByOthersIsRecreated: a Lease deleted by hand is created
+// again by the next renew (the core has fenced; peers keep its claims from a
+// tombstone meanwhile); Run does not stop.
+func TestOwnLeaseDeletedByOthersIsRecreated(t *testing.T) {
 	for _, silentWatch := range []bool{false, true} {
 		t.Run("silent watch "+strconv.FormatBool(silentWatch), func(t *testing.T) {
 			u := newUnit(t)
@@ -394,21 +378,17 @@ func TestOwnLeaseDeletedByOthersStopsRun(t *testing.T) {
 			}
 			a := run(t, u.member("x"))
 			eventually(t, "Synced", a.Synced)
-			if !silentWatch {
-				// The fake delivers no deletion that happens before its
-				// watch starts; a Lease created after the initial list can
-				// only arrive through the watch.
-				u.create(peerLease("ns", "r", "z", "inc-z"))
-				eventually(t, "the watch", func() bool { _, ok := observedByName(a.Snapshot(), "r-z"); return ok })
-			}
 			if err := u.api.CoordinationV1().Leases("ns").Delete(context.Background(), "r-x", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if silentWatch {
-				step(t, u.clk, 2*time.Second) // the renew finds it gone
-			}
-			if err := a.wait(t); !errors.Is(err, ErrLeaseLost) {
-				t.Fatalf("Run returned %v, want ErrLeaseLost", err)
+			step(t, u.clk, 2*time.Second) // the renew finds it gone
+			eventually(t, "the Lease to be created again", func() bool {
+				l, err := u.api.CoordinationV1().Leases("ns").Get(context.Background(), "r-x", metav1.GetOptions{})
+				return err == nil && l.Annotations[AnnotationIncarnation] == a.Incarnation()
+			})
+			eventually(t, "a counted renew after the deletion", func() bool { s, _ := a.LastRenew(); return s.After(t0.Add(time.Second)) })
+			if a.returned() {
+				t.Fatalf("Run returned %v", a.err)
 			}
 		})
 	}
@@ -550,10 +530,28 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 
 func TestLeaseNameTakenByAnotherRing(t *testing.T) {
 	u := newUnit(t)
-	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "r-x" }))
+	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) {
+		l.Labels[LabelRing] = "r-x"
+		holder := "someone-else"
+		l.Spec.HolderIdentity = &holder
+	}))
 	err := run(t, u.member("x")).wait(t)
-	if err == nil || !errors.Is(err, errNameTaken) {
+	if err == nil || !errors.Is(err, ErrNameTaken) {
 		t.Fatalf("Run returned %v, want a name collision error", err)
+	}
+}
+
+// TestRelabelledOwnLeaseIsPutBack: this identity's Lease relabelled out of
+// the ring (kubectl label --overwrite) is not a name collision: Run puts the
+// label back, changing nothing else, and waits for the core's TakeOver
+// instead of exiting (which would crash-loop).
+func TestRelabelledOwnLeaseIsPutBack(t *testing.T) {
+	u := newUnit(t)
+	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "elsewhere" }))
+	a := run(t, u.member("x"))
+	eventually(t, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "other" || a.returned() {
+		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
 	}
 }
 

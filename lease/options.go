@@ -13,10 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -55,12 +56,13 @@ type Options struct {
 	// LeaseDuration is how long peers wait, on their own clocks, after
 	// observing the Lease's last change before they may judge it expired; it
 	// is also how long Run waits before taking over its identity's Lease
-	// from a silent process. Defaults to 10s.
+	// from a silent process. Defaults to handoff.DefaultLeaseDuration (10s).
 	LeaseDuration time.Duration
 
 	// RenewPeriod is the interval between writes of the own Lease at steady
-	// state. Defaults to LeaseDuration/5 (2s for the default LeaseDuration);
-	// must be shorter than RenewDeadline.
+	// state. Defaults to 3/10 of RenewDeadline (2s with the other defaults);
+	// must be shorter than RenewDeadline. handoff.Timing holds the defaults
+	// and rules of all four timings.
 	RenewPeriod time.Duration
 
 	// RenewDeadline is how long after the last successful renew was sent the
@@ -78,8 +80,9 @@ type Options struct {
 	// Clock measures local time. Defaults to the real clock.
 	Clock clock.WithTicker
 
-	// Logger receives the Member's logs. Defaults to klog.Background() (a
-	// zero Logger, including logr.Discard(), selects the default).
+	// Logger receives the Member's logs. Defaults to kshard's one default
+	// logger, JSON lines on stderr, as in manager (a zero Logger, including
+	// logr.Discard(), selects the default).
 	Logger logr.Logger
 
 	// Registerer receives kshard_lease_renews_total,
@@ -88,34 +91,23 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// Defaults, see Options.
-const (
-	DefaultLeaseDuration = 10 * time.Second
-)
-
 // applyDefaults fills every unset field; it is the one place defaults live.
 func (o *Options) applyDefaults() {
 	if o.Incarnation == "" {
 		o.Incarnation = randomIncarnation()
 	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
-	if o.RenewPeriod == 0 {
-		o.RenewPeriod = o.LeaseDuration / 5
-	}
-	if o.RenewDeadline == 0 {
-		o.RenewDeadline = o.LeaseDuration * 2 / 3
-	}
-	if o.RenewTimeout == 0 {
-		o.RenewTimeout = o.LeaseDuration - o.RenewDeadline
-	}
+	t := o.timing().WithDefaults()
+	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod, o.RenewTimeout = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod, t.RenewTimeout
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
 	if o.Logger.GetSink() == nil {
-		o.Logger = klog.Background()
+		o.Logger = logging.Default()
 	}
+}
+
+func (o *Options) timing() handoff.Timing {
+	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod, RenewTimeout: o.RenewTimeout}
 }
 
 func randomIncarnation() string {
@@ -154,23 +146,10 @@ func (o *Options) validate() error {
 		bad("Options.Partitions %d is outside [1, %d]: pass the ring's partition count", o.Partitions, shard.MaxPartitions)
 	}
 
-	switch {
-	case o.LeaseDuration < 0:
-		bad("Options.LeaseDuration %s is negative", o.LeaseDuration)
-	case o.LeaseDuration > math.MaxInt32*time.Second:
+	if o.LeaseDuration > math.MaxInt32*time.Second {
 		bad("Options.LeaseDuration %s does not fit spec.leaseDurationSeconds", o.LeaseDuration)
-	case o.RenewDeadline <= 0:
-		bad("Options.RenewDeadline %s must be positive", o.RenewDeadline)
-	case o.RenewDeadline >= o.LeaseDuration:
-		bad("Options.RenewDeadline %s must be shorter than LeaseDuration %s: a replica must stop its work before peers may judge its Lease expired; lower RenewDeadline or raise LeaseDuration", o.RenewDeadline, o.LeaseDuration)
-	case o.RenewPeriod <= 0:
-		bad("Options.RenewPeriod %s must be positive", o.RenewPeriod)
-	case o.RenewPeriod >= o.RenewDeadline:
-		bad("Options.RenewPeriod %s must be shorter than RenewDeadline %s, or a single failed renew fences the replica; lower RenewPeriod", o.RenewPeriod, o.RenewDeadline)
-	case o.RenewTimeout <= 0:
-		bad("Options.RenewTimeout %s must be positive", o.RenewTimeout)
-	case o.RenewTimeout > o.LeaseDuration-o.RenewDeadline:
-		bad("Options.RenewTimeout %s exceeds LeaseDuration − RenewDeadline = %s: a renew landing that late could outlive peers' expiry judgement; lower RenewTimeout or RenewDeadline", o.RenewTimeout, o.LeaseDuration-o.RenewDeadline)
+	} else if err := o.timing().Validate(); err != nil {
+		bad("Options: %v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -33,11 +33,6 @@ type peers struct {
 	// and counted, so each malformed version is reported once.
 	problems map[string]string
 	synced   bool
-	// ownSeen is set once the watch delivered the own Lease written by this
-	// incarnation. The watch delivers writes in etcd order, so a version by
-	// another incarnation arriving after that was written after ours: a
-	// duplicate identity, not a stale version from before our takeover.
-	ownSeen bool
 }
 
 func newPeers(m *Member) *peers {
@@ -205,27 +200,15 @@ func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, f
 		m.log.Info("a Lease labelled with the ring is malformed; it is not trusted as a member",
 			"malformed", l.Namespace+"/"+l.Name, "version", l.ResourceVersion, "problem", o.Problem, "claimUnknown", o.ClaimUnknown)
 	}
-	if l.Name == m.name {
-		if o.Incarnation == m.opts.Incarnation {
-			p.ownSeen = true
-		} else if p.ownSeen && !m.hasLeft() {
-			return true, m.duplicate(o.Incarnation)
-		}
-	}
 	return true, nil
 }
 
 // remove forgets a Lease that was deleted or left the ring; p.mu is held.
 func (p *peers) remove(name string) (changed bool, fatal error) {
-	o, ok := p.byName[name]
-	if !ok {
+	if _, ok := p.byName[name]; !ok {
 		return false, nil
 	}
 	delete(p.byName, name)
 	delete(p.problems, name)
-	m := p.m
-	if name == m.name && o.Incarnation == m.opts.Incarnation && !m.hasLeft() {
-		return true, m.lost()
-	}
 	return true, nil
 }

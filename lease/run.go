@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"math"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // errLeft reports a write refused because Delete was called.
@@ -28,11 +29,15 @@ const (
 // Run acquires the own Lease, then renews it every RenewPeriod (and promptly
 // after SetDesired changes the record) until ctx is done, while watching
 // every Lease of the ring. Transient API errors are logged and retried with
-// backoff. Run returns nil when ctx is done, without deleting the Lease
-// (leaving is the caller's decision, see Delete); it returns a
-// *DuplicateIdentityError when another process writes the own Lease, a
-// *ForbiddenError when RBAC refuses a request, and an error wrapping
-// ErrLeaseLost when the own Lease is deleted under it. Run may be called once.
+// backoff. Run never decides about other writers of the own Lease: it
+// overwrites only versions this process wrote or the caller allowed with
+// TakeOver (the handoff core decides), recreates the Lease when someone
+// deleted it, and puts back the ring label when someone removed it. Run
+// returns nil when ctx is done, without deleting the Lease (leaving is the
+// caller's decision, see Delete); it returns a *ForbiddenError when RBAC
+// refuses a request, and an error wrapping ErrNameTaken when the own Lease
+// name is used by something that is not a member Lease of this identity.
+// Run may be called once.
 func (m *Member) Run(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return errors.New("lease: Member.Run called more than once; create a new Member for every run")
@@ -46,9 +51,18 @@ func (m *Member) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.peers.run(ctx) })
 
-	immediate, err := m.acquire(ctx)
-	if err == nil {
-		err = m.heartbeat(ctx, immediate)
+	var err error
+	for ctx.Err() == nil {
+		var immediate bool
+		if immediate, err = m.acquire(ctx); err != nil {
+			break
+		}
+		// heartbeat returns errNotOurs when another writer holds the Lease
+		// now: back to waiting for the core's TakeOver.
+		if err = m.heartbeat(ctx, immediate); !errors.Is(err, errNotOurs) {
+			break
+		}
+		err = nil
 	}
 	if err != nil {
 		m.fail(err)
@@ -66,9 +80,9 @@ func (m *Member) Run(ctx context.Context) error {
 // that incarnation's Lease has not changed for its lease duration. It returns
 // nil when ctx is done, and immediate when the heartbeat should write at once.
 func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
-	bo := backoff{initial: acquireBackoffInitial, max: acquireBackoffMax}
+	bo := newBackoff(acquireBackoffInitial, acquireBackoffMax)
 	retry := func(err error, msg string) bool {
-		d := bo.next()
+		d := bo.Step()
 		m.log.Error(err, msg, "retryIn", d.Round(time.Millisecond))
 		return m.sleep(ctx, d)
 	}
@@ -76,7 +90,7 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 	// and when (locally) it was first seen.
 	var held struct {
 		version, incarnation string
-		since, logged        time.Time
+		logged               time.Time
 	}
 	for ctx.Err() == nil && !m.hasLeft() {
 		cur, err := m.getOwn(ctx)
@@ -105,16 +119,31 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			}
 			continue
 		}
-		bo.reset()
+		bo = newBackoff(acquireBackoffInitial, acquireBackoffMax)
 
 		if ring := cur.Labels[LabelRing]; ring != m.opts.Ring {
 			holder := ""
 			if cur.Spec.HolderIdentity != nil {
 				holder = *cur.Spec.HolderIdentity
 			}
-			return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
-				"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
-				errNameTaken, m.opts.Namespace, m.name, m.opts.Ring, LabelRing, ring, holder)
+			if holder != m.opts.Identity || cur.Annotations[AnnotationIncarnation] == "" {
+				return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
+					"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
+					ErrNameTaken, m.opts.Namespace, m.name, m.opts.Ring, LabelRing, ring, holder)
+			}
+			// This identity's Lease, relabelled out of the ring by hand. Put
+			// the label back and nothing else, so that the ring sees the
+			// claims it carries and the core waits its writer out.
+			err := m.restoreLabel(ctx, cur)
+			switch {
+			case err == nil:
+				m.log.Info("restored the ring label of this identity's Lease, removed by someone else", "label", ring)
+			case apierrors.IsForbidden(err):
+				return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
+			case !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !retry(err, "restoring the ring label of the own Lease failed; retrying"):
+				return false, nil
+			}
+			continue
 		}
 		inc := cur.Annotations[AnnotationIncarnation]
 		if inc == m.opts.Incarnation {
@@ -128,32 +157,33 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			return true, nil
 		}
 
-		now := m.clock.Now()
-		if cur.ResourceVersion != held.version {
-			held.version, held.since = cur.ResourceVersion, now
-		}
-		wait := m.opts.LeaseDuration
-		if d := cur.Spec.LeaseDurationSeconds; d != nil {
-			wait = max(wait, time.Duration(*d)*time.Second)
-		}
-		if remaining := wait - now.Sub(held.since); remaining > 0 {
+		// Another writer's version: overwrite it only once the core has
+		// judged it (TakeOver), with an update conditioned on that version.
+		if !m.mayTakeOver(cur.ResourceVersion) {
+			now := m.clock.Now()
+			if cur.ResourceVersion != held.version {
+				held.version = cur.ResourceVersion
+			}
 			if inc != held.incarnation || now.Sub(held.logged) >= stillWaitingLog {
 				held.incarnation, held.logged = inc, now
-				m.log.Info(fmt.Sprintf("Lease %s/%s is held by another live process (incarnation %q); waiting for it to expire — two replicas with the same identity?",
-					m.opts.Namespace, m.name, inc), "expiresIn", remaining.Round(time.Millisecond), "incarnation", m.opts.Incarnation)
+				m.log.Info(fmt.Sprintf("Lease %s/%s is held by another process (incarnation %q); waiting until it has expired — two replicas with the same identity?",
+					m.opts.Namespace, m.name, inc), "incarnation", m.opts.Incarnation)
 			}
-			if !m.sleep(ctx, min(remaining, m.opts.RenewPeriod)) {
+			t := m.clock.NewTimer(m.opts.RenewPeriod)
+			select {
+			case <-ctx.Done():
+				t.Stop()
 				return false, nil
+			case <-m.takeOverCh:
+				t.Stop()
+			case <-t.C():
 			}
 			continue
 		}
-
-		// Unchanged for a whole lease duration of our time: take it over,
-		// conditioned on the very version we watched.
 		counted, err := m.writeLocked(ctx, cur, true)
 		switch {
 		case err == nil:
-			m.log.Info("took over own Lease from an expired incarnation", "previous", inc, "unchangedFor", now.Sub(held.since).Round(time.Millisecond))
+			m.log.Info("took over own Lease", "previous", inc, "version", cur.ResourceVersion)
 			return !counted, nil
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || ctx.Err() != nil || errors.Is(err, errLeft):
 			continue
@@ -166,11 +196,30 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 	return false, nil
 }
 
+// restoreLabel puts the ring label back on the own Lease, conditioned on
+// cur's version, changing nothing else.
+func (m *Member) restoreLabel(ctx context.Context, cur *coordinationv1.Lease) error {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	if m.hasLeft() {
+		return errLeft
+	}
+	l := cur.DeepCopy()
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelRing] = m.opts.Ring
+	rctx, cancel := context.WithTimeout(ctx, m.opts.RenewTimeout)
+	defer cancel()
+	_, err := m.leases.Update(rctx, l, metav1.UpdateOptions{})
+	return err
+}
+
 // heartbeat renews the own Lease every RenewPeriod, promptly when the desired
 // record changed, and with backoff after failures. It returns a fatal error,
 // or nil when ctx is done.
 func (m *Member) heartbeat(ctx context.Context, immediate bool) error {
-	bo := backoff{initial: m.opts.RenewPeriod / 8, max: m.opts.RenewPeriod}
+	bo := newBackoff(m.opts.RenewPeriod/8, m.opts.RenewPeriod)
 	next := m.clock.Now()
 	if sent, ok := m.LastRenew(); ok && !immediate {
 		next = sent.Add(m.opts.RenewPeriod)
@@ -205,20 +254,20 @@ func (m *Member) heartbeat(ctx context.Context, immediate bool) error {
 			return nil
 		case m.hasLeft():
 			continue
-		case isFatal(err):
+		case isFatal(err) || errors.Is(err, errNotOurs):
 			return err
 		case counted:
 			if failing {
 				m.log.Info("renewing own Lease again", "failedAttempts", failures)
 			}
 			failing, failures = false, 0
-			bo.reset()
+			bo = newBackoff(m.opts.RenewPeriod/8, m.opts.RenewPeriod)
 			sent, _ := m.LastRenew()
 			next = sent.Add(m.opts.RenewPeriod)
 		default:
 			failing = true
 			failures++
-			d := bo.next()
+			d := bo.Step()
 			next = m.clock.Now().Add(d)
 			since := "never"
 			if sent, ok := m.LastRenew(); ok {
@@ -241,10 +290,13 @@ func (m *Member) dirty() bool {
 	return !m.desired.Equal(m.written)
 }
 
-// renew writes the own Lease once; after a conflict with a newer version of
-// its own (a write whose response was lost, or someone's label) it re-reads
-// and retries once. counted reports a write that counts as a renew; err is a
-// fatal error or the transient cause of failure.
+// renew writes the own Lease once. After a conflict it re-reads the Lease
+// and retries once if the version is its own (a write whose response was
+// lost, or someone's label) or one the core allowed it to take over; when
+// the Lease is gone (deleted by hand, or collected by a peer) it creates it
+// again: the core has fenced and counts only renews sent after it saw the
+// loss. counted reports a write that counts as a renew; err is a fatal
+// error, errNotOurs, or the transient cause of failure.
 func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
@@ -259,24 +311,37 @@ func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return counted, err
-		case apierrors.IsNotFound(err):
-			return false, m.lost()
 		case apierrors.IsForbidden(err):
 			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
-		case !apierrors.IsConflict(err) || attempt > 0:
+		case apierrors.IsNotFound(err) && attempt == 0:
+			m.log.Info("own Lease was deleted by someone else; creating it again")
+			m.mu.Lock()
+			m.current = nil
+			m.mu.Unlock()
+			continue
+		case !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) || attempt > 0:
 			return false, err
 		}
 		cur, gerr := m.getOwn(ctx)
 		switch {
 		case apierrors.IsNotFound(gerr):
-			return false, m.lost()
+			m.mu.Lock()
+			m.current = nil
+			m.mu.Unlock()
+			continue
 		case apierrors.IsForbidden(gerr):
 			return false, newForbiddenError(gerr, "get", m.opts.Namespace, m.name)
 		case gerr != nil:
 			return false, fmt.Errorf("re-reading own Lease after a conflict: %w", gerr)
 		}
-		if inc := cur.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation {
-			return false, m.duplicate(inc)
+		if inc := cur.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation && !m.mayTakeOver(cur.ResourceVersion) {
+			// Not ours to write: the core sees it through the watch and
+			// decides (a duplicate identity stops it).
+			m.mu.Lock()
+			m.acquired = false
+			m.mu.Unlock()
+			m.notify()
+			return false, errNotOurs
 		}
 		m.mu.Lock()
 		m.current = cur
@@ -301,7 +366,7 @@ func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, ac
 // LastRenew.
 func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
 	m.mu.Lock()
-	rec := m.desired.clone()
+	rec := m.desired.Clone()
 	m.mu.Unlock()
 
 	sentAt := m.clock.Now()
@@ -359,19 +424,9 @@ func (m *Member) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// backoff yields exponentially growing delays from initial to max, with up
-// to 20% jitter so that replicas failing together do not retry in step.
-type backoff struct {
-	initial, max, cur time.Duration
+// newBackoff returns exponentially growing delays from initial to max, with
+// up to 20% jitter so that replicas failing together do not retry in step.
+// Reset by assigning a new one.
+func newBackoff(initial, max time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: initial, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: max}
 }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.initial
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return min(b.cur+rand.N(b.cur/5+1), b.max)
-}
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -20,11 +20,13 @@ import (
 // core calls happen on the run goroutine; asynchronous work reports back
 // through events, so the core needs no lock.
 type coordinator struct {
-	m            *Manager
-	core         *handoff.Core
-	member       *lease.Member
-	log          logr.Logger
-	participants []participant
+	core          *handoff.Core
+	member        membership
+	log           logr.Logger
+	participants  []participant
+	metrics       *ringMetrics
+	renewDeadline time.Duration
+	exit          func(code int)
 
 	events  chan func()   // results of asynchronous work, applied in run
 	leaveCh chan struct{} // closed by leave
@@ -43,16 +45,44 @@ type coordinator struct {
 	prevTarget  shard.PartitionSet
 }
 
+// membership is what the coordinator needs of the ring's Leases: a view of
+// them, the own Lease's renewals and writes, and the reads and deletes the
+// core asks for. *lease.Member implements it; an adapter for another runtime
+// (or a test) can too.
+type membership interface {
+	// Listed reports that Snapshot holds the ring (the first list is done),
+	// Synced that the own Lease is held as well.
+	Listed() bool
+	Synced() bool
+	Snapshot() []lease.Observed
+	// Changes signals (coalesced) that Snapshot, LastRenew or Synced may
+	// have changed.
+	Changes() <-chan struct{}
+	LastRenew() (sentAt time.Time, ok bool)
+	SetDesired(handoff.Record)
+	TakeOver(version string)
+	Confirm(ctx context.Context, identity, version string) (unchanged bool, err error)
+	DeletePeer(ctx context.Context, identity, version string) error
+	Delete(ctx context.Context) error
+}
+
+var _ membership = (*lease.Member)(nil)
+
 func newCoordinator(m *Manager, participants []participant) *coordinator {
-	c := &coordinator{
-		m: m, core: m.core, member: m.member, log: m.log.WithName("ring"),
-		participants: participants,
-		events:       make(chan func(), 64),
-		leaveCh:      make(chan struct{}),
-		targetSince:  map[int]time.Time{},
-	}
+	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
 	m.coord.Store(c)
 	return c
+}
+
+func newCoordinatorWith(core *handoff.Core, member membership, participants []participant, metrics *ringMetrics,
+	log logr.Logger, renewDeadline time.Duration, exit func(int)) *coordinator {
+	return &coordinator{
+		core: core, member: member, log: log, participants: participants,
+		metrics: metrics, renewDeadline: renewDeadline, exit: exit,
+		events:      make(chan func(), 64),
+		leaveCh:     make(chan struct{}),
+		targetSince: map[int]time.Time{},
+	}
 }
 
 // leave asks the run loop for a graceful leave.
@@ -121,8 +151,12 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 // step feeds the latest observations to the core and carries out its Ready.
 func (c *coordinator) step(ctx context.Context) {
 	now := time.Now()
-	if c.member.Synced() {
-		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.m.opts.Partitions, c.m.fingerprint))
+	defer func() { c.metrics.step.Observe(time.Since(now).Seconds()) }()
+	// The core observes from the first list on, before the own Lease is
+	// held: it decides whether an earlier incarnation's Lease may be taken
+	// over.
+	if c.member.Listed() {
+		c.core.Observe(now, observedLeases(c.member.Snapshot()))
 	}
 	if sent, ok := c.member.LastRenew(); ok && sent.After(c.lastRenew) {
 		c.lastRenew = sent
@@ -136,13 +170,17 @@ func (c *coordinator) step(ctx context.Context) {
 func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	if rd.Exit {
 		c.log.Error(nil, "reconciles of a fenced replica are still running at the stop deadline; exiting so they cannot outlive this replica's Lease")
-		c.m.exit(1)
+		c.exit(1)
 		return
 	}
 	if rd.Fence {
-		c.m.metrics.fences.Inc()
+		c.metrics.fences.Inc()
 		c.ready.Store(false)
-		c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.m.opts.RenewDeadline)
+		if c.core.OwnLeaseLost() {
+			c.log.Error(nil, "own Lease deleted, relabelled or damaged by someone else: stopping every reconcile (fenced); repairing it and rejoining")
+		} else {
+			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.renewDeadline)
+		}
 		// Partitions already draining must stop now too: revoke them again
 		// with no grace period; their first revoke reports when it returns.
 		c.revoke(ctx, rd.Revoke.Union(c.core.Draining()), true)
@@ -150,11 +188,17 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		c.log.Info("revoking partitions", "partitions", rd.Revoke.String())
 		c.revoke(ctx, rd.Revoke, false)
 	}
-	if rd.Publish != nil {
-		c.member.SetDesired(lease.Record{State: string(rd.Publish.State), Claim: rd.Publish.Claim.Clone(), Epoch: rd.Publish.Generation})
+	if rd.TakeOver != nil {
+		c.member.TakeOver(rd.TakeOver.Version)
 	}
-	if !rd.Activate.IsEmpty() {
-		c.activate(ctx, rd.Activate)
+	if rd.Publish != nil {
+		c.member.SetDesired(*rd.Publish)
+	}
+	// What was carried out is acknowledged; the core asks again for the
+	// rest (an activation whose replay failed) in its next Ready.
+	ack := rd
+	if !rd.Activate.IsEmpty() && !c.activate(ctx, rd.Activate) {
+		ack.Activate = shard.PartitionSet{}
 	}
 	for _, ref := range rd.Confirm {
 		c.confirm(ctx, ref)
@@ -171,6 +215,7 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 			c.log.Info("left the ring: Lease deleted")
 		}
 	}
+	c.core.Advance(ack)
 }
 
 // revoke drains set in every participant, in parallel, and reports Drained
@@ -205,22 +250,31 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 	}()
 }
 
-func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) {
+// activate admits set in every participant and replays their caches; false
+// when any of them failed, so that the core asks for the activation again.
+func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) bool {
 	now := time.Now()
 	for _, p := range set.Slice() {
 		if since, ok := c.targetSince[p]; ok {
-			c.m.metrics.handoff.Observe(now.Sub(since).Seconds())
+			c.metrics.handoff.Observe(now.Sub(since).Seconds())
 			delete(c.targetSince, p)
 		}
 	}
 	c.log.V(1).Info("activating partitions", "partitions", set.String())
+	defer func() { c.metrics.replay.Observe(time.Since(now).Seconds()) }()
+	ok := true
 	for _, p := range c.participants {
-		if err := p.activate(ctx, set); err != nil && ctx.Err() == nil {
+		if err := p.activate(ctx, set); err != nil {
 			// Activation only admits keys and replays the cache; a failed
-			// replay loses no safety, only the resync of that participant.
-			c.log.Error(err, "activating partitions", "partitions", set.String())
+			// replay loses no safety, only the resync of that participant,
+			// which the core's repeated Activate retries.
+			ok = false
+			if ctx.Err() == nil {
+				c.log.Error(err, "activating partitions; retrying", "partitions", set.String())
+			}
 		}
 	}
+	return ok
 }
 
 func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {
@@ -265,7 +319,7 @@ func (c *coordinator) observeState(now time.Time) {
 	target := core.Target()
 	if !target.Equal(c.prevTarget) {
 		if c.prevTarget.Size() != 0 {
-			c.m.metrics.rebalances.Inc()
+			c.metrics.rebalances.Inc()
 		}
 		for _, p := range target.Difference(c.prevTarget).Slice() {
 			c.targetSince[p] = now
@@ -283,13 +337,13 @@ func (c *coordinator) observeState(now time.Time) {
 	if joined {
 		ready = 1
 	}
-	c.m.metrics.ready.Set(ready)
-	c.m.metrics.members.Set(float64(len(core.View())))
-	c.m.metrics.setPartitions("target", target)
-	c.m.metrics.setPartitions("claimed", core.Claim())
-	c.m.metrics.setPartitions("active", core.Active())
-	c.m.metrics.setPartitions("draining", core.Draining())
-	c.m.metrics.setPartitions("blocked", core.Blocked())
+	c.metrics.ready.Set(ready)
+	c.metrics.members.Set(float64(len(core.View())))
+	c.metrics.setPartitions("target", target)
+	c.metrics.setPartitions("claimed", core.Claim())
+	c.metrics.setPartitions("active", core.Active())
+	c.metrics.setPartitions("draining", core.Draining())
+	c.metrics.setPartitions("blocked", core.Blocked())
 	if err := core.Err(); err != nil && err.Error() != c.lastErr {
 		c.log.Error(err, "ring condition")
 		c.lastErr = err.Error()
@@ -321,45 +375,12 @@ func notReadyReason(core *handoff.Core, cachesSynced, leasesSynced bool) string 
 
 func (c *coordinator) setNotReady(reason string) { c.notReady.Store(&reason) }
 
-// observedLeases converts the Lease member's parsed view into the core's.
-// A Lease that carries the ring's label but cannot be trusted (malformed, or
-// a claim that does not decode) is never a member; while it is live its
-// claim counts as every partition, because a claim that cannot be read may
-// hide a partition someone reconciles. A Lease written with other ring
-// parameters (fingerprint) keeps its state, so that the core sees an active
-// member of another configuration and refuses to join, saying why, instead
-// of joining a ring whose every partition that member blocks.
-func observedLeases(in []lease.Observed, partitions int, fingerprint string) []handoff.Observed {
-	out := make([]handoff.Observed, 0, len(in))
-	for _, l := range in {
-		o := handoff.Observed{
-			Record: handoff.Record{
-				Identity: l.Identity, Incarnation: l.Incarnation, State: handoff.State(l.State),
-				Claim: l.Claim, Generation: l.Epoch, Fingerprint: l.Params,
-			},
-			Version: l.Version,
-		}
-		if l.Problem != "" || l.ClaimUnknown {
-			foreign := l.Params != "" && l.Params != fingerprint && knownState(l.State)
-			if !foreign {
-				o.State = handoff.StateJoining
-			}
-			o.Claim = shard.FullPartitionSet(partitions)
-			if foreign && l.ClaimEmpty {
-				// A replica of another configuration that claims
-				// nothing (it refuses to join) must not stall this ring.
-				o.Claim = shard.NewPartitionSet(partitions)
-			}
-		}
-		out = append(out, o)
+// observedLeases hands the Lease member's parsed view to the core, which
+// decides what malformed and foreign Leases mean.
+func observedLeases(in []lease.Observed) []handoff.Observed {
+	out := make([]handoff.Observed, len(in))
+	for i, l := range in {
+		out[i] = l.Observed
 	}
 	return out
-}
-
-func knownState(s string) bool {
-	switch handoff.State(s) {
-	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
-		return true
-	}
-	return false
 }

@@ -1,20 +1,15 @@
 package manager
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kshard/kshard/internal/logging"
 )
 
-// defaultLogger writes JSON lines to stderr, the format log collectors in a
-// cluster expect.
-func defaultLogger() logr.Logger {
-	return funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{LogTimestamp: true, Verbosity: 0})
-}
+// defaultLogger is kshard's one default logger (JSON lines on stderr).
+func defaultLogger() logr.Logger { return logging.Default() }
 
 func newDefaultRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()

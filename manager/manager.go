@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -404,8 +406,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // if ctx ends first. Starting informers and controllers against an
 // unreachable server would only fail their cache-sync timeouts.
 func (m *Manager) waitForAPIServer(ctx context.Context) bool {
-	delay := 500 * time.Millisecond
-	const maxDelay = 16 * time.Second
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 16 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := m.client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 		var status apierrors.APIStatus
@@ -421,13 +422,15 @@ func (m *Manager) waitForAPIServer(ctx context.Context) bool {
 		}
 		reason := fmt.Sprintf("waiting for the API server at %s to be reachable: %v", m.cfg.Host, err)
 		m.apiWait.Store(&reason)
-		m.log.Error(err, "API server unreachable; check the kubeconfig or in-cluster networking. Retrying", "host", m.cfg.Host, "attempt", attempt, "retryIn", delay)
+		delay := backoff.Step()
+		m.log.Error(err, "API server unreachable; check the kubeconfig or in-cluster networking. Retrying", "host", m.cfg.Host, "attempt", attempt, "retryIn", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return false
-		case <-time.After(delay):
+		case <-t.C:
 		}
-		delay = min(2*delay, maxDelay)
 	}
 }
 

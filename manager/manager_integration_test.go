@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,9 @@ func leasesOf(ctx context.Context, cs kubernetes.Interface, ns string) []coordin
 // in it; it returns the admin config and a client.
 func newTestRing(t *testing.T, ns string) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (starts an API server); -short runs unit tests only")
+	}
 	cfg := controlplane.ForTest(t, controlplane.Options{}).Config()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -396,4 +400,91 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 			t.Fatalf("the refusing replica reconciled %s", iv.key)
 		}
 	}
+}
+
+// TestOwnLeaseDeletedOrRelabelledRecovers plays an operator who deletes a
+// live member's Lease, then relabels it out of the ring, while keys are being
+// reconciled (issue 11): no key is reconciled by both replicas at once, the
+// member does not exit, and it is a working member again within
+// 2×LeaseDuration, by itself.
+func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
+	ctx := context.Background()
+	ns := "it-tamper"
+	cfg, cs := newTestRing(t, ns)
+	const objects = 40
+	createConfigMaps(t, cs, ns, objects)
+	j := &journal{}
+	r0 := startReplica(t, cfg, ns, "r-0", j, 300*time.Millisecond)
+	startReplica(t, cfg, ns, "r-1", j, 300*time.Millisecond)
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
+	leases := cs.CoordinationV1().Leases(ns)
+	const leaseDuration = 3 * time.Second // startReplica's
+
+	for _, tamper := range []struct {
+		name string
+		do   func() error
+	}{
+		{"delete", func() error { return leases.Delete(ctx, "it-r-0", metav1.DeleteOptions{}) }},
+		{"relabel", func() error {
+			l, err := leases.Get(ctx, "it-r-0", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Labels["kshard.io/ring"] = "other"
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}},
+	} {
+		updateConfigMaps(t, cs, ns, objects) // reconciles in flight on both replicas
+		time.Sleep(100 * time.Millisecond)   // let them start: the tamper must hit running reconciles
+		fencesBefore := fences(t, r0.mgr)
+		start := time.Now()
+		if err := tamper.do(); err != nil {
+			t.Fatalf("%s: %v", tamper.name, err)
+		}
+		eventually(t, leaseDuration, "r-0 to fence after the "+tamper.name, func() (bool, string) {
+			n := fences(t, r0.mgr)
+			return n > fencesBefore, fmt.Sprintf("%v fences", n)
+		})
+		t.Logf("%s: r-0 fenced %s after it", tamper.name, time.Since(start).Round(time.Millisecond))
+		eventually(t, 4*leaseDuration, "r-0 to be a working member again after the "+tamper.name, func() (bool, string) {
+			if ok, msg := ringSettled(ctx, cs, ns, "r-0", "r-1"); !ok {
+				return false, msg
+			}
+			code, body := readyz(t, r0.mgr)
+			return code == http.StatusOK, body
+		})
+		took := time.Since(start)
+		t.Logf("%s of a live member's Lease: member working again after %s (LeaseDuration %s)", tamper.name, took.Round(time.Millisecond), leaseDuration)
+		if took > 2*leaseDuration {
+			t.Errorf("recovery after the %s took %s, more than 2×LeaseDuration", tamper.name, took)
+		}
+		select {
+		case err := <-r0.done:
+			t.Fatalf("r-0 stopped after the %s: %v", tamper.name, err)
+		default:
+		}
+	}
+	if o := overlaps(j.snapshot()); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}
+
+// fences reads kshard_fences_total from the replica's metrics endpoint.
+func fences(t *testing.T, m *Manager) float64 {
+	t.Helper()
+	code, body := get("http://" + m.MetricsAddr() + "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("metrics: %d %s", code, body)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "kshard_fences_total "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("kshard_fences_total %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	return 0
 }

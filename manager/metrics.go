@@ -15,6 +15,11 @@ type ringMetrics struct {
 	handoff    prometheus.Histogram
 	ready      prometheus.Gauge
 	fences     prometheus.Counter
+	// step is the latency of one coordinator step (observe, decide, carry
+	// out); replay the duration of one activation (admission and cache
+	// replay in every participant), which today runs within a step.
+	step   prometheus.Histogram
+	replay prometheus.Histogram
 }
 
 func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
@@ -37,10 +42,20 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 			Name: "kshard_ready", Help: "1 when caches are synced and this replica has joined the ring.",
 		}),
 		fences: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kshard_fences_total", Help: "Times this replica stopped every reconcile because its Lease renewals failed for RenewDeadline.",
+			Name: "kshard_fences_total", Help: "Times this replica stopped every reconcile because its Lease renewals failed for RenewDeadline or its own Lease was deleted, relabelled or damaged by someone else.",
+		}),
+		step: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kshard_coordinator_step_seconds",
+			Help:    "Latency of one step of the ring coordinator: feeding the handoff core, deciding, and carrying out its Ready (activations included). A step that outlasts RenewDeadline − RenewPeriod delays fencing.",
+			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10},
+		}),
+		replay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kshard_activation_replay_seconds",
+			Help:    "Duration of one activation: admitting the partitions and replaying the cached objects that fall into them, in every participant.",
+			Buckets: []float64{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.members, m.partitions, m.rebalances, m.handoff, m.ready, m.fences} {
+	for _, c := range []prometheus.Collector{m.members, m.partitions, m.rebalances, m.handoff, m.ready, m.fences, m.step, m.replay} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Options configure a Manager. Every field has a default, applied in
@@ -48,9 +49,10 @@ type Options struct {
 
 	// LeaseDuration is how long a replica's Lease stays live without renewal,
 	// as observed by its peers; a crashed replica's partitions move after it.
-	// Defaults to 10s.
+	// Defaults to handoff.DefaultLeaseDuration (10s).
 	LeaseDuration time.Duration
-	// RenewPeriod is how often a replica renews its Lease. Defaults to 2s.
+	// RenewPeriod is how often a replica renews its Lease. Defaults to 3/10
+	// of RenewDeadline (2s with the other defaults).
 	RenewPeriod time.Duration
 	// RenewDeadline is how long a replica keeps reconciling without a
 	// successful renewal before it fences itself (stops every reconcile).
@@ -147,15 +149,8 @@ func (o *Options) applyDefaults() {
 	if o.Load == 0 {
 		o.Load = shard.DefaultLoad
 	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 10 * time.Second
-	}
-	if o.RenewPeriod == 0 {
-		o.RenewPeriod = 2 * time.Second
-	}
-	if o.RenewDeadline == 0 {
-		o.RenewDeadline = o.LeaseDuration * 2 / 3
-	}
+	t := o.timing().WithDefaults()
+	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod
 	if o.DrainGracePeriod == 0 {
 		o.DrainGracePeriod = 5 * time.Second
 	}
@@ -202,15 +197,8 @@ func (o *Options) validate() error {
 	if err := (shard.Config{Partitions: o.Partitions, Load: o.Load}).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.RenewPeriod <= 0 || o.LeaseDuration <= 0 || o.RenewDeadline <= 0 {
-		errs = append(errs, errors.New("LeaseDuration, RenewPeriod and RenewDeadline must be positive"))
-	} else {
-		if o.RenewDeadline >= o.LeaseDuration {
-			errs = append(errs, fmt.Errorf("RenewDeadline (%s) must be less than LeaseDuration (%s): a replica must fence itself before its peers can judge its Lease expired", o.RenewDeadline, o.LeaseDuration))
-		}
-		if o.RenewPeriod >= o.RenewDeadline {
-			errs = append(errs, fmt.Errorf("RenewPeriod (%s) must be less than RenewDeadline (%s), or one slow renewal fences the replica", o.RenewPeriod, o.RenewDeadline))
-		}
+	if err := o.timing().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if math.IsNaN(float64(o.QPS)) || math.IsInf(float64(o.QPS), 0) {
 		errs = append(errs, fmt.Errorf("QPS %v is not a finite number; leave it 0 for the default %v", o.QPS, DefaultQPS))
@@ -225,6 +213,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("invalid manager options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// timing returns the lease timings; handoff.Timing holds their defaults and
+// the rule LeaseDuration > RenewDeadline > RenewPeriod.
+func (o *Options) timing() handoff.Timing {
+	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod}
 }
 
 // sanitizeName turns a binary or host name into a DNS-1123 label.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // result is one finished run of the binary.
@@ -224,7 +225,7 @@ func TestClusterProblems(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if obs := lease.Parse(l, ring, ringCfg.Partitions); obs.State != lease.StateActive || obs.Claim.Len() != ringCfg.Partitions {
+			if obs := lease.Parse(l, ring, ringCfg.Partitions); obs.State != handoff.StateActive || obs.Claim.Len() != ringCfg.Partitions {
 				return fmt.Errorf("Lease is %s with %d partitions", obs.State, obs.Claim.Len())
 			}
 			return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Read lists the Leases of ring in namespace and reads them as of now. A
@@ -64,7 +65,7 @@ func (r *Ring) Converged(want ...string) error {
 			return fmt.Errorf("%s has no live Lease", id)
 		case m.Problem != "":
 			return fmt.Errorf("%s's Lease %s is malformed: %s", id, m.Lease, m.Problem)
-		case m.State != lease.StateActive:
+		case m.State != string(handoff.StateActive):
 			return fmt.Errorf("%s is %s, not active", id, m.State)
 		case m.Params != r.Params:
 			return fmt.Errorf("%s runs ring params %q, the ring %q", id, m.Params, r.Params)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Health values of Member.Health.
@@ -138,8 +139,8 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	for _, l := range leases {
 		o := lease.Parse(l, name, r.Partitions)
 		m := Member{
-			Identity: o.Identity, Lease: o.Name, State: o.State, Partitions: o.Claim.Len(),
-			Incarnation: o.Incarnation, Epoch: o.Epoch, Params: o.Params, Problem: o.Problem,
+			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
+			Incarnation: o.Incarnation, Epoch: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
@@ -170,7 +171,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if !m.Live() {
 			continue
 		}
-		if m.Problem == "" && m.State == lease.StateActive && m.Params == r.Params {
+		if m.Problem == "" && m.State == string(handoff.StateActive) && m.Params == r.Params {
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params != r.Params && m.Params != "" {
@@ -220,7 +221,7 @@ func majorityParams(leases []*coordinationv1.Lease) string {
 	count := func(activeOnly bool) string {
 		n := map[string]int{}
 		for _, l := range leases {
-			if p := l.Annotations[lease.AnnotationParams]; p != "" && (!activeOnly || l.Labels[lease.LabelState] == lease.StateActive) {
+			if p := l.Annotations[lease.AnnotationParams]; p != "" && (!activeOnly || l.Labels[lease.LabelState] == string(handoff.StateActive)) {
 				n[p]++
 			}
 		}

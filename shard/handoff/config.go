@@ -8,14 +8,8 @@ import (
 	"github.com/kshard/kshard/shard"
 )
 
-const (
-	// DefaultLeaseDuration is how long a peer's Lease must stay unchanged, in
-	// this replica's observed time, before its claims may be voided.
-	DefaultLeaseDuration = 10 * time.Second
-
-	// gcFactor: Leases unchanged for gcFactor×LeaseDuration are deleted.
-	gcFactor = 10
-)
+// gcFactor: Leases unchanged for gcFactor×LeaseDuration are deleted.
+const gcFactor = 10
 
 // Config holds what a Core needs to know about its replica and its ring.
 type Config struct {
@@ -50,12 +44,8 @@ type Config struct {
 // WithDefaults returns c with every zero field replaced by its default.
 func (c Config) WithDefaults() Config {
 	c.Ring = c.Ring.WithDefaults()
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = c.LeaseDuration * 2 / 3
-	}
+	t := c.Timing()
+	c.LeaseDuration, c.RenewDeadline = t.LeaseDuration, t.RenewDeadline
 	if c.GarbageCollectAfter == 0 {
 		c.GarbageCollectAfter = gcFactor * c.LeaseDuration
 	}
@@ -70,12 +60,11 @@ func (c Config) Validate() error {
 		return errors.New("handoff: Config.Identity is empty; set it to the replica identity (pod name)")
 	case c.Incarnation == "":
 		return errors.New("handoff: Config.Incarnation is empty; set it to a random id per process")
-	case c.LeaseDuration <= 0:
-		return fmt.Errorf("handoff: Config.LeaseDuration=%v must be positive", c.LeaseDuration)
-	case c.RenewDeadline <= 0 || c.RenewDeadline >= c.LeaseDuration:
-		return fmt.Errorf("handoff: Config.RenewDeadline=%v must be in (0, LeaseDuration=%v): the difference is the time a fenced replica has to stop its reconciles", c.RenewDeadline, c.LeaseDuration)
 	case c.GarbageCollectAfter < c.LeaseDuration:
 		return fmt.Errorf("handoff: Config.GarbageCollectAfter=%v must be at least LeaseDuration=%v", c.GarbageCollectAfter, c.LeaseDuration)
+	}
+	if err := c.Timing().Validate(); err != nil {
+		return fmt.Errorf("handoff: Config: %w", err)
 	}
 	if err := c.Ring.Validate(); err != nil {
 		return fmt.Errorf("handoff: %w", err)
@@ -83,15 +72,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// StopDeadline is how long after the sending of its last successful renew a
-// fenced replica may still have reconciles running: the core asks the process
-// to exit (Ready.Exit) when any is still running then. It is halfway between
-// RenewDeadline and LeaseDuration, which leaves the other half for clock-rate
-// drift and for the process to die.
-func (c Config) StopDeadline() time.Duration {
-	c = c.WithDefaults()
-	return c.RenewDeadline + (c.LeaseDuration-c.RenewDeadline)/2
+// Timing returns the lease timings of c, defaulted.
+func (c Config) Timing() Timing {
+	return Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline}.WithDefaults()
 }
+
+// StopDeadline is Timing().StopDeadline().
+func (c Config) StopDeadline() time.Duration { return c.Timing().StopDeadline() }
 
 // Errors that Core.Err wraps; test with errors.Is.
 var (

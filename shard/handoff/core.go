@@ -19,12 +19,29 @@ type Core struct {
 	now time.Time
 
 	// Own Lease.
-	observed    bool      // Observe has been called: the informer has listed
+	observed bool // Observe has been called: the informer has listed
+	// firstSeen is the local time of the first Observe. The replica joins
+	// the ring only LeaseDuration after it: a Lease deleted or relabelled
+	// by hand before this process could see it leaves no tombstone here,
+	// so its holder's claims may be hidden; after LeaseDuration they have
+	// either reappeared or their holder has stopped (it fences when its
+	// renews fail or it sees its Lease gone).
+	firstSeen   time.Time
 	observation uint64    // count of Observe calls, to find Leases that disappeared
 	own         *Observed // own Lease as last observed, when this incarnation wrote it
 	held        bool      // this incarnation's Lease has been observed at least once
 	prior       *peer     // own Lease written by another incarnation, not taken over yet
 	duplicate   string    // the incarnation that overwrote this one's Lease, if any
+	// ownLost: this incarnation held its Lease and it is now gone from the
+	// view (deleted or relabelled by someone else) or damaged. The replica
+	// fences at once and stays fenced until a renew sent after lostAt has
+	// succeeded and the Lease is observed whole again.
+	ownLost bool
+	lostAt  time.Time
+	repair  string // version of the damaged own Lease the shell may overwrite
+	// takeOver: the shell may overwrite the own Lease at this version
+	// (Ready.TakeOver), until the own incarnation is observed in it.
+	takeOver *LeaseRef
 
 	// Renewal and fencing.
 	renewed       bool      // some renew has succeeded
@@ -40,13 +57,22 @@ type Core struct {
 	done         bool
 
 	// The Record and its history.
-	generation   uint64
-	bump         bool // the Record changed in this step: increase generation
-	claim        shard.PartitionSet
-	claimedAt    []uint64 // claimedAt[p]: first generation whose Records all claim p; 0 when p is not claimed
-	published    bool     // a Record has been handed to the shell
-	publishedGen uint64   // generation of the last Record handed to the shell
-	releasedAt   uint64   // generation of the empty Record of a graceful leave
+	generation uint64
+	bump       bool // the Record changed in this step: increase generation
+	claim      shard.PartitionSet
+	claimedAt  []uint64 // claimedAt[p]: first generation whose Records all claim p; 0 when p is not claimed
+	published  bool     // a Record has been handed to the shell
+	ackedGen   uint64   // generation of the last Record the shell acknowledged (Advance)
+	releasedAt uint64   // generation of the empty Record of a graceful leave
+
+	// What Ready asked for and Advance has not acknowledged yet: Ready asks
+	// for it again, so that a Ready the shell dropped or failed to apply is
+	// not lost (raft's Ready/Advance).
+	unackedActivate shard.PartitionSet
+	unackedRevoke   shard.PartitionSet
+	unackedFence    bool
+	unackedExit     bool
+	unackedDelete   bool
 
 	// Partitions.
 	active   shard.PartitionSet
@@ -80,6 +106,41 @@ type peer struct {
 	void      bool
 	collected bool   // GarbageCollect of obs.Version has been asked for
 	seen      uint64 // the Observe call that last included this Lease
+	// gone: the Lease has left the view (deleted, relabelled, or filtered
+	// out) while its last claim was in force. Absence is not death: the
+	// claim keeps counting until it is released by an observed empty claim
+	// (which removes the tombstone before it forms), or by confirmed expiry,
+	// LeaseDuration of observed time after the Lease left. lastChange is the
+	// time it left.
+	gone bool
+	// takingOver: (prior only) the shell has been asked to take the Lease
+	// over from this version.
+	takingOver bool
+	// ghost: the claim of the incarnation that held this identity's Lease
+	// before another incarnation wrote it, without an observed empty claim
+	// in between (a Lease deleted by hand and created by a second process
+	// of the same identity, say). It stays in force for LeaseDuration of
+	// observed time from the replacement: the replaced process can no
+	// longer renew (its writes are conditioned on a version that is gone),
+	// so by then it has fenced and stopped.
+	ghost *peer
+}
+
+// ghostOf returns the claim that must stay in force when next replaces old
+// as the Lease of one identity: old's, when another incarnation created next
+// afresh while old's claim counted, else old's own ghost, if any. A takeover
+// is an update of the same object (same UID), which its writer makes only
+// after confirming old's version expired: that leaves no ghost.
+func (c *Core) ghostOf(old, next *peer) *peer {
+	ghost := old.ghost
+	recreated := old.gone || old.obs.UID == "" || old.obs.UID != next.obs.UID
+	if !old.void && !old.obs.Claim.IsEmpty() && old.obs.Incarnation != next.obs.Incarnation && recreated {
+		ghost = &peer{obs: old.obs, lastChange: c.now, gone: true}
+	}
+	if ghost != nil && !c.live(ghost) {
+		return nil
+	}
+	return ghost
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
@@ -103,8 +164,11 @@ func New(cfg Config) (*Core, error) {
 		draining:    empty.Clone(),
 		target:      empty.Clone(),
 		blocked:     empty.Clone(),
-		peers:       map[string]*peer{},
-		newRing:     shard.New,
+
+		unackedActivate: empty.Clone(),
+		unackedRevoke:   empty.Clone(),
+		peers:           map[string]*peer{},
+		newRing:         shard.New,
 	}, nil
 }
 
@@ -115,6 +179,9 @@ func New(cfg Config) (*Core, error) {
 // as changed at now.
 func (c *Core) Observe(now time.Time, leases []Observed) {
 	c.advance(now)
+	if c.firstSeen.IsZero() {
+		c.firstSeen = c.now
+	}
 	c.observed = true
 	c.observation++
 	ownSeen, changed := false, false
@@ -133,26 +200,44 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		switch {
 		case ok && old.seen == c.observation:
 			continue // an informer holds one object per name; keep the first
-		case ok && l.Version != "" && old.obs.Version == l.Version:
+		case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
 			old.seen = c.observation
 			continue
 		case !ok:
 			changed = true
 		}
-		c.peers[l.Identity] = &peer{
-			obs:        Observed{Record: l.Record.Clone(), Version: l.Version},
+		np := &peer{
+			obs:        c.meaning(l),
 			lastChange: c.now,
 			seen:       c.observation,
 		}
+		if ok {
+			np.ghost = c.ghostOf(old, np)
+		}
+		c.peers[l.Identity] = np
 	}
 	if !ownSeen {
 		c.own = nil
 		c.prior = nil
+		if c.held {
+			c.loseOwn() // deleted or relabelled by someone else
+		}
 	}
 	for id, p := range c.peers {
-		if p.seen != c.observation {
-			delete(c.peers, id) // deleted Leases take their claims with them
+		switch {
+		case p.seen == c.observation:
+		case p.void || p.obs.Claim.IsEmpty():
+			// Nothing in force: a voided Lease (collected, say) or one
+			// whose holder published an empty claim.
+			delete(c.peers, id)
 			changed = true
+		case !p.gone:
+			// Absence is not death: a Lease deleted or relabelled by
+			// hand while its holder runs must keep blocking its claim
+			// until the holder, which fences when it sees its Lease gone,
+			// has stopped. A hook for a proof of death (a peer known to
+			// have exited) would release the tombstone here.
+			p.gone, p.lastChange, p.collected = true, c.now, true
 		}
 	}
 	if changed {
@@ -164,10 +249,62 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 }
 
+// meaning returns what a peer's Lease counts as. A Lease that carries the
+// ring's label but does not follow the format is never a member: while it is
+// live its claim counts as every partition, because a claim that cannot be
+// read may hide a partition someone reconciles. A malformed Lease written
+// with another ring configuration keeps its state, so that an active member
+// of another configuration is seen and the replica refuses to join, saying
+// why, instead of joining a ring whose every partition that member blocks;
+// when such a Lease's claim is a well-formed empty one (it refuses to join
+// itself), it blocks nothing.
+func (c *Core) meaning(l Observed) Observed {
+	o := Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID, Problem: l.Problem, ClaimUnknown: l.ClaimUnknown, ClaimEmpty: l.ClaimEmpty}
+	if l.Problem == "" && !l.ClaimUnknown {
+		return o
+	}
+	foreign := l.Fingerprint != "" && l.Fingerprint != c.fingerprint && knownState(l.State)
+	if !foreign {
+		o.State = StateJoining
+	}
+	o.Claim = shard.FullPartitionSet(c.partitions)
+	if foreign && l.ClaimEmpty {
+		o.Claim = shard.NewPartitionSet(c.partitions)
+	}
+	return o
+}
+
+func knownState(s State) bool {
+	switch s {
+	case StateJoining, StateActive, StateLeaving:
+		return true
+	}
+	return false
+}
+
 func (c *Core) observeOwn(l Observed) {
+	if l.Problem != "" || l.ClaimUnknown {
+		c.own = nil
+		if c.held {
+			// Damaged by someone else: this process holds the identity
+			// and the incarnation, so it fences and rewrites the Lease
+			// over that version.
+			c.loseOwn()
+			c.repair = l.Version
+			return
+		}
+		// A damaged Lease of an earlier incarnation is waited out and
+		// taken over like an intact one.
+		if c.prior == nil || c.prior.obs.Version != l.Version {
+			c.prior = &peer{obs: c.meaning(l), lastChange: c.now}
+			c.takeOver = nil
+		}
+		return
+	}
 	if l.Incarnation == c.cfg.Incarnation {
 		own := Observed{Record: l.Record.Clone(), Version: l.Version}
 		c.own, c.held, c.prior = &own, true, nil
+		c.ownLost, c.repair, c.takeOver = false, "", nil
 		return
 	}
 	c.own = nil
@@ -182,6 +319,16 @@ func (c *Core) observeOwn(l Observed) {
 		return
 	}
 	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version}, lastChange: c.now}
+	c.takeOver = nil
+}
+
+// loseOwn records that the own Lease, once held, is gone or damaged: the
+// replica fences in the next step, whatever its renews say, because peers
+// may count its claims from a tombstone only for LeaseDuration.
+func (c *Core) loseOwn() {
+	if !c.ownLost {
+		c.ownLost, c.lostAt = true, c.now
+	}
 }
 
 // CachesSynced reports that the controllers' caches have synced: the replica
@@ -200,7 +347,12 @@ func (c *Core) RenewSucceeded(sentAt time.Time) {
 }
 
 // Drained reports that none of set is in flight any more.
+// A set over another partition count is a shell bug and is ignored: it
+// names no partition of this ring.
 func (c *Core) Drained(set shard.PartitionSet) {
+	if set.Size() != c.partitions {
+		return
+	}
 	c.draining = c.draining.Difference(set)
 }
 
@@ -241,8 +393,39 @@ func (c *Core) ConfirmFailed(identity string) {
 func (c *Core) Leave() { c.leaving = true }
 
 // Ready runs one decision step at local time now and returns what the shell
-// must do. Call it after every input, and again at NextDeadline.
+// must do. Call it after every input, and again at NextDeadline; call Advance
+// with what was carried out. Whatever was not acknowledged is asked for again
+// by the next Ready (a Publish as the latest Record), so applying a Ready
+// twice must be harmless: Activate and Revoke of a set already applied, and
+// Fence when already fenced, change nothing.
 func (c *Core) Ready(now time.Time) Ready {
+	r := c.step(now)
+	c.unackedActivate = c.unackedActivate.Union(r.Activate).Intersect(c.active)
+	c.unackedRevoke = c.unackedRevoke.Union(r.Revoke).Intersect(c.draining)
+	c.unackedFence = c.unackedFence || r.Fence
+	c.unackedExit = c.unackedExit || r.Exit
+	c.unackedDelete = c.unackedDelete || r.DeleteLease
+	r.Activate = c.unackedActivate.Clone()
+	r.Revoke = c.unackedRevoke.Clone()
+	r.Fence, r.Exit, r.DeleteLease = c.unackedFence, c.unackedExit, c.unackedDelete
+	return r
+}
+
+// Advance acknowledges that the shell carried out rd, or the part of it
+// given: pass a Ready with only what succeeded (say, the partitions whose
+// activation worked) and the rest is asked for again.
+func (c *Core) Advance(rd Ready) {
+	if rd.Publish != nil && rd.Publish.Generation > c.ackedGen {
+		c.ackedGen = rd.Publish.Generation
+	}
+	c.unackedActivate = c.unackedActivate.Difference(rd.Activate)
+	c.unackedRevoke = c.unackedRevoke.Difference(rd.Revoke)
+	c.unackedFence = c.unackedFence && !rd.Fence
+	c.unackedExit = c.unackedExit && !rd.Exit
+	c.unackedDelete = c.unackedDelete && !rd.DeleteLease
+}
+
+func (c *Core) step(now time.Time) Ready {
 	c.advance(now)
 	r := Ready{Activate: shard.NewPartitionSet(c.partitions), Revoke: shard.NewPartitionSet(c.partitions)}
 	if c.done {
@@ -295,10 +478,10 @@ func (c *Core) stop(r *Ready) {
 // asks the process to exit when what was running at a fence outlives the stop
 // deadline.
 func (c *Core) checkRenewal(r *Ready) {
-	if c.fenced && c.renewedRecently() {
+	if c.fenced && c.renewedRecently() && !c.ownLost && c.lastRenewSent.After(c.lostAt) {
 		c.fenced = false
 	}
-	if c.renewed && !c.fenced && !c.renewedRecently() {
+	if !c.fenced && (c.ownLost || c.renewed && !c.renewedRecently()) {
 		c.fence(r)
 	}
 	c.mustStop = c.mustStop.Intersect(c.draining)
@@ -320,6 +503,9 @@ func (c *Core) fence(r *Ready) {
 	c.draining = c.draining.Union(c.active)
 	c.active = shard.NewPartitionSet(c.partitions)
 	stopBy := c.lastRenewSent.Add(c.cfg.StopDeadline())
+	if !c.renewed {
+		stopBy = c.now.Add(c.cfg.StopDeadline())
+	}
 	if c.mustStop.IsEmpty() || stopBy.Before(c.stopBy) {
 		c.stopBy = stopBy
 	}
@@ -343,6 +529,9 @@ func (c *Core) live(p *peer) bool {
 func (c *Core) judgePeers(r *Ready) {
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
+		if p.ghost != nil && !c.live(p.ghost) {
+			p.ghost = nil // expired by observed time alone: see peer.ghost
+		}
 		if c.live(p) {
 			continue
 		}
@@ -355,28 +544,43 @@ func (c *Core) judgePeers(r *Ready) {
 			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: id, Version: p.obs.Version})
 		}
 	}
-	// A previous incarnation's Lease is taken over like a dead peer's: after
-	// a confirmed expiry it is deleted, and then created afresh.
-	if p := c.prior; p != nil && !c.live(p) {
+	// A previous incarnation's Lease is taken over like a dead peer's claims
+	// are voided: after a confirmed expiry, the shell overwrites it with a
+	// write conditioned on the very version judged. If that write fails
+	// because the Lease changed, the watch shows the new version, which is
+	// waited out afresh.
+	if p := c.prior; p != nil && !c.live(p) && !p.takingOver {
 		if !p.void && !p.confirming {
 			p.confirming = true
 			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
 		}
 		if p.void {
-			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
-			// Judge it afresh after another LeaseDuration: if the delete
-			// failed, it is retried then; if the Lease changed, it waits.
-			p.void, p.lastChange = false, c.now
+			p.takingOver = true
+			c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version}
 		}
+	}
+	if c.repair != "" {
+		c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: c.repair}
+		c.repair = ""
+	}
+	if c.takeOver != nil {
+		ref := *c.takeOver
+		r.TakeOver = &ref
 	}
 	c.foreign = nil
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
-		if c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
+		if !p.gone && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
 			c.foreign = p
 			break
 		}
 	}
+}
+
+// watchedLongEnough reports whether this replica has watched the ring for
+// LeaseDuration (see firstSeen).
+func (c *Core) watchedLongEnough() bool {
+	return c.observed && c.now.Sub(c.firstSeen) >= c.cfg.LeaseDuration
 }
 
 // updateState moves joining → active → leaving.
@@ -386,7 +590,8 @@ func (c *Core) updateState() {
 		if c.state != StateLeaving {
 			c.state, c.bump = StateLeaving, true
 		}
-	case c.state == StateJoining && c.cachesSynced && c.held && !c.fenced && c.renewedRecently() && c.foreign == nil:
+	case c.state == StateJoining && c.cachesSynced && c.held && !c.fenced && c.renewedRecently() && c.foreign == nil &&
+		c.watchedLongEnough():
 		c.state, c.bump = StateActive, true
 	}
 }
@@ -447,7 +652,7 @@ func (c *Core) updateRing() {
 	view := c.scratch[:0]
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
-		if c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
+		if !p.gone && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
 			view = append(view, id)
 		}
 	}
@@ -500,15 +705,16 @@ func (c *Core) readBack(p int) bool {
 func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
 	others = shard.NewPartitionSet(c.partitions)
 	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if p.void || p.obs.Claim.IsEmpty() {
-			continue
+		for p := c.peers[id]; p != nil; p = p.ghost {
+			if p.void || p.obs.Claim.IsEmpty() {
+				continue
+			}
+			if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
+				blockAll = true
+				continue
+			}
+			others = others.Union(p.obs.Claim)
 		}
-		if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
-			blockAll = true
-			continue
-		}
-		others = others.Union(p.obs.Claim)
 	}
 	return others, blockAll
 }
@@ -550,15 +756,15 @@ func (c *Core) finishLeave(r *Ready) {
 // publish hands the Record to the shell when it changed and the own Lease
 // may be written: the informer has listed, and no other incarnation holds it.
 func (c *Core) publish(r *Ready) {
-	if c.done || !c.observed || c.prior != nil {
+	if c.done || !c.observed || c.prior != nil && !c.prior.takingOver {
 		return
 	}
-	if c.published && c.publishedGen == c.generation {
+	if c.ackedGen == c.generation {
 		return
 	}
 	rec := c.record()
 	r.Publish = &rec
-	c.published, c.publishedGen = true, c.generation
+	c.published = true
 }
 
 func (c *Core) record() Record {
@@ -580,7 +786,7 @@ func (c *Core) explain() {
 	case c.foreign != nil:
 		c.err = fmt.Errorf("handoff: %w: %s runs %s, this replica runs %s; not joining while it is active. Give all replicas the same ring configuration",
 			ErrForeignFingerprint, c.foreign.obs.Identity, c.foreign.obs.Fingerprint, c.fingerprint)
-	case c.prior != nil:
+	case c.prior != nil && !c.prior.takingOver:
 		c.err = fmt.Errorf("handoff: %w: incarnation %s wrote it %v ago; waiting for it to expire (LeaseDuration %v)",
 			ErrIdentityInUse, c.prior.obs.Incarnation, c.now.Sub(c.prior.lastChange), c.cfg.LeaseDuration)
 	default:
@@ -609,12 +815,18 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	}
 	for _, p := range c.peers {
 		consider(p.lastChange.Add(c.cfg.LeaseDuration))
+		if p.ghost != nil {
+			consider(p.ghost.lastChange.Add(c.cfg.LeaseDuration))
+		}
 		if !p.collected {
 			consider(p.lastChange.Add(c.cfg.GarbageCollectAfter))
 		}
 	}
 	if c.prior != nil {
 		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
+	}
+	if c.observed && c.state == StateJoining {
+		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
 	}
 	return next, !next.IsZero()
 }
@@ -647,6 +859,11 @@ func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
 // Fenced reports whether the replica is fenced: its renew deadline passed
 // and no renew has succeeded since.
 func (c *Core) Fenced() bool { return c.fenced }
+
+// OwnLeaseLost reports whether the own Lease, once held, is gone from the
+// view or damaged, and not yet observed whole again: the replica is fenced
+// for that reason until then.
+func (c *Core) OwnLeaseLost() bool { return c.ownLost }
 
 // Done reports whether the core has finished: the leave completed, the
 // process must exit, or another process took the identity over.

@@ -36,10 +36,39 @@ func newHarness(t *testing.T, identity string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, c: c, now: time.Unix(1000, 0), peer: map[string]*Observed{}}
+	h := &harness{t: t, c: c, now: time.Unix(1000, 0), peer: map[string]*Observed{}}
+	// As if the informer had listed LeaseDuration ago: the wait before
+	// joining (see TestJoinWaitsALeaseDurationOfWatching) is over.
+	c.firstSeen = h.now.Add(-testLease)
+	return h
 }
 
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
+
+// pass lets d go by while the own Lease keeps being renewed every second,
+// stepping the core without new observations; it returns what those steps
+// asked for, merged.
+func (h *harness) pass(d time.Duration) Ready {
+	h.t.Helper()
+	all := Ready{Activate: shard.NewPartitionSet(testRing.Partitions), Revoke: shard.NewPartitionSet(testRing.Partitions)}
+	for d > 0 {
+		step := min(d, time.Second)
+		h.advance(step)
+		d -= step
+		h.c.RenewSucceeded(h.now)
+		r := h.c.Ready(h.now)
+		h.c.Advance(r)
+		all.Fence = all.Fence || r.Fence
+		all.Exit = all.Exit || r.Exit
+		all.Activate = all.Activate.Union(r.Activate)
+		all.Revoke = all.Revoke.Union(r.Revoke)
+		all.Confirm = append(all.Confirm, r.Confirm...)
+		if r.Publish != nil {
+			all.Publish = r.Publish
+		}
+	}
+	return all
+}
 
 func (h *harness) version() string { h.rv++; return strconv.Itoa(h.rv) }
 
@@ -52,6 +81,7 @@ func (h *harness) ready() Ready {
 		h.own = &Observed{Record: r.Publish.Clone(), Version: h.version()}
 		h.c.RenewSucceeded(h.now)
 	}
+	h.c.Advance(r)
 	return r
 }
 
@@ -196,9 +226,23 @@ func TestClaimsOfEveryStateBlock(t *testing.T) {
 		if !h.c.Blocked().Equal(set(2, 5)) {
 			t.Errorf("peer %s: Blocked = %v; want {2,5}", state, h.c.Blocked())
 		}
-		delete(h.peer, "b") // its Lease is deleted: its claims go with it
+		// Its Lease is deleted by hand: absence is not death, the claim
+		// stays in force for LeaseDuration of observed time, then is
+		// confirmed gone.
+		delete(h.peer, "b")
+		if got := h.settle(); !got.IsEmpty() || !h.c.Blocked().Equal(set(2, 5)) {
+			t.Errorf("peer %s just gone: activated %v blocked %v; want nothing, {2,5}", state, got, h.c.Blocked())
+		}
+		if r := h.pass(testLease - time.Millisecond); len(r.Confirm) != 0 || !r.Activate.IsEmpty() || r.Fence {
+			t.Errorf("peer %s gone for less than LeaseDuration: %+v", state, r)
+		}
+		r := h.pass(time.Millisecond)
+		if len(r.Confirm) != 1 || r.Confirm[0].Identity != "b" {
+			t.Fatalf("peer %s gone for LeaseDuration: confirm %v", state, r.Confirm)
+		}
+		h.c.Confirmed("b", "", false)
 		if got := h.settle(); !got.Equal(set(2, 5)) {
-			t.Errorf("peer %s gone: activated %v; want {2,5}", state, got)
+			t.Errorf("peer %s confirmed gone: activated %v; want {2,5}", state, got)
 		}
 	}
 }
@@ -350,12 +394,29 @@ func TestConfirmedForStaleVersionIsIgnored(t *testing.T) {
 
 // Rule 2, drain before release.
 func TestDrainBeforeRelease(t *testing.T) {
+	// A peer whose share of the ring beside a holds at least two
+	// partitions, so that a partial drain can be told from a full one.
+	peer := ""
+	for i := range 100 {
+		id := "b" + strconv.Itoa(i)
+		ring, err := shard.New(testRing, []string{"a", id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ring.Partitions(id).Len() >= 2 {
+			peer = id
+			break
+		}
+	}
+	if peer == "" {
+		t.Fatal("no peer name among b0..b99 gets two partitions of the test ring")
+	}
 	h := activeAlone(t, "a")
-	h.setPeer("b", StateActive)
+	h.setPeer(peer, StateActive)
 	r := h.sync()
 	share := r.Revoke
 	if share.Len() < 2 {
-		t.Skipf("b's share %v too small for this test", share)
+		t.Fatalf("%s's share %v: the ring disagrees with shard.New", peer, share)
 	}
 	if r.Publish != nil && !share.Difference(r.Publish.Claim).IsEmpty() {
 		t.Fatalf("released %v on revoke", share.Difference(r.Publish.Claim))
@@ -559,7 +620,8 @@ func TestClaimOfOtherSizeBlocksEverything(t *testing.T) {
 }
 
 // The own Lease is taken like a lock: a live Lease of another incarnation is
-// waited out, confirmed expired, deleted, and only then created afresh.
+// waited out, confirmed expired, and taken over by a write conditioned on the
+// version judged (the one path production and simulation share).
 func TestPreviousIncarnationIsWaitedOut(t *testing.T) {
 	h := newHarness(t, "a")
 	h.c.CachesSynced()
@@ -578,14 +640,17 @@ func TestPreviousIncarnationIsWaitedOut(t *testing.T) {
 		t.Fatalf("Confirm = %v", r.Confirm)
 	}
 	h.c.Confirmed("a", prev.Version, true)
-	r = h.c.Ready(h.now)
-	if len(r.GarbageCollect) != 1 || r.GarbageCollect[0].Version != prev.Version || r.Publish != nil {
-		t.Fatalf("after confirm: gc %v publish %v; want the old Lease deleted first", r.GarbageCollect, r.Publish)
+	r = h.ready()
+	if r.TakeOver == nil || *r.TakeOver != (LeaseRef{Identity: "a", Version: prev.Version}) || len(r.GarbageCollect) != 0 ||
+		r.Publish == nil || r.Publish.Incarnation != "inc-a" {
+		t.Fatalf("after confirm: take over %v gc %v publish %+v; want the Record written over the judged version", r.TakeOver, r.GarbageCollect, r.Publish)
 	}
-	h.own = nil // deleted
+	if r := h.c.Ready(h.now); r.TakeOver == nil {
+		t.Fatal("TakeOver not repeated before the own write was observed")
+	}
 	r = h.sync()
-	if r.Publish == nil || r.Publish.Incarnation != "inc-a" {
-		t.Fatalf("old Lease gone: publish %+v", r.Publish)
+	if r.TakeOver != nil || h.c.Err() != nil {
+		t.Fatalf("own write observed: take over %v err %v", r.TakeOver, h.c.Err())
 	}
 	if got := h.settle(); !got.Equal(shard.FullPartitionSet(7)) {
 		t.Fatalf("activated %v", got)
@@ -669,9 +734,30 @@ func TestObserveToleratesGarbage(t *testing.T) {
 		{Record: Record{Identity: "b", Claim: set(1)}, Version: "1"}, // duplicate name
 		{Record: Record{Identity: "c", Claim: shard.NewPartitionSet(3, 1)}, Version: "2"},
 	})
-	h.c.Ready(h.now)
+	r := h.c.Ready(h.now)
+	// The nameless Lease is ignored, the first of two Leases named b kept.
+	if len(h.c.peers) != 2 || h.c.peers["b"] == nil || h.c.peers["b"].obs.Version != "" || h.c.peers["c"] == nil {
+		t.Fatalf("peers after garbage: %v", h.c.peerIDs)
+	}
+	// b's claim of no size claims nothing; c's claim over 3 partitions
+	// cannot be read here and so blocks every partition.
+	if others, blockAll := h.c.peerClaims(); !others.IsEmpty() || !blockAll {
+		t.Fatalf("peer claims %v blockAll %v; want none, true", others, blockAll)
+	}
+	if r.Publish == nil || r.Publish.State != StateJoining || !r.Publish.Claim.IsEmpty() || len(h.c.View()) != 0 {
+		t.Fatalf("first step: publish %+v view %v; want joining with nothing claimed, empty view", r.Publish, h.c.View())
+	}
 	h.c.Drained(shard.NewPartitionSet(100, 99))
+	if !h.c.Draining().IsEmpty() || h.c.Draining().Size() != 7 {
+		t.Fatalf("Drained of a foreign-size set changed draining to %v", h.c.Draining())
+	}
 	h.c.Confirmed("nobody", "1", true)
 	h.c.ConfirmFailed("nobody")
+	if _, ok := h.c.peers["nobody"]; ok {
+		t.Fatal("a confirm of an unknown Lease created a peer")
+	}
 	h.c.Ready(h.now.Add(-time.Hour)) // time going back is ignored
+	if !h.c.now.Equal(h.now) {
+		t.Fatalf("core time went back to %v", h.c.now)
+	}
 }

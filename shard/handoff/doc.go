@@ -23,6 +23,21 @@
 //     shows that version.
 //   - Drain before release. p leaves the published claim only after it left
 //     the active set and Drained reported nothing of it in flight.
+//   - Absence is not death. A Lease that leaves the view (deleted or
+//     relabelled by hand, or filtered out) while its last observed claim was
+//     non-empty and not voided stays as a tombstone: its claim counts until
+//     it has been gone for LeaseDuration of observed time and a direct read
+//     confirms it still gone (or out of the ring). Only an observed empty
+//     claim, that confirmed expiry, or (in future) a proof of death releases
+//     it. A replica joins the ring only after watching it for LeaseDuration,
+//     because a Lease that vanished before it started leaves it no tombstone.
+//   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
+//     rewritten by someone else after it held it, fences at once and stays
+//     fenced until a renew sent after that moment has succeeded (the shell
+//     recreates a deleted Lease, puts back a removed ring label, and rewrites
+//     a damaged one only over the version the core names in TakeOver). A
+//     Lease written by another incarnation after this one held it is a
+//     duplicate identity: the core stops.
 //   - Fence. Reconciles stop (Fence) once RenewDeadline has passed since the
 //     sending of the last renew that succeeded, and the process must exit
 //     (Exit) if any of them still runs at StopDeadline, halfway to
@@ -37,6 +52,14 @@
 // direct read; and any later claim of A needs a write that changes the Lease,
 // which ends B's void.
 //
+// The tombstone covers the window in which the owner has not yet noticed: it
+// fences when its watch shows the loss, and otherwise when its renews stop
+// counting (a deleted Lease fails every conditional update until recreated),
+// both within LeaseDuration of the loss. Residual risk: a peer that relists
+// after the deletion and never saw the Lease has no tombstone; the join wait
+// covers a new replica, but a replica already in the ring whose watch
+// relists across a deletion relies on the owner's fence alone.
+//
 // Assumptions, and what breaks when they fail:
 //   - Clock rates differ by less than a few percent. Expiry uses only each
 //     replica's own clock (intervals of observed time; never timestamps
@@ -48,8 +71,18 @@
 //   - Only this incarnation writes its own Lease, and its writes land in the
 //     order sent: writes are conditional on the resourceVersion (Update, not
 //     Apply), a write never overwrites a version written by another
-//     incarnation, and a conflict is resolved by reading the Lease, never by
-//     blind retry. Peers delete Leases only with a version precondition.
+//     incarnation unless the core named it (TakeOver), and a conflict is
+//     resolved by reading the Lease, never by blind retry. Peers delete
+//     Leases only with a version precondition. Third parties (kubectl
+//     delete, label --overwrite, edits) break this assumption; the
+//     tombstone and own-Lease-lost rules above are the defence, checked by
+//     the simulation's tamper fault.
+//   - Execution is continuous. A process paused (SIGSTOP, a frozen VM) for
+//     longer than LeaseDuration fences at its first step after resuming
+//     (its renew deadline has passed), but a reconcile already running
+//     resumes too: the workers' validity check and the client transport's
+//     refusal of late writes (manager/, controller/) stop it from writing;
+//     a request already on the wire may still land.
 //   - The shell calls Ready at NextDeadline, cancels reconciles on Fence and
 //     exits on Exit promptly, and reports Drained only when nothing of a
 //     partition is in flight (the check "is p active?" and the in-flight
@@ -67,16 +100,25 @@
 // write in flight can look alive for one client timeout longer, and one that
 // lost its renewals before the faults ended may still exit up to
 // StopDeadline later. On a graceful leave: one watch round trip plus the
-// drain.
+// drain (a peer whose watch merged the leaver's empty claim with its
+// deletion sees a tombstone and waits LeaseDuration instead). A new replica
+// joins LeaseDuration after its first list; the members cover its
+// partitions meanwhile. A Lease deleted or relabelled by hand delays the
+// handoff of its claims by up to LeaseDuration plus a confirming read, and
+// not at all when its holder repairs it first.
 //
 // # Contract with the shell
 //
 // Inputs: Observe (the informer's full content, after its first list, on
 // every change), CachesSynced, RenewSucceeded, Drained, Confirmed or
 // ConfirmFailed (answers to Ready.Confirm), and Leave. After inputs, and at
-// NextDeadline, call Ready with the current local time and carry out what it
-// returns. Keep renewing the own Lease with the latest published Record,
-// one write in flight at a time. Members whose ring configuration
+// NextDeadline, call Ready with the current local time, carry out what it
+// returns and acknowledge it with Advance; what is not acknowledged is asked
+// for again. Keep renewing the own Lease with the latest published Record,
+// one write in flight at a time. Observed carries what the shell read,
+// problems included; what a malformed or foreign Lease means is the core's
+// decision. Confirm's answer counts a Lease outside the ring's label as
+// gone. Members whose ring configuration
 // (fingerprint) differs are never part of the view; their non-empty claims
 // block every partition, since their partition numbers may name other keys,
 // and the replica does not join while such a member is active (Err reports

@@ -24,6 +24,15 @@ type Ready struct {
 	// claims stay published until then.
 	Revoke shard.PartitionSet
 
+	// TakeOver: the own Lease at this version was written by someone else
+	// (an earlier incarnation whose Lease was confirmed expired, or a
+	// third party that damaged it); the shell may overwrite that version
+	// once, with an update conditioned on it. Without it the shell never
+	// overwrites a version this incarnation did not write (it creates the
+	// Lease when it is absent). Repeated until the own incarnation is
+	// observed in the Lease.
+	TakeOver *LeaseRef
+
 	// Publish is the Record to write to the own Lease, nil if it has not
 	// changed since the last Publish. Keep renewing with the latest Record.
 	Publish *Record
@@ -49,6 +58,6 @@ type Ready struct {
 
 // IsEmpty reports whether r asks for nothing.
 func (r Ready) IsEmpty() bool {
-	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.Publish == nil && r.Activate.IsEmpty() &&
+	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.TakeOver == nil && r.Publish == nil && r.Activate.IsEmpty() &&
 		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && !r.DeleteLease
 }

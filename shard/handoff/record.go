@@ -46,13 +46,37 @@ func (r Record) Clone() Record {
 	return r
 }
 
+// Equal reports whether r and o publish the same Lease content.
+func (r Record) Equal(o Record) bool {
+	return r.Identity == o.Identity && r.Incarnation == o.Incarnation && r.State == o.State &&
+		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Claim.Equal(o.Claim)
+}
+
 // Observed is one Lease of the ring as this replica's informer holds it,
-// already parsed by the shell.
+// parsed by the shell. What a malformed or foreign Lease means is decided by
+// the core (Observe), not by the shell: the shell only reports what it read.
 type Observed struct {
 	Record
 	// Version is the Lease's resourceVersion. It is opaque: the core only
 	// compares it for equality, to tell whether a Lease has changed.
 	Version string
+	// UID is the Lease object's uid (metadata.uid): it stays the same
+	// across updates and changes when the Lease is deleted and created
+	// again. Empty when unknown, which counts as changed.
+	UID string
+	// Problem is non-empty when the Lease carries the ring label but does
+	// not follow the Lease format; it says what is wrong. Such a Lease is
+	// never a member, and while it is live its claim counts as every
+	// partition (a claim that cannot be read may hide one being reconciled),
+	// unless it is a well-formed empty claim of another ring configuration.
+	Problem string
+	// ClaimUnknown: the claim annotation is missing or does not decode on a
+	// Lease otherwise shaped like a member's (a newer kshard's claim format
+	// lands here). It implies a Problem.
+	ClaimUnknown bool
+	// ClaimEmpty: the claim annotation is a well-formed claim of no
+	// partition, over any partition count.
+	ClaimEmpty bool
 }
 
 // LeaseRef names one version of a member's Lease.

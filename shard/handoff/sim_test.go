@@ -34,6 +34,7 @@ func TestSimulation(t *testing.T) {
 
 	var (
 		next, steps, violations atomic.Int64
+		tampers, pauses         atomic.Int64
 		mu                      sync.Mutex
 		failed                  []uint64
 		wg                      sync.WaitGroup
@@ -52,6 +53,8 @@ func TestSimulation(t *testing.T) {
 				w := newWorld(seed, false)
 				w.run()
 				steps.Add(int64(w.steps))
+				tampers.Add(int64(w.tampers))
+				pauses.Add(int64(w.pauses))
 				if w.violation != "" {
 					violations.Add(1)
 					mu.Lock()
@@ -62,7 +65,8 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("simulation: seeds=%d steps=%d violations=%d", n, steps.Load(), violations.Load())
+	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
+		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load())
 	for i, seed := range failed {
 		if i == 3 {
 			t.Errorf("... and %d more failing seeds", len(failed)-i)

@@ -113,6 +113,12 @@ func (q *eventQueue) Pop() any {
 type storedLease struct {
 	rec Record
 	rv  uint64
+	uid uint64 // changes when the Lease is created afresh
+	// relabelled: a third party moved the Lease out of the ring's label
+	// selector; the ring's watches no longer show it.
+	relabelled bool
+	// damaged: a third party broke its format; it parses with a Problem.
+	damaged bool
 }
 
 type logEntry struct {
@@ -124,6 +130,7 @@ type logEntry struct {
 // increasing, writes conditional on the resourceVersion (Update semantics).
 type apiServer struct {
 	rv     uint64
+	uids   uint64
 	leases map[string]*storedLease
 	log    []logEntry
 }
@@ -134,11 +141,24 @@ func (s *apiServer) put(identity string, rec Record, base uint64) (uint64, bool)
 	if (base == 0) != (cur == nil) || (cur != nil && cur.rv != base) {
 		return 0, false
 	}
+	l := &storedLease{rec: rec}
+	if cur != nil {
+		l.uid = cur.uid
+	}
+	s.write(identity, l)
+	return s.rv, true
+}
+
+// write stores l unconditionally under a new resourceVersion.
+func (s *apiServer) write(identity string, l *storedLease) {
 	s.rv++
-	l := &storedLease{rec: rec, rv: s.rv}
+	l.rv = s.rv
+	if l.uid == 0 {
+		s.uids++
+		l.uid = s.uids
+	}
 	s.leases[identity] = l
 	s.log = append(s.log, logEntry{identity: identity, lease: l})
-	return s.rv, true
 }
 
 // del deletes a Lease if it is at resourceVersion rv.
@@ -172,6 +192,9 @@ type world struct {
 	rings     map[string]*shard.Ring
 
 	quiet          bool          // faults have stopped
+	faultsOver     time.Duration // faultsEnd, or the end of a pause that outlasts it
+	pauses         int           // pause faults injected
+	tampers        int           // third-party Lease edits injected
 	settledAt      time.Duration // faults stopped and the fallout (exits of fenced replicas) ended
 	converged      bool          // every partition is active on exactly one live member
 	convergedSince time.Duration // when converged last became true
@@ -250,6 +273,7 @@ func (w *world) run() {
 	}
 	w.after(w.between(0, w.p.faultEvery), w.fault)
 	w.after(w.p.faultsEnd, w.quiesce)
+	w.faultsOver = w.p.faultsEnd
 	w.end = w.p.faultsEnd + w.p.falloutBound() + w.p.livenessBound() + time.Second
 	for w.queue.Len() > 0 && w.violation == "" {
 		e := heap.Pop(&w.queue).(event)
@@ -261,7 +285,7 @@ func (w *world) run() {
 		w.steps++
 		if w.quiet {
 			w.checkConvergence()
-			if w.converged && w.now >= w.convergedSince+w.p.leaseDuration && w.now >= w.p.faultsEnd+w.p.falloutBound() {
+			if w.converged && w.now >= w.convergedSince+w.p.leaseDuration && w.now >= w.faultsOver+w.p.falloutBound() {
 				break // stable for a LeaseDuration: nothing pending can unsettle it
 			}
 		}
@@ -395,6 +419,24 @@ func (w *world) fault() {
 				break
 			}
 		}
+	case k < 88: // a third party deletes, relabels or damages a member's Lease (kubectl)
+		if p := pick(); p != nil {
+			w.tamper(p.id)
+		}
+	case k < 89: // a process stops executing (SIGSTOP, a frozen VM) for 1.1–3 LeaseDurations, preferably with a write in flight
+		var p *proc
+		for _, o := range alive {
+			if o.writing && !o.paused() {
+				p = o
+				break
+			}
+		}
+		if p == nil {
+			p = pick()
+		}
+		if p != nil && !p.paused() {
+			w.pause(p, w.between(w.p.leaseDuration*11/10, 3*w.p.leaseDuration))
+		}
 	case k < 90: // replacement: a cut-off replica's pod is force-deleted and a new process takes its identity
 		if p := pick(); p != nil && p.cutOff {
 			i, _ := strconv.Atoi(strings.TrimPrefix(p.id, "pod-"))
@@ -406,6 +448,47 @@ func (w *world) fault() {
 			p.deliver(p.cursor)
 		}
 	}
+}
+
+// pause freezes p for d: nothing of it runs (its events wait), but requests
+// it sent are on the wire and land; its reconciles are frozen mid-flight.
+func (w *world) pause(p *proc, d time.Duration) {
+	w.pauses++
+	p.pausedUntil = w.now + d
+	p.overrun = shard.NewPartitionSet(len(p.stuck))
+	w.tracef("%s PAUSED for %v (writing %v, running %v)", p, d, p.writing, p.running())
+	if end := p.pausedUntil; end > w.faultsOver {
+		w.faultsOver = end
+		w.end = max(w.end, end+w.p.falloutBound()+w.p.livenessBound()+time.Second)
+	}
+	w.after(d, p.resume)
+}
+
+// tamper plays an operator editing the Lease of identity by hand: deleting
+// it, relabelling it out of the ring, or breaking its format (sometimes the
+// incarnation too). No precondition: kubectl does not send one.
+func (w *world) tamper(identity string) {
+	cur := w.server.leases[identity]
+	if cur == nil {
+		return
+	}
+	w.tampers++
+	switch w.rng.IntN(3) {
+	case 0:
+		w.tracef("THIRD PARTY deletes %s's Lease (rv %d)", identity, cur.rv)
+		w.server.del(identity, cur.rv)
+	case 1:
+		w.tracef("THIRD PARTY relabels %s's Lease (rv %d)", identity, cur.rv)
+		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true})
+	default:
+		rec := cur.rec.Clone()
+		if w.rng.IntN(2) == 0 {
+			rec.Incarnation = ""
+		}
+		w.tracef("THIRD PARTY damages %s's Lease (rv %d, incarnation %q)", identity, cur.rv, rec.Incarnation)
+		w.server.write(identity, &storedLease{rec: rec, uid: cur.uid, damaged: true})
+	}
+	w.afterMutation(identity, true)
 }
 
 // quiesce stops the faults: partitions heal and watches speed up. Leaves in
@@ -465,20 +548,24 @@ func (w *world) describeOwners() string {
 	return b.String()
 }
 
-// afterMutation checks that every live process of identity still has
-// published claims for everything it is running: claims are dropped only
-// after drain, and nobody else overwrites or deletes them.
-func (w *world) afterMutation(identity string) {
+// afterMutation checks that every live process of identity whose Lease it
+// still is has published claims for everything it is running: claims are
+// dropped only after drain. A third party (thirdParty) may drop them, and
+// another process may then create the Lease afresh: peers' tombstones and
+// ghosts keep the claims in force, which the overlap check judges.
+func (w *world) afterMutation(identity string, thirdParty ...bool) {
 	cur := w.server.leases[identity]
 	for _, p := range w.procs {
-		if !p.alive || p.id != identity {
+		if !p.alive || p.id != identity || len(thirdParty) > 0 {
 			continue
 		}
-		claim := shard.NewPartitionSet(len(w.runningBy))
-		if cur != nil && cur.rec.Incarnation == p.inc {
-			claim = cur.rec.Claim
+		if cur == nil || cur.rec.Incarnation != p.inc {
+			// Deleted by hand, and perhaps created again by another
+			// process of this identity: peers' tombstones and ghosts keep
+			// the claim in force; the overlap check judges the outcome.
+			continue
 		}
-		if lost := p.running().Difference(claim); !lost.IsEmpty() {
+		if lost := p.running().Difference(cur.rec.Claim); !lost.IsEmpty() {
 			w.fail("%s runs %v but its Lease (rv %d) no longer claims them", p, lost, w.server.rv)
 		}
 	}
@@ -506,11 +593,12 @@ type proc struct {
 	offset   time.Duration
 
 	// Lease client: one write in flight at a time.
-	rec      *Record
-	baseRV   uint64 // resourceVersion of the own Lease as last written or read; 0: create
-	writing  bool
-	dirty    bool // a newer Record is waiting for the write in flight
-	released bool // DeleteLease: write no more
+	rec        *Record
+	baseRV     uint64 // resourceVersion of the own Lease as last written or read; 0: create
+	takeOverRV uint64 // Ready.TakeOver: a version of another writer that may be overwritten
+	writing    bool
+	dirty      bool // a newer Record is waiting for the write in flight
+	released   bool // DeleteLease: write no more
 
 	// Informer.
 	cursor     int // log entries delivered
@@ -525,6 +613,12 @@ type proc struct {
 	inflight   shard.PartitionSet // revoked, reconciles still running
 	stuck      []bool             // the in-flight reconcile ignores cancellation
 	drainToken []uint64
+
+	// Pause: until pausedUntil nothing of the process runs. overrun holds
+	// partitions a peer activated while this process was frozen with a
+	// reconcile of them in flight.
+	pausedUntil time.Duration
+	overrun     shard.PartitionSet
 
 	wakeAt  time.Duration // pending deadline wake-up; 0: none
 	fenceAt time.Duration // when the last Fence was applied
@@ -562,13 +656,55 @@ func (p *proc) globalAt(local time.Time) time.Duration {
 
 func (p *proc) running() shard.PartitionSet { return p.active.Union(p.inflight) }
 
+func (p *proc) paused() bool { return p.w.now < p.pausedUntil }
+
+// frozen defers fn to the end of a pause; it reports whether it did.
+func (p *proc) frozen(fn func()) bool {
+	if !p.paused() {
+		return false
+	}
+	p.w.after(p.pausedUntil-p.w.now, fn)
+	return true
+}
+
+// resume ends a pause. The first thing the process does is a step of its
+// core, which must fence at once if a peer took over a partition it was
+// running: its frozen reconciles may run on, but the manager's transport
+// refuses their writes once the lease validity has passed (issue 11), so
+// for the keys they stop here.
+func (p *proc) resume() {
+	if !p.alive {
+		return
+	}
+	w := p.w
+	w.tracef("%s resumes (overrun %v)", p, p.overrun)
+	if w.quiet {
+		// A pause that outlasts the faults is one: liveness counts from
+		// its end.
+		w.settledAt = max(w.settledAt, w.now)
+	}
+	fencedBefore := p.fenceAt
+	p.step()
+	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore {
+		w.fail("%s resumed after peers took over %v but did not fence at once", p, p.overrun)
+	}
+	p.overrun = shard.NewPartitionSet(len(p.stuck))
+}
+
 // step runs the core and carries out its Ready.
 func (p *proc) step() {
-	if !p.alive || p.w.violation != "" {
+	if !p.alive || p.w.violation != "" || p.frozen(p.step) {
 		return
 	}
 	w := p.w
 	r := p.core.Ready(p.local())
+	if !w.quiet && !r.IsEmpty() && w.rng.IntN(100) < 2 {
+		// The shell drops this Ready (a failed application): nothing is
+		// carried out or acknowledged; the next step must ask again.
+		w.tracef("%s drops a Ready", p)
+		w.after(w.between(time.Millisecond, 50*time.Millisecond), p.step)
+		return
+	}
 	if r.Exit {
 		w.tracef("%s exit: reconciles outlived the stop deadline", p)
 		p.exit("exit")
@@ -579,9 +715,23 @@ func (p *proc) step() {
 		p.fenceAt = w.now
 	}
 	for q := range r.Revoke.All() {
+		if p.inflight.Has(q) {
+			continue // asked again: its drain is under way
+		}
 		if !p.active.Has(q) {
-			w.fail("%s revoked %d, which it had not activated", p, q)
-			return
+			if w.runningBy[q] == p {
+				w.fail("%s revoked %d, which it runs but not as active", p, q)
+				return
+			}
+			// Its Activate was dropped: nothing of it runs, the drain is
+			// immediate.
+			w.after(0, func() {
+				if p.alive {
+					p.core.Drained(shard.NewPartitionSet(len(p.stuck), q))
+					p.step()
+				}
+			})
+			continue
 		}
 		p.active.Remove(q)
 		p.startDrain(q)
@@ -600,6 +750,17 @@ func (p *proc) step() {
 	if !r.Revoke.IsEmpty() {
 		w.tracef("%s revoke %v", p, r.Revoke)
 	}
+	if r.TakeOver != nil {
+		rv, _ := strconv.ParseUint(r.TakeOver.Version, 10, 64)
+		if p.takeOverRV != rv {
+			w.tracef("%s may take over its Lease at rv %d", p, rv)
+			p.takeOverRV = rv
+			if !p.writing {
+				p.baseRV = rv
+			}
+			defer p.sendWrite()
+		}
+	}
 	if r.Publish != nil {
 		rec := r.Publish.Clone()
 		w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
@@ -611,8 +772,13 @@ func (p *proc) step() {
 	}
 	for q := range r.Activate.All() {
 		if other := w.runningBy[q]; other != nil && other != p {
-			w.fail("partition %d active on %s while %s still runs it", q, p, other)
-			return
+			if !other.paused() {
+				w.fail("partition %d active on %s while %s still runs it", q, p, other)
+				return
+			}
+			// A frozen reconcile: it must send nothing after resuming.
+			w.tracef("%s activates %d while %s is frozen running it", p, q, other)
+			other.overrun.Add(q)
 		}
 		if p.inflight.Has(q) {
 			w.fail("%s activates %d while its own drain of it is in flight", p, q)
@@ -632,6 +798,7 @@ func (p *proc) step() {
 	for _, ref := range r.GarbageCollect {
 		p.garbageCollect(ref)
 	}
+	p.core.Advance(r) // everything above was carried out
 	if r.DeleteLease {
 		w.tracef("%s leave complete: delete Lease", p)
 		p.released = true
@@ -686,8 +853,8 @@ func (p *proc) exit(why string) {
 	switch {
 	case why == "left":
 	case w.quiet:
-		if w.now-w.p.faultsEnd > w.p.falloutBound() {
-			w.fail("%s exits (%s) %v after the faults stopped, later than the stop deadline allows", p, why, w.now-w.p.faultsEnd)
+		if w.now-w.faultsOver > w.p.falloutBound() {
+			w.fail("%s exits (%s) %v after the faults stopped, later than the stop deadline allows", p, why, w.now-w.faultsOver)
 		}
 		w.settledAt = w.now
 		// Once faults stop, Kubernetes restarts a container that exited,
@@ -758,8 +925,9 @@ func (p *proc) startDrain(q int) {
 func (p *proc) finishDrainAfter(q int, d time.Duration) {
 	p.drainToken[q]++
 	tok := p.drainToken[q]
-	p.w.after(d, func() {
-		if !p.alive || p.drainToken[q] != tok || !p.inflight.Has(q) {
+	var done func()
+	done = func() {
+		if !p.alive || p.drainToken[q] != tok || !p.inflight.Has(q) || p.frozen(done) {
 			return
 		}
 		p.inflight.Remove(q)
@@ -769,13 +937,14 @@ func (p *proc) finishDrainAfter(q int, d time.Duration) {
 		}
 		p.core.Drained(shard.NewPartitionSet(len(p.stuck), q))
 		p.step()
-	})
+	}
+	p.w.after(d, done)
 }
 
 // ---- Lease client ----
 
 func (p *proc) renewLoop() {
-	if !p.alive || p.released {
+	if !p.alive || p.released || p.frozen(p.renewLoop) {
 		return
 	}
 	p.sendWrite()
@@ -820,8 +989,9 @@ func (p *proc) sendWrite() {
 	default:
 		w.after(w.latency(), func() {
 			rv, ok := land()
-			w.after(w.latency(), func() {
-				if !p.alive {
+			var respond func()
+			respond = func() {
+				if !p.alive || p.frozen(respond) {
 					return
 				}
 				p.writing = false
@@ -835,13 +1005,14 @@ func (p *proc) sendWrite() {
 				if p.dirty {
 					p.sendWrite()
 				}
-			})
+			}
+			w.after(w.latency(), respond)
 		})
 	}
 }
 
 func (p *proc) writeFailed() {
-	if !p.alive {
+	if !p.alive || p.frozen(p.writeFailed) {
 		return
 	}
 	p.w.tracef("%s write failed", p)
@@ -862,20 +1033,34 @@ func (p *proc) writeConflict() {
 	}
 	w.after(w.latency(), func() {
 		cur := w.server.leases[p.id]
-		w.after(w.latency(), func() {
-			if !p.alive {
+		var answer func()
+		answer = func() {
+			if !p.alive || p.frozen(answer) {
 				return
 			}
 			switch {
 			case cur == nil:
 				p.baseRV = 0
-			case cur.rec.Incarnation == p.inc:
+			case cur.rec.Incarnation == p.inc || cur.rv == p.takeOverRV:
+				// Its own (a lost write that landed, or a relabel to
+				// undo), or one the core allowed it to take over.
 				p.baseRV = cur.rv
+			case cur.relabelled:
+				// Another incarnation's Lease relabelled out of the ring:
+				// put it back, content unchanged, so that the core sees it
+				// and waits it out (lease.Member does the same).
+				w.tracef("%s restores the ring label of its identity's Lease (rv %d)", p, cur.rv)
+				if w.server.leases[p.id] == cur {
+					w.server.write(p.id, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, damaged: cur.damaged})
+					w.afterMutation(p.id)
+				}
+				return
 			default:
 				return
 			}
 			p.sendWrite()
-		})
+		}
+		w.after(w.latency(), answer)
 	})
 }
 
@@ -924,17 +1109,30 @@ func (p *proc) confirm(ref LeaseRef) {
 	want, _ := strconv.ParseUint(ref.Version, 10, 64)
 	w.after(w.latency(), func() {
 		cur := w.server.leases[ref.Identity]
+		if cur != nil && cur.relabelled {
+			cur = nil // not a Lease of the ring any more: the shell reads it as gone
+		}
+		if cur == nil && ref.Identity != p.id {
+			// The requester will void a tombstone: nothing of that
+			// identity may still run.
+			for _, o := range w.procs {
+				if o.alive && o.id == ref.Identity && !o.running().IsEmpty() && !o.paused() {
+					w.fail("%s confirms %s gone while %s still runs %v (fenced %v ago)", p, ref.Identity, o, o.running(), w.now-o.fenceAt)
+				}
+			}
+		}
 		if cur != nil && cur.rv == want {
 			// The requester will void these claims: their holder must have
 			// stopped everything already.
 			for _, o := range w.procs {
-				if o.alive && o.id == ref.Identity && o.inc == cur.rec.Incarnation && !o.running().IsEmpty() {
+				if o.alive && o.id == ref.Identity && o.inc == cur.rec.Incarnation && !o.running().IsEmpty() && !o.paused() {
 					w.fail("%s confirms %s expired (rv %d) while it still runs %v (fenced %v ago)", p, o, want, o.running(), w.now-o.fenceAt)
 				}
 			}
 		}
-		w.after(w.latency(), func() {
-			if !p.alive {
+		var answer func()
+		answer = func() {
+			if !p.alive || p.frozen(answer) {
 				return
 			}
 			if cur == nil {
@@ -944,7 +1142,8 @@ func (p *proc) confirm(ref LeaseRef) {
 			}
 			w.tracef("%s confirmed %s@%s: %v", p, ref.Identity, ref.Version, cur != nil && cur.rv == want || cur == nil)
 			p.step()
-		})
+		}
+		w.after(w.latency(), answer)
 	})
 }
 
@@ -978,7 +1177,7 @@ func (p *proc) watch(upTo int) {
 // deliver advances the informer to the log prefix upTo and feeds the core.
 // A cut-off process's watch stalls.
 func (p *proc) deliver(upTo int) {
-	if !p.alive || p.cutOff || p.w.now < p.stallUntil || upTo < p.cursor {
+	if !p.alive || p.cutOff || p.w.now < p.stallUntil || upTo < p.cursor || p.frozen(func() { p.deliver(upTo) }) {
 		return
 	}
 	log := p.w.server.log
@@ -998,7 +1197,14 @@ func (p *proc) deliver(upTo int) {
 	p.observed = p.observed[:0]
 	for _, id := range ids {
 		l := p.cache[id]
-		p.observed = append(p.observed, Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10)})
+		if l.relabelled {
+			continue // the label selector filters it out
+		}
+		o := Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
+		if l.damaged {
+			o.Problem = "damaged by hand"
+		}
+		p.observed = append(p.observed, o)
 	}
 	p.core.Observe(p.local(), p.observed)
 	p.step()

@@ -20,6 +20,7 @@ import (
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Exit codes of Main.
@@ -53,8 +54,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.mgr.Identity, "identity", "", "this replica's unique, stable identity (default $POD_NAME, then the hostname)")
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
-	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", 10*time.Second, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
-	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 2*time.Second, "how often a replica renews its Lease; must be below --renew-deadline")
+	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
+	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default 3/10 of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
 	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", 5*time.Second, "how long reconciles of a partition that moves away may finish before they are cancelled")
 	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
@@ -111,19 +112,15 @@ func (c *config) validate() error {
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.burst)
 	case c.mgr.Partitions < 1:
 		return fmt.Errorf("--partitions must be at least 1, got %d", c.mgr.Partitions)
-	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod <= 0 || c.mgr.RenewDeadline < 0:
-		return fmt.Errorf("--lease-duration (%s) and --renew-period (%s) must be positive, --renew-deadline (%s) positive or 0 for the default",
+	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod < 0 || c.mgr.RenewDeadline < 0:
+		return fmt.Errorf("--lease-duration (%s) must be positive, --renew-period (%s) and --renew-deadline (%s) positive or 0 for the default",
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)
 	}
-	deadline := c.mgr.RenewDeadline
-	if deadline == 0 {
-		deadline = c.mgr.LeaseDuration * 2 / 3 // the manager's default
+	timing := handoff.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod}
+	if err := timing.Validate(); err != nil {
+		return fmt.Errorf("--lease-duration, --renew-deadline (default 2/3 of --lease-duration) and --renew-period (default 3/10 of --renew-deadline): %w", err)
 	}
 	switch {
-	case deadline >= c.mgr.LeaseDuration:
-		return fmt.Errorf("--renew-deadline (%s) must be less than --lease-duration (%s): a replica must stop reconciling before its peers judge its Lease expired; lower --renew-deadline or raise --lease-duration", deadline, c.mgr.LeaseDuration)
-	case c.mgr.RenewPeriod >= deadline:
-		return fmt.Errorf("--renew-period (%s) must be less than --renew-deadline (%s, default 2/3 of --lease-duration), or one slow renewal stops the replica; lower --renew-period", c.mgr.RenewPeriod, deadline)
 	case c.mgr.DrainGracePeriod < 0 || c.mgr.GracefulShutdownTimeout < 0:
 		return fmt.Errorf("--drain-grace (%s) and --shutdown-timeout (%s) must not be negative", c.mgr.DrainGracePeriod, c.mgr.GracefulShutdownTimeout)
 	}

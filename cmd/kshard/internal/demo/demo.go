@@ -29,6 +29,7 @@ import (
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Names the demo uses in its private control plane.
@@ -348,7 +349,7 @@ func (d *demo) leave(ctx context.Context, res *Results) error {
 				}
 				continue
 			}
-			if m.Live() && m.State == lease.StateActive && m.Problem == "" {
+			if m.Live() && m.State == string(handoff.StateActive) && m.Problem == "" {
 				claimedByOthers = claimedByOthers.Union(m.Claim())
 			}
 		}

@@ -1,0 +1,258 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
+)
+
+// fakeMembership is an API server of one replica's ring in memory: a
+// SetDesired lands at once, counts as a renew sent now, and shows in the
+// snapshot. Peers' Leases can be added by the test.
+type fakeMembership struct {
+	mu       sync.Mutex
+	identity string
+	version  int
+	own      *lease.Observed
+	peers    []lease.Observed
+	renewed  time.Time
+	changes  chan struct{}
+	takeOver []string
+}
+
+func newFakeMembership(identity string) *fakeMembership {
+	return &fakeMembership{identity: identity, changes: make(chan struct{}, 1)}
+}
+
+func (f *fakeMembership) notify() {
+	select {
+	case f.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeMembership) Listed() bool { return true }
+func (f *fakeMembership) Synced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.own != nil
+}
+
+func (f *fakeMembership) Snapshot() []lease.Observed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := append([]lease.Observed(nil), f.peers...)
+	if f.own != nil {
+		out = append(out, *f.own)
+	}
+	return out
+}
+
+func (f *fakeMembership) Changes() <-chan struct{} { return f.changes }
+
+func (f *fakeMembership) LastRenew() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewed, !f.renewed.IsZero()
+}
+
+func (f *fakeMembership) SetDesired(r handoff.Record) {
+	f.mu.Lock()
+	f.version++
+	o := lease.Observed{Name: "ring-" + f.identity}
+	o.Record, o.Version, o.UID = r.Clone(), strconv.Itoa(f.version), "uid-"+f.identity
+	f.own, f.renewed = &o, time.Now()
+	f.mu.Unlock()
+	f.notify()
+}
+
+func (f *fakeMembership) TakeOver(version string) {
+	f.mu.Lock()
+	f.takeOver = append(f.takeOver, version)
+	f.mu.Unlock()
+}
+
+func (f *fakeMembership) Confirm(context.Context, string, string) (bool, error) { return true, nil }
+func (f *fakeMembership) DeletePeer(context.Context, string, string) error      { return nil }
+func (f *fakeMembership) Delete(context.Context) error                          { return nil }
+
+// flakyParticipant fails its first failures activations.
+type flakyParticipant struct {
+	mu        sync.Mutex
+	failures  int
+	calls     []shard.PartitionSet
+	activated shard.PartitionSet
+}
+
+func (p *flakyParticipant) activate(_ context.Context, set shard.PartitionSet) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, set.Clone())
+	if len(p.calls) <= p.failures {
+		return errors.New("replay failed")
+	}
+	p.activated = p.activated.Union(set)
+	return nil
+}
+
+func (p *flakyParticipant) revoke(context.Context, shard.PartitionSet, bool) error { return nil }
+
+func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls), p.activated.Clone()
+}
+
+// startCoordinator runs a real coordinator and core over fake membership.
+func startCoordinator(t *testing.T, identity string, member membership, parts ...participant) *coordinator {
+	t.Helper()
+	ring := shard.Config{Partitions: 7}
+	core, err := handoff.New(handoff.Config{Identity: identity, Incarnation: "inc-" + identity, Ring: ring,
+		LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := newRingMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan int, 1)
+	c := newCoordinatorWith(core, member, parts, metrics, logr.Discard(), 200*time.Millisecond, func(code int) { exited <- code })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx, func(context.Context) bool { return true }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("coordinator: %v", err)
+		}
+		select {
+		case code := <-exited:
+			t.Errorf("coordinator asked the process to exit (%d)", code)
+		default:
+		}
+	})
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+// A replica alone joins after watching the ring for LeaseDuration and
+// activates every partition; an activation whose replay failed is asked for
+// again (Ready/Advance) until it succeeds.
+func TestCoordinatorReissuesFailedActivation(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &flakyParticipant{failures: 2}
+	startCoordinator(t, "a", member, part)
+	// Renew like lease.Member would, so that the replica stays unfenced.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				member.mu.Lock()
+				member.renewed = time.Now()
+				member.mu.Unlock()
+				member.notify()
+			}
+		}
+	}()
+	waitFor(t, "every partition activated", func() bool {
+		_, act := part.state()
+		return act.Equal(shard.FullPartitionSet(7))
+	})
+	calls, _ := part.state()
+	if calls < 3 {
+		t.Fatalf("%d activate calls; want the two failed ones repeated", calls)
+	}
+}
+
+// The own Lease deleted by someone else: the coordinator fences at once,
+// revoking everything, although its renews are recent.
+func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &revokeRecorder{}
+	startCoordinator(t, "a", member, part)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				member.mu.Lock()
+				if member.own != nil {
+					member.renewed = time.Now()
+				}
+				member.mu.Unlock()
+				member.notify()
+			}
+		}
+	}()
+	waitFor(t, "activation", func() bool { return part.activated().Len() == 7 })
+	member.mu.Lock()
+	member.own = nil // kubectl delete lease
+	member.mu.Unlock()
+	member.notify()
+	waitFor(t, "a fence", func() bool { return part.fenced() })
+}
+
+type revokeRecorder struct {
+	mu     sync.Mutex
+	active shard.PartitionSet
+	fence  bool
+}
+
+func (p *revokeRecorder) activate(_ context.Context, set shard.PartitionSet) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = p.active.Union(set)
+	return nil
+}
+
+func (p *revokeRecorder) revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = p.active.Difference(set)
+	p.fence = p.fence || fence
+	return nil
+}
+
+func (p *revokeRecorder) activated() shard.PartitionSet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active.Clone()
+}
+
+func (p *revokeRecorder) fenced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fence
+}

@@ -1,0 +1,45 @@
+package handoff
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTimingDefaults(t *testing.T) {
+	got := Timing{}.WithDefaults()
+	want := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 6666666666, RenewPeriod: 2 * time.Second, RenewTimeout: 3333333334}
+	if got != want {
+		t.Fatalf("defaults %+v, want %+v", got, want)
+	}
+	// A short RenewDeadline keeps the default period below it.
+	if got := (Timing{RenewDeadline: time.Second}).WithDefaults(); got.RenewPeriod != 500*time.Millisecond || got.Validate() != nil {
+		t.Fatalf("RenewDeadline 1s: period %v, err %v", got.RenewPeriod, got.Validate())
+	}
+}
+
+// The one validation of LeaseDuration > RenewDeadline > RenewPeriod, used by
+// lease, manager and the binaries.
+func TestTimingValidate(t *testing.T) {
+	for _, tc := range []struct {
+		t    Timing
+		want string
+	}{
+		{Timing{LeaseDuration: -time.Second}, "LeaseDuration -1s must be positive"},
+		{Timing{RenewDeadline: -time.Second}, "RenewDeadline -1s must be positive"},
+		{Timing{RenewDeadline: 10 * time.Second}, "RenewDeadline 10s must be shorter than LeaseDuration 10s"},
+		{Timing{RenewPeriod: 7 * time.Second}, "RenewPeriod 7s must be shorter than RenewDeadline"},
+		{Timing{RenewPeriod: -1}, "RenewPeriod -1ns must be positive"},
+		{Timing{RenewTimeout: 4 * time.Second}, "exceeds LeaseDuration − RenewDeadline"},
+		{Timing{RenewTimeout: -1}, "RenewTimeout -1ns must be positive"},
+	} {
+		err := tc.t.Validate()
+		if !errors.Is(err, ErrTiming) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tc.t, err, tc.want)
+		}
+	}
+	if err := (Timing{LeaseDuration: time.Second, RenewDeadline: 900 * time.Millisecond, RenewPeriod: 100 * time.Millisecond}).Validate(); err != nil {
+		t.Errorf("valid timing rejected: %v", err)
+	}
+}
