@@ -23,10 +23,12 @@
 //
 // Under a sharding manager (Options.LeaseValidity set), a worker checks the
 // replica's lease validity immediately before each reconcile and requeues
-// instead of starting once it has passed; the reconcile's context has the
-// validity as its deadline (cause ErrLeaseExpired) and carries it
-// (ValidUntil) for the manager's client transport, which refuses writes
-// issued under it after it has passed. A write already on the wire when a
+// instead of starting once it has passed; the reconcile's context carries
+// the validity (ValidUntil) for the manager's client transport, which
+// refuses writes issued under it once it has passed or a fence has started
+// a new epoch, reading the clock rather than waiting for a timer. Renewals
+// extend the validity, so a reconcile may run as long as the replica stays
+// healthy; a fence cancels its context. A write already on the wire when a
 // process pauses can still land late: use resourceVersion preconditions for
 // writes that must never be stale.
 //

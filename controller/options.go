@@ -67,17 +67,16 @@ type Options struct {
 	// prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
 
-	// LeaseValidity, when set, gives until when this replica's lease is
-	// valid. A worker reads it immediately before each reconcile and does
-	// not start one once it has passed (the request is requeued with rate
-	// limiting and counted in kshard_reconcile_refused_total); otherwise the
-	// reconcile's context gets it as its deadline (cause ErrLeaseExpired)
-	// and carries it for the client transport (ValidUntil), which refuses
-	// writes issued under it once it has passed. A reconcile therefore has
-	// at least RenewDeadline − RenewPeriod to finish; longer work should be
-	// split across requeues. Defaults to nil: no lease, no check (a
-	// standalone controller). A sharding manager sets it, and its value
-	// wins over the Builder's.
+	// LeaseValidity, when set, gives the replica's lease validity. A worker
+	// reads it immediately before each reconcile and does not start one
+	// while it has passed (the request is requeued with rate limiting and
+	// counted in kshard_reconcile_refused_total); otherwise the reconcile's
+	// context carries it (ValidUntil) for the client transport, which
+	// refuses writes issued under it once it has passed or a fence started
+	// a new epoch. Renewals extend it, so a reconcile may run as long as the
+	// replica stays healthy; a fence cancels it. Defaults to nil: no lease,
+	// no check (a standalone controller). A sharding manager sets it, and
+	// its value wins over the Builder's.
 	LeaseValidity LeaseValidity
 
 	// SkipNameValidation allows several controllers with one name in one

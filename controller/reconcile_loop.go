@@ -254,19 +254,19 @@ func (c *controller) handle(ctx context.Context, queue workqueue.TypedRateLimiti
 	// partition may still look active here while a peer, having judged
 	// this replica's Lease expired, reconciles it. Nothing starts until
 	// the lease is re-validated; the request waits in the queue (dropped
-	// when dequeued if the fence revokes its partition meanwhile).
+	// when dequeued if the fence revokes its partition meanwhile). The
+	// context carries the validity so the manager's clients can refuse
+	// the reconcile's writes once it passes or a fence breaks it; it is
+	// no deadline, because renewals keep extending it: a healthy replica's
+	// long reconcile must not be cut off. A fence cancels the context.
 	if c.opts.LeaseValidity != nil {
-		until := c.opts.LeaseValidity()
-		if !time.Now().Before(until) {
+		if v := c.opts.LeaseValidity(); !v.ValidAt(time.Now()) {
 			c.metrics.Refused.Inc()
 			queue.AddRateLimited(req)
-			c.log.V(1).Info("Not reconciling: the lease validity has passed", "namespace", req.Namespace, "name", req.Name, "validUntil", until)
+			c.log.V(1).Info("Not reconciling: the lease validity has passed", "namespace", req.Namespace, "name", req.Name, "validUntil", v.Until)
 			return
 		}
-		var cancelValidity context.CancelFunc
-		rctx, cancelValidity = context.WithDeadlineCause(rctx, until, ErrLeaseExpired)
-		defer cancelValidity()
-		rctx = WithValidUntil(rctx, until)
+		rctx = WithLeaseValidity(rctx, c.opts.LeaseValidity)
 	}
 
 	if c.opts.ReconcileTimeout > 0 {

@@ -6,47 +6,74 @@ import (
 	"time"
 )
 
-// ErrLeaseExpired is the cause of a reconcile context that ended because
-// the replica's lease validity passed, and the error a manager's clients
-// return for a write issued under such a context (wrapped; test it with
-// errors.Is). The write was not sent.
-var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renewals failed or the process was paused); the write was not sent")
+// ErrLeaseExpired is the error a manager's clients return (wrapped; test it
+// with errors.Is) for a write issued under a reconcile whose lease validity
+// has passed or was broken by a fence since the reconcile started. The write
+// was not sent.
+var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renewals failed, the process was paused, or its Lease was taken from it); the write was not sent")
 
-// LeaseValidity returns until when this replica's lease is known valid: the
-// time the last successful renewal was sent plus RenewDeadline, on the
-// monotonic clock (a time.Time taken from time.Now and moved by Add keeps
-// its monotonic reading, so wall-clock steps do not move it). A zero time
-// means no validity (not renewed yet).
-type LeaseValidity func() time.Time
-
-// validUntilKey carries a reconcile's validity in its context.
-type validUntilKey struct{}
-
-// WithValidUntil returns a copy of ctx that carries until as the lease
-// validity writes issued under it must respect (see ValidUntil). Workers set
-// it on every reconcile context; use it for work started outside a
-// reconcile that must stop writing at the same moment.
-func WithValidUntil(ctx context.Context, until time.Time) context.Context {
-	return context.WithValue(ctx, validUntilKey{}, until)
+// Validity is a replica's lease validity at one moment.
+type Validity struct {
+	// Until is when the lease stops being known valid: the sending time of
+	// the last successful renewal plus RenewDeadline, on the monotonic clock
+	// (a time.Time from time.Now moved by Add keeps its monotonic reading,
+	// so wall-clock steps do not move it). Zero while there is none: not
+	// renewed yet, or fenced.
+	Until time.Time
+	// Epoch counts the replica's fences. Every renewal that succeeds within
+	// an epoch extends Until without a gap, so work started in an epoch may
+	// go on writing as long as the epoch lasts and Until has not passed.
+	Epoch uint64
 }
 
-// ValidUntil returns the lease validity carried by ctx: the moment after
-// which nothing done under ctx may leave the process. ok is false for a
-// context that carries none (work not started by a sharded worker, such as
-// the manager's own Lease renewals).
+// ValidAt reports whether the lease is valid at now.
+func (v Validity) ValidAt(now time.Time) bool { return now.Before(v.Until) }
+
+// LeaseValidity returns the replica's current lease validity.
+type LeaseValidity func() Validity
+
+// validityKey carries a reconcile's validity source and its epoch at start.
+type validityKey struct{}
+
+type carried struct {
+	current LeaseValidity
+	epoch   uint64
+}
+
+// WithLeaseValidity returns a copy of ctx whose writes are valid while
+// current reports the epoch it reports now and its Until has not passed
+// (see LeaseValid). Workers set it on every reconcile context; use it for
+// work started outside a reconcile that must stop writing at the same
+// moment.
+func WithLeaseValidity(ctx context.Context, current LeaseValidity) context.Context {
+	return context.WithValue(ctx, validityKey{}, carried{current: current, epoch: current().Epoch})
+}
+
+// ValidUntil returns until when writes issued under ctx may be sent: the
+// lease's current Until while the epoch the context started in lasts, the
+// zero time once a fence ended it. ok is false for a context that carries
+// no validity (work not started by a sharded worker, such as the manager's
+// own Lease renewals).
 //
 // A client transport must compare it with the clock itself rather than rely
 // on ctx.Err(): after a pause (SIGSTOP, a frozen VM, a long stop-the-world)
-// the goroutine that would cancel the context on its deadline may not have
-// run yet when the reconcile resumes and sends its write.
+// the goroutine that would cancel the context may not have run yet when the
+// reconcile resumes and sends its write.
 func ValidUntil(ctx context.Context) (until time.Time, ok bool) {
-	until, ok = ctx.Value(validUntilKey{}).(time.Time)
-	return until, ok
+	c, ok := ctx.Value(validityKey{}).(carried)
+	if !ok {
+		return time.Time{}, false
+	}
+	v := c.current()
+	if v.Epoch != c.epoch {
+		return time.Time{}, true
+	}
+	return v.Until, true
 }
 
 // LeaseValid reports whether a write issued under ctx may still be sent at
 // now: true for a context that carries no validity, otherwise now must be
-// strictly before it.
+// strictly before ValidUntil(ctx).
 func LeaseValid(ctx context.Context, now time.Time) bool {
 	until, ok := ValidUntil(ctx)
 	return !ok || now.Before(until)

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,15 +10,17 @@ import (
 )
 
 // validityClock is a LeaseValidity a test moves.
-type validityClock struct{ until atomic.Pointer[time.Time] }
+type validityClock struct{ v atomic.Pointer[Validity] }
 
-func (v *validityClock) set(t time.Time) { v.until.Store(&t) }
+func (c *validityClock) set(until time.Time, epoch uint64) {
+	c.v.Store(&Validity{Until: until, Epoch: epoch})
+}
 
-func (v *validityClock) get() time.Time { return *v.until.Load() }
+func (c *validityClock) get() Validity { return *c.v.Load() }
 
 func TestWorkerRefusesToStartOnceValidityPassed(t *testing.T) {
 	var v validityClock
-	v.set(time.Now().Add(-time.Millisecond)) // passed: as after a pause
+	v.set(time.Now().Add(-time.Millisecond), 1) // passed: as after a pause
 	calls := newCounter()
 	h := startController(t, ReconcilerFunc(func(_ context.Context, r Request) (Result, error) {
 		calls.inc(r)
@@ -35,48 +36,47 @@ func TestWorkerRefusesToStartOnceValidityPassed(t *testing.T) {
 		t.Fatalf("reconcile_total counted %v results for a refused reconcile, want 0", got)
 	}
 	// Re-validated: the request was requeued, not dropped.
-	v.set(time.Now().Add(time.Hour))
+	v.set(time.Now().Add(time.Hour), 2)
 	eventually(t, "the reconcile after re-validation", func() bool { return calls.get(r) == 1 })
 }
 
-func TestReconcileContextCarriesValidityAsDeadline(t *testing.T) {
-	until := time.Now().Add(time.Hour)
+// TestReconcileValidityFollowsRenewals: the reconcile's context carries the
+// validity as it moves: a renewal in the same epoch extends it (a healthy
+// replica's long reconcile is not cut off), a fence's new epoch ends it
+// even if a later renewal made the lease valid again.
+func TestReconcileValidityFollowsRenewals(t *testing.T) {
+	first := time.Now().Add(time.Minute)
 	var v validityClock
-	v.set(until)
-	type seen struct {
-		deadline, carried time.Time
-		hasDeadline, ok   bool
-	}
-	got := make(chan seen, 1)
+	v.set(first, 3)
+	started, proceed := make(chan context.Context, 1), make(chan struct{})
 	h := startController(t, ReconcilerFunc(func(ctx context.Context, _ Request) (Result, error) {
-		var s seen
-		s.deadline, s.hasDeadline = ctx.Deadline()
-		s.carried, s.ok = ValidUntil(ctx)
-		got <- s
-		return Result{}, nil
-	}), Options{LeaseValidity: v.get, ReconcileTimeout: 2 * time.Hour})
-	h.src.Add(req("default", "a"))
-	s := <-got
-	if !s.hasDeadline || !s.deadline.Equal(until) {
-		t.Errorf("reconcile context deadline = %v (set %v), want the lease validity %v", s.deadline, s.hasDeadline, until)
-	}
-	if !s.ok || !s.carried.Equal(until) {
-		t.Errorf("ValidUntil(reconcile context) = %v, %v; want %v, true", s.carried, s.ok, until)
-	}
-}
-
-func TestReconcileContextEndsWithErrLeaseExpired(t *testing.T) {
-	var v validityClock
-	v.set(time.Now().Add(50 * time.Millisecond))
-	cause := make(chan error, 1)
-	h := startController(t, ReconcilerFunc(func(ctx context.Context, _ Request) (Result, error) {
-		<-ctx.Done()
-		cause <- context.Cause(ctx)
+		started <- ctx
+		<-proceed
 		return Result{}, nil
 	}), Options{LeaseValidity: v.get})
+	defer close(proceed)
 	h.src.Add(req("default", "a"))
-	if err := <-cause; !errors.Is(err, ErrLeaseExpired) {
-		t.Fatalf("context cause = %v, want ErrLeaseExpired", err)
+	ctx := <-started
+	if _, hasDeadline := ctx.Deadline(); hasDeadline {
+		t.Error("the reconcile context has a deadline; renewals could not extend it")
+	}
+	if until, ok := ValidUntil(ctx); !ok || !until.Equal(first) {
+		t.Fatalf("ValidUntil = %v, %v; want %v, true", until, ok, first)
+	}
+	renewed := first.Add(time.Minute)
+	v.set(renewed, 3)
+	if until, _ := ValidUntil(ctx); !until.Equal(renewed) {
+		t.Fatalf("after a renewal in the same epoch ValidUntil = %v, want %v", until, renewed)
+	}
+	if !LeaseValid(ctx, first.Add(time.Second)) {
+		t.Error("a write past the first validity but within the renewed one was refused")
+	}
+	v.set(renewed.Add(time.Hour), 4) // fenced and renewed again since
+	if until, ok := ValidUntil(ctx); !ok || !until.IsZero() {
+		t.Fatalf("after a fence ValidUntil = %v, %v; want the zero time, true", until, ok)
+	}
+	if LeaseValid(ctx, time.Now()) {
+		t.Error("a write of a reconcile started before a fence was allowed after it")
 	}
 }
 
@@ -99,7 +99,7 @@ func TestLeaseValid(t *testing.T) {
 	if !LeaseValid(context.Background(), now) {
 		t.Error("a context without validity must be valid")
 	}
-	ctx := WithValidUntil(context.Background(), now)
+	ctx := WithLeaseValidity(context.Background(), func() Validity { return Validity{Until: now, Epoch: 1} })
 	if LeaseValid(ctx, now) {
 		t.Error("valid at the validity's own instant; it must be strictly before")
 	}
@@ -109,13 +109,13 @@ func TestLeaseValid(t *testing.T) {
 }
 
 func TestBuilderTakesTheManagersLeaseValidity(t *testing.T) {
-	mine := func() time.Time { return time.Time{} }
-	b := &Builder{mgr: validityManager{v: func() time.Time { return time.Unix(42, 0) }}, opts: Options{LeaseValidity: mine}}
+	mine := func() Validity { return Validity{} }
+	b := &Builder{mgr: validityManager{v: func() Validity { return Validity{Until: time.Unix(42, 0)} }}, opts: Options{LeaseValidity: mine}}
 	o, err := b.options()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.LeaseValidity == nil || !o.LeaseValidity().Equal(time.Unix(42, 0)) {
+	if o.LeaseValidity == nil || !o.LeaseValidity().Until.Equal(time.Unix(42, 0)) {
 		t.Fatal("the builder's LeaseValidity overrode the manager's; a sharding manager's must win")
 	}
 }

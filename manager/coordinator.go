@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -39,6 +40,11 @@ type coordinator struct {
 	lastRenew time.Time
 	lastErr   string
 	synced    bool // caches synced; read and written on the run goroutine
+	// validity is what controllers and the client transport check; see
+	// publishValidity. Written on the run goroutine, read anywhere.
+	validity     atomic.Pointer[controller.Validity]
+	validitySent time.Time // the renewal sending time validity was computed from
+	validityLost bool      // fenced or done when validity was computed
 	// targetSince records when each partition entered the target, for
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
@@ -164,7 +170,49 @@ func (c *coordinator) step(ctx context.Context) {
 	}
 	rd := c.core.Ready(now)
 	c.apply(ctx, rd)
+	c.publishValidity()
 	c.observeState(now)
+}
+
+// publishValidity records the lease validity that workers check before each
+// reconcile and the client transport before each write of one: the sending
+// time of the last successful renewal plus RenewDeadline, none while fenced.
+// A fence, or a renewal sent after the previous validity had passed (the
+// process was paused or cut off in between, so a peer may have voided the
+// Lease), starts a new epoch, which ends the validity of every reconcile
+// started before it even though the lease is valid again.
+func (c *coordinator) publishValidity() {
+	var old controller.Validity
+	if v := c.validity.Load(); v != nil {
+		old = *v
+	}
+	lost := c.core.Fenced() || c.core.Done()
+	v := nextValidity(old, c.validitySent, c.validityLost, c.lastRenew, lost, c.renewDeadline)
+	c.validityLost, c.validitySent = lost, c.lastRenew
+	c.validity.Store(&v)
+}
+
+// nextValidity is publishValidity's rule: the validity after a step that
+// saw the renewal sent at sent (zero: none yet) and lost (fenced or done),
+// given the previous step's validity, renewal and loss.
+func nextValidity(old controller.Validity, prevSent time.Time, prevLost bool, sent time.Time, lost bool, renewDeadline time.Duration) controller.Validity {
+	v := controller.Validity{Epoch: old.Epoch}
+	gap := !prevSent.IsZero() && !sent.Before(prevSent.Add(renewDeadline))
+	if lost && !prevLost || gap {
+		v.Epoch++
+	}
+	if !lost && !sent.IsZero() {
+		v.Until = sent.Add(renewDeadline)
+	}
+	return v
+}
+
+// leaseValidity returns the validity publishValidity last recorded.
+func (c *coordinator) leaseValidity() controller.Validity {
+	if v := c.validity.Load(); v != nil {
+		return *v
+	}
+	return controller.Validity{}
 }
 
 func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {

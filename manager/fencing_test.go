@@ -37,6 +37,14 @@ func fencing(now time.Time) (*fencingTransport, *countingTransport) {
 	return t, next
 }
 
+// validFor returns a context whose writes are valid until until, in an
+// epoch no fence ends.
+func validFor(until time.Time) context.Context {
+	return controller.WithLeaseValidity(context.Background(), func() controller.Validity {
+		return controller.Validity{Until: until, Epoch: 1}
+	})
+}
+
 func request(t *testing.T, ctx context.Context, method string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, "https://api.invalid/api/v1/namespaces/x/configmaps/y", strings.NewReader("{}"))
@@ -52,7 +60,7 @@ func TestTransportRefusesWriteOnceValidityPassedEvenIfContextNotDone(t *testing.
 	// moment past it, as a process resumed after a pause does before that
 	// timer's goroutine has run.
 	until := time.Now().Add(time.Hour)
-	ctx, cancel := context.WithDeadline(controller.WithValidUntil(context.Background(), until), until)
+	ctx, cancel := context.WithDeadline(validFor(until), until)
 	defer cancel()
 	tr, next := fencing(until.Add(time.Millisecond))
 	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -78,7 +86,7 @@ func TestTransportRefusesWriteOnceValidityPassedEvenIfContextNotDone(t *testing.
 
 func TestTransportRefusesAtTheValidityInstant(t *testing.T) {
 	until := time.Now().Add(time.Hour)
-	ctx := controller.WithValidUntil(context.Background(), until)
+	ctx := validFor(until)
 	tr, next := fencing(until)
 	if resp, err := tr.RoundTrip(request(t, ctx, http.MethodPatch)); err == nil {
 		resp.Body.Close()
@@ -98,7 +106,7 @@ func TestTransportRefusesAtTheValidityInstant(t *testing.T) {
 func TestTransportPassesReadsAndWritesWithoutValidity(t *testing.T) {
 	until := time.Now()
 	tr, next := fencing(until.Add(time.Hour))
-	expired := controller.WithValidUntil(context.Background(), until)
+	expired := validFor(until)
 	for _, tc := range []struct {
 		ctx    context.Context
 		method string
@@ -148,11 +156,11 @@ func TestManagerClientsRefuseLateWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := m.GetControllerOptions().LeaseValidity; v == nil || !v().IsZero() {
+	if v := m.GetControllerOptions().LeaseValidity; v == nil || !v().Until.IsZero() {
 		t.Fatal("controllers of a manager must get a LeaseValidity, zero before the first renewal")
 	}
 	cms := m.GetClient().CoreV1().ConfigMaps("x")
-	expired := controller.WithValidUntil(context.Background(), time.Now().Add(-time.Millisecond))
+	expired := validFor(time.Now().Add(-time.Millisecond))
 	_, err = cms.Patch(expired, "y", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	if !errors.Is(err, controller.ErrLeaseExpired) {
 		t.Fatalf("late patch: error %v, want controller.ErrLeaseExpired", err)
@@ -160,7 +168,7 @@ func TestManagerClientsRefuseLateWrites(t *testing.T) {
 	if _, err := cms.Get(expired, "y", metav1.GetOptions{}); err != nil {
 		t.Fatalf("read under an expired validity: %v", err)
 	}
-	valid := controller.WithValidUntil(context.Background(), time.Now().Add(time.Hour))
+	valid := validFor(time.Now().Add(time.Hour))
 	if _, err := cms.Patch(valid, "y", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("patch within the validity: %v", err)
 	}

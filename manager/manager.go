@@ -245,17 +245,18 @@ func (m *Manager) GetControllerOptions() controller.Options {
 	}
 }
 
-// LeaseValidity returns until when this replica's lease is known valid: when
-// its last successful renewal was sent plus RenewDeadline, on the monotonic
-// clock; the zero time before the first renewal. Its controllers check it
-// before each reconcile and its clients before each write of a reconcile;
-// see controller.Options.LeaseValidity.
-func (m *Manager) LeaseValidity() time.Time {
-	sent, ok := m.member.LastRenew()
-	if !ok {
-		return time.Time{}
+// LeaseValidity returns this replica's lease validity: until when its lease
+// is known valid (the sending time of its last successful renewal plus
+// RenewDeadline, on the monotonic clock; none before the first renewal or
+// while fenced) and the epoch it belongs to (a fence, or a renewal sent
+// after the validity had passed, starts a new one). Its controllers check
+// it before each reconcile and its clients before each write of a
+// reconcile; see controller.Options.LeaseValidity.
+func (m *Manager) LeaseValidity() controller.Validity {
+	if c := m.coord.Load(); c != nil {
+		return c.leaseValidity()
 	}
-	return sent.Add(m.opts.RenewDeadline)
+	return controller.Validity{}
 }
 
 // Partitioner returns the ring's key → partition function.

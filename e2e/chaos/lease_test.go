@@ -20,9 +20,7 @@ import (
 const EnvLeaseFaults = "KSHARD_CHAOS_LEASE_FAULTS"
 
 // safetyWork is how long each reconcile of the blind-write scenarios takes
-// before it writes: long enough that every fault finds reconciles in flight,
-// short enough to finish within the lease validity a reconcile starts with
-// (RenewDeadline − RenewPeriod = 2.1s with the harness's defaults).
+// before it writes: long enough that every fault finds reconciles in flight.
 const safetyWork = time.Second
 
 // requireLeaseFaults skips, saying why, unless EnvLeaseFaults is set.

@@ -13,21 +13,16 @@ import (
 
 // slowWork and slowGrace make every reconcile outlive a drain's grace
 // period, so each rebalance has to cancel (or wait for) reconciles in flight.
-// A reconcile's context ends when the lease validity it started with passes
-// (at least RenewDeadline − RenewPeriod later), so the rebalancing scenarios
-// use slowLease and slowRenewDeadline, under which slowWork fits.
 const (
-	slowWork          = 3 * time.Second
-	slowGrace         = time.Second
-	slowLease         = 8 * time.Second
-	slowRenewDeadline = 5200 * time.Millisecond
+	slowWork  = 3 * time.Second
+	slowGrace = time.Second
 )
 
 // rebalanceSlowly scales two replicas to three and back while every
 // reconcile takes slowWork, and returns the records and the ring's
 // partition count.
 func rebalanceSlowly(r *round, ignoreCancel bool) (*recorder.Log, int) {
-	h := r.harness(harness.Options{Work: slowWork, DrainGrace: slowGrace, IgnoreCancel: ignoreCancel, LeaseDuration: slowLease, RenewDeadline: slowRenewDeadline})
+	h := r.harness(harness.Options{Work: slowWork, DrainGrace: slowGrace, IgnoreCancel: ignoreCancel})
 	writer := h.StartWriter(h.CreateConfigMaps(40), 8)
 	ids := identities(3)
 	h.StartReady(ids[:2]...)
