@@ -22,8 +22,8 @@ func NewPartitions(p shard.Partitioner) Partitions {
 	n := p.Count()
 	// Interface equality holds only for the same dynamic type and value, so
 	// this is true for shard's own xxhash-mod-n and nothing else. It cannot
-	// panic: shard's partitioner type is comparable, and values of other
-	// dynamic types compare unequal without being compared.
+	// panic: shard's partitioner type is comparable, and interfaces holding
+	// different dynamic types are unequal before any value is compared.
 	fast := n > 0 && p == shard.NewPartitioner(n)
 	return Partitions{p: p, n: uint64(max(n, 1)), fast: fast}
 }
