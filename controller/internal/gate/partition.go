@@ -22,8 +22,8 @@ func NewPartitions(p shard.Partitioner) Partitions {
 	n := p.Count()
 	// Interface equality holds only for the same dynamic type and value, so
 	// this is true for shard's own xxhash-mod-n and nothing else. It cannot
-	// panic: shard's partitioner type is comparable, and values of other
-	// dynamic types compare unequal without being compared.
+	// panic: shard's partitioner type is comparable, and interfaces holding
+	// different dynamic types are unequal before any value is compared.
 	fast := n > 0 && p == shard.NewPartitioner(n)
 	return Partitions{p: p, n: uint64(max(n, 1)), fast: fast}
 }
@@ -44,8 +44,13 @@ func (ps Partitions) Of(namespace, name string) int {
 
 // stackKey is the longest key hashed from a copy on the stack: a namespace
 // (at most 63 bytes), the separator and an object name (at most 253 bytes)
-// fit, so every key the API server accepts takes this path.
-const stackKey = 320
+// fit, so every key the API server accepts takes this path. Keys of up to
+// shortKey bytes, the common case, use a smaller buffer, which is cheaper
+// to zero.
+const (
+	shortKey = 64
+	stackKey = 320
+)
 
 // hashKey is xxhash64 of shard.KeyOf(namespace, name), computed without
 // building the key string on the heap.
@@ -53,13 +58,13 @@ func hashKey(namespace, name string) uint64 {
 	if namespace == "" {
 		return xxhash.Sum64String(name)
 	}
-	n := len(namespace) + 1 + len(name)
-	if n <= stackKey {
+	switch n := len(namespace) + 1 + len(name); {
+	case n <= shortKey:
+		var buf [shortKey]byte
+		return xxhash.Sum64(join(buf[:], namespace, name))
+	case n <= stackKey:
 		var buf [stackKey]byte
-		i := copy(buf[:], namespace)
-		buf[i] = '/'
-		copy(buf[i+1:], name)
-		return xxhash.Sum64(buf[:n])
+		return xxhash.Sum64(join(buf[:], namespace, name))
 	}
 	// Longer than any valid name: stream the three parts through a digest,
 	// which stays on the stack too.
@@ -69,4 +74,13 @@ func hashKey(namespace, name string) uint64 {
 	_, _ = d.WriteString("/")
 	_, _ = d.WriteString(name)
 	return d.Sum64()
+}
+
+// join writes namespace/name into buf, which must be long enough, and
+// returns the written part.
+func join(buf []byte, namespace, name string) []byte {
+	i := copy(buf, namespace)
+	buf[i] = '/'
+	j := copy(buf[i+1:], name)
+	return buf[:i+1+j]
 }
