@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -51,17 +50,22 @@ func awaitInFlight(r *round, h *harness.Harness, identity string) int {
 	proc := h.Replica(identity).Process
 	n := 0
 	h.Await(30*time.Second, identity+" reconciling", func() error {
-		n = 0
-		for _, iv := range h.Log().Intervals {
-			if iv.Process == proc && iv.End == math.MaxInt64 {
-				n++
-			}
-		}
-		if n == 0 {
+		if n = openReconciles(h.Log(), proc); n == 0 {
 			return fmt.Errorf("%s has no reconcile in flight", proc)
 		}
 		return nil
 	})
+	return n
+}
+
+// openReconciles counts p's reconciles whose end its records do not show.
+func openReconciles(log *recorder.Log, p recorder.Process) int {
+	n := 0
+	for _, iv := range log.Intervals {
+		if iv.Process == p && iv.End == math.MaxInt64 {
+			n++
+		}
+	}
 	return n
 }
 
@@ -138,14 +142,28 @@ func TestPausedReplica(t *testing.T) {
 		h, writer, ids := blindWriters(r)
 		ld := h.Options().LeaseDuration
 		victim := ids[r.rng.IntN(len(ids))]
-		proc, logPath := h.Replica(victim).Process, h.Replica(victim).LogPath
-		n := awaitInFlight(r, h, victim)
+		proc := h.Replica(victim).Process
 		length := r.between(ld*3/2, 3*ld)
-		stopped := h.Pause(victim)
 		if r.paused == nil {
 			r.paused = map[recorder.Process]bool{}
 		}
 		r.paused[proc] = true
+		// Pause it with reconciles in flight: once stopped it records
+		// nothing, so the reconciles its records show open are exactly
+		// those the pause froze. If they all ended between the look and
+		// the signal, continue it and try again.
+		var stopped time.Time
+		n := 0
+		for attempt := 1; n == 0; attempt++ {
+			if attempt > 10 {
+				r.t.Fatalf("%s never had a reconcile in flight when paused, in 10 attempts", proc)
+			}
+			awaitInFlight(r, h, victim)
+			stopped = h.Pause(victim)
+			if n = openReconciles(h.Log(), proc); n == 0 {
+				h.Resume(victim)
+			}
+		}
 		r.faults++
 		until(stopped.Add(length))
 		resumed := h.Resume(victim)
@@ -180,11 +198,6 @@ func TestPausedReplica(t *testing.T) {
 				sentAfter++
 			}
 		}
-		logText, err := os.ReadFile(logPath)
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		refused := bytes.Count(logText, []byte("lease validity has passed"))
-		r.t.Logf("after SIGCONT, %s's reconciles of before the pause ended so: %v; it sent %d writes after SIGCONT (each checked above); its log reports %d refusals (late reconciles or writes)", proc, endings, sentAfter, refused)
+		r.t.Logf("after SIGCONT, %s's reconciles frozen by the pause ended so: %v; it sent %d writes after SIGCONT (each checked above)", proc, endings, sentAfter)
 	})
 }
