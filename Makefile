@@ -7,11 +7,7 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-<<<<<<< HEAD
-.PHONY: test binaries fmt-check vet unit fuzz tidy-check bench bench-quick image image-check
-=======
-.PHONY: test binaries fmt-check vet unit fuzz tidy-check bench bench-quick chaos-safety
->>>>>>> pause
+.PHONY: test binaries fmt-check vet unit fuzz tidy-check bench bench-quick image image-check chaos-safety
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, a smoke run of the benchmarks.
 test: binaries fmt-check vet unit fuzz image-check bench-quick
