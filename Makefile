@@ -47,7 +47,6 @@ bench-quick: binaries
 bench: binaries
 	$(GO) run ./e2e/bench
 
-<<<<<<< HEAD
 ## image: build the example operator's image without a container daemon (scratch base, user 65532) into _output/image/: an OCI layout (oci/) and a docker-load archive, tagged ghcr.io/kshard/example-operator:v0.1.0 as deploy/ runs it. REF=… to tag it otherwise.
 REF ?=
 image:
@@ -56,11 +55,10 @@ image:
 ## image-check: build the image in a temporary directory and check it (entrypoint, user 65532, the binary from the layer runs --help, reproducible); ~15 s with a warm build cache, 1-2 min the first time (a CGO_ENABLED=0 build of the operator).
 image-check:
 	cd hack/image && $(GOTEST) -race -count=1 ./...
-=======
+
 ## chaos-safety: ROUNDS (default 20) rounds each of the blind-write safety scenarios — a paused replica, and, with KSHARD_CHAOS_LEASE_FAULTS=1, a live member's Lease deleted or relabelled — one at a time (~1 min a round); summary in $(CHAOS_SUMMARY).
 chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
 		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
->>>>>>> pause
