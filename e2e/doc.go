@@ -1,7 +1,7 @@
 // Package e2e holds kshard's end-to-end suites: real control planes
-// (e2e/controlplane), the test operator's replicas as OS processes
+// (manager/kshardtest/controlplane), the test operator's replicas as OS processes
 // (e2e/harness, e2e/testoperator) and a recorder that proves from their
-// records that no key was reconciled twice at once (e2e/recorder). The fault
+// records that no key was reconciled twice at once (manager/kshardtest/recorder). The fault
 // suite (e2e/chaos) adds crashes, outages and partitions, the latter through
 // a per-replica fault proxy (e2e/faultproxy).
 package e2e

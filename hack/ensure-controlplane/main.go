@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 func main() {
