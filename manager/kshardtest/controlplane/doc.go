@@ -1,11 +1,17 @@
 // Package controlplane runs a real, private Kubernetes control plane (etcd,
 // kube-apiserver and optionally kube-controller-manager) as local processes on
-// loopback ports, for kshard's integration and e2e tests and the `kshard demo`.
+// loopback ports, for the test kit (manager/kshardtest), kshard's own
+// integration and e2e tests and the `kshard demo`.
 //
-// The binaries are built from source with the pinned tools module in
-// hack/tools (k8s.io/kubernetes and go.etcd.io/etcd/server/v3) and cached per
-// version under $KSHARD_CACHE_DIR, $XDG_CACHE_HOME/kshard or ~/.cache/kshard,
-// so only the first use pays the ~3 minute build. The package itself needs only
+// The binaries come from $KSHARD_BIN_DIR when it is set. Otherwise they are
+// built from source with the pinned tools module (k8s.io/kubernetes and
+// go.etcd.io/etcd/server/v3): this package carries copies of hack/tools'
+// go.mod and go.sum (tools.mod, tools.sum) and writes them out next to the
+// cache, so the build works for a user who has kshard only in the module
+// cache. Builds are cached per pin under $KSHARD_CACHE_DIR,
+// $XDG_CACHE_HOME/kshard or ~/.cache/kshard (the entry's name hashes the
+// module's bytes, so hack/tools and the carried copy share it), so only the
+// first use pays the build (about 9 minutes on a quiet 2-core machine). The package itself needs only
 // the standard library and client-go, so importing it adds nothing heavy to the
 // kshard module.
 //
