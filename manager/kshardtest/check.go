@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
@@ -27,22 +29,18 @@ import (
 // kshard's fencing transport refuses.
 func (e *Env) Check(timeout time.Duration) recorder.Report {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		r, err := recorder.Check(e.RecordDir())
-		if err != nil {
-			e.t.Fatalf("reading the records: %v", err)
-		}
-		if len(r.Lost) == 0 || ctx.Err() != nil {
-			e.dropFrozen(&r)
-			return r
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+	var r recorder.Report
+	var readErr error
+	// A timeout is no error here: the report then lists what is lost.
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		r, readErr = recorder.Check(e.RecordDir())
+		return readErr != nil || len(r.Lost) == 0, nil
+	})
+	if readErr != nil {
+		e.t.Fatalf("reading the records: %v", readErr)
 	}
+	e.dropFrozen(&r)
+	return r
 }
 
 // dropFrozen removes the overlaps involving a process frozen by Pause.

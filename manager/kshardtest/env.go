@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -230,21 +231,17 @@ func (e *Env) AwaitConverged(timeout time.Duration, identities ...string) {
 // the test naming what it waited for and cond's last error.
 func (e *Env) await(timeout time.Duration, what string, cond func(context.Context) error) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	last := errors.New("not checked yet")
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-		err := cond(cctx)
-		ccancel()
-		if err == nil {
-			return
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := cond(cctx); err != nil {
+			last = err
+			return false, nil
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			e.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return true, nil
+	})
+	if err != nil {
+		e.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
 	}
 }

@@ -1,8 +1,11 @@
 package kshardtest_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
@@ -64,20 +67,22 @@ func TestRollingRestart(t *testing.T) {
 // restarts it as a kubelet would.
 func rejoin(t *testing.T, env *kshardtest.Env, start func(string), identity string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	exited := false
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		if env.Exited(identity) {
-			t.Logf("%s exited after its pause; restarting it", identity)
-			start(identity)
-			return
+			exited = true
+			return true, nil
 		}
 		ring := env.Ring()
-		if ring.Converged(identities...) == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
+		return ring.Converged(identities...) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s neither rejoined nor exited within a minute of its resume", identity)
 	}
-	t.Fatalf("%s neither rejoined nor exited within a minute of its resume", identity)
+	if exited {
+		t.Logf("%s exited after its pause; restarting it", identity)
+		start(identity)
+	}
 }
 
 // TestFaults runs every fault the kit injects, each on a replica of the
