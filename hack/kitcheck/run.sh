@@ -45,5 +45,5 @@ cp "$root/go.sum" go.sum
 go mod tidy
 if grep -rq "$root" go.mod go.sum; then echo "kit-check: the scratch module refers to the checkout" >&2; exit 1; fi
 start=$(date +%s)
-go test -count=1 -v -timeout 60m . 2>&1 | tee "$work/test.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|kit-check:|kshard: (building|control-plane binaries built)|control plane up'
+go test -race -count=1 -v -timeout 60m . 2>&1 | tee "$work/test.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|kit-check:|kshard: (building|control-plane binaries built)|control plane up'
 echo "kit-check: test run took $(( $(date +%s) - start ))s (binaries: ${KIT_BIN_DIR:-built through the kit into $work/cache})"
