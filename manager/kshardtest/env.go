@@ -85,8 +85,14 @@ type Env struct {
 // logs and control-plane files are kept (and named) if the test failed.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
+	return NewOn(t, controlplane.ForTest(t, opts.ControlPlane), opts)
+}
+
+// NewOn is New on a control plane the caller started and stops (one shared
+// by a package's tests, say); Options.ControlPlane is not used.
+func NewOn(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Env {
+	t.Helper()
 	opts = opts.withDefaults()
-	cp := controlplane.ForTest(t, opts.ControlPlane)
 	dir, err := os.MkdirTemp("", "kshardtest-")
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +159,10 @@ func (e *Env) Config() *rest.Config { return e.cp.Config() }
 
 // Client is an admin client for the control plane.
 func (e *Env) Client() kubernetes.Interface { return e.client }
+
+// Dir is the test's directory, holding records/ and logs/ and whatever
+// else the test keeps there; removed at the end unless the test failed.
+func (e *Env) Dir() string { return e.dir }
 
 // RecordDir is where every replica, the writer and the kit record.
 func (e *Env) RecordDir() string { return filepath.Join(e.dir, "records") }
