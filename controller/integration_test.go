@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 )
 

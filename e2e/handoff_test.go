@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 // convergeTimeout bounds every wait for the ring to settle after a change.

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 // shared is the control plane of the integration tests that do not disturb

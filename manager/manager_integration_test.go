@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/ringstatus"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 // results is everything a run measured; results.json holds it with the

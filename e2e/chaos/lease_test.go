@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
-	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // EnvLeaseFaults enables the scenarios that delete or relabel a live

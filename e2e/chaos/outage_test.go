@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/e2e/harness"
-	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // schedulingSlack is what a fence may exceed RenewDeadline by: the

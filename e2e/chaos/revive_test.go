@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
-	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // fenceExitMessage is what the manager logs (manager/coordinator.go) before

@@ -57,13 +57,13 @@ func TestDemo(t *testing.T) {
 	}
 	t.Logf("handoff gap %s, %s partitions moved on leave, %s on join", gap[1], moved[1], joined[1])
 
-	// Nothing may outlive the demo: neither the replicas (this binary) nor
+	// Nothing may outlive the demo: neither the replicas (operatorBin) nor
 	// the control plane (whose command lines name its directory).
 	dir := regexp.MustCompile(`\(files in (\S+)\)`).FindStringSubmatch(r.stderr)
 	if dir == nil {
 		t.Fatalf("stderr does not say where the control plane lives:\n%s", r.stderr)
 	}
-	if left := append(processesMentioning(kshardBin+" __example-operator"), processesMentioning(dir[1])...); len(left) > 0 {
+	if left := append(processesMentioning(operatorBin), processesMentioning(dir[1])...); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
 }

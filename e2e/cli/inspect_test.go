@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/cmd/example-operator/app"
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/process"
 )
 
@@ -234,12 +234,11 @@ users: [{name: u, user: {token: t}}]
 	}
 }
 
-// startReplica runs one example-operator replica through kshard's hidden
-// command and stops it (gracefully, then by force) when the test ends.
+// startReplica runs one example-operator replica and stops it (gracefully, then by force) when the test ends.
 func startReplica(t *testing.T, kubeconfig, identity string) {
 	t.Helper()
-	p, err := process.Start(process.Options{Name: identity, Path: kshardBin, LogPath: filepath.Join(t.TempDir(), identity+".log"),
-		Args: []string{"__example-operator", "--kubeconfig", kubeconfig, "--ring", ring,
+	p, err := process.Start(process.Options{Name: identity, Path: operatorBin, LogPath: filepath.Join(t.TempDir(), identity+".log"),
+		Args: []string{"--kubeconfig", kubeconfig, "--ring", ring,
 			"--lease-namespace", namespace, "--watch-namespace", namespace, "--identity", identity,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}})
 	if err != nil {
@@ -258,7 +257,7 @@ func startReplica(t *testing.T, kubeconfig, identity string) {
 func installCRD(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
 	t.Helper()
 	crd := &unstructured.Unstructured{}
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(app.WidgetCRD), 4096).Decode(&crd.Object); err != nil {
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(v1alpha1.CRD), 4096).Decode(&crd.Object); err != nil {
 		t.Fatal(err)
 	}
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

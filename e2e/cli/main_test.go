@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// kshardBin is the kshard binary TestMain builds for every test.
-var kshardBin string
+// kshardBin is the kshard binary TestMain builds for every test, and
+// operatorBin the example operator next to it, where `kshard demo` finds it.
+var kshardBin, operatorBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kshard-cli-e2e-")
@@ -22,10 +23,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	kshardBin = filepath.Join(dir, "kshard")
-	out, err := exec.Command("go", "build", "-o", kshardBin, "github.com/kshard/kshard/cmd/kshard").CombinedOutput()
+	kshardBin, operatorBin = filepath.Join(dir, "kshard"), filepath.Join(dir, "example-operator")
+	out, err := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
+		"github.com/kshard/kshard/cmd/kshard", "github.com/kshard/kshard/cmd/example-operator").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "building kshard: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "building kshard and the example operator: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

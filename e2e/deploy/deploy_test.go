@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 func deployDir(t *testing.T) string {

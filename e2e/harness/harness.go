@@ -1,22 +1,18 @@
 package harness
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/e2e/controlplane"
-	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/kshardtest"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -118,32 +114,16 @@ func New(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "kshard-e2e-")
+	// The kit's Env makes the namespace and the directory, and removes the
+	// directory at the end unless the test failed; its cleanup runs after
+	// the harness's, which is registered later.
+	env := kshardtest.NewOn(t, cp, kshardtest.Options{Ring: opts.Ring, Namespace: opts.Namespace})
+	events, err := recorder.OpenNamed(env.RecordDir(), "harness")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sub := range []string{"records", "logs"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	events, err := recorder.OpenNamed(filepath.Join(dir, "records"), "harness")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: dir, client: client, events: events, replicas: map[string]*Replica{}, proxies: map[string]*proxy{}}
+	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: env.Dir(), client: env.Client(), events: events, replicas: map[string]*Replica{}, proxies: map[string]*proxy{}}
 	t.Cleanup(h.cleanup)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating namespace %s: %v", opts.Namespace, err)
-	}
 	return h
 }
 
@@ -159,11 +139,6 @@ func (h *Harness) cleanup() {
 	}
 	h.closeProxies()
 	_ = h.events.Close()
-	if h.t.Failed() {
-		h.t.Logf("replica logs and records kept in %s", h.dir)
-		return
-	}
-	_ = os.RemoveAll(h.dir)
 }
 
 // Options returns the harness's options with defaults applied.

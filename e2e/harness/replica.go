@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kshard/kshard/e2e/recorder"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/manager/process"
 )
 

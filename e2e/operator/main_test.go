@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
-	"github.com/kshard/kshard/cmd/example-operator/app"
 	"github.com/kshard/kshard/manager/process"
 )
 
@@ -89,7 +88,7 @@ func await(t *testing.T, timeout, interval time.Duration, what string, cond func
 func installCRD(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
 	crd := &unstructured.Unstructured{}
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(app.WidgetCRD), 4096).Decode(&crd.Object); err != nil {
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(v1alpha1.CRD), 4096).Decode(&crd.Object); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

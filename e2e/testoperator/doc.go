@@ -1,7 +1,8 @@
 // Command testoperator is the shard-aware operator the e2e tests run as OS
 // processes: it reconciles ConfigMaps labelled kshard-e2e=1 by pretending to
-// work for --work, and records every reconcile and ring event with
-// e2e/recorder so the tests can prove no key was reconciled twice at once.
+// work for --work, and records every reconcile and ring event with the test
+// kit's recorder (manager/kshardtest/recorder) so the tests can prove no key
+// was reconciled twice at once.
 // With --blind-write every reconcile that did its work ends with a merge
 // patch of an annotation of its ConfigMap, without a resourceVersion
 // precondition, recorded by a transport inside the manager's fencing

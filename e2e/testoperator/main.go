@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/e2e/recorder"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 

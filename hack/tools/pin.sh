@@ -2,7 +2,8 @@
 # Re-pins the tools module to one Kubernetes version: k8s.io/kubernetes at
 # $1 (e.g. v1.36.3), every staging module at the matching v0.x.y, and etcd's
 # server at the version that Kubernetes release requires. This version is the
-# one variable naming the control plane kshard tests against.
+# one variable naming the control plane kshard tests against. It also
+# copies go.mod and go.sum into the test kit (manager/kshardtest/controlplane).
 set -euo pipefail
 KUBE_VERSION=${1:?usage: hack/tools/pin.sh vX.Y.Z}
 STAGING_VERSION=v0.${KUBE_VERSION#v1.}
@@ -18,4 +19,9 @@ rm -f go.sum
 go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${KUBE_VERSION}" \
   "k8s.io/kubernetes/cmd/kube-controller-manager@${KUBE_VERSION}" \
   "go.etcd.io/etcd/server/v3@${etcd_version}"
+# The test kit carries copies, so it can build from the module cache alone
+# (this nested module is not in kshard's module zip).
+kit=../../manager/kshardtest/controlplane
+cp go.mod "$kit/tools.mod"
+cp go.sum "$kit/tools.sum"
 echo "pinned Kubernetes ${KUBE_VERSION} (staging ${STAGING_VERSION}, etcd ${etcd_version})"

@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,13 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-)
 
-// WidgetCRD is the Widget CustomResourceDefinition as YAML, identical to
-// deploy/crd.yaml (a test keeps the two equal), for tools that install it.
-//
-//go:embed crd.yaml
-var WidgetCRD []byte
+	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
+)
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -27,7 +22,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // is left as it is.
 func installCRD(ctx context.Context, cfg *rest.Config) error {
 	crd := &unstructured.Unstructured{}
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(WidgetCRD), 4096).Decode(&crd.Object); err != nil {
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(v1alpha1.CRD), 4096).Decode(&crd.Object); err != nil {
 		return fmt.Errorf("decoding the embedded Widget CRD: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)

@@ -28,7 +28,9 @@ kube-controller-manager on loopback ports; the first run builds them from
 source, about 10 minutes on 2 cores, then they are cached; --timeout does
 not count the build), installs the Widget CRD and
 starts --replicas replicas of the example operator (identities
-example-operator-0, -1, ...) as processes of this same binary. It creates
+example-operator-0, -1, ...) as processes: the example-operator binary
+next to this one, or built with the go tool on first use (not counted by
+--timeout). It creates
 --objects Widgets and shows a table per replica (Lease state, partitions
 claimed and active, reconciles, reconciles/s, queue depth from its
 /metrics), refreshed every second on a terminal and every 5 seconds
@@ -76,11 +78,6 @@ func runDemo(e *env, _ *globals, args []string) error {
 	case timeout <= 0:
 		return usagef("--timeout %s: give a positive duration such as 10m", timeout)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this binary to run replicas: %w", err)
-	}
-
 	// First Ctrl-C (or SIGTERM): stop gracefully. Second: hurry, killing
 	// replicas instead of waiting for their leave.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,9 +110,17 @@ func runDemo(e *env, _ *globals, args []string) error {
 		<-handlerDone
 	}()
 
+	exe, cleanup, err := exampleOperator(ctx, e.stderr, e.prog)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		return err
+	}
+	defer cleanup()
 	_, err = demo.Run(ctx, demo.Options{
 		Replicas: replicas, Objects: objects, Keep: keep, Timeout: timeout,
-		Executable: exe, OperatorCommand: HiddenOperator, Prog: e.prog,
+		Executable: exe, Prog: e.prog,
 		Stdout: e.stdout, Stderr: e.stderr, TTY: isTerminal(e.stdout), Hurry: hurry,
 	})
 	if err != nil && ctx.Err() != nil {

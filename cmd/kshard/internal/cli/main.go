@@ -11,14 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
-
-	"github.com/kshard/kshard/cmd/example-operator/app"
 )
-
-// HiddenOperator is the hidden command that runs the example operator in
-// this binary, so that `kshard demo` can start replicas by re-executing
-// itself: `go run ./cmd/kshard demo` then needs no second build.
-const HiddenOperator = "__example-operator"
 
 // errInterrupted: the user pressed Ctrl-C and everything started was
 // stopped. Exit code 130, as shells report for SIGINT.
@@ -47,9 +40,6 @@ func commands() []*command {
 // Main runs the command line args (args[0] is the program name) and returns
 // the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && args[1] == HiddenOperator {
-		return app.Main(args[2:], stderr)
-	}
 	// client-go logs some failures through klog on top of returning them
 	// (discovery does); the error we print is the one line the user needs.
 	klog.SetLogger(logr.Discard())

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
-	"github.com/kshard/kshard/cmd/example-operator/app"
 )
 
 var (
@@ -34,7 +33,7 @@ const pollInterval = 100 * time.Millisecond
 // Established alone does not mean the API server serves the resource yet.
 func installCRD(ctx context.Context, dyn dynamic.Interface) error {
 	crd := &unstructured.Unstructured{}
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(app.WidgetCRD), 4096).Decode(&crd.Object); err != nil {
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(v1alpha1.CRD), 4096).Decode(&crd.Object); err != nil {
 		return fmt.Errorf("decoding the embedded Widget CRD: %w", err)
 	}
 	_, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kshard/kshard/e2e/controlplane"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -51,10 +51,8 @@ type Options struct {
 	// Timeout bounds the demo from when the control plane is up: not the
 	// one-time build of its binaries, nor the wait of Keep.
 	Timeout time.Duration
-	// Executable is this binary; replicas run as Executable OperatorCommand
-	// flags....
-	Executable      string
-	OperatorCommand string
+	// Executable is the example-operator binary the replicas run.
+	Executable string
 	// Prog is how to spell this command in printed examples.
 	Prog string
 	// Stdout receives the table and results; Stderr the control-plane
@@ -230,7 +228,7 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return res, err
 	}
-	d.fleet = &fleet{executable: o.Executable, command: o.OperatorCommand, logDir: logDir, baseArgs: []string{
+	d.fleet = &fleet{executable: o.Executable, logDir: logDir, baseArgs: []string{
 		"--kubeconfig", cp.KubeconfigPath(), "--ring", Ring, "--lease-namespace", Namespace, "--watch-namespace", Namespace,
 	}}
 	// Registered after the informers' stop, so it runs before it: replicas

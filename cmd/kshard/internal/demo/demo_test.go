@@ -116,7 +116,7 @@ const servingLine = `{"msg":"serving","server":"metrics","address":"[::]:40001"}
 // after start returns is handled (or ignored) rather than fatal.
 func shFleet(t *testing.T, trap string) *fleet {
 	script := trap + "; echo '" + servingLine + "'; while :; do sleep 0.05; done"
-	return &fleet{executable: "/bin/sh", command: "-c", baseArgs: []string{script, "sh"}, logDir: t.TempDir()}
+	return &fleet{executable: "/bin/sh", baseArgs: []string{"-c", script, "sh"}, logDir: t.TempDir()}
 }
 
 func TestFleetStopsGracefully(t *testing.T) {
@@ -153,7 +153,7 @@ func TestFleetKillsAfterGrace(t *testing.T) {
 }
 
 func TestFleetStartFailsWhenReplicaExitsUnbound(t *testing.T) {
-	f := &fleet{executable: "/bin/sh", command: "-c", baseArgs: []string{"echo no API server; exit 1", "sh"}, logDir: t.TempDir()}
+	f := &fleet{executable: "/bin/sh", baseArgs: []string{"-c", "echo no API server; exit 1", "sh"}, logDir: t.TempDir()}
 	_, err := f.start(context.Background(), "r-0")
 	if err == nil || !strings.Contains(err.Error(), "exited 1") || !strings.Contains(err.Error(), "no API server") {
 		t.Errorf("got %v, want an error naming the exit and quoting the log", err)

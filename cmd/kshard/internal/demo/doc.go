@@ -1,7 +1,8 @@
 // Package demo is `kshard demo`: a private control plane (etcd,
-// kube-apiserver, kube-controller-manager from e2e/controlplane), the Widget
-// CRD, and example-operator replicas run as OS processes by re-executing
-// this binary, watched through a live table while they reconcile, hand off
+// kube-apiserver, kube-controller-manager from
+// manager/kshardtest/controlplane), the Widget CRD, and example-operator
+// replicas run as OS processes of the example-operator binary, watched
+// through a live table while they reconcile, hand off
 // a leaving replica's partitions and take in a new one.
 //
 // # What is measured, and how

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -13,8 +14,7 @@ import (
 // fleet owns the example-operator replica processes: it starts them, signals
 // them and waits for every one it started.
 type fleet struct {
-	executable string   // this binary, re-executed with the hidden command
-	command    string   // the hidden command's name
+	executable string   // the example-operator binary
 	baseArgs   []string // flags every replica gets
 	logDir     string
 
@@ -53,7 +53,7 @@ const bindTimeout = time.Minute
 // metrics server on the port the kernel chose. It does not wait for
 // readiness.
 func (f *fleet) start(ctx context.Context, identity string) (*replica, error) {
-	args := append([]string{f.command}, f.baseArgs...)
+	args := slices.Clone(f.baseArgs)
 	args = append(args, "--identity", identity,
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
 	// The process runner puts the replica in its own process group, which

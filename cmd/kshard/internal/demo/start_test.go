@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/e2e/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 // fakeRun runs the demo with a fake build and a control plane that fails to

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,7 +27,9 @@ const (
 	// EnvCacheDir overrides the cache root (default $XDG_CACHE_HOME/kshard or
 	// ~/.cache/kshard).
 	EnvCacheDir = "KSHARD_CACHE_DIR"
-	// EnvToolsDir overrides the location of the tools module (hack/tools).
+	// EnvToolsDir names a tools module directory (like kshard's hack/tools)
+	// to build from instead of the module this package carries; for trying
+	// other pins.
 	EnvToolsDir = "KSHARD_TOOLS_DIR"
 )
 
@@ -80,11 +81,11 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 		}
 		return b, nil
 	}
-	toolsDir, err := ToolsDir()
+	tools, err := loadTools()
 	if err != nil {
 		return Binaries{}, err
 	}
-	version, key, err := toolsVersion(toolsDir)
+	version, key, err := toolsVersion(tools)
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -106,6 +107,15 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 		return binariesIn(dir, version), nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(progress, "kshard: cached control-plane binaries in %s are unusable (%v); rebuilding\n", dir, err)
+	}
+	toolsDir := tools.dir
+	if toolsDir == "" {
+		// Write the carried tools module next to the cache entry, so a user
+		// who only has kshard in the module cache can build too.
+		toolsDir = filepath.Join(root, "tools-"+key)
+		if err := tools.write(toolsDir); err != nil {
+			return Binaries{}, err
+		}
 	}
 	if err := build(ctx, toolsDir, dir, version, progress); err != nil {
 		return Binaries{}, err
@@ -137,24 +147,6 @@ func CacheDir() (string, error) {
 	return filepath.Join(home, ".cache", "kshard"), nil
 }
 
-// ToolsDir locates the tools module that pins the control-plane sources.
-func ToolsDir() (string, error) {
-	if d := os.Getenv(EnvToolsDir); d != "" {
-		return d, nil
-	}
-	// This file lives at <repo>/e2e/controlplane; the tools module is
-	// <repo>/hack/tools. Source paths are available whenever kshard is built
-	// from a checkout (tests, go run), which is when building is possible.
-	_, file, _, ok := runtime.Caller(0)
-	if ok {
-		d := filepath.Join(filepath.Dir(file), "..", "..", "hack", "tools")
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return filepath.Clean(d), nil
-		}
-	}
-	return "", fmt.Errorf("cannot find the kshard tools module (hack/tools/go.mod): set %s to it, or %s to prebuilt binaries", EnvToolsDir, EnvBinDir)
-}
-
 // buildRecipe names how build compiles the binaries; it is part of the
 // cache key, so changing the recipe (flags, stamped version) rebuilds.
 const buildRecipe = "go build -ldflags version-stamped v2"
@@ -179,23 +171,16 @@ var kubernetesRequire = regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes\s+(v\S+)`
 
 // toolsVersion reads the pinned Kubernetes version from the tools go.mod and a
 // short key over go.mod and go.sum, so any change of pins gets a new cache
-// entry rather than reusing binaries built from other sources.
-func toolsVersion(toolsDir string) (version, key string, err error) {
-	mod, err := os.ReadFile(filepath.Join(toolsDir, "go.mod"))
-	if err != nil {
-		return "", "", fmt.Errorf("reading tools module: %w", err)
-	}
-	m := kubernetesRequire.FindSubmatch(mod)
+// entry rather than reusing binaries built from other sources. The key of the
+// carried module equals that of hack/tools, whose bytes it copies.
+func toolsVersion(tools toolsModule) (version, key string, err error) {
+	m := kubernetesRequire.FindSubmatch(tools.mod)
 	if m == nil {
-		return "", "", fmt.Errorf("%s/go.mod does not require k8s.io/kubernetes; run hack/tools/pin.sh VERSION", toolsDir)
-	}
-	sum, err := os.ReadFile(filepath.Join(toolsDir, "go.sum"))
-	if err != nil {
-		return "", "", fmt.Errorf("reading tools go.sum: %w", err)
+		return "", "", fmt.Errorf("the tools module's go.mod (%s) does not require k8s.io/kubernetes; run hack/tools/pin.sh VERSION", tools.source)
 	}
 	h := sha256.New()
-	h.Write(mod)
-	h.Write(sum)
+	h.Write(tools.mod)
+	h.Write(tools.sum)
 	h.Write([]byte(buildRecipe))
 	return string(m[1]), hex.EncodeToString(h.Sum(nil))[:12], nil
 }

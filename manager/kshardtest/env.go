@@ -1,0 +1,257 @@
+package kshardtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/manager/ringstatus"
+)
+
+// Options configure an Env. The zero value is usable; defaults are applied
+// in withDefaults.
+type Options struct {
+	// Ring names the ring the replicas join. Defaults to "kshardtest".
+	Ring string
+	// Namespace holds the ring's Leases and the kit's ConfigMaps; New
+	// creates it. Defaults to "kshardtest".
+	Namespace string
+	// LeaseDuration, RenewPeriod, RenewDeadline and DrainGracePeriod go into
+	// every Replica's manager options. Default to 4s, 500ms, 2600ms and 2s:
+	// short, so that a crash fails over within a test.
+	LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod time.Duration
+	// StopTimeout bounds Stop's wait for a graceful leave before the test
+	// fails. Defaults to 45s (the manager's shutdown timeout is 30s).
+	StopTimeout time.Duration
+	// ControlPlane configures the control plane (e.g. ControllerManager:
+	// true for garbage collection).
+	ControlPlane controlplane.Options
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.Ring == "" {
+		o.Ring = "kshardtest"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "kshardtest"
+	}
+	def(&o.LeaseDuration, 4*time.Second)
+	def(&o.RenewPeriod, 500*time.Millisecond)
+	def(&o.RenewDeadline, 2600*time.Millisecond)
+	def(&o.DrainGracePeriod, 2*time.Second)
+	def(&o.StopTimeout, 45*time.Second)
+	return o
+}
+
+// Env is one test's control plane, replicas and records. Its methods fail
+// the test on errors and must be called from the test's goroutine.
+type Env struct {
+	t      testing.TB
+	opts   Options
+	cp     *controlplane.ControlPlane
+	client kubernetes.Interface
+	dir    string           // records/ and logs/
+	events *recorder.Writer // the kit's own records: term, kill, exit
+
+	mu       sync.Mutex                // guards replicas, all and frozen
+	replicas map[string]*member        // each identity's latest run
+	all      []*member                 // every run, for cleanup
+	frozen   map[recorder.Process]bool // process runs Pause froze
+}
+
+// New starts a control plane for t, creates Options.Namespace and a
+// directory for records and logs. When the test ends every replica still
+// running is stopped and waited for, and the control plane stopped; records,
+// logs and control-plane files are kept (and named) if the test failed.
+func New(t testing.TB, opts Options) *Env {
+	t.Helper()
+	return NewOn(t, controlplane.ForTest(t, opts.ControlPlane), opts)
+}
+
+// NewOn is New on a control plane the caller started and stops (one shared
+// by a package's tests, say); Options.ControlPlane is not used.
+func NewOn(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Env {
+	t.Helper()
+	opts = opts.withDefaults()
+	dir, err := os.MkdirTemp("", "kshardtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"records", "logs"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := recorder.OpenNamed(filepath.Join(dir, "records"), "kshardtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{t: t, opts: opts, cp: cp, client: client, dir: dir, events: events, replicas: map[string]*member{}, frozen: map[recorder.Process]bool{}}
+	t.Cleanup(e.cleanup)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating namespace %s: %v", opts.Namespace, err)
+	}
+	return e
+}
+
+func (e *Env) cleanup() {
+	e.mu.Lock()
+	list := append([]*member(nil), e.all...)
+	e.mu.Unlock()
+	// Replicas still running leave gracefully, which is quicker than
+	// waiting out their Leases; crashed ones are waited for.
+	for _, m := range list {
+		if m.alive() {
+			if err := m.stop(e.opts.StopTimeout); err != nil {
+				e.t.Errorf("stopping %s at the end of the test: %v", m.identity, err)
+				m.crash()
+			}
+		}
+	}
+	for _, m := range list {
+		if err := m.wait(e.opts.StopTimeout); err != nil {
+			e.t.Errorf("%s at the end of the test: %v", m.identity, err)
+		}
+	}
+	_ = e.events.Close()
+	if e.t.Failed() {
+		e.t.Logf("kshardtest: records and replica logs kept in %s", e.dir)
+		return
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// Options returns the options with defaults applied.
+func (e *Env) Options() Options { return e.opts }
+
+// ControlPlane is the test's control plane.
+func (e *Env) ControlPlane() *controlplane.ControlPlane { return e.cp }
+
+// Config is an admin rest config for the control plane.
+func (e *Env) Config() *rest.Config { return e.cp.Config() }
+
+// Client is an admin client for the control plane.
+func (e *Env) Client() kubernetes.Interface { return e.client }
+
+// Dir is the test's directory, holding records/ and logs/ and whatever
+// else the test keeps there; removed at the end unless the test failed.
+func (e *Env) Dir() string { return e.dir }
+
+// RecordDir is where every replica, the writer and the kit record.
+func (e *Env) RecordDir() string { return filepath.Join(e.dir, "records") }
+
+// LogDir holds the logs of process replicas.
+func (e *Env) LogDir() string { return filepath.Join(e.dir, "logs") }
+
+// ManagerOptions are the manager options a replica named identity gets:
+// the ring, namespace, identity and timings of the Env, the namespace as
+// WatchNamespace, a 10s GracefulShutdownTimeout, and probe and metrics
+// servers on free loopback ports.
+func (e *Env) ManagerOptions(identity string) manager.Options {
+	return manager.Options{
+		Ring:             e.opts.Ring,
+		Namespace:        e.opts.Namespace,
+		Identity:         identity,
+		WatchNamespace:   e.opts.Namespace,
+		LeaseDuration:    e.opts.LeaseDuration,
+		RenewPeriod:      e.opts.RenewPeriod,
+		RenewDeadline:    e.opts.RenewDeadline,
+		DrainGracePeriod: e.opts.DrainGracePeriod,
+		// Short, so that a replica crashed in this process, whose
+		// connection is cut, gives up releasing its Leases soon.
+		GracefulShutdownTimeout: 10 * time.Second,
+		MetricsBindAddress:      "127.0.0.1:0",
+		HealthProbeBindAddress:  "127.0.0.1:0",
+	}
+}
+
+// StopAPIServer stops kube-apiserver (etcd keeps running): every replica
+// loses the API server at once. StartAPIServer brings it back.
+func (e *Env) StopAPIServer() time.Time {
+	e.cp.StopAPIServer()
+	return time.Now()
+}
+
+// StartAPIServer restarts kube-apiserver after StopAPIServer, on the same
+// address, and waits until it serves.
+func (e *Env) StartAPIServer() time.Time {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.cp.StartAPIServer(ctx); err != nil {
+		e.t.Fatalf("restarting kube-apiserver: %v", err)
+	}
+	return time.Now()
+}
+
+// Ring reads the ring from its Leases.
+func (e *Env) Ring() ringstatus.Ring {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := ringstatus.Read(ctx, e.client, e.opts.Namespace, e.opts.Ring)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// AwaitConverged waits until the ring has converged on exactly identities
+// (see ringstatus.Ring.Converged) and fails the test with the last reason
+// after timeout.
+func (e *Env) AwaitConverged(timeout time.Duration, identities ...string) {
+	e.t.Helper()
+	e.await(timeout, fmt.Sprintf("the ring to converge on %v", identities), func(ctx context.Context) error {
+		r, err := ringstatus.Read(ctx, e.client, e.opts.Namespace, e.opts.Ring)
+		if err != nil {
+			return err
+		}
+		return r.Converged(identities...)
+	})
+}
+
+// await polls cond every 100ms until it returns nil; after timeout it fails
+// the test naming what it waited for and cond's last error.
+func (e *Env) await(timeout time.Duration, what string, cond func(context.Context) error) {
+	e.t.Helper()
+	last := errors.New("not checked yet")
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := cond(cctx); err != nil {
+			last = err
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		e.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
+	}
+}

@@ -1,0 +1,127 @@
+package kshardtest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kshard/kshard/manager/kshardtest"
+	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
+)
+
+const tinyReplica = "github.com/kshard/kshard/manager/kshardtest/internal/tinyreplica"
+
+var identities = []string{"r-0", "r-1", "r-2"}
+
+// fleet starts r-0 and r-1 in this process and r-2 as a process, so both
+// ways of running a replica are exercised.
+func fleet(t *testing.T, env *kshardtest.Env) (start func(identity string)) {
+	bin := kshardtest.Build(t, tinyReplica)
+	return func(identity string) {
+		if identity == "r-2" {
+			env.StartProcess(identity, kshardtest.Command{Path: bin})
+			return
+		}
+		env.StartInProcess(identity, tinyoperator.Run)
+	}
+}
+
+// assertClean fails the test unless the checker found no overlap and no
+// lost update in a run that did reconcile the writer's updates.
+func assertClean(t *testing.T, env *kshardtest.Env, w *kshardtest.Writer) {
+	t.Helper()
+	writes, failures, lastErr := w.Stop()
+	report := env.Check(time.Minute)
+	t.Logf("writer: %d updates acknowledged, %d failed (last: %v); checker: %s", writes, failures, lastErr, report)
+	if !report.OK() {
+		t.Fatalf("the checker found problems:\n%s", report)
+	}
+	if writes == 0 || report.Completed == 0 {
+		t.Fatalf("nothing was exercised: %d updates, %d completed reconciles", writes, report.Completed)
+	}
+}
+
+func TestRollingRestart(t *testing.T) {
+	env := kshardtest.New(t, kshardtest.Options{})
+	start := fleet(t, env)
+	for _, id := range identities {
+		start(id)
+	}
+	env.AwaitConverged(2*time.Minute, identities...)
+	w := env.StartWriter(env.CreateConfigMaps(40), 40)
+
+	env.RollingRestart(2*time.Minute, start, identities...)
+
+	assertClean(t, env, w)
+	if r, err := env.Log(); err != nil {
+		t.Fatal(err)
+	} else if got := len(r.Processes()); got != 2*len(identities) {
+		t.Fatalf("records name %d replica runs, want %d (each identity twice): %v", got, 2*len(identities), r.Processes())
+	}
+}
+
+// rejoin waits until identity, resumed after a pause, is back in the ring,
+// or has exited (fenced with reconciles in flight when it froze), and then
+// restarts it as a kubelet would.
+func rejoin(t *testing.T, env *kshardtest.Env, start func(string), identity string) {
+	t.Helper()
+	exited := false
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if env.Exited(identity) {
+			exited = true
+			return true, nil
+		}
+		ring := env.Ring()
+		return ring.Converged(identities...) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s neither rejoined nor exited within a minute of its resume", identity)
+	}
+	if exited {
+		t.Logf("%s exited after its pause; restarting it", identity)
+		start(identity)
+	}
+}
+
+// TestFaults runs every fault the kit injects, each on a replica of the
+// kind it applies to differently, under a steady stream of updates.
+func TestFaults(t *testing.T) {
+	env := kshardtest.New(t, kshardtest.Options{})
+	start := fleet(t, env)
+	for _, id := range identities {
+		start(id)
+	}
+	const converge = 2 * time.Minute
+	env.AwaitConverged(converge, identities...)
+	w := env.StartWriter(env.CreateConfigMaps(40), 40)
+
+	t.Log("crash r-0 (in this process): the others take its partitions once its Leases expire")
+	env.Crash("r-0")
+	env.AwaitConverged(converge, "r-1", "r-2")
+	start("r-0")
+	env.AwaitConverged(converge, identities...)
+
+	t.Log("pause r-2 (a process, SIGSTOP) until the others have taken over, then resume it")
+	env.Pause("r-2")
+	env.AwaitConverged(converge, "r-0", "r-1")
+	env.Resume("r-2")
+	rejoin(t, env, start, "r-2")
+	env.AwaitConverged(converge, identities...)
+
+	t.Log("pause r-1 (in this process: its requests hang) until the others have taken over")
+	env.Pause("r-1")
+	env.AwaitConverged(converge, "r-0", "r-2")
+	env.Resume("r-1")
+	env.AwaitConverged(converge, identities...)
+
+	t.Log("API-server outage longer than the renew deadline: every replica fences")
+	env.StopAPIServer()
+	// The outage's length is the fault itself, not a wait for a condition.
+	time.Sleep(env.Options().RenewDeadline + time.Second)
+	env.StartAPIServer()
+	env.AwaitConverged(converge, identities...)
+
+	assertClean(t, env, w)
+}

@@ -1,0 +1,146 @@
+package kshardtest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
+)
+
+func TestGateOpenHoldCut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	g := newGate()
+	client := &http.Client{Transport: g.wrap(http.DefaultTransport)}
+	get := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(context.Background()); err != nil {
+		t.Fatalf("open gate: %v", err)
+	}
+
+	// Held: the request waits until the gate opens again.
+	g.set(gateHold)
+	done := make(chan error, 1)
+	go func() { done <- get(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("held request returned before the gate opened: %v", err)
+	case <-time.After(50 * time.Millisecond): // long enough to have passed an open gate
+	}
+	g.set(gateOpen)
+	if err := <-done; err != nil {
+		t.Fatalf("held request after reopening: %v", err)
+	}
+
+	// A held request gives up with its context.
+	g.set(gateHold)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- get(ctx) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("held request with a cancelled context: %v, want context.Canceled", err)
+	}
+
+	// Cut: every request fails at once, held ones included.
+	go func() { done <- get(context.Background()) }()
+	g.set(gateCut)
+	if err := <-done; !errors.Is(err, errCut) {
+		t.Fatalf("held request when cut: %v, want errCut", err)
+	}
+	if err := get(context.Background()); !errors.Is(err, errCut) {
+		t.Fatalf("request when cut: %v, want errCut", err)
+	}
+}
+
+func TestRecordReconciles(t *testing.T) {
+	dir := t.TempDir()
+	w, err := recorder.Open(dir, recorder.Process{Replica: "r-0", Incarnation: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]int64{"ns/done": 3, "ns/failed": 4, "ns/cancelled": 5}
+	gen := func(_ context.Context, req controller.Request) (int64, bool, error) {
+		g, ok := gens[req.Key()]
+		return g, ok, nil
+	}
+	calls := 0
+	inner := controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+		calls++
+		if req.Name == "failed" {
+			return controller.Result{}, errors.New("boom")
+		}
+		return controller.Result{}, nil // also for "cancelled": a reconciler that hides its early stop
+	})
+	r := RecordReconciles(w, gen, inner)
+	req := func(name string) controller.Request {
+		var q controller.Request
+		q.Namespace, q.Name = "ns", name
+		return q
+	}
+	if _, err := r.Reconcile(context.Background(), req("done")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), req("failed")); err == nil || err.Error() != "boom" {
+		t.Fatalf("the reconciler's error must come through: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Reconcile(cancelled, req("cancelled")); err != nil {
+		t.Fatalf("a nil result must come through unchanged: %v", err)
+	}
+	if _, err := r.Reconcile(context.Background(), req("gone")); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 4 {
+		t.Fatalf("inner reconciler ran %d times, want 4 (a gone object is reconciled too)", calls)
+	}
+	w.Close()
+
+	log, err := recorder.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]recorder.Interval{}
+	for _, iv := range log.Intervals {
+		got[iv.Key] = iv
+	}
+	if len(got) != 3 {
+		t.Fatalf("recorded %v, want the three existing objects (not the gone one)", got)
+	}
+	for key, completed := range map[string]bool{"ns/done": true, "ns/failed": false, "ns/cancelled": false} {
+		iv := got[key]
+		if iv.Gen != gens[key] || iv.Completed() != completed {
+			t.Errorf("%s: gen %d completed %v, want gen %d completed %v (%s)", key, iv.Gen, iv.Completed(), gens[key], completed, iv)
+		}
+	}
+}
+
+func TestReplicaFromEnvOutsideTheKit(t *testing.T) {
+	t.Setenv(envOptions, "")
+	_, err := ReplicaFromEnv()
+	if err == nil || !strings.Contains(err.Error(), "StartProcess") {
+		t.Fatalf("err = %v, want one pointing at Env.StartProcess", err)
+	}
+}
+
+func TestStartWriterRejectsNothingToWrite(t *testing.T) {
+	if _, err := StartWriter(nil, "ns", nil, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), "0 objects") {
+		t.Fatalf("no objects: err = %v", err)
+	}
+	if _, err := StartWriter(nil, "ns", []string{"a"}, 0, t.TempDir()); err == nil || !strings.Contains(err.Error(), "rate 0") {
+		t.Fatalf("rate 0: err = %v", err)
+	}
+}
