@@ -190,6 +190,9 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			continue // not a member's Lease; the shell should not pass it
 		}
 		if l.Identity == c.cfg.Identity {
+			if l.Gone {
+				continue // the own Lease as it left the view: absent
+			}
 			if !ownSeen {
 				ownSeen = true
 				c.observeOwn(l)
@@ -200,6 +203,15 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		switch {
 		case ok && old.seen == c.observation:
 			continue // an informer holds one object per name; keep the first
+		case ok && l.Gone && old.gone:
+			// Still gone: the tombstone (or its voiding) stands, and its
+			// clock too; a departed state this core never saw adds its
+			// claim.
+			old.seen = c.observation
+			if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
+				old.obs.Claim = old.obs.Claim.Union(m.Claim)
+			}
+			continue
 		case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
 			old.seen = c.observation
 			continue
@@ -210,6 +222,17 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			obs:        c.meaning(l),
 			lastChange: c.now,
 			seen:       c.observation,
+			gone:       l.Gone,
+			collected:  l.Gone, // nothing to delete
+		}
+		if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation) {
+			// Left with nothing in force, or after its last claim was
+			// voided: no tombstone.
+			if ok {
+				delete(c.peers, l.Identity)
+				changed = true
+			}
+			continue
 		}
 		if ok {
 			np.ghost = c.ghostOf(old, np)
