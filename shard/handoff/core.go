@@ -70,6 +70,7 @@ type Core struct {
 	// not lost (raft's Ready/Advance).
 	unackedActivate shard.PartitionSet
 	unackedRevoke   shard.PartitionSet
+	unackedConfirm  []LeaseRef
 	unackedFence    bool
 	unackedExit     bool
 	unackedDelete   bool
@@ -306,7 +307,9 @@ func knownState(s State) bool {
 }
 
 func (c *Core) observeOwn(l Observed) {
-	if l.Problem != "" || l.ClaimUnknown {
+	// A Lease without an incarnation is damaged whatever the shell says: no
+	// kshard process writes one.
+	if l.Problem != "" || l.ClaimUnknown || l.Incarnation == "" {
 		c.own = nil
 		if c.held {
 			// Damaged by someone else: this process holds the identity
@@ -399,6 +402,14 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 	p.lastChange = c.now
 }
 
+// confirmTarget is the Lease a Confirm of identity is about.
+func (c *Core) confirmTarget(identity string) *peer {
+	if identity == c.cfg.Identity {
+		return c.prior
+	}
+	return c.peers[identity]
+}
+
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
 // core asks again in its next step.
 func (c *Core) ConfirmFailed(identity string) {
@@ -428,6 +439,16 @@ func (c *Core) Ready(now time.Time) Ready {
 	c.unackedFence = c.unackedFence || r.Fence
 	c.unackedExit = c.unackedExit || r.Exit
 	c.unackedDelete = c.unackedDelete || r.DeleteLease
+	// A confirm stays asked for while its Lease waits for the answer.
+	pending := append(c.unackedConfirm, r.Confirm...)
+	c.unackedConfirm = c.unackedConfirm[:0:0]
+	for _, ref := range pending {
+		if p := c.confirmTarget(ref.Identity); p != nil && p.confirming && p.obs.Version == ref.Version &&
+			!slices.Contains(c.unackedConfirm, ref) {
+			c.unackedConfirm = append(c.unackedConfirm, ref)
+		}
+	}
+	r.Confirm = slices.Clone(c.unackedConfirm)
 	r.Activate = c.unackedActivate.Clone()
 	r.Revoke = c.unackedRevoke.Clone()
 	r.Fence, r.Exit, r.DeleteLease = c.unackedFence, c.unackedExit, c.unackedDelete
@@ -443,6 +464,7 @@ func (c *Core) Advance(rd Ready) {
 	}
 	c.unackedActivate = c.unackedActivate.Difference(rd.Activate)
 	c.unackedRevoke = c.unackedRevoke.Difference(rd.Revoke)
+	c.unackedConfirm = slices.DeleteFunc(c.unackedConfirm, func(ref LeaseRef) bool { return slices.Contains(rd.Confirm, ref) })
 	c.unackedFence = c.unackedFence && !rd.Fence
 	c.unackedExit = c.unackedExit && !rd.Exit
 	c.unackedDelete = c.unackedDelete && !rd.DeleteLease

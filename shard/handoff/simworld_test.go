@@ -492,7 +492,7 @@ func (w *world) tamper(identity string) {
 		w.server.del(identity, cur.rv)
 	case 1:
 		w.tracef("THIRD PARTY relabels %s's Lease (rv %d)", identity, cur.rv)
-		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true})
+		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true, damaged: cur.damaged})
 	default:
 		rec := cur.rec.Clone()
 		if w.rng.IntN(2) == 0 {
