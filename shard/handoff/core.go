@@ -127,6 +127,19 @@ type peer struct {
 	ghost *peer
 }
 
+// dropPeer forgets the Lease of id, keeping ghost (if live) in its place as
+// a tombstone: a Lease gone with nothing in force must not take an earlier
+// incarnation's claim with it.
+func (c *Core) dropPeer(id string, ghost *peer) {
+	if ghost == nil || !c.live(ghost) {
+		delete(c.peers, id)
+		return
+	}
+	g := *ghost
+	g.gone, g.collected, g.ghost, g.seen = true, true, nil, c.observation
+	c.peers[id] = &g
+}
+
 // ghostOf returns the claim that must stay in force when next replaces old
 // as the Lease of one identity: old's, when another incarnation created next
 // afresh while old's claim counted, else old's own ghost, if any. A takeover
@@ -228,9 +241,10 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		}
 		if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation) {
 			// Left with nothing in force, or after its last claim was
-			// voided: no tombstone.
+			// voided: no tombstone, but an earlier incarnation's claim
+			// may still be in force as a ghost.
 			if ok {
-				delete(c.peers, l.Identity)
+				c.dropPeer(l.Identity, c.ghostOf(old, np))
 				changed = true
 			}
 			continue
@@ -252,8 +266,9 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		case p.seen == c.observation:
 		case p.void || p.obs.Claim.IsEmpty():
 			// Nothing in force: a voided Lease (collected, say) or one
-			// whose holder published an empty claim.
-			delete(c.peers, id)
+			// whose holder published an empty claim; but a ghost still
+			// is.
+			c.dropPeer(id, p.ghost)
 			changed = true
 		case !p.gone:
 			// Absence is not death: a Lease deleted or relabelled by

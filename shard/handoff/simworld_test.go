@@ -456,9 +456,13 @@ func (w *world) fault() {
 			w.tracef("%s replaced while cut off", p)
 			w.start(i)
 		}
-	default: // a burst of duplicate watch deliveries (informer resync)
+	default: // a burst of duplicate watch deliveries (informer resync), or a relist
 		if p := pick(); p != nil {
-			p.deliver(p.cursor)
+			if w.rng.IntN(2) == 0 {
+				p.relist()
+			} else {
+				p.deliver(p.cursor)
+			}
 		}
 	}
 }
@@ -1213,6 +1217,30 @@ func (p *proc) deliver(upTo int) {
 		}
 	}
 	p.cursor = upTo
+	p.observeCache()
+}
+
+// relist replaces the informer's content with a fresh list (the watch's
+// resourceVersion expired): Leases that departed since are simply absent,
+// their last state unknown.
+func (p *proc) relist() {
+	w := p.w
+	if !p.alive || p.cutOff || w.now < p.stallUntil || p.paused() {
+		return
+	}
+	w.tracef("%s relists", p)
+	p.cache = map[string]*storedLease{}
+	for id, l := range w.server.leases {
+		if !l.relabelled {
+			p.cache[id] = l
+		}
+	}
+	p.cursor = len(w.server.log)
+	p.observeCache()
+}
+
+// observeCache feeds the informer's content to the core and steps.
+func (p *proc) observeCache() {
 	ids := make([]string, 0, len(p.cache))
 	for id := range p.cache {
 		ids = append(ids, id)
