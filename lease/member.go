@@ -156,6 +156,13 @@ func (m *Member) mayTakeOver(version string) bool {
 // holds the ring's Leases from then on.
 func (m *Member) Listed() bool { return m.peers.hasSynced() }
 
+// Departed returns the Leases that left the view recently (deleted, or
+// relabelled out of the ring) in their last state, as the watch event that
+// removed them carried it, with Gone set: the handoff core keeps their
+// claims in force although it may never have seen them in the view. A
+// relist that misses a departure cannot report it.
+func (m *Member) Departed() []Observed { return m.peers.departedSnapshot(m.clock.Now()) }
+
 // Snapshot returns every Lease of the ring the watch currently holds, the
 // own one included, sorted by identity (then name).
 func (m *Member) Snapshot() []Observed { return m.peers.snapshot() }

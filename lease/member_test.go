@@ -564,3 +564,41 @@ func TestRunTwiceIsAnError(t *testing.T) {
 		t.Error("second Run accepted")
 	}
 }
+
+// TestDepartedLeasesKeepTheirLastState: a Lease that leaves the view, by
+// deletion or by a relabel out of the ring, is reported by Departed in the
+// state the event carried (its claim included), and no longer once its name
+// is back in the view.
+func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+	claim := shard.NewPartitionSet(7, 2, 5)
+	setClaim := func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = claim.Encode() }
+	u.create(peerLease("ns", "r", "b", "inc-b", setClaim))
+	u.create(peerLease("ns", "r", "c", "inc-c", setClaim))
+	eventually(t, "the watch to show b and c", func() bool {
+		_, b := observedByName(m.Snapshot(), "r-b")
+		_, c := observedByName(m.Snapshot(), "r-c")
+		return b && c
+	})
+	if err := u.api.CoordinationV1().Leases("ns").Delete(context.Background(), "r-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u.write("r-c", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "elsewhere" })
+	eventually(t, "b and c to depart", func() bool { return len(m.Departed()) == 2 })
+	for _, o := range m.Departed() {
+		if !o.Gone || !o.Claim.Equal(claim) || o.Incarnation != "inc-"+o.Identity {
+			t.Errorf("departed %s: %+v; want gone with claim %v", o.Name, o.Observed, claim)
+		}
+		if _, ok := observedByName(m.Snapshot(), o.Name); ok {
+			t.Errorf("%s is both in the view and departed", o.Name)
+		}
+	}
+	u.write("r-c", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "r" })
+	eventually(t, "c to be back", func() bool { _, ok := observedByName(m.Snapshot(), "r-c"); return ok })
+	if d := m.Departed(); len(d) != 1 || d[0].Name != "r-b" {
+		t.Fatalf("departed after c came back: %v", d)
+	}
+}

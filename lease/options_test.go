@@ -52,11 +52,11 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 		{"name too long", func(o *Options) { o.Identity = strings.Repeat("a", 252) }, "shorten Ring or Identity"},
 		{"bad incarnation", func(o *Options) { o.Incarnation = "not valid!" }, "Options.Incarnation"},
 		{"no partitions", func(o *Options) { o.Partitions = 0 }, "Options.Partitions"},
-		{"negative lease", func(o *Options) { o.LeaseDuration = -time.Second }, "LeaseDuration -1s must be positive"},
-		{"deadline ≥ lease", func(o *Options) { o.RenewDeadline = 10 * time.Second }, "RenewDeadline 10s must be shorter than LeaseDuration 10s"},
-		{"period ≥ deadline", func(o *Options) { o.RenewPeriod = 7 * time.Second }, "RenewPeriod 7s must be shorter than RenewDeadline"},
+		{"negative lease", func(o *Options) { o.LeaseDuration = -time.Second }, "LeaseDuration (-1s) must be positive"},
+		{"deadline ≥ lease", func(o *Options) { o.RenewDeadline = 10 * time.Second }, "RenewDeadline (10s) must be less than LeaseDuration (10s)"},
+		{"period ≥ deadline", func(o *Options) { o.RenewPeriod = 7 * time.Second }, "RenewPeriod (7s) must be less than RenewDeadline"},
 		{"timeout beyond margin", func(o *Options) { o.RenewTimeout = 4 * time.Second }, "exceeds LeaseDuration − RenewDeadline"},
-		{"negative timeout", func(o *Options) { o.RenewTimeout = -1 }, "RenewTimeout -1ns must be positive"},
+		{"negative timeout", func(o *Options) { o.RenewTimeout = -1 }, "RenewTimeout (-1ns) must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

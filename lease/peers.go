@@ -29,6 +29,11 @@ type peers struct {
 	// mu guards the fields below; it is taken before Member.mu.
 	mu     sync.Mutex
 	byName map[string]Observed
+	// departed holds, per name, the last state of a Lease that left the
+	// view, as the watch event that removed it carried it (a deletion, or a
+	// relabel out of the ring's selector), with Gone set and LastChange the
+	// local time it left. See Member.Departed.
+	departed map[string]Observed
 	// problems remembers, per Lease, the version whose problem was logged
 	// and counted, so each malformed version is reported once.
 	problems map[string]string
@@ -36,7 +41,7 @@ type peers struct {
 }
 
 func newPeers(m *Member) *peers {
-	return &peers{m: m, byName: map[string]Observed{}, problems: map[string]string{}}
+	return &peers{m: m, byName: map[string]Observed{}, departed: map[string]Observed{}, problems: map[string]string{}}
 }
 
 // run lists and watches the ring's Leases until ctx is done.
@@ -129,7 +134,8 @@ func (p *peers) Delete(obj any) error {
 	if !ok {
 		return nil
 	}
-	return p.locked(func() (bool, error) { return p.remove(l.Name) })
+	now := p.m.clock.Now()
+	return p.locked(func() (bool, error) { return p.depart(l, now) })
 }
 
 // Replace is called after every (re)list with the complete state.
@@ -184,8 +190,9 @@ func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, f
 	m := p.m
 	if l.Labels[LabelRing] != m.opts.Ring {
 		// Relabelled out of the ring (or a watch that does not filter).
-		return p.remove(l.Name)
+		return p.depart(l, now)
 	}
+	delete(p.departed, l.Name)
 	if prev, ok := p.byName[l.Name]; ok && prev.Version == l.ResourceVersion {
 		return false, nil
 	}
@@ -202,6 +209,41 @@ func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, f
 	}
 	return true, nil
 }
+
+// depart records the last state of a Lease that left the view (l is the
+// object the event carried) and forgets it from the view; p.mu is held.
+func (p *peers) depart(l *coordinationv1.Lease, now time.Time) (changed bool, fatal error) {
+	if _, ok := p.byName[l.Name]; ok || l.Labels[LabelRing] == p.m.opts.Ring {
+		o, _ := parse(l, p.m.opts.Ring, p.m.opts.Partitions)
+		o.Gone, o.LastChange = true, now
+		p.departed[l.Name] = o
+		changed = true
+	}
+	c, f := p.remove(l.Name)
+	return changed || c, f
+}
+
+// departedSnapshot returns the departed Leases, forgetting those that left
+// more than departedFor ago.
+func (p *peers) departedSnapshot(now time.Time) []Observed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Observed, 0, len(p.departed))
+	for name, o := range p.departed {
+		if now.Sub(o.LastChange) > departedFor*p.m.opts.LeaseDuration {
+			delete(p.departed, name)
+			continue
+		}
+		o.Claim = o.Claim.Clone()
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Observed) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// departedFor: departed Leases are reported for this many LeaseDurations,
+// more than the 2 the handoff core needs.
+const departedFor = 4
 
 // remove forgets a Lease that was deleted or left the ring; p.mu is held.
 func (p *peers) remove(name string) (changed bool, fatal error) {

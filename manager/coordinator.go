@@ -61,6 +61,8 @@ type membership interface {
 	Listed() bool
 	Synced() bool
 	Snapshot() []lease.Observed
+	// Departed returns Leases that left the view, in their last state.
+	Departed() []lease.Observed
 	// Changes signals (coalesced) that Snapshot, LastRenew or Synced may
 	// have changed.
 	Changes() <-chan struct{}
@@ -162,7 +164,7 @@ func (c *coordinator) step(ctx context.Context) {
 	// held: it decides whether an earlier incarnation's Lease may be taken
 	// over.
 	if c.member.Listed() {
-		c.core.Observe(now, observedLeases(c.member.Snapshot()))
+		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.member.Departed()))
 	}
 	if sent, ok := c.member.LastRenew(); ok && sent.After(c.lastRenew) {
 		c.lastRenew = sent
@@ -423,12 +425,15 @@ func notReadyReason(core *handoff.Core, cachesSynced, leasesSynced bool) string 
 
 func (c *coordinator) setNotReady(reason string) { c.notReady.Store(&reason) }
 
-// observedLeases hands the Lease member's parsed view to the core, which
-// decides what malformed and foreign Leases mean.
-func observedLeases(in []lease.Observed) []handoff.Observed {
-	out := make([]handoff.Observed, len(in))
-	for i, l := range in {
-		out[i] = l.Observed
+// observedLeases hands the Lease member's parsed view, and the Leases that
+// left it, to the core, which decides what they mean.
+func observedLeases(view, departed []lease.Observed) []handoff.Observed {
+	out := make([]handoff.Observed, 0, len(view)+len(departed))
+	for _, l := range view {
+		out = append(out, l.Observed)
+	}
+	for _, l := range departed {
+		out = append(out, l.Observed)
 	}
 	return out
 }

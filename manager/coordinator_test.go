@@ -58,7 +58,8 @@ func (f *fakeMembership) Snapshot() []lease.Observed {
 	return out
 }
 
-func (f *fakeMembership) Changes() <-chan struct{} { return f.changes }
+func (f *fakeMembership) Changes() <-chan struct{}   { return f.changes }
+func (f *fakeMembership) Departed() []lease.Observed { return nil }
 
 func (f *fakeMembership) LastRenew() (time.Time, bool) {
 	f.mu.Lock()

@@ -70,6 +70,7 @@ type Core struct {
 	// not lost (raft's Ready/Advance).
 	unackedActivate shard.PartitionSet
 	unackedRevoke   shard.PartitionSet
+	unackedConfirm  []LeaseRef
 	unackedFence    bool
 	unackedExit     bool
 	unackedDelete   bool
@@ -124,6 +125,19 @@ type peer struct {
 	// longer renew (its writes are conditioned on a version that is gone),
 	// so by then it has fenced and stopped.
 	ghost *peer
+}
+
+// dropPeer forgets the Lease of id, keeping ghost (if live) in its place as
+// a tombstone: a Lease gone with nothing in force must not take an earlier
+// incarnation's claim with it.
+func (c *Core) dropPeer(id string, ghost *peer) {
+	if ghost == nil || !c.live(ghost) {
+		delete(c.peers, id)
+		return
+	}
+	g := *ghost
+	g.gone, g.collected, g.ghost, g.seen = true, true, nil, c.observation
+	c.peers[id] = &g
 }
 
 // ghostOf returns the claim that must stay in force when next replaces old
@@ -190,6 +204,9 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			continue // not a member's Lease; the shell should not pass it
 		}
 		if l.Identity == c.cfg.Identity {
+			if l.Gone {
+				continue // the own Lease as it left the view: absent
+			}
 			if !ownSeen {
 				ownSeen = true
 				c.observeOwn(l)
@@ -200,6 +217,15 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		switch {
 		case ok && old.seen == c.observation:
 			continue // an informer holds one object per name; keep the first
+		case ok && l.Gone && old.gone:
+			// Still gone: the tombstone (or its voiding) stands, and its
+			// clock too; a departed state this core never saw adds its
+			// claim.
+			old.seen = c.observation
+			if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
+				old.obs.Claim = old.obs.Claim.Union(m.Claim)
+			}
+			continue
 		case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
 			old.seen = c.observation
 			continue
@@ -210,6 +236,18 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			obs:        c.meaning(l),
 			lastChange: c.now,
 			seen:       c.observation,
+			gone:       l.Gone,
+			collected:  l.Gone, // nothing to delete
+		}
+		if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation) {
+			// Left with nothing in force, or after its last claim was
+			// voided: no tombstone, but an earlier incarnation's claim
+			// may still be in force as a ghost.
+			if ok {
+				c.dropPeer(l.Identity, c.ghostOf(old, np))
+				changed = true
+			}
+			continue
 		}
 		if ok {
 			np.ghost = c.ghostOf(old, np)
@@ -228,8 +266,9 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		case p.seen == c.observation:
 		case p.void || p.obs.Claim.IsEmpty():
 			// Nothing in force: a voided Lease (collected, say) or one
-			// whose holder published an empty claim.
-			delete(c.peers, id)
+			// whose holder published an empty claim; but a ghost still
+			// is.
+			c.dropPeer(id, p.ghost)
 			changed = true
 		case !p.gone:
 			// Absence is not death: a Lease deleted or relabelled by
@@ -283,7 +322,9 @@ func knownState(s State) bool {
 }
 
 func (c *Core) observeOwn(l Observed) {
-	if l.Problem != "" || l.ClaimUnknown {
+	// A Lease without an incarnation is damaged whatever the shell says: no
+	// kshard process writes one.
+	if l.Problem != "" || l.ClaimUnknown || l.Incarnation == "" {
 		c.own = nil
 		if c.held {
 			// Damaged by someone else: this process holds the identity
@@ -376,6 +417,14 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 	p.lastChange = c.now
 }
 
+// confirmTarget is the Lease a Confirm of identity is about.
+func (c *Core) confirmTarget(identity string) *peer {
+	if identity == c.cfg.Identity {
+		return c.prior
+	}
+	return c.peers[identity]
+}
+
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
 // core asks again in its next step.
 func (c *Core) ConfirmFailed(identity string) {
@@ -405,6 +454,16 @@ func (c *Core) Ready(now time.Time) Ready {
 	c.unackedFence = c.unackedFence || r.Fence
 	c.unackedExit = c.unackedExit || r.Exit
 	c.unackedDelete = c.unackedDelete || r.DeleteLease
+	// A confirm stays asked for while its Lease waits for the answer.
+	pending := append(c.unackedConfirm, r.Confirm...)
+	c.unackedConfirm = c.unackedConfirm[:0:0]
+	for _, ref := range pending {
+		if p := c.confirmTarget(ref.Identity); p != nil && p.confirming && p.obs.Version == ref.Version &&
+			!slices.Contains(c.unackedConfirm, ref) {
+			c.unackedConfirm = append(c.unackedConfirm, ref)
+		}
+	}
+	r.Confirm = slices.Clone(c.unackedConfirm)
 	r.Activate = c.unackedActivate.Clone()
 	r.Revoke = c.unackedRevoke.Clone()
 	r.Fence, r.Exit, r.DeleteLease = c.unackedFence, c.unackedExit, c.unackedDelete
@@ -420,6 +479,7 @@ func (c *Core) Advance(rd Ready) {
 	}
 	c.unackedActivate = c.unackedActivate.Difference(rd.Activate)
 	c.unackedRevoke = c.unackedRevoke.Difference(rd.Revoke)
+	c.unackedConfirm = slices.DeleteFunc(c.unackedConfirm, func(ref LeaseRef) bool { return slices.Contains(rd.Confirm, ref) })
 	c.unackedFence = c.unackedFence && !rd.Fence
 	c.unackedExit = c.unackedExit && !rd.Exit
 	c.unackedDelete = c.unackedDelete && !rd.DeleteLease

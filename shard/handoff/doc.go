@@ -24,13 +24,18 @@
 //   - Drain before release. p leaves the published claim only after it left
 //     the active set and Drained reported nothing of it in flight.
 //   - Absence is not death. A Lease that leaves the view (deleted or
-//     relabelled by hand, or filtered out) while its last observed claim was
-//     non-empty and not voided stays as a tombstone: its claim counts until
-//     it has been gone for LeaseDuration of observed time and a direct read
-//     confirms it still gone (or out of the ring). Only an observed empty
-//     claim, that confirmed expiry, or (in future) a proof of death releases
-//     it. A replica joins the ring only after watching it for LeaseDuration,
-//     because a Lease that vanished before it started leaves it no tombstone.
+//     relabelled by hand, or filtered out) while its last claim was non-empty
+//     and not voided stays as a tombstone: its claim counts until it has
+//     been gone for LeaseDuration of observed time and a direct read
+//     confirms it still gone (or out of the ring). The last claim is the one
+//     last observed, or the one the removing watch event carried (the shell
+//     reports departed Leases, Observed.Gone), whichever is larger. Only an
+//     observed empty claim, that confirmed expiry, or (in future) a proof of
+//     death releases it. A Lease created afresh (another UID) by another
+//     incarnation keeps the previous incarnation's claim in force for
+//     LeaseDuration (a ghost). A replica joins the ring only after watching
+//     it for LeaseDuration, because a Lease that vanished before it started
+//     leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
 //     rewritten by someone else after it held it, fences at once and stays
 //     fenced until a renew sent after that moment has succeeded (the shell
@@ -55,10 +60,11 @@
 // The tombstone covers the window in which the owner has not yet noticed: it
 // fences when its watch shows the loss, and otherwise when its renews stop
 // counting (a deleted Lease fails every conditional update until recreated),
-// both within LeaseDuration of the loss. Residual risk: a peer that relists
-// after the deletion and never saw the Lease has no tombstone; the join wait
-// covers a new replica, but a replica already in the ring whose watch
-// relists across a deletion relies on the owner's fence alone.
+// both within LeaseDuration of the loss. Residual risk: a peer whose watch
+// relists across the deletion (its resourceVersion too old) gets no event
+// and, if it never saw the claim either, no tombstone; the join wait covers a
+// new replica, but a replica already in the ring in that position relies on
+// the owner's fence alone.
 //
 // Assumptions, and what breaks when they fail:
 //   - Clock rates differ by less than a few percent. Expiry uses only each

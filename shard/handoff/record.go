@@ -64,6 +64,14 @@ type Observed struct {
 	// across updates and changes when the Lease is deleted and created
 	// again. Empty when unknown, which counts as changed.
 	UID string
+	// Gone: the Lease has left the view (deleted, or relabelled out of the
+	// ring) and this is its last state, as carried by the event that removed
+	// it; Version is that event's resourceVersion. Reporting it lets the core
+	// keep a claim in force that it never saw while the Lease was in the
+	// view (its watch lagged). A Gone Lease is never a member. Report it
+	// until its name reappears or for at least 2×LeaseDuration; dropping it
+	// earlier leaves the core its own tombstone, if it saw the claim.
+	Gone bool
 	// Problem is non-empty when the Lease carries the ring label but does
 	// not follow the Lease format; it says what is wrong. Such a Lease is
 	// never a member, and while it is live its claim counts as every

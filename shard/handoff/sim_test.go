@@ -35,6 +35,7 @@ func TestSimulation(t *testing.T) {
 	var (
 		next, steps, violations atomic.Int64
 		tampers, pauses         atomic.Int64
+		leaves, leaveTombstones atomic.Int64
 		mu                      sync.Mutex
 		failed                  []uint64
 		wg                      sync.WaitGroup
@@ -55,6 +56,8 @@ func TestSimulation(t *testing.T) {
 				steps.Add(int64(w.steps))
 				tampers.Add(int64(w.tampers))
 				pauses.Add(int64(w.pauses))
+				leaves.Add(int64(w.leaves))
+				leaveTombstones.Add(int64(w.leaveTombstones))
 				if w.violation != "" {
 					violations.Add(1)
 					mu.Lock()
@@ -67,6 +70,8 @@ func TestSimulation(t *testing.T) {
 	wg.Wait()
 	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
 		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load())
+	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
+		leaves.Load(), leaveTombstones.Load())
 	for i, seed := range failed {
 		if i == 3 {
 			t.Errorf("... and %d more failing seeds", len(failed)-i)

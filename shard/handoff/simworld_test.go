@@ -119,11 +119,15 @@ type storedLease struct {
 	relabelled bool
 	// damaged: a third party broke its format; it parses with a Problem.
 	damaged bool
+	// deleted: (informer caches only) the Lease's last state before the
+	// deletion at rv.
+	deleted bool
 }
 
 type logEntry struct {
 	identity string
 	lease    *storedLease // nil: deleted
+	gone     *storedLease // for a deletion: the last state, at the deletion's rv
 }
 
 // apiServer is etcd behind the API server: one ordered log, resourceVersions
@@ -169,7 +173,9 @@ func (s *apiServer) del(identity string, rv uint64) bool {
 	}
 	s.rv++
 	delete(s.leases, identity)
-	s.log = append(s.log, logEntry{identity: identity})
+	last := *cur
+	last.rv, last.deleted = s.rv, true
+	s.log = append(s.log, logEntry{identity: identity, gone: &last})
 	return true
 }
 
@@ -191,14 +197,21 @@ type world struct {
 	runningBy []*proc // runningBy[q]: the process reconciling partition q, if any
 	rings     map[string]*shard.Ring
 
-	quiet          bool          // faults have stopped
-	faultsOver     time.Duration // faultsEnd, or the end of a pause that outlasts it
-	pauses         int           // pause faults injected
-	tampers        int           // third-party Lease edits injected
-	settledAt      time.Duration // faults stopped and the fallout (exits of fenced replicas) ended
-	converged      bool          // every partition is active on exactly one live member
-	convergedSince time.Duration // when converged last became true
-	end            time.Duration
+	quiet      bool          // faults have stopped
+	faultsOver time.Duration // faultsEnd, or the end of a pause that outlasts it
+	pauses     int           // pause faults injected
+	tampers    int           // third-party Lease edits injected
+	// Graceful leaves, and (observer, leaver) pairs in which the observer
+	// saw the leaver's Lease vanish with its claim still in force (its
+	// watch merged the empty claim with the deletion): a tombstone that
+	// delays the handoff by LeaseDuration.
+	leaves, leaveTombstones int
+	leftIncs                map[string]bool // incarnations that left gracefully
+	tombstoned              map[string]bool // observer incarnation + "/" + leaver identity
+	settledAt               time.Duration   // faults stopped and the fallout (exits of fenced replicas) ended
+	converged               bool            // every partition is active on exactly one live member
+	convergedSince          time.Duration   // when converged last became true
+	end                     time.Duration
 
 	violation string
 	trace     *strings.Builder
@@ -443,9 +456,13 @@ func (w *world) fault() {
 			w.tracef("%s replaced while cut off", p)
 			w.start(i)
 		}
-	default: // a burst of duplicate watch deliveries (informer resync)
+	default: // a burst of duplicate watch deliveries (informer resync), or a relist
 		if p := pick(); p != nil {
-			p.deliver(p.cursor)
+			if w.rng.IntN(2) == 0 {
+				p.relist()
+			} else {
+				p.deliver(p.cursor)
+			}
 		}
 	}
 }
@@ -479,7 +496,7 @@ func (w *world) tamper(identity string) {
 		w.server.del(identity, cur.rv)
 	case 1:
 		w.tracef("THIRD PARTY relabels %s's Lease (rv %d)", identity, cur.rv)
-		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true})
+		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true, damaged: cur.damaged})
 	default:
 		rec := cur.rec.Clone()
 		if w.rng.IntN(2) == 0 {
@@ -800,6 +817,10 @@ func (p *proc) step() {
 	}
 	p.core.Advance(r) // everything above was carried out
 	if r.DeleteLease {
+		if w.leftIncs == nil {
+			w.leftIncs = map[string]bool{}
+		}
+		w.leftIncs[p.inc] = true
 		w.tracef("%s leave complete: delete Lease", p)
 		p.released = true
 		p.deleteOwn(3)
@@ -852,8 +873,13 @@ func (p *proc) exit(why string) {
 	}
 	switch {
 	case why == "left":
+		w.leaves++
 	case w.quiet:
-		if w.now-w.faultsOver > w.p.falloutBound() {
+		// A leave that cannot finish (its Lease tampered with while another
+		// process took the identity) ends at the shutdown timeout; with
+		// nothing running that is no fallout of the faults.
+		late := why != "shutdown timeout" || !p.running().IsEmpty()
+		if late && w.now-w.faultsOver > w.p.falloutBound() {
 			w.fail("%s exits (%s) %v after the faults stopped, later than the stop deadline allows", p, why, w.now-w.faultsOver)
 		}
 		w.settledAt = w.now
@@ -1183,12 +1209,38 @@ func (p *proc) deliver(upTo int) {
 	log := p.w.server.log
 	for _, e := range log[p.cursor:upTo] {
 		if e.lease == nil {
-			delete(p.cache, e.identity)
+			// The informer's delete event carries the last state: the
+			// shell keeps reporting it as gone (lease.Member does).
+			p.cache[e.identity] = e.gone
 		} else {
 			p.cache[e.identity] = e.lease
 		}
 	}
 	p.cursor = upTo
+	p.observeCache()
+}
+
+// relist replaces the informer's content with a fresh list (the watch's
+// resourceVersion expired): Leases that departed since are simply absent,
+// their last state unknown.
+func (p *proc) relist() {
+	w := p.w
+	if !p.alive || p.cutOff || w.now < p.stallUntil || p.paused() {
+		return
+	}
+	w.tracef("%s relists", p)
+	p.cache = map[string]*storedLease{}
+	for id, l := range w.server.leases {
+		if !l.relabelled {
+			p.cache[id] = l
+		}
+	}
+	p.cursor = len(w.server.log)
+	p.observeCache()
+}
+
+// observeCache feeds the informer's content to the core and steps.
+func (p *proc) observeCache() {
 	ids := make([]string, 0, len(p.cache))
 	for id := range p.cache {
 		ids = append(ids, id)
@@ -1197,15 +1249,35 @@ func (p *proc) deliver(upTo int) {
 	p.observed = p.observed[:0]
 	for _, id := range ids {
 		l := p.cache[id]
-		if l.relabelled {
-			continue // the label selector filters it out
-		}
 		o := Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
+		// Out of the label selector (the watch's delete event) or deleted:
+		// reported as gone, with its last state.
+		o.Gone = l.relabelled || l.deleted
 		if l.damaged {
 			o.Problem = "damaged by hand"
 		}
 		p.observed = append(p.observed, o)
 	}
 	p.core.Observe(p.local(), p.observed)
+	p.countLeaveTombstones()
 	p.step()
+}
+
+// countLeaveTombstones counts peers whose Lease this process holds as a
+// tombstone after a graceful leave of theirs (see world.leaveTombstones).
+func (p *proc) countLeaveTombstones() {
+	w := p.w
+	for id, peer := range p.core.peers {
+		if !peer.gone || !w.leftIncs[peer.obs.Incarnation] {
+			continue
+		}
+		key := p.inc + "/" + id + "/" + peer.obs.Incarnation
+		if w.tombstoned == nil {
+			w.tombstoned = map[string]bool{}
+		}
+		if !w.tombstoned[key] {
+			w.tombstoned[key] = true
+			w.leaveTombstones++
+		}
+	}
 }

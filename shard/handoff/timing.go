@@ -53,28 +53,43 @@ func (t Timing) WithDefaults() Timing {
 // ErrTiming is wrapped by every error Timing.Validate returns.
 var ErrTiming = errors.New("invalid lease timing")
 
+// TimingNames are the names Timing.ValidateNamed gives the four timings in
+// its errors: option names, or a program's flags.
+type TimingNames struct {
+	LeaseDuration, RenewDeadline, RenewPeriod, RenewTimeout string
+}
+
+// FieldNames names the timings as Timing's (and the options structs')
+// fields.
+var FieldNames = TimingNames{LeaseDuration: "LeaseDuration", RenewDeadline: "RenewDeadline", RenewPeriod: "RenewPeriod", RenewTimeout: "RenewTimeout"}
+
 // Validate reports the first rule that t (after defaults) breaks, naming the
 // fields by their option names.
-func (t Timing) Validate() error {
+func (t Timing) Validate() error { return t.ValidateNamed(FieldNames) }
+
+// ValidateNamed is Validate with the timings called by n in the error: the
+// one check of the rule LeaseDuration > RenewDeadline > RenewPeriod, also
+// for programs that expose the timings as flags.
+func (t Timing) ValidateNamed(n TimingNames) error {
 	t = t.WithDefaults()
 	switch {
 	case t.LeaseDuration <= 0:
-		return fmt.Errorf("%w: LeaseDuration %s must be positive (0 selects the default %s)", ErrTiming, t.LeaseDuration, DefaultLeaseDuration)
+		return fmt.Errorf("%w: %s (%s) must be positive", ErrTiming, n.LeaseDuration, t.LeaseDuration)
 	case t.RenewDeadline <= 0:
-		return fmt.Errorf("%w: RenewDeadline %s must be positive (0 selects 2/3 of LeaseDuration)", ErrTiming, t.RenewDeadline)
+		return fmt.Errorf("%w: %s (%s) must be positive (0 selects 2/3 of %s)", ErrTiming, n.RenewDeadline, t.RenewDeadline, n.LeaseDuration)
 	case t.RenewDeadline >= t.LeaseDuration:
-		return fmt.Errorf("%w: RenewDeadline %s must be shorter than LeaseDuration %s: a replica must stop its reconciles before peers may judge its Lease expired; lower RenewDeadline or raise LeaseDuration",
-			ErrTiming, t.RenewDeadline, t.LeaseDuration)
+		return fmt.Errorf("%w: %s (%s) must be less than %s (%s): a replica must stop its reconciles before peers may judge its Lease expired; lower %s or raise %s",
+			ErrTiming, n.RenewDeadline, t.RenewDeadline, n.LeaseDuration, t.LeaseDuration, n.RenewDeadline, n.LeaseDuration)
 	case t.RenewPeriod <= 0:
-		return fmt.Errorf("%w: RenewPeriod %s must be positive (0 selects LeaseDuration/5)", ErrTiming, t.RenewPeriod)
+		return fmt.Errorf("%w: %s (%s) must be positive (0 selects %s/5)", ErrTiming, n.RenewPeriod, t.RenewPeriod, n.LeaseDuration)
 	case t.RenewPeriod >= t.RenewDeadline:
-		return fmt.Errorf("%w: RenewPeriod %s must be shorter than RenewDeadline %s, or one slow renew fences the replica; lower RenewPeriod",
-			ErrTiming, t.RenewPeriod, t.RenewDeadline)
+		return fmt.Errorf("%w: %s (%s) must be less than %s (%s), or one slow renew fences the replica; lower %s",
+			ErrTiming, n.RenewPeriod, t.RenewPeriod, n.RenewDeadline, t.RenewDeadline, n.RenewPeriod)
 	case t.RenewTimeout <= 0:
-		return fmt.Errorf("%w: RenewTimeout %s must be positive (0 selects LeaseDuration − RenewDeadline)", ErrTiming, t.RenewTimeout)
+		return fmt.Errorf("%w: %s (%s) must be positive (0 selects %s − %s)", ErrTiming, n.RenewTimeout, t.RenewTimeout, n.LeaseDuration, n.RenewDeadline)
 	case t.RenewTimeout > t.LeaseDuration-t.RenewDeadline:
-		return fmt.Errorf("%w: RenewTimeout %s exceeds LeaseDuration − RenewDeadline = %s: a renew landing that late could outlive peers' expiry judgement; lower RenewTimeout or RenewDeadline",
-			ErrTiming, t.RenewTimeout, t.LeaseDuration-t.RenewDeadline)
+		return fmt.Errorf("%w: %s (%s) exceeds %s − %s = %s: a renew landing that late could outlive peers' expiry judgement; lower %s or %s",
+			ErrTiming, n.RenewTimeout, t.RenewTimeout, n.LeaseDuration, n.RenewDeadline, t.LeaseDuration-t.RenewDeadline, n.RenewTimeout, n.RenewDeadline)
 	}
 	return nil
 }

@@ -26,18 +26,24 @@ func TestTimingValidate(t *testing.T) {
 		t    Timing
 		want string
 	}{
-		{Timing{LeaseDuration: -time.Second}, "LeaseDuration -1s must be positive"},
-		{Timing{RenewDeadline: -time.Second}, "RenewDeadline -1s must be positive"},
-		{Timing{RenewDeadline: 10 * time.Second}, "RenewDeadline 10s must be shorter than LeaseDuration 10s"},
-		{Timing{RenewPeriod: 7 * time.Second}, "RenewPeriod 7s must be shorter than RenewDeadline"},
-		{Timing{RenewPeriod: -1}, "RenewPeriod -1ns must be positive"},
+		{Timing{LeaseDuration: -time.Second}, "LeaseDuration (-1s) must be positive"},
+		{Timing{RenewDeadline: -time.Second}, "RenewDeadline (-1s) must be positive"},
+		{Timing{RenewDeadline: 10 * time.Second}, "RenewDeadline (10s) must be less than LeaseDuration (10s)"},
+		{Timing{RenewPeriod: 7 * time.Second}, "RenewPeriod (7s) must be less than RenewDeadline"},
+		{Timing{RenewPeriod: -1}, "RenewPeriod (-1ns) must be positive"},
 		{Timing{RenewTimeout: 4 * time.Second}, "exceeds LeaseDuration − RenewDeadline"},
-		{Timing{RenewTimeout: -1}, "RenewTimeout -1ns must be positive"},
+		{Timing{RenewTimeout: -1}, "RenewTimeout (-1ns) must be positive"},
 	} {
 		err := tc.t.Validate()
 		if !errors.Is(err, ErrTiming) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one containing %q", tc.t, err, tc.want)
 		}
+	}
+	flags := TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "--renew-timeout"}
+	err := Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 5 * time.Second}.ValidateNamed(flags)
+	if want := "--renew-deadline (5s) must be less than --lease-duration (5s)"; err == nil || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "lower --renew-deadline or raise --lease-duration") {
+		t.Errorf("named error %v, want one containing %q and naming the flags to change", err, want)
 	}
 	if err := (Timing{LeaseDuration: time.Second, RenewDeadline: 900 * time.Millisecond, RenewPeriod: 100 * time.Millisecond}).Validate(); err != nil {
 		t.Errorf("valid timing rejected: %v", err)

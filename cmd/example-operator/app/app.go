@@ -55,7 +55,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
-	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default 3/10 of --renew-deadline: 2s with the default --lease-duration)")
+	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
 	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", 5*time.Second, "how long reconciles of a partition that moves away may finish before they are cancelled")
 	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
@@ -117,8 +117,9 @@ func (c *config) validate() error {
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)
 	}
 	timing := handoff.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod}
-	if err := timing.Validate(); err != nil {
-		return fmt.Errorf("--lease-duration, --renew-deadline (default 2/3 of --lease-duration) and --renew-period (default 3/10 of --renew-deadline): %w", err)
+	flags := handoff.TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "the renew timeout"}
+	if err := timing.ValidateNamed(flags); err != nil {
+		return err
 	}
 	switch {
 	case c.mgr.DrainGracePeriod < 0 || c.mgr.GracefulShutdownTimeout < 0:
