@@ -39,6 +39,12 @@ type Core struct {
 	ownLost bool
 	lostAt  time.Time
 	repair  string // version of the damaged own Lease the shell may overwrite
+	// lapsed: a renew succeeded that was sent only after RenewDeadline had
+	// passed since the previous one (the process was paused or cut off in
+	// between). Peers may have voided the claims during the gap, so the
+	// replica fences in the next step even if that renew makes it look
+	// recently renewed there.
+	lapsed bool
 	// takeOver: the shell may overwrite the own Lease at this version
 	// (Ready.TakeOver), until the own incarnation is observed in it.
 	takeOver *LeaseRef
@@ -383,6 +389,9 @@ func (c *Core) RenewSucceeded(sentAt time.Time) {
 	// Not clamped to c.now here: that is the time of the previous input and
 	// may be long past. Ready clamps it to the time it is given.
 	if !c.renewed || sentAt.After(c.lastRenewSent) {
+		if c.renewed && !c.fenced && !sentAt.Before(c.lastRenewSent.Add(c.cfg.RenewDeadline)) {
+			c.lapsed = true
+		}
 		c.renewed, c.lastRenewSent = true, sentAt
 	}
 }
@@ -541,9 +550,10 @@ func (c *Core) checkRenewal(r *Ready) {
 	if c.fenced && c.renewedRecently() && !c.ownLost && c.lastRenewSent.After(c.lostAt) {
 		c.fenced = false
 	}
-	if !c.fenced && (c.ownLost || c.renewed && !c.renewedRecently()) {
+	if !c.fenced && (c.ownLost || c.lapsed || c.renewed && !c.renewedRecently()) {
 		c.fence(r)
 	}
+	c.lapsed = false
 	c.mustStop = c.mustStop.Intersect(c.draining)
 	if !c.mustStop.IsEmpty() && !c.now.Before(c.stopBy) {
 		// The stop deadline holds even if renews have succeeded again since:

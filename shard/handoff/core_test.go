@@ -514,6 +514,29 @@ func TestFenceAndRejoin(t *testing.T) {
 	}
 }
 
+// A process paused past RenewDeadline can, on resuming, learn of a renew it
+// sent after the pause before its first step: that renew makes it look
+// recently renewed, but peers may have voided its claims during the gap, so
+// it must fence all the same.
+func TestRenewAfterAGapFences(t *testing.T) {
+	h := activeAlone(t, "a")
+	lastSent := h.now
+	h.now = lastSent.Add(testDeadline + time.Second) // resumed
+	h.c.RenewSucceeded(h.now.Add(-time.Millisecond)) // sent after the pause
+	r := h.c.Ready(h.now)
+	if !r.Fence || !h.c.Active().IsEmpty() {
+		t.Fatalf("renew sent %v after the previous one (RenewDeadline %v): fence %v, active %v; want fenced, nothing active",
+			h.now.Sub(lastSent), testDeadline, r.Fence, h.c.Active())
+	}
+	// A renew within the deadline of the previous one is no gap.
+	h2 := activeAlone(t, "b")
+	h2.advance(testDeadline - time.Millisecond)
+	h2.c.RenewSucceeded(h2.now)
+	if r := h2.c.Ready(h2.now); r.Fence {
+		t.Fatal("fenced on a renew sent within RenewDeadline of the previous one")
+	}
+}
+
 // After a fence, even partitions that stayed claimed throughout (their drain
 // outlasted the outage) need a Record of the new epoch: peers may have voided
 // every Record written before the fence.

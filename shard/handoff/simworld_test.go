@@ -701,6 +701,17 @@ func (p *proc) resume() {
 		w.settledAt = max(w.settledAt, w.now)
 	}
 	fencedBefore := p.fenceAt
+	if !p.writing && p.rec != nil && !p.released && w.rng.IntN(2) == 0 {
+		// The Lease client runs before the core: a renew sent after the
+		// pause has succeeded by the core's first step, so the core sees
+		// itself recently renewed. It must fence all the same.
+		if rv, ok := w.server.put(p.id, p.rec.Clone(), p.baseRV); ok {
+			w.tracef("%s renews first on resuming rv=%d", p, rv)
+			w.afterMutation(p.id)
+			p.baseRV = rv
+			p.core.RenewSucceeded(p.local())
+		}
+	}
 	p.step()
 	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore {
 		w.fail("%s resumed after peers took over %v but did not fence at once", p, p.overrun)
