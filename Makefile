@@ -57,7 +57,7 @@ image:
 image-check:
 	cd hack/image && $(GOTEST) -race -count=1 ./...
 
-## chaos-safety: ROUNDS (default 20) rounds each of the blind-write safety scenarios — a paused replica, and, with KSHARD_CHAOS_LEASE_FAULTS=1, a live member's Lease deleted or relabelled — one at a time (~1 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-safety: ROUNDS (default 20) rounds each of the blind-write safety scenarios — a paused replica, and a live member's Lease deleted or relabelled — one at a time (~1 min a round); summary in $(CHAOS_SUMMARY).
 chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \

@@ -7,8 +7,7 @@
 // and check the writes themselves: no two replicas' writing reconciles of a
 // key overlap, no write leaves a replica after its lease validity passed,
 // no stale write lands over a newer one, and every object ends with its last
-// write. A paused replica (SIGSTOP for 1.5–3×LeaseDuration) runs in every
-// test run; a live member's Lease deleted or relabelled needs the tombstone
-// rule and own-Lease fence and runs with KSHARD_CHAOS_LEASE_FAULTS=1. `make
-// chaos-safety ROUNDS=20` runs many rounds of them.
+// write. A paused replica (SIGSTOP for 1.5–3×LeaseDuration) and a live
+// member's Lease deleted or relabelled run one round in every test run;
+// `make chaos-safety ROUNDS=20` runs many rounds of them.
 package chaos

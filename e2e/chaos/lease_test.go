@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"math"
-	"os"
 	"testing"
 	"time"
 
@@ -11,24 +10,9 @@ import (
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
-// EnvLeaseFaults enables the scenarios that delete or relabel a live
-// member's Lease. They need the tombstone rule (a vanished Lease's claim
-// stays in force for LeaseDuration) and the own-Lease fence and repair of
-// issue 11; without them they find overlapping writes, so they are off
-// until those land. Set it to 1 to run them.
-const EnvLeaseFaults = "KSHARD_CHAOS_LEASE_FAULTS"
-
 // safetyWork is how long each reconcile of the blind-write scenarios takes
 // before it writes: long enough that every fault finds reconciles in flight.
 const safetyWork = time.Second
-
-// requireLeaseFaults skips, saying why, unless EnvLeaseFaults is set.
-func requireLeaseFaults(t *testing.T) {
-	t.Helper()
-	if os.Getenv(EnvLeaseFaults) != "1" {
-		t.Skipf("needs the tombstone rule and own-Lease fence of issue 11 (core); set %s=1 to run it", EnvLeaseFaults)
-	}
-}
 
 // blindWriters starts three blind-writing replicas with slow reconciles and
 // a writer, and waits until the ring has converged and every replica has
@@ -99,7 +83,6 @@ func (r *round) recovered(h *harness.Harness, victim string, fault time.Time) {
 // reconcile its keys while its reconciles can still write; it must fence,
 // and rejoin by itself.
 func TestDeleteLiveMembersLease(t *testing.T) {
-	requireLeaseFaults(t)
 	scenario(t, "delete", func(r *round) {
 		r.restartAnyExit = true
 		h, writer, ids := blindWriters(r)
@@ -118,7 +101,6 @@ func TestDeleteLiveMembersLease(t *testing.T) {
 // reconciles in flight. As with deletion, and the member must repair its
 // Lease rather than crash-loop on its own name.
 func TestRelabelLiveMembersLease(t *testing.T) {
-	requireLeaseFaults(t)
 	scenario(t, "relabel", func(r *round) {
 		r.restartAnyExit = true
 		h, writer, ids := blindWriters(r)
