@@ -23,8 +23,8 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/shard"
 )
 
 // labelKey=labelValue marks the ConfigMaps the operator reconciles; others
@@ -113,7 +113,7 @@ func run() error {
 	if *blindWrite {
 		r.client = mgr.GetClient()
 	}
-	b := controller.NewControllerManagedBy(recordingManager{Manager: mgr, rec: rec}).
+	b := controller.NewControllerManagedBy(kshardtest.RecordRing(mgr, rec)).
 		For(&corev1.ConfigMap{}).
 		Named("testoperator").
 		WithEventFilter(controller.NewPredicateFuncs(func(o controller.Object) bool {
@@ -241,47 +241,6 @@ func (t *sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return t.next.RoundTrip(req)
-}
-
-// recordingManager hands the manager every controller wrapped in a
-// recordedController, so the records bracket the controller's own admission
-// and drain rather than some other participant's.
-type recordingManager struct {
-	*manager.Manager
-	rec *recorder.Writer
-}
-
-func (m recordingManager) Add(r controller.Runnable) error {
-	if c, ok := r.(controller.Controller); ok {
-		r = &recordedController{Controller: c, rec: m.rec}
-	}
-	return m.Manager.Add(r)
-}
-
-// recordedController records ring events around a controller's Activate and
-// Revoke. The recorded active window of a partition (activate before the
-// call, revoked after the drain) contains the real one, so windows of two
-// processes that intersect prove a protocol violation.
-type recordedController struct {
-	controller.Controller
-	rec *recorder.Writer
-}
-
-func (c *recordedController) Activate(ctx context.Context, set shard.PartitionSet) error {
-	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
-		return err
-	}
-	return c.Controller.Activate(ctx, set)
-}
-
-func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, opts ...controller.RevokeOption) error {
-	if err := c.rec.Ring(recorder.KindRevoke, set.Slice()); err != nil {
-		return err
-	}
-	if err := c.Controller.Revoke(ctx, set, opts...); err != nil {
-		return err
-	}
-	return c.rec.Ring(recorder.KindRevoked, set.Slice())
 }
 
 func randomID() string {
