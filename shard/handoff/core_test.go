@@ -45,6 +45,18 @@ func newHarness(t *testing.T, identity string) *harness {
 
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
 
+// renewFor lets d go by while the own Lease keeps being renewed every
+// second, without stepping the core: a single renew after a gap longer
+// than RenewDeadline would fence it (see TestRenewAfterAGapFences).
+func (h *harness) renewFor(d time.Duration) {
+	for d > 0 {
+		step := min(d, time.Second)
+		h.advance(step)
+		d -= step
+		h.c.RenewSucceeded(h.now)
+	}
+}
+
 // pass lets d go by while the own Lease keeps being renewed every second,
 // stepping the core without new observations; it returns what those steps
 // asked for, merged.
@@ -321,8 +333,7 @@ func TestConfirmBeforeVoid(t *testing.T) {
 	}
 
 	// Another LeaseDuration of silence; the read fails, then is retried.
-	h.advance(testLease)
-	h.c.RenewSucceeded(h.now)
+	h.renewFor(testLease)
 	if r := h.ready(); len(r.Confirm) != 1 {
 		t.Fatalf("Confirm = %v after another LeaseDuration", r.Confirm)
 	}
@@ -364,8 +375,7 @@ func TestConfirmOfDeletedLeaseVoids(t *testing.T) {
 	h.c.CachesSynced()
 	h.setPeer("b", StateJoining, 0, 1)
 	h.settle()
-	h.advance(testLease)
-	h.c.RenewSucceeded(h.now)
+	h.renewFor(testLease)
 	if r := h.ready(); len(r.Confirm) != 1 {
 		t.Fatalf("Confirm = %v", r.Confirm)
 	}
@@ -703,8 +713,7 @@ func TestExpiredLeasesAreGarbageCollectedOnce(t *testing.T) {
 	h.c.Drained(shard.FullPartitionSet(7))
 	collected := 0
 	for range 12 {
-		h.advance(testLease)
-		h.c.RenewSucceeded(h.now)
+		h.renewFor(testLease)
 		r := h.c.Ready(h.now)
 		for _, ref := range r.GarbageCollect {
 			if ref != (LeaseRef{Identity: "b", Version: b.Version}) {
