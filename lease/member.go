@@ -159,8 +159,12 @@ func (m *Member) Listed() bool { return m.peers.hasSynced() }
 // Departed returns the Leases that left the view recently (deleted, or
 // relabelled out of the ring) in their last state, as the watch event that
 // removed them carried it, with Gone set: the handoff core keeps their
-// claims in force although it may never have seen them in the view. A
-// relist that misses a departure cannot report it.
+// claims in force although it may never have seen them in the view. There
+// is one per Lease object (name and UID), sorted by name and, within a
+// name, in the order they left, the last one last: a name deleted twice
+// while the watch lagged reports both objects, and a departure stays
+// reported after its name is created again (but not once the same object
+// is back in the ring). A relist that misses a departure cannot report it.
 func (m *Member) Departed() []Observed { return m.peers.departedSnapshot(m.clock.Now()) }
 
 // Snapshot returns every Lease of the ring the watch currently holds, the

@@ -602,3 +602,55 @@ func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
 		t.Fatalf("departed after c came back: %v", d)
 	}
 }
+
+// TestDepartedPerObject: a name deleted twice while the watch lagged (or
+// just twice) reports both objects' last states, in the order they left, and
+// keeps reporting them after the name is created again: the claim of the
+// first object may be one the handoff core never saw.
+func TestDepartedPerObject(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+	claimOf := func(p ...int) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) {
+			l.Annotations[AnnotationClaim] = shard.NewPartitionSet(7, p...).Encode()
+		}
+	}
+	del := func() {
+		t.Helper()
+		if err := u.api.CoordinationV1().Leases("ns").Delete(context.Background(), "r-b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := u.create(peerLease("ns", "r", "b", "inc-b2", claimOf(0, 1)))
+	eventually(t, "the watch to show b", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	del()
+	second := u.create(peerLease("ns", "r", "b", "inc-b1", claimOf()))
+	eventually(t, "the watch to show b again", func() bool {
+		o, ok := observedByName(m.Snapshot(), "r-b")
+		return ok && o.UID == string(second.UID)
+	})
+	del()
+	eventually(t, "both objects to depart", func() bool { return len(m.Departed()) == 2 })
+	check := func() {
+		t.Helper()
+		d := m.Departed()
+		if len(d) != 2 || d[0].UID != string(first.UID) || d[1].UID != string(second.UID) {
+			t.Fatalf("departed %+v; want %s then %s", d, first.UID, second.UID)
+		}
+		if !d[0].Gone || d[0].Incarnation != "inc-b2" || !d[0].Claim.Equal(shard.NewPartitionSet(7, 0, 1)) {
+			t.Errorf("first object departed as %+v; want gone, inc-b2, claim {0,1}", d[0].Observed)
+		}
+		if !d[1].Gone || d[1].Incarnation != "inc-b1" || !d[1].Claim.IsEmpty() {
+			t.Errorf("second object departed as %+v; want gone, inc-b1, claim {}", d[1].Observed)
+		}
+	}
+	check()
+	third := u.create(peerLease("ns", "r", "b", "inc-b1", claimOf()))
+	eventually(t, "the third object in the view", func() bool {
+		o, ok := observedByName(m.Snapshot(), "r-b")
+		return ok && o.UID == string(third.UID)
+	})
+	check()
+}

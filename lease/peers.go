@@ -29,19 +29,37 @@ type peers struct {
 	// mu guards the fields below; it is taken before Member.mu.
 	mu     sync.Mutex
 	byName map[string]Observed
-	// departed holds, per name, the last state of a Lease that left the
-	// view, as the watch event that removed it carried it (a deletion, or a
-	// relabel out of the ring's selector), with Gone set and LastChange the
-	// local time it left. See Member.Departed.
-	departed map[string]Observed
+	// departed holds, per Lease object (name and UID), the last state of
+	// a Lease that left the view, as the watch event that removed it
+	// carried it (a deletion, or a relabel out of the ring's selector),
+	// with Gone set and LastChange the local time it left. It is kept per
+	// object, and across the name's re-creation, because a watch that
+	// lagged across two departures of one name sees the claim of the first
+	// object only in its departure. See Member.Departed.
+	departed map[objectKey]departure
+	// departures counts departures, to report them in the order they came.
+	departures uint64
 	// problems remembers, per Lease, the version whose problem was logged
 	// and counted, so each malformed version is reported once.
 	problems map[string]string
 	synced   bool
 }
 
+// objectKey names one Lease object: a name is reused when a Lease is
+// deleted and created again, a UID is not.
+type objectKey struct {
+	name string
+	uid  string
+}
+
+// departure is a departed Lease and the order it left in.
+type departure struct {
+	o   Observed
+	seq uint64
+}
+
 func newPeers(m *Member) *peers {
-	return &peers{m: m, byName: map[string]Observed{}, departed: map[string]Observed{}, problems: map[string]string{}}
+	return &peers{m: m, byName: map[string]Observed{}, departed: map[objectKey]departure{}, problems: map[string]string{}}
 }
 
 // run lists and watches the ring's Leases until ctx is done.
@@ -192,7 +210,10 @@ func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, f
 		// Relabelled out of the ring (or a watch that does not filter).
 		return p.depart(l, now)
 	}
-	delete(p.departed, l.Name)
+	// The object is back in the view (relabelled into the ring again):
+	// this state supersedes its departure. Other objects of the name keep
+	// theirs.
+	delete(p.departed, objectKey{l.Name, string(l.UID)})
 	if prev, ok := p.byName[l.Name]; ok && prev.Version == l.ResourceVersion {
 		return false, nil
 	}
@@ -216,28 +237,34 @@ func (p *peers) depart(l *coordinationv1.Lease, now time.Time) (changed bool, fa
 	if _, ok := p.byName[l.Name]; ok || l.Labels[LabelRing] == p.m.opts.Ring {
 		o, _ := parse(l, p.m.opts.Ring, p.m.opts.Partitions)
 		o.Gone, o.LastChange = true, now
-		p.departed[l.Name] = o
+		p.departures++
+		p.departed[objectKey{l.Name, string(l.UID)}] = departure{o: o, seq: p.departures}
 		changed = true
 	}
 	c, f := p.remove(l.Name)
 	return changed || c, f
 }
 
-// departedSnapshot returns the departed Leases, forgetting those that left
-// more than departedFor ago.
+// departedSnapshot returns the departed Leases, sorted by name and, within
+// a name, in the order they left; it forgets those that left more than
+// departedFor ago.
 func (p *peers) departedSnapshot(now time.Time) []Observed {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]Observed, 0, len(p.departed))
-	for name, o := range p.departed {
-		if now.Sub(o.LastChange) > departedFor*p.m.opts.LeaseDuration {
-			delete(p.departed, name)
+	ds := make([]departure, 0, len(p.departed))
+	for key, d := range p.departed {
+		if now.Sub(d.o.LastChange) > departedFor*p.m.opts.LeaseDuration {
+			delete(p.departed, key)
 			continue
 		}
-		o.Claim = o.Claim.Clone()
-		out = append(out, o)
+		d.o.Claim = d.o.Claim.Clone()
+		ds = append(ds, d)
 	}
-	slices.SortFunc(out, func(a, b Observed) int { return cmp.Compare(a.Name, b.Name) })
+	p.mu.Unlock()
+	slices.SortFunc(ds, func(a, b departure) int { return cmp.Or(cmp.Compare(a.o.Name, b.o.Name), cmp.Compare(a.seq, b.seq)) })
+	out := make([]Observed, len(ds))
+	for i, d := range ds {
+		out[i] = d.o
+	}
 	return out
 }
 

@@ -426,7 +426,8 @@ func notReadyReason(core *handoff.Core, cachesSynced, leasesSynced bool) string 
 func (c *coordinator) setNotReady(reason string) { c.notReady.Store(&reason) }
 
 // observedLeases hands the Lease member's parsed view, and the Leases that
-// left it, to the core, which decides what they mean.
+// left it (one per object, those of a name in the order they left, as the
+// core needs them), to the core, which decides what they mean.
 func observedLeases(view, departed []lease.Observed) []handoff.Observed {
 	out := make([]handoff.Observed, 0, len(view)+len(departed))
 	for _, l := range view {

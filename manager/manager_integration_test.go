@@ -34,11 +34,31 @@ type interval struct {
 
 // journal collects reconcile intervals from every in-process replica.
 type journal struct {
-	mu   sync.Mutex
-	recs []interval
+	mu      sync.Mutex
+	recs    []interval
+	running map[string]int // reconciles in flight, per replica
 }
 
 func (j *journal) add(iv interval) { j.mu.Lock(); j.recs = append(j.recs, iv); j.mu.Unlock() }
+
+// begin and end count a reconcile of replica in flight.
+func (j *journal) begin(replica string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.running == nil {
+		j.running = map[string]int{}
+	}
+	j.running[replica]++
+}
+
+func (j *journal) end(replica string) { j.mu.Lock(); j.running[replica]--; j.mu.Unlock() }
+
+// inFlight returns how many reconciles of replica are running.
+func (j *journal) inFlight(replica string) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.running[replica]
+}
 
 func (j *journal) snapshot() []interval {
 	j.mu.Lock()
@@ -97,6 +117,8 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journa
 	err = controller.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: true}).
 		Complete(controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+			j.begin(identity)
+			defer j.end(identity)
 			start := time.Now()
 			select {
 			case <-time.After(work):
@@ -436,7 +458,11 @@ func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
 		}},
 	} {
 		updateConfigMaps(t, cs, ns, objects) // reconciles in flight on both replicas
-		time.Sleep(100 * time.Millisecond)   // let them start: the tamper must hit running reconciles
+		// The tamper must hit running reconciles.
+		eventually(t, 10*time.Second, "reconciles in flight on r-0", func() (bool, string) {
+			n := j.inFlight("r-0")
+			return n > 0, fmt.Sprintf("%d in flight", n)
+		})
 		fencesBefore := fences(t, r0.mgr)
 		start := time.Now()
 		if err := tamper.do(); err != nil {

@@ -37,12 +37,16 @@ func benchRing(b *testing.B) (*Core, []Observed, time.Time) {
 	// Join: publish, read back, until the own share is active.
 	for range 5 {
 		c.Observe(now, leases)
+		// As if the informer had listed LeaseDuration ago: the wait before
+		// joining is over.
+		c.firstSeen = now.Add(-c.cfg.LeaseDuration)
 		r := c.Ready(now)
 		if r.Publish != nil {
 			leases[0].Record = r.Publish.Clone()
 			leases[0].Version = fmt.Sprint(leases[0].Generation + 100)
 			c.RenewSucceeded(now)
 		}
+		c.Advance(r)
 	}
 	if !c.Active().Equal(ring.Partitions("m-0")) {
 		b.Fatalf("m-0 active %v; want %v", c.Active(), ring.Partitions("m-0"))
@@ -63,9 +67,11 @@ func BenchmarkObserveReady(b *testing.B) {
 		now = now.Add(time.Millisecond)
 		c.RenewSucceeded(now)
 		c.Observe(now, leases)
-		if r := c.Ready(now); !r.IsEmpty() {
+		r := c.Ready(now)
+		if !r.IsEmpty() {
 			b.Fatalf("steady state asked for %+v", r)
 		}
+		c.Advance(r)
 	}
 }
 
@@ -89,5 +95,6 @@ func BenchmarkObserveReadyFlapping(b *testing.B) {
 		c.Observe(now, leases)
 		r := c.Ready(now)
 		c.Drained(r.Revoke)
+		c.Advance(r)
 	}
 }

@@ -99,6 +99,9 @@ type Core struct {
 	ringErr     error
 	foreign     *peer // a live active peer with another fingerprint, if any
 	err         error
+	// decided holds the identities whose main Lease the current Observe
+	// has settled (reused between calls).
+	decided map[string]bool
 }
 
 // peer is what the core knows about another member's Lease.
@@ -123,44 +126,95 @@ type peer struct {
 	// takingOver: (prior only) the shell has been asked to take the Lease
 	// over from this version.
 	takingOver bool
-	// ghost: the claim of the incarnation that held this identity's Lease
-	// before another incarnation wrote it, without an observed empty claim
-	// in between (a Lease deleted by hand and created by a second process
-	// of the same identity, say). It stays in force for LeaseDuration of
-	// observed time from the replacement: the replaced process can no
-	// longer renew (its writes are conditioned on a version that is gone),
-	// so by then it has fenced and stopped.
-	ghost *peer
+	// ghosts: claims of earlier Lease objects (UIDs) of this identity, or
+	// of the incarnation that held this object before another one wrote
+	// it, that were in force when they were superseded without an observed
+	// empty claim in between (a Lease deleted by hand and created by a
+	// second process of the same identity, say; or a watch that lagged
+	// across several deletions of the name, whose departed states the shell
+	// reports one per UID). Each stays in force for LeaseDuration of
+	// observed time from when this core learnt of it: the object is gone
+	// for good (a later one of the same name exists or existed), so its
+	// holder can no longer renew it (its writes are conditioned on a
+	// version that is gone) and by then has fenced and stopped. An expired
+	// ghost stays, counting nothing, while the shell still reports its
+	// departure, so that the report does not arm it again.
+	ghosts []*peer
 }
 
-// dropPeer forgets the Lease of id, keeping ghost (if live) in its place as
-// a tombstone: a Lease gone with nothing in force must not take an earlier
-// incarnation's claim with it.
-func (c *Core) dropPeer(id string, ghost *peer) {
-	if ghost == nil || !c.live(ghost) {
-		delete(c.peers, id)
-		return
+// dropPeer forgets the Lease of id. While ghosts of the identity are in
+// force (or still reported), its record stays as a void placeholder that
+// carries them: a Lease gone with nothing in force must not take an earlier
+// object's claim with it.
+// It reports whether the record was deleted.
+func (c *Core) dropPeer(id string) (deleted bool) {
+	p := c.peers[id]
+	if p == nil {
+		return false
 	}
-	g := *ghost
-	g.gone, g.collected, g.ghost, g.seen = true, true, nil, c.observation
-	c.peers[id] = &g
+	c.pruneGhosts(p)
+	if len(p.ghosts) == 0 {
+		delete(c.peers, id)
+		return true
+	}
+	p.gone, p.void, p.collected, p.confirming = true, true, true, false
+	return false
 }
 
-// ghostOf returns the claim that must stay in force when next replaces old
-// as the Lease of one identity: old's, when another incarnation created next
-// afresh while old's claim counted, else old's own ghost, if any. A takeover
-// is an update of the same object (same UID), which its writer makes only
+// pruneGhosts forgets p's ghosts that have expired and were not reported
+// by the latest Observe.
+func (c *Core) pruneGhosts(p *peer) {
+	p.ghosts = slices.DeleteFunc(p.ghosts, func(g *peer) bool {
+		return (g.void || !c.live(g)) && g.seen != c.observation
+	})
+}
+
+// ghostOf returns the ghosts that stay in force when next replaces old as
+// the Lease of one identity: old's own, plus old's claim when another
+// incarnation created next afresh while old's claim counted. A takeover is
+// an update of the same object (same UID), which its writer makes only
 // after confirming old's version expired: that leaves no ghost.
-func (c *Core) ghostOf(old, next *peer) *peer {
-	ghost := old.ghost
+func (c *Core) ghostOf(old, next *peer) []*peer {
+	ghosts := old.ghosts
 	recreated := old.gone || old.obs.UID == "" || old.obs.UID != next.obs.UID
 	if !old.void && !old.obs.Claim.IsEmpty() && old.obs.Incarnation != next.obs.Incarnation && recreated {
-		ghost = &peer{obs: old.obs, lastChange: c.now, gone: true}
+		ghosts = c.addGhost(ghosts, old.obs, 0, false)
 	}
-	if ghost != nil && !c.live(ghost) {
-		return nil
+	return ghosts
+}
+
+// addGhost adds the claim of obs to ghosts, as of now: merged into the
+// ghost of the same object (UID, or version when the UID is unknown) if
+// there is one and it is still in force, else as a new ghost. seen is the
+// Observe that reported obs as departed, 0 for a claim this core saw.
+// covered: a later Lease of the same incarnation is in the view, and its
+// claim covers obs's; the ghost is recorded void, so that later reports of
+// the departure do not arm it.
+func (c *Core) addGhost(ghosts []*peer, obs Observed, seen uint64, covered bool) []*peer {
+	for _, g := range ghosts {
+		if !sameObject(g.obs, obs) {
+			continue
+		}
+		g.seen = max(g.seen, seen)
+		switch {
+		case g.void && !covered && seen == 0:
+			// A claim this core saw in force, of an object whose
+			// departure it had found covered: it counts after all.
+			g.obs, g.lastChange, g.void = obs, c.now, false
+		case c.live(g) && !g.void && g.obs.Claim.Size() == obs.Claim.Size():
+			g.obs.Claim = g.obs.Claim.Union(obs.Claim)
+		}
+		return ghosts
 	}
-	return ghost
+	return append(ghosts, &peer{obs: obs, lastChange: c.now, gone: true, collected: true, seen: seen, void: covered})
+}
+
+// sameObject reports whether a and b are states of one Lease object.
+func sameObject(a, b Observed) bool {
+	if a.UID != "" || b.UID != "" {
+		return a.UID == b.UID
+	}
+	return a.Version == b.Version
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
@@ -193,10 +247,12 @@ func New(cfg Config) (*Core, error) {
 }
 
 // Observe feeds the informer's current content: every Lease of the ring,
-// the own one included; Leases that were deleted are absent. The first call
-// must come after the informer has synced. now is the local time of the
-// observation: a Lease whose Version differs from the previous call's counts
-// as changed at now.
+// the own one included; Leases that were deleted are absent, or reported
+// Gone in the state that left the view: one per Lease object (UID), those
+// of one identity in the order they left, the last one last. The first
+// call must come after the informer has synced. now is the local time of
+// the observation: a Lease whose Version differs from the previous call's
+// counts as changed at now.
 func (c *Core) Observe(now time.Time, leases []Observed) {
 	c.advance(now)
 	if c.firstSeen.IsZero() {
@@ -204,61 +260,46 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 	c.observed = true
 	c.observation++
+	if c.decided == nil {
+		c.decided = map[string]bool{}
+	}
+	clear(c.decided)
 	ownSeen, changed := false, false
+	// The Leases in the view first: each is its identity's main Lease.
 	for _, l := range leases {
-		if l.Identity == "" {
-			continue // not a member's Lease; the shell should not pass it
+		if l.Identity == "" || l.Gone {
+			continue // not a member's Lease (the shell should not pass it), or departed
 		}
 		if l.Identity == c.cfg.Identity {
-			if l.Gone {
-				continue // the own Lease as it left the view: absent
-			}
 			if !ownSeen {
 				ownSeen = true
 				c.observeOwn(l)
 			}
 			continue
 		}
-		old, ok := c.peers[l.Identity]
-		switch {
-		case ok && old.seen == c.observation:
+		if c.decided[l.Identity] {
 			continue // an informer holds one object per name; keep the first
-		case ok && l.Gone && old.gone:
-			// Still gone: the tombstone (or its voiding) stands, and its
-			// clock too; a departed state this core never saw adds its
-			// claim.
-			old.seen = c.observation
-			if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
-				old.obs.Claim = old.obs.Claim.Union(m.Claim)
-			}
-			continue
-		case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
-			old.seen = c.observation
-			continue
-		case !ok:
-			changed = true
 		}
-		np := &peer{
-			obs:        c.meaning(l),
-			lastChange: c.now,
-			seen:       c.observation,
-			gone:       l.Gone,
-			collected:  l.Gone, // nothing to delete
+		c.decided[l.Identity] = true
+		changed = c.observePeer(l) || changed
+	}
+	// Then the departed ones, last departure first: the last one of an
+	// identity not in the view is its main Lease (it may still exist,
+	// relabelled); every other object of that identity is gone for good
+	// (a later one of the same name exists or existed), and its claim
+	// counts as a ghost. So does a departure of another object than the
+	// one last seen in the view (see isGhost).
+	for i := len(leases) - 1; i >= 0; i-- {
+		l := leases[i]
+		if l.Identity == "" || !l.Gone || l.Identity == c.cfg.Identity {
+			continue // the own Lease as it left the view: absent
 		}
-		if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation) {
-			// Left with nothing in force, or after its last claim was
-			// voided: no tombstone, but an earlier incarnation's claim
-			// may still be in force as a ghost.
-			if ok {
-				c.dropPeer(l.Identity, c.ghostOf(old, np))
-				changed = true
-			}
+		if !c.decided[l.Identity] && !c.isGhost(l) {
+			c.decided[l.Identity] = true
+			changed = c.observePeer(l) || changed
 			continue
 		}
-		if ok {
-			np.ghost = c.ghostOf(old, np)
-		}
-		c.peers[l.Identity] = np
+		changed = c.observeGhost(l) || changed
 	}
 	if !ownSeen {
 		c.own = nil
@@ -274,8 +315,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			// Nothing in force: a voided Lease (collected, say) or one
 			// whose holder published an empty claim; but a ghost still
 			// is.
-			c.dropPeer(id, p.ghost)
-			changed = true
+			changed = c.dropPeer(id) || changed
 		case !p.gone:
 			// Absence is not death: a Lease deleted or relabelled by
 			// hand while its holder runs must keep blocking its claim
@@ -292,6 +332,96 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		}
 		slices.Sort(c.peerIDs)
 	}
+}
+
+// isGhost reports whether the departed l is not its identity's main Lease
+// although no Lease of the identity is in the view: the Lease last seen in
+// the view is another object, whose departure is not reported (a relist
+// missed it, or its report lapsed; it stays as a tombstone), or l is
+// already a ghost. A departure that old may be reported again after a
+// newer object was seen: it must not replace it.
+func (c *Core) isGhost(l Observed) bool {
+	p := c.peers[l.Identity]
+	if p == nil || sameObject(p.obs, l) {
+		return false
+	}
+	if !p.gone {
+		return true
+	}
+	return slices.ContainsFunc(p.ghosts, func(g *peer) bool { return sameObject(g.obs, l) })
+}
+
+// observePeer records l as the main Lease of its identity; it reports
+// whether the set of peers changed.
+func (c *Core) observePeer(l Observed) (changed bool) {
+	old, ok := c.peers[l.Identity]
+	switch {
+	case ok && l.Gone && old.gone && sameObject(old.obs, l) && (old.obs.Version == l.Version || !old.void):
+		// Still gone: the tombstone (or its voiding) stands, and its
+		// clock too; a departed state this core never saw adds its
+		// claim. (A voided one that departed again in another state
+		// came back in between: it starts afresh.)
+		old.seen = c.observation
+		if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
+			old.obs.Claim = old.obs.Claim.Union(m.Claim)
+		}
+		return false
+	case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
+		old.seen = c.observation
+		return false
+	}
+	np := &peer{
+		obs:        c.meaning(l),
+		lastChange: c.now,
+		seen:       c.observation,
+		gone:       l.Gone,
+		collected:  l.Gone, // nothing to delete
+	}
+	if ok {
+		np.ghosts = c.ghostOf(old, np)
+	}
+	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
+		// Left with nothing in force, or after its last claim was
+		// voided (a Lease garbage-collected, say; another object of the
+		// name may carry a later claim): no tombstone, but an earlier
+		// object's claim may still be in force as a ghost. The record
+		// stays, void, while the departure is reported (and carries the
+		// ghosts); Observe drops it once neither is left.
+		if !ok {
+			return false
+		}
+		np.void = true
+	}
+	c.peers[l.Identity] = np
+	return !ok
+}
+
+// observeGhost records l, the departed state of an object of l.Identity
+// other than its main Lease, as a ghost; it reports whether the set of
+// peers changed.
+func (c *Core) observeGhost(l Observed) (changed bool) {
+	p := c.peers[l.Identity]
+	if p != nil && sameObject(p.obs, l) {
+		return false // the main Lease's own departure, or a newer state of it
+	}
+	m := c.meaning(l)
+	if m.Claim.IsEmpty() {
+		return false
+	}
+	// The same incarnation wrote the Lease now in the view, a later
+	// object: its claim there covers everything it still runs (or, if that
+	// Lease was voided, it has stopped).
+	covered := p != nil && p.seen == c.observation && !p.gone && p.obs.Incarnation == m.Incarnation
+	if p == nil {
+		// The main Lease left with nothing in force: a void placeholder
+		// carries the ghost.
+		p = &peer{obs: m, lastChange: c.now, seen: c.observation, gone: true, void: true, collected: true}
+		p.obs.Claim = shard.NewPartitionSet(m.Claim.Size())
+		c.peers[l.Identity] = p
+		changed = true
+	}
+	p.ghosts = c.addGhost(p.ghosts, m, c.observation, covered)
+	return changed
 }
 
 // meaning returns what a peer's Lease counts as. A Lease that carries the
@@ -599,9 +729,7 @@ func (c *Core) live(p *peer) bool {
 func (c *Core) judgePeers(r *Ready) {
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
-		if p.ghost != nil && !c.live(p.ghost) {
-			p.ghost = nil // expired by observed time alone: see peer.ghost
-		}
+		c.pruneGhosts(p) // expired by observed time alone: see peer.ghosts
 		if c.live(p) {
 			continue
 		}
@@ -774,16 +902,23 @@ func (c *Core) readBack(p int) bool {
 // claims anything: its partition numbers may name other keys.
 func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
 	others = shard.NewPartitionSet(c.partitions)
+	add := func(p *peer) {
+		if p.void || p.obs.Claim.IsEmpty() {
+			return
+		}
+		if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
+			blockAll = true
+			return
+		}
+		others = others.Union(p.obs.Claim)
+	}
 	for _, id := range c.peerIDs {
-		for p := c.peers[id]; p != nil; p = p.ghost {
-			if p.void || p.obs.Claim.IsEmpty() {
-				continue
+		p := c.peers[id]
+		add(p)
+		for _, g := range p.ghosts {
+			if c.live(g) {
+				add(g)
 			}
-			if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
-				blockAll = true
-				continue
-			}
-			others = others.Union(p.obs.Claim)
 		}
 	}
 	return others, blockAll
@@ -885,8 +1020,8 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	}
 	for _, p := range c.peers {
 		consider(p.lastChange.Add(c.cfg.LeaseDuration))
-		if p.ghost != nil {
-			consider(p.ghost.lastChange.Add(c.cfg.LeaseDuration))
+		for _, g := range p.ghosts {
+			consider(g.lastChange.Add(c.cfg.LeaseDuration))
 		}
 		if !p.collected {
 			consider(p.lastChange.Add(c.cfg.GarbageCollectAfter))

@@ -45,9 +45,9 @@ func newHarness(t *testing.T, identity string) *harness {
 
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d) }
 
-// renewFor lets d go by while the own Lease is renewed every second,
-// without stepping the core: a renew sent after a gap of RenewDeadline
-// would fence it.
+// renewFor lets d go by while the own Lease keeps being renewed every
+// second, without stepping the core: a single renew after a gap longer
+// than RenewDeadline would fence it (see TestRenewAfterAGapFences).
 func (h *harness) renewFor(d time.Duration) {
 	for d > 0 {
 		step := min(d, time.Second)
@@ -789,5 +789,67 @@ func TestObserveToleratesGarbage(t *testing.T) {
 	h.c.Ready(h.now.Add(-time.Hour)) // time going back is ignored
 	if !h.c.now.Equal(h.now) {
 		t.Fatalf("core time went back to %v", h.c.now)
+	}
+}
+
+// TestDepartedObjectsOfOneNameAllKeepTheirClaims: a watch that lagged across
+// two departures of one name (the Lease of b, claimed by incarnation b2, is
+// deleted by hand; an older incarnation b1 recreates it and deletes it
+// again; maybe it is created once more) learns of each object only from its
+// departure, which the shell reports per UID. The claim of the first object
+// was never seen in the view, and the later objects show nothing in force:
+// it must still count, as a ghost, for LeaseDuration.
+func TestDepartedObjectsOfOneNameAllKeepTheirClaims(t *testing.T) {
+	for _, recreated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "gone", true: "recreated"}[recreated], func(t *testing.T) {
+			h := newHarness(t, "a") // caches not synced: a stays joining for now
+			b := func(inc string, state State, uid string, gone bool, claim ...int) Observed {
+				return Observed{Record: Record{Identity: "b", Incarnation: inc, State: state, Claim: set(claim...),
+					Generation: 1, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: uid, Gone: gone}
+			}
+			observe := func(bs ...Observed) shard.PartitionSet {
+				activated := set()
+				for range 10 {
+					h.c.Observe(h.now, append(h.snapshot(nil), bs...))
+					r := h.ready()
+					activated = activated.Union(r.Activate)
+					if r.Publish == nil {
+						break
+					}
+				}
+				return activated
+			}
+			observe(b("inc-b1", StateJoining, "u1", false)) // all a ever saw of b in the view
+
+			// As the shell reports them: the view, then the departures of
+			// each name in the order they left.
+			var lagged []Observed
+			if recreated {
+				lagged = append(lagged, b("inc-b1", StateJoining, "u3", false))
+			}
+			lagged = append(lagged,
+				b("inc-b2", StateActive, "u1", true, 0, 1), // taken over by b2, which claimed {0,1}; deleted by hand
+				b("inc-b1", StateLeaving, "u2", true),      // b1 recreated it, left and deleted it
+			)
+			h.c.CachesSynced()
+			got := observe(lagged...)
+			if got.Has(0) || got.Has(1) || !h.c.Blocked().Equal(set(0, 1)) {
+				t.Fatalf("activated %v, blocked %v; want {0,1} blocked by the first object's departed claim", got, h.c.Blocked())
+			}
+			if !got.Equal(set(2, 3, 4, 5, 6)) {
+				t.Fatalf("activated %v; want the partitions nobody claims", got)
+			}
+
+			// The claim is a ghost: the object is gone for good (a later one
+			// of the name exists or existed), so it expires by observed time
+			// alone, although the shell keeps reporting the departure.
+			h.renewFor(testLease)
+			if got := observe(lagged...); !got.Equal(set(0, 1)) {
+				t.Fatalf("a LeaseDuration after the departures: activated %v; want {0,1}", got)
+			}
+			if got := observe(lagged...); !got.IsEmpty() || !h.c.Active().Equal(shard.FullPartitionSet(7)) {
+				t.Fatalf("reported again: activated %v, active %v; the expired ghost must not come back", got, h.c.Active())
+			}
+		})
 	}
 }

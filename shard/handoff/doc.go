@@ -33,7 +33,11 @@
 //     observed empty claim, that confirmed expiry, or (in future) a proof of
 //     death releases it. A Lease created afresh (another UID) by another
 //     incarnation keeps the previous incarnation's claim in force for
-//     LeaseDuration (a ghost). A replica joins the ring only after watching
+//     LeaseDuration (a ghost); so does every earlier object (UID) of a name
+//     whose departure the shell reports, unless a later Lease of the same
+//     incarnation is in the view: a watch that lagged across two deletions
+//     of one name learns of the first object's claim only from its
+//     departure. A replica joins the ring only after watching
 //     it for LeaseDuration, because a Lease that vanished before it started
 //     leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or

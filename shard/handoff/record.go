@@ -68,8 +68,12 @@ type Observed struct {
 	// ring) and this is its last state, as carried by the event that removed
 	// it; Version is that event's resourceVersion. Reporting it lets the core
 	// keep a claim in force that it never saw while the Lease was in the
-	// view (its watch lagged). A Gone Lease is never a member. Report it
-	// until its name reappears or for at least 2×LeaseDuration; dropping it
+	// view (its watch lagged). A Gone Lease is never a member. Report one
+	// per Lease object (UID), those of one identity in the order they left,
+	// the last one last: a watch that lagged across two deletions of one
+	// name sees the first object's claim only in its departure. Report it
+	// for at least 2×LeaseDuration, also after the name is created again,
+	// and no longer once the same object is back in the view; dropping it
 	// earlier leaves the core its own tombstone, if it saw the claim.
 	Gone bool
 	// Problem is non-empty when the Lease carries the ring label but does

@@ -340,6 +340,7 @@ func (w *world) start(i int) {
 		driftPPM: w.rng.Int64N(2*w.p.maxDriftPPM+1) - w.p.maxDriftPPM,
 		offset:   time.Duration(w.rng.Int64N(int64(2*time.Hour))) - time.Hour,
 		cache:    map[string]*storedLease{},
+		departed: map[string][]departure{},
 	}
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
@@ -618,8 +619,13 @@ type proc struct {
 	released   bool // DeleteLease: write no more
 
 	// Informer.
-	cursor     int // log entries delivered
-	cache      map[string]*storedLease
+	cursor int // log entries delivered
+	cache  map[string]*storedLease
+	// departed: per identity, the earlier Lease objects (UIDs) that left
+	// the view, in their last state and in the order they left; the cache
+	// holds the latest object. lease.Member reports them per name and UID
+	// for 4×LeaseDuration, across the name's re-creation.
+	departed   map[string][]departure
 	observed   []Observed
 	slowUntil  time.Duration
 	slowMax    time.Duration
@@ -1219,13 +1225,24 @@ func (p *proc) deliver(upTo int) {
 	}
 	log := p.w.server.log
 	for _, e := range log[p.cursor:upTo] {
-		if e.lease == nil {
-			// The informer's delete event carries the last state: the
-			// shell keeps reporting it as gone (lease.Member does).
-			p.cache[e.identity] = e.gone
-		} else {
-			p.cache[e.identity] = e.lease
+		// The informer's delete event carries the last state: the shell
+		// keeps reporting it as gone (lease.Member does).
+		next := e.lease
+		if next == nil {
+			next = e.gone
 		}
+		// A later state of an object supersedes its departure; a new
+		// object leaves the departure of the previous one reported.
+		ds := slices.DeleteFunc(p.departed[e.identity], func(d departure) bool { return d.l.uid == next.uid })
+		if old := p.cache[e.identity]; old != nil && old.uid != next.uid && (old.relabelled || old.deleted) {
+			ds = append(ds, departure{l: old, at: p.w.now})
+		}
+		if len(ds) == 0 {
+			delete(p.departed, e.identity)
+		} else {
+			p.departed[e.identity] = ds
+		}
+		p.cache[e.identity] = next
 	}
 	p.cursor = upTo
 	p.observeCache()
@@ -1241,6 +1258,7 @@ func (p *proc) relist() {
 	}
 	w.tracef("%s relists", p)
 	p.cache = map[string]*storedLease{}
+	p.departed = map[string][]departure{}
 	for id, l := range w.server.leases {
 		if !l.relabelled {
 			p.cache[id] = l
@@ -1259,19 +1277,36 @@ func (p *proc) observeCache() {
 	slices.Sort(ids)
 	p.observed = p.observed[:0]
 	for _, id := range ids {
-		l := p.cache[id]
-		o := Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
-		// Out of the label selector (the watch's delete event) or deleted:
-		// reported as gone, with its last state.
-		o.Gone = l.relabelled || l.deleted
-		if l.damaged {
-			o.Problem = "damaged by hand"
+		// Earlier objects' departures first, the latest object last.
+		ds := slices.DeleteFunc(p.departed[id], func(d departure) bool { return p.w.now-d.at > 4*p.w.p.leaseDuration })
+		p.departed[id] = ds
+		for _, d := range ds {
+			p.observed = append(p.observed, observedOf(d.l))
 		}
-		p.observed = append(p.observed, o)
+		p.observed = append(p.observed, observedOf(p.cache[id]))
 	}
 	p.core.Observe(p.local(), p.observed)
 	p.countLeaveTombstones()
 	p.step()
+}
+
+// departure is an earlier Lease object's last state, as the informer's
+// delete event carried it, and when the informer delivered its successor.
+type departure struct {
+	l  *storedLease
+	at time.Duration
+}
+
+// observedOf is what the shell reports of l.
+func observedOf(l *storedLease) Observed {
+	o := Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
+	// Out of the label selector (the watch's delete event) or deleted:
+	// reported as gone, with its last state.
+	o.Gone = l.relabelled || l.deleted
+	if l.damaged {
+		o.Problem = "damaged by hand"
+	}
+	return o
 }
 
 // countLeaveTombstones counts peers whose Lease this process holds as a
@@ -1279,7 +1314,9 @@ func (p *proc) observeCache() {
 func (p *proc) countLeaveTombstones() {
 	w := p.w
 	for id, peer := range p.core.peers {
-		if !peer.gone || !w.leftIncs[peer.obs.Incarnation] {
+		if !peer.gone || peer.void || !w.leftIncs[peer.obs.Incarnation] {
+			// A void record (the departure of an empty claim, kept while
+			// reported) waits on nothing.
 			continue
 		}
 		key := p.inc + "/" + id + "/" + peer.obs.Incarnation
