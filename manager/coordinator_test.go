@@ -157,50 +157,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A replica alone joins after watching the ring for LeaseDuration and
-// activates every partition; an activation whose replay failed is asked for
-// again (Ready/Advance) until it succeeds.
-func TestCoordinatorReissuesFailedActivation(t *testing.T) {
-	member := newFakeMembership("a")
-	part := &flakyParticipant{failures: 2}
-	startCoordinator(t, "a", member, part)
-	// Renew like lease.Member would, so that the replica stays unfenced.
-	stop := make(chan struct{})
-	defer close(stop)
+// keepRenewing renews the own Lease every 20ms while it exists, as
+// lease.Member would, so the replica stays unfenced, until the test ends.
+func keepRenewing(t *testing.T, member *fakeMembership) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
 	go func() {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				member.mu.Lock()
-				member.renewed = time.Now()
-				member.mu.Unlock()
-				member.notify()
-			}
-		}
-	}()
-	waitFor(t, "every partition activated", func() bool {
-		_, act := part.state()
-		return act.Equal(shard.FullPartitionSet(7))
-	})
-	calls, _ := part.state()
-	if calls < 3 {
-		t.Fatalf("%d activate calls; want the two failed ones repeated", calls)
-	}
-}
-
-// The own Lease deleted by someone else: the coordinator fences at once,
-// revoking everything, although its renews are recent.
-func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
-	member := newFakeMembership("a")
-	part := &revokeRecorder{}
-	startCoordinator(t, "a", member, part)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
+		defer close(done)
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -217,6 +180,33 @@ func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
 			}
 		}
 	}()
+}
+
+// A replica alone joins after watching the ring for LeaseDuration and
+// activates every partition; an activation whose replay failed is asked for
+// again (Ready/Advance) until it succeeds.
+func TestCoordinatorReissuesFailedActivation(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &flakyParticipant{failures: 2}
+	startCoordinator(t, "a", member, part)
+	keepRenewing(t, member)
+	waitFor(t, "every partition activated", func() bool {
+		_, act := part.state()
+		return act.Equal(shard.FullPartitionSet(7))
+	})
+	calls, _ := part.state()
+	if calls < 3 {
+		t.Fatalf("%d activate calls; want the two failed ones repeated", calls)
+	}
+}
+
+// The own Lease deleted by someone else: the coordinator fences at once,
+// revoking everything, although its renews are recent.
+func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &revokeRecorder{}
+	startCoordinator(t, "a", member, part)
+	keepRenewing(t, member)
 	waitFor(t, "activation", func() bool { return part.activated().Len() == 7 })
 	member.mu.Lock()
 	member.own = nil // kubectl delete lease
