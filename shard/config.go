@@ -34,7 +34,8 @@ const (
 	MaxReplicationFactor = 1024
 
 	// hashScheme names how keys and members are hashed and placed: xxhash64
-	// for keys (mod Partitions) and for consistent v1.0.0's circle. Bump it
+	// for keys (mod Partitions) and for consistent v1.0.0's circle, and the
+	// hash-range bounds of the ranged schemes (RangePartitioner). Bump it
 	// whenever any of that changes, so that replicas running old and new code
 	// refuse to share a ring instead of disagreeing about owners.
 	hashScheme = "xx1"
@@ -56,6 +57,14 @@ type Config struct {
 	// ReplicationFactor is the number of virtual nodes per member on the hash
 	// circle. Defaults to DefaultReplicationFactor.
 	ReplicationFactor int
+
+	// Scheme is how objects map to partitions: SchemeKey (xxhash64 of
+	// "namespace/name" mod Partitions), or SchemeNamespace / SchemeUID
+	// (contiguous ranges of the API server's FNV-1a hash, which sharded
+	// list/watch can filter on). The ranged schemes allow at most
+	// Scheme.MaxPartitions() partitions, so that any set of them fits in one
+	// shard selector. Defaults to SchemeKey.
+	Scheme Scheme
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
@@ -70,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = DefaultReplicationFactor
 	}
+	if c.Scheme == "" {
+		c.Scheme = SchemeKey
+	}
 	return c
 }
 
@@ -77,10 +89,20 @@ func (c Config) WithDefaults() Config {
 // ring, as a *ConfigError.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := c.Scheme.validate(); err != nil {
+		return err
+	}
 	if c.Partitions < 1 || c.Partitions > MaxPartitions {
 		return &ConfigError{
 			Field: "Partitions", Value: strconv.Itoa(c.Partitions),
 			Reason: fmt.Sprintf("must be in [1, %d]; leave it 0 for the default %d", MaxPartitions, DefaultPartitions),
+		}
+	}
+	if limit := c.Scheme.MaxPartitions(); c.Partitions > limit {
+		return &ConfigError{
+			Field: "Partitions", Value: strconv.Itoa(c.Partitions),
+			Reason: fmt.Sprintf("must be at most %d with Scheme %q: a selector for every other partition of %d would be %d characters, beyond the API server's shard-selector limit of %d; choose fewer partitions",
+				limit, c.Scheme, c.Partitions, WorstCaseSelectorLength(c.Scheme, c.Partitions), MaxSelectorLength),
 		}
 	}
 	// NaN fails every comparison, so test for the valid range, not the invalid.
@@ -100,17 +122,26 @@ func (c Config) Validate() error {
 }
 
 // Fingerprint returns a short string naming every parameter that affects the
-// assignment (after defaults), e.g. "xx1-p271-l1.25-r40". Two replicas may
-// share a ring only if their fingerprints are equal. It uses only the
-// characters [a-z0-9.-], so it also fits Kubernetes label values.
+// assignment (after defaults), e.g. "xx1-p271-l1.25-r40", with a suffix
+// "-s<scheme>" for any Scheme but the default SchemeKey, e.g.
+// "xx1-p271-l1.25-r40-suid". Default rings keep the fingerprint they had
+// before schemes existed, so they still form rings with older replicas. Two
+// replicas may share a ring only if their fingerprints are equal. It uses
+// only the characters [a-z0-9.-], so it also fits Kubernetes label values.
 func (c Config) Fingerprint() string {
 	c = c.WithDefaults()
 	// 'f' with precision -1 is the shortest exact decimal and never uses an
 	// exponent, whose '+' would not be label-safe.
-	return hashScheme +
+	fp := hashScheme +
 		"-p" + strconv.Itoa(c.Partitions) +
 		"-l" + strconv.FormatFloat(c.Load, 'f', -1, 64) +
 		"-r" + strconv.Itoa(c.ReplicationFactor)
+	if c.Scheme != SchemeKey {
+		// Validate rejects schemes other than the known lowercase words;
+		// an unvalidated one is still named, so it never matches a valid one.
+		fp += "-s" + string(c.Scheme)
+	}
+	return fp
 }
 
 // ConfigError says which Config field is invalid and what to do about it.

@@ -9,16 +9,16 @@ import (
 
 func TestConfigWithDefaults(t *testing.T) {
 	got := Config{}.WithDefaults()
-	want := Config{Partitions: DefaultPartitions, Load: DefaultLoad, ReplicationFactor: DefaultReplicationFactor}
+	want := Config{Partitions: DefaultPartitions, Load: DefaultLoad, ReplicationFactor: DefaultReplicationFactor, Scheme: SchemeKey}
 	if got != want {
 		t.Fatalf("Config{}.WithDefaults() = %+v, want %+v", got, want)
 	}
-	set := Config{Partitions: 31, Load: 2, ReplicationFactor: 7}
+	set := Config{Partitions: 31, Load: 2, ReplicationFactor: 7, Scheme: SchemeUID}
 	if got := set.WithDefaults(); got != set {
 		t.Fatalf("WithDefaults changed set fields: %+v -> %+v", set, got)
 	}
 	// Invalid values must survive so Validate can name them.
-	bad := Config{Partitions: -1, Load: -3, ReplicationFactor: -2}
+	bad := Config{Partitions: -1, Load: -3, ReplicationFactor: -2, Scheme: "Bad"}
 	if got := bad.WithDefaults(); got != bad {
 		t.Fatalf("WithDefaults replaced invalid fields: %+v -> %+v", bad, got)
 	}
@@ -44,6 +44,13 @@ func TestConfigValidate(t *testing.T) {
 		{"infinite load", Config{Load: math.Inf(1)}, "Load"},
 		{"negative replication factor", Config{ReplicationFactor: -20}, "ReplicationFactor"},
 		{"replication factor too large", Config{ReplicationFactor: MaxReplicationFactor + 1}, "ReplicationFactor"},
+		{"namespace scheme", Config{Scheme: SchemeNamespace}, ""},
+		{"uid scheme at its largest P", Config{Scheme: SchemeUID, Partitions: MaxUIDPartitions}, ""},
+		{"namespace scheme beyond the selector limit", Config{Scheme: SchemeNamespace, Partitions: MaxNamespacePartitions + 1}, "Partitions"},
+		{"uid scheme beyond the selector limit", Config{Scheme: SchemeUID, Partitions: MaxUIDPartitions + 1}, "Partitions"},
+		{"key scheme has no selector limit", Config{Scheme: SchemeKey, Partitions: MaxUIDPartitions + 1}, ""},
+		{"unknown scheme", Config{Scheme: "fnv"}, "Scheme"},
+		{"scheme is case-sensitive", Config{Scheme: "UID"}, "Scheme"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,10 +82,25 @@ func TestConfigFingerprint(t *testing.T) {
 	if got := (Config{Partitions: DefaultPartitions, Load: DefaultLoad, ReplicationFactor: DefaultReplicationFactor}).Fingerprint(); got != base {
 		t.Errorf("explicit defaults fingerprint %q differs from zero-value %q", got, base)
 	}
+	// The key scheme is the default: naming it keeps the old fingerprint, so
+	// default rings still form with replicas built before schemes existed.
+	if got := (Config{Scheme: SchemeKey}).Fingerprint(); got != base {
+		t.Errorf("SchemeKey fingerprint %q differs from the default %q", got, base)
+	}
+	// Replicas with another scheme refuse to share a ring through the
+	// fingerprint check (shard/handoff: a live active peer with another
+	// fingerprint blocks activation, ErrForeignFingerprint), so each scheme
+	// needs its own fingerprint.
+	for s, want := range map[Scheme]string{SchemeNamespace: base + "-snamespace", SchemeUID: base + "-suid"} {
+		if got := (Config{Scheme: s}).Fingerprint(); got != want {
+			t.Errorf("Scheme %q: fingerprint %q, want %q", s, got, want)
+		}
+	}
 	labelSafe := regexp.MustCompile(`^[a-z0-9.-]+$`)
 	seen := map[string]Config{}
 	for _, cfg := range []Config{
 		{}, {Partitions: 1021}, {Load: 1.5}, {Load: 1.2500001}, {ReplicationFactor: 20}, {Partitions: 27, Load: 1.1, ReplicationFactor: 1},
+		{Scheme: SchemeNamespace}, {Scheme: SchemeUID}, {Partitions: 1021, Scheme: SchemeUID},
 	} {
 		fp := cfg.Fingerprint()
 		if prev, dup := seen[fp]; dup {

@@ -4,12 +4,27 @@ import "github.com/cespare/xxhash/v2"
 
 // Partitioner maps request keys to partitions. It is fixed for a ring and
 // involves no members. It is an interface so that another partition function
-// (for example the API server's sharded list/watch) can replace it later.
+// can replace kshard's own: RangePartitioner places objects as the API
+// server's sharded list/watch does (see PartitionerFor).
 type Partitioner interface {
 	// Partition returns the partition of key, in [0, Count()).
 	Partition(key string) int
 	// Count returns the number of partitions.
 	Count() int
+}
+
+// PartitionerFor returns the partition function of cfg's Scheme:
+// NewPartitioner(cfg.Partitions) for SchemeKey, a RangePartitioner for the
+// ranged schemes. It fails when cfg does not validate.
+func PartitionerFor(cfg Config) (Partitioner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Scheme.Ranged() {
+		return newRangePartitioner(cfg.Scheme, cfg.Partitions), nil
+	}
+	return newModPartitioner(cfg.Partitions), nil
 }
 
 // NewPartitioner returns the kshard partition function: xxhash64(key) mod

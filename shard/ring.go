@@ -16,9 +16,10 @@ import (
 // a ring with the default Config and no members.
 type Ring struct {
 	cfg         Config
-	partitioner modPartitioner
-	members     []string // sorted
-	owners      []string // owners[p] is the member owning p; "" when none
+	partitioner modPartitioner   // SchemeKey
+	ranges      RangePartitioner // the ranged schemes
+	members     []string         // sorted
+	owners      []string         // owners[p] is the member owning p; "" when none
 	owned       map[string]PartitionSet
 	fingerprint string
 }
@@ -66,6 +67,7 @@ func New(cfg Config, members []string) (*Ring, error) {
 	return &Ring{
 		cfg:         cfg,
 		partitioner: newModPartitioner(cfg.Partitions),
+		ranges:      newRangePartitioner(cfg.Scheme, cfg.Partitions),
 		members:     sorted,
 		owners:      owners,
 		owned:       owned,
@@ -162,12 +164,26 @@ func (r *Ring) Config() Config {
 	return r.cfg
 }
 
-// Partition returns the partition of key, as NewPartitioner(P) would.
+// Partition returns the partition of key, as PartitionerFor(r.Config())
+// would. Under SchemeUID that is a stand-in for keys naming no object (see
+// RangePartitioner.Partition); objects are placed by RangePartitioner.
 func (r *Ring) Partition(key string) int {
 	if r == nil {
 		return newModPartitioner(DefaultPartitions).Partition(key)
 	}
+	if r.cfg.Scheme.Ranged() {
+		return r.ranges.Partition(key)
+	}
 	return r.partitioner.Partition(key)
+}
+
+// RangePartitioner returns the ring's partition function when its Scheme is
+// ranged; ok is false under SchemeKey.
+func (r *Ring) RangePartitioner() (rp RangePartitioner, ok bool) {
+	if r == nil || !r.cfg.Scheme.Ranged() {
+		return RangePartitioner{}, false
+	}
+	return r.ranges, true
 }
 
 // Owner returns the member owning partition p. ok is false when the ring has
