@@ -253,10 +253,10 @@ func partitionsFromClaims(leases []*coordinationv1.Lease) int {
 	return shard.DefaultPartitions
 }
 
-var paramsPattern = regexp.MustCompile(`^([a-z0-9]+)-p([0-9]+)-l([0-9.]+)-r([0-9]+)$`)
+var paramsPattern = regexp.MustCompile(`^([a-z0-9]+)-p([0-9]+)-l([0-9.]+)-r([0-9]+)(?:-s([a-z]+))?$`)
 
 // ParseParams reads a shard.Config back from its Fingerprint, e.g.
-// "xx1-p271-l1.25-r40". It fails when the text is not a fingerprint this
+// "xx1-p271-l1.25-r40" or "xx1-p271-l1.25-r40-snamespace". It fails when the text is not a fingerprint this
 // kshard writes, in particular one with another hash scheme: owners computed
 // with other hashing would be wrong, so the CLI refuses to guess.
 func ParseParams(text string) (shard.Config, error) {
@@ -270,7 +270,7 @@ func ParseParams(text string) (shard.Config, error) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return shard.Config{}, fmt.Errorf("numbers out of range; upgrade kshard to the replicas' version")
 	}
-	cfg := shard.Config{Partitions: p, Load: load, ReplicationFactor: rf}
+	cfg := shard.Config{Partitions: p, Load: load, ReplicationFactor: rf, Scheme: shard.Scheme(m[5])}
 	if err := cfg.Validate(); err != nil {
 		return shard.Config{}, err
 	}
@@ -310,7 +310,14 @@ func (r *Ring) OwnerOf(key string) (Owner, error) {
 	if r.ringErr != nil {
 		return Owner{}, fmt.Errorf("ring %s: %w", r.Name, r.ringErr)
 	}
-	p := shard.NewPartitioner(r.Partitions).Partition(key)
+	if r.cfg.Scheme == shard.SchemeUID {
+		return Owner{}, fmt.Errorf("ring %s places objects by the hash of their UID (params %q), so a key alone does not name a partition; look up the object's UID and its partition's owner", r.Name, r.Params)
+	}
+	pf, err := shard.PartitionerFor(r.cfg)
+	if err != nil {
+		return Owner{}, fmt.Errorf("ring %s: params %q: %w", r.Name, r.Params, err)
+	}
+	p := pf.Partition(key)
 	o := Owner{Ring: r.Name, Namespace: r.Namespace, Key: key, Partition: p,
 		RingMembers: slices.Clone(r.RingMembers), ClaimedBy: []string{}}
 	o.Owner, _ = r.assign.Owner(p)

@@ -336,8 +336,29 @@ func TestOwnerUnknownParams(t *testing.T) {
 	}
 }
 
+// TestOwnerInRangedRings: a namespace ring places a key by its namespace's
+// hash range; a uid ring cannot place a key and says so.
+func TestOwnerInRangedRings(t *testing.T) {
+	nsParams := shard.Config{Scheme: shard.SchemeNamespace}.Fingerprint()
+	r := only(t, build(spec{id: "a", state: "active", params: nsParams, claim: shard.FullPartitionSet(P)}))
+	o, err := r.OwnerOf("team-a/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := shard.NewRangePartitioner(shard.SchemeNamespace, P)
+	if want, _ := rp.PartitionOfObject("team-a", ""); o.Partition != want || o.Owner != "a" {
+		t.Fatalf("partition %d owner %q, want %d and a", o.Partition, o.Owner, want)
+	}
+	uidParams := shard.Config{Scheme: shard.SchemeUID}.Fingerprint()
+	r = only(t, build(spec{id: "a", state: "active", params: uidParams}))
+	if _, err := r.OwnerOf("team-a/web"); err == nil || !strings.Contains(err.Error(), "UID") {
+		t.Fatalf("OwnerOf in a uid ring = %v, want an error about UIDs", err)
+	}
+}
+
 func TestParseParams(t *testing.T) {
-	for _, c := range []shard.Config{{}, {Partitions: 97, Load: 1.5, ReplicationFactor: 20}, {Partitions: 65536}} {
+	for _, c := range []shard.Config{{}, {Partitions: 97, Load: 1.5, ReplicationFactor: 20}, {Partitions: 65536},
+		{Scheme: shard.SchemeNamespace}, {Partitions: 1021, Scheme: shard.SchemeUID}} {
 		text := c.Fingerprint()
 		got, err := ParseParams(text)
 		if err != nil || got.Fingerprint() != text {
@@ -345,7 +366,8 @@ func TestParseParams(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "xx2-p271-l1.25-r40", "xx1-p0-l1.25-r40", "xx1-p271-l1-r40", "xx1-p271-l1.250-r40",
-		"xx1-p99999999999999999999-l1.25-r40", "garbage"} {
+		"xx1-p99999999999999999999-l1.25-r40", "garbage",
+		"xx1-p271-l1.25-r40-skey", "xx1-p271-l1.25-r40-sfnv", "xx1-p9999-l1.25-r40-suid"} {
 		if _, err := ParseParams(bad); err == nil {
 			t.Errorf("ParseParams(%q) succeeded", bad)
 		}
