@@ -52,14 +52,20 @@ func (r HashRange) Contains(h uint64) bool { return r.First <= h && h <= r.Last 
 // field value: 64-bit FNV-1a over its bytes (k8s.io/apimachinery/pkg/sharding
 // HashField renders the same number as 16 hex digits). It does not allocate.
 func ServerHash(value string) uint64 {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for i := 0; i < len(value); i++ {
-		h ^= uint64(value[i])
-		h *= prime64
+	return fnvAdd(fnvOffset64, value)
+}
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// fnvAdd continues an FNV-1a hash h over s. FNV-1a is byte-serial, so
+// fnvAdd(fnvAdd(offset, a), b) is the hash of a+b without building it.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime64
 	}
 	return h
 }
@@ -153,6 +159,18 @@ func (r RangePartitioner) Partition(key string) int {
 		return r.PartitionOfValue(key)
 	}
 	return r.PartitionOfValue(namespaceOfKey(key))
+}
+
+// PartitionOfKey returns Partition(KeyOf(namespace, name)) without building
+// the key, so it does not allocate.
+func (r RangePartitioner) PartitionOfKey(namespace, name string) int {
+	if r.scheme != SchemeUID {
+		return r.PartitionOfValue(namespace)
+	}
+	if namespace == "" {
+		return r.PartitionOfValue(name)
+	}
+	return r.PartitionOfHash(fnvAdd(fnvAdd(fnvAdd(fnvOffset64, namespace), "/"), name))
 }
 
 // namespaceOfKey returns the namespace part of a KeyOf key: namespaces and

@@ -165,6 +165,11 @@ func TestPartitionOfObjectAndKey(t *testing.T) {
 		if p := ns.Partition(KeyOf(namespace, name)); p != want {
 			t.Fatalf("namespace scheme: Partition(%q) = %d, its object is in %d", KeyOf(namespace, name), p, want)
 		}
+		for _, r := range []RangePartitioner{ns, uid} {
+			if got, want := r.PartitionOfKey(namespace, name), r.Partition(KeyOf(namespace, name)); got != want {
+				t.Fatalf("%s: PartitionOfKey(%q, %q) = %d, Partition(key) = %d", r.Scheme(), namespace, name, got, want)
+			}
+		}
 		want = uid.PartitionOfHash(ServerHash(u))
 		if p, ok := uid.PartitionOfObject(namespace, u); !ok || p != want {
 			t.Fatalf("uid scheme: PartitionOfObject(%q, %q) = %d, %v; want %d", namespace, u, p, ok, want)

@@ -7,19 +7,26 @@ import (
 )
 
 // Partitions maps a request's namespace and name to its partition exactly as
-// p.Partition(shard.KeyOf(namespace, name)) would, without building the key
-// string when p is kshard's own xxhash-mod-P partitioner.
+// p.Partition(shard.KeyOf(namespace, name)) would, and an object (namespace,
+// name, UID) to the partition p's scheme places it in, without building the
+// key string when p is one of shard's own partitioners.
 type Partitions struct {
-	p    shard.Partitioner
-	n    uint64
-	fast bool
+	p      shard.Partitioner
+	n      uint64
+	fast   bool
+	ranges shard.RangePartitioner
+	ranged bool
 }
 
 // NewPartitions wraps p. The allocation-free path is taken only when p is
-// the partitioner shard.NewPartitioner returns for p's own count; any other
-// Partitioner is called as it is, with the key string built per event.
+// the partitioner shard.NewPartitioner returns for p's own count, or a
+// shard.RangePartitioner; any other Partitioner is called as it is, with the
+// key string built per event.
 func NewPartitions(p shard.Partitioner) Partitions {
 	n := p.Count()
+	if rp, ok := p.(shard.RangePartitioner); ok {
+		return Partitions{p: p, n: uint64(max(n, 1)), fast: true, ranges: rp, ranged: true}
+	}
 	// Interface equality holds only for the same dynamic type and value, so
 	// this is true for shard's own xxhash-mod-n and nothing else. It cannot
 	// panic: shard's partitioner type is comparable, and interfaces holding
@@ -34,12 +41,41 @@ func (ps Partitions) Fast() bool { return ps.fast }
 // Count is the number of partitions.
 func (ps Partitions) Count() int { return ps.p.Count() }
 
-// Of returns the partition of the request namespace/name.
+// Scheme is the scheme of the wrapped partitioner: the RangePartitioner's,
+// else shard.SchemeKey (a foreign Partitioner is taken as keyed).
+func (ps Partitions) Scheme() shard.Scheme {
+	if ps.ranged {
+		return ps.ranges.Scheme()
+	}
+	return shard.SchemeKey
+}
+
+// Of returns the partition of the request namespace/name. Under
+// shard.SchemeUID that is the key's stand-in partition (see
+// shard.RangePartitioner.Partition), not where its object lives: route
+// objects with OfObject.
 func (ps Partitions) Of(namespace, name string) int {
-	if !ps.fast {
+	switch {
+	case ps.ranged:
+		return ps.ranges.PartitionOfKey(namespace, name)
+	case !ps.fast:
 		return ps.p.Partition(shard.KeyOf(namespace, name))
 	}
 	return int(hashKey(namespace, name) % ps.n)
+}
+
+// OfObject returns the partition of the object namespace/name whose
+// metadata.uid is uid, as the ring's scheme places it: by its key under
+// shard.SchemeKey (and for foreign partitioners), by the hash range of its
+// namespace or UID under the ranged schemes, which is where the API server's
+// sharded list/watch puts it. Under shard.SchemeUID an empty uid has no
+// partition and OfObject returns -1, which no gate admits.
+func (ps Partitions) OfObject(namespace, name, uid string) int {
+	if !ps.ranged {
+		return ps.Of(namespace, name)
+	}
+	p, _ := ps.ranges.PartitionOfObject(namespace, uid)
+	return p
 }
 
 // stackKey is the longest key hashed from a copy on the stack: a namespace

@@ -140,3 +140,110 @@ func BenchmarkPartitionOf264(b *testing.B)       { benchOf(b, longNS, longName) 
 func BenchmarkPartitionOf464(b *testing.B)       { benchOf(b, hugeNS, hugeName) }
 func BenchmarkPartitionViaKeyOf36(b *testing.B)  { benchViaKeyOf(b, key36NS, key36Name) }
 func BenchmarkPartitionViaKeyOf264(b *testing.B) { benchViaKeyOf(b, longNS, longName) }
+
+func rangePartitioner(t testing.TB, s shard.Scheme, n int) shard.RangePartitioner {
+	t.Helper()
+	rp, err := shard.NewRangePartitioner(s, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rp
+}
+
+// TestRangedSchemesPlaceObjectsAsTheServer: under the ranged schemes the
+// gate routes an object by the hash range of its namespace or UID, which
+// differs from the key's xxhash partition; keys still map as the shard
+// partitioner maps them.
+func TestRangedSchemesPlaceObjectsAsTheServer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, scheme := range []shard.Scheme{shard.SchemeNamespace, shard.SchemeUID} {
+		for _, n := range []int{1, 7, shard.DefaultPartitions, 1021} {
+			rp := rangePartitioner(t, scheme, n)
+			ps := NewPartitions(rp)
+			if !ps.Fast() || ps.Count() != n || ps.Scheme() != scheme {
+				t.Fatalf("%s P=%d: fast=%v count=%d scheme=%q", scheme, n, ps.Fast(), ps.Count(), ps.Scheme())
+			}
+			differs := 0
+			for i := range 3000 {
+				ns := fmt.Sprintf("team-%d", i%41)
+				if i%7 == 0 {
+					ns = ""
+				}
+				name := fmt.Sprintf("obj-%d", i)
+				uid := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.IntN(1<<16), rng.IntN(1<<12), rng.IntN(1<<12), rng.Uint64()&(1<<48-1))
+				if got, want := ps.Of(ns, name), rp.Partition(shard.KeyOf(ns, name)); got != want {
+					t.Fatalf("%s P=%d: Of(%q, %q) = %d, shard says %d", scheme, n, ns, name, got, want)
+				}
+				want, _ := rp.PartitionOfObject(ns, uid)
+				if got := ps.OfObject(ns, name, uid); got != want {
+					t.Fatalf("%s P=%d: OfObject(%q, %q, %s) = %d, shard says %d", scheme, n, ns, name, uid, got, want)
+				}
+				if want != shard.NewPartitioner(n).Partition(shard.KeyOf(ns, name)) {
+					differs++
+				}
+			}
+			if n > 7 && differs == 0 {
+				t.Fatalf("%s P=%d: every object landed in its key's xxhash partition; the scheme is not in use", scheme, n)
+			}
+		}
+	}
+}
+
+// TestUIDSchemeWithoutUIDIsNeverAdmitted: a request whose object's UID is
+// unknown has no partition under the uid scheme, and the gate refuses it.
+func TestUIDSchemeWithoutUIDIsNeverAdmitted(t *testing.T) {
+	ps := NewPartitions(rangePartitioner(t, shard.SchemeUID, 7))
+	g := New(7, true)
+	p := ps.OfObject("default", "web", "")
+	if p != -1 || g.Active(p) || g.Enter(p) {
+		t.Fatalf("OfObject without UID = %d (active %v); want -1, never admitted", p, g.Active(p))
+	}
+	// The namespace scheme needs no UID.
+	ns := NewPartitions(rangePartitioner(t, shard.SchemeNamespace, 7))
+	if p := ns.OfObject("default", "web", ""); p < 0 || p != ns.Of("default", "other") {
+		t.Fatalf("namespace scheme: OfObject without UID = %d, want the namespace's partition %d", p, ns.Of("default", "other"))
+	}
+}
+
+func TestKeySchemeOfObjectIgnoresUID(t *testing.T) {
+	for _, p := range []shard.Partitioner{shard.NewPartitioner(31), byLength{n: 5}} {
+		ps := NewPartitions(p)
+		if ps.Scheme() != shard.SchemeKey {
+			t.Fatalf("scheme %q, want key", ps.Scheme())
+		}
+		for _, uid := range []string{"", "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"} {
+			if got, want := ps.OfObject("ns", "name", uid), ps.Of("ns", "name"); got != want {
+				t.Fatalf("%T: OfObject(uid %q) = %d, want the key's %d", p, uid, got, want)
+			}
+		}
+	}
+}
+
+const uid36 = "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"
+
+func TestRangedPathsDoNotAllocate(t *testing.T) {
+	for _, scheme := range []shard.Scheme{shard.SchemeNamespace, shard.SchemeUID} {
+		ps := NewPartitions(rangePartitioner(t, scheme, shard.DefaultPartitions))
+		for _, k := range [][2]string{{key36NS, key36Name}, {"", key36Name}, {longNS, longName}, {hugeNS, hugeName}} {
+			if a := testing.AllocsPerRun(1000, func() { _ = ps.Of(k[0], k[1]) }); a != 0 {
+				t.Fatalf("%s: Of allocates %.1f times per call", scheme, a)
+			}
+			if a := testing.AllocsPerRun(1000, func() { _ = ps.OfObject(k[0], k[1], uid36) }); a != 0 {
+				t.Fatalf("%s: OfObject allocates %.1f times per call", scheme, a)
+			}
+		}
+	}
+}
+
+func benchOfObject(b *testing.B, scheme shard.Scheme) {
+	ps := NewPartitions(rangePartitioner(b, scheme, shard.DefaultPartitions))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = ps.OfObject(key36NS, key36Name, uid36)
+	}
+}
+
+// The ranged gate: FNV-1a of a 36-byte UID, resp. an 11-byte namespace, and
+// one division; compare BenchmarkPartitionOf36 (xxhash of a 36-byte key).
+func BenchmarkPartitionOfObjectUID36(b *testing.B)      { benchOfObject(b, shard.SchemeUID) }
+func BenchmarkPartitionOfObjectNamespace(b *testing.B) { benchOfObject(b, shard.SchemeNamespace) }
