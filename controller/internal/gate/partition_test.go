@@ -245,5 +245,5 @@ func benchOfObject(b *testing.B, scheme shard.Scheme) {
 
 // The ranged gate: FNV-1a of a 36-byte UID, resp. an 11-byte namespace, and
 // one division; compare BenchmarkPartitionOf36 (xxhash of a 36-byte key).
-func BenchmarkPartitionOfObjectUID36(b *testing.B)      { benchOfObject(b, shard.SchemeUID) }
+func BenchmarkPartitionOfObjectUID36(b *testing.B)     { benchOfObject(b, shard.SchemeUID) }
 func BenchmarkPartitionOfObjectNamespace(b *testing.B) { benchOfObject(b, shard.SchemeNamespace) }
