@@ -1,0 +1,129 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// ErrShardSelectorRejected is wrapped by ProbeShardSelector's error when the
+// API server refused the selector itself (too long, malformed). Kubernetes
+// 1.36 answers that with 500 Internal Error ("invalid shard selector: …"),
+// not 400, so the error text is what identifies it.
+var ErrShardSelectorRejected = errors.New("cache: the API server rejected the shard selector")
+
+// ShardProbe is what one probe LIST learned about whether the API server
+// filters a resource by a shard selector (KEP-5866, Kubernetes ≥ 1.36 with
+// the ShardedListAndWatch feature gate on).
+type ShardProbe struct {
+	// Filtered is true only when the response echoed, in
+	// ListMeta.ShardInfo.Selector, exactly the selector that was sent: the
+	// answering server applied it. Anything else means the response may be
+	// unfiltered and must not be trusted as a shard.
+	Filtered bool
+	// Echoed is the selector the server echoed; "" when it echoed none.
+	Echoed string
+	// Reason says in a sentence why Filtered is false (for logs and
+	// readiness); "" when Filtered.
+	Reason string
+}
+
+// ProbeShardSelector sends one LIST (limit 1) of resource gvr in namespace
+// ("" for all namespaces or a cluster-scoped resource) carrying selector, and
+// reports whether the server applied it. A server without the feature gate
+// ignores the parameter silently and answers with the full list and no
+// ShardInfo: Filtered is false. A server that refuses the selector (too long,
+// malformed) makes it return an error wrapping ErrShardSelectorRejected; any
+// other failed request is returned as an error too.
+//
+// The probe speaks JSON through a dynamic client because the server drops
+// ShardInfo from metadata-only (PartialObjectMetadataList) responses.
+// Kubernetes 1.36 echoes no ShardInfo for custom resources either, although
+// it filters them, so for those the probe reports Filtered false. The
+// answer holds only for the API server that served the probe: behind a load
+// balancer, servers may differ in the gate, so check every event as well
+// (ShardMatcher).
+func ProbeShardSelector(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string) (ShardProbe, error) {
+	if selector == "" {
+		return ShardProbe{}, errors.New("cache: probing with an empty shard selector, which selects everything; build one with shard.RangePartitioner.Selector")
+	}
+	list, err := client.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{Limit: 1, ShardSelector: selector})
+	if err != nil {
+		if apierrors.IsBadRequest(err) || strings.Contains(err.Error(), "invalid shard selector") {
+			return ShardProbe{}, fmt.Errorf("%w (%d characters) for %s: %w", ErrShardSelectorRejected, len(selector), gvr.String(), err)
+		}
+		return ShardProbe{}, fmt.Errorf("cache: probing sharded list of %s: %w", gvr.String(), err)
+	}
+	echoed, found, err := unstructured.NestedString(list.UnstructuredContent(), "metadata", "shardInfo", "selector")
+	if err != nil {
+		return ShardProbe{Reason: "the response's metadata.shardInfo is malformed"}, nil
+	}
+	switch {
+	case !found:
+		return ShardProbe{Reason: fmt.Sprintf("the API server echoed no ShardInfo for the shard selector on %s, so the answer may be unfiltered: either it does not serve sharded list/watch (Kubernetes < 1.36 or feature gate ShardedListAndWatch off) or it does not echo ShardInfo for this resource (custom resources in Kubernetes 1.36)", gvr.String())}, nil
+	case echoed != selector:
+		return ShardProbe{Echoed: echoed, Reason: fmt.Sprintf("the API server echoed another shard selector on %s than the one sent (%d characters sent, %d echoed); the filter it applied is not the one asked for", gvr.String(), len(selector), len(echoed))}, nil
+	}
+	return ShardProbe{Filtered: true, Echoed: echoed}, nil
+}
+
+// ShardMatcher checks objects against a shard selector on the client, with
+// k8s.io/apimachinery/pkg/sharding's Matches, the function the API server
+// filters with. A sharded source checks every event with it, so an event
+// from a server that ignored the selector is never taken as part of the
+// shard.
+type ShardMatcher struct {
+	sel sharding.Selector
+}
+
+// NewShardMatcher returns the matcher of the partitions in set under rp, the
+// same ranges rp.Selector(set) writes. An empty set has no selector
+// (shard.ErrNoPartitions).
+func NewShardMatcher(rp shard.RangePartitioner, set shard.PartitionSet) (ShardMatcher, error) {
+	ranges, err := rp.Ranges(set)
+	if err != nil {
+		return ShardMatcher{}, err
+	}
+	if len(ranges) == 0 {
+		return ShardMatcher{}, shard.ErrNoPartitions
+	}
+	reqs := make([]sharding.ShardRangeRequirement, len(ranges))
+	for i, hr := range ranges {
+		end := "0x10000000000000000" // 2^64, the end of the hash space
+		if hr.Last != ^uint64(0) {
+			end = fmt.Sprintf("0x%016x", hr.Last+1)
+		}
+		reqs[i] = sharding.ShardRangeRequirement{Key: rp.Field(), Start: fmt.Sprintf("0x%016x", hr.First), End: end}
+	}
+	return ShardMatcher{sel: sharding.NewSelector(reqs...)}, nil
+}
+
+// Matches reports whether obj is in the matcher's partitions. It fails for
+// an object without metadata.
+func (m ShardMatcher) Matches(obj runtime.Object) (bool, error) {
+	if m.sel == nil {
+		return false, errors.New("cache: zero ShardMatcher; build it with NewShardMatcher")
+	}
+	return m.sel.Matches(obj)
+}
+
+// String returns the selector in the server's canonical form, equal to
+// rp.Selector(set).
+func (m ShardMatcher) String() string {
+	if m.sel == nil {
+		return ""
+	}
+	return m.sel.String()
+}
