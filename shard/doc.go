@@ -14,10 +14,46 @@
 // once per ring by github.com/buraksezer/consistent v1.0.0 with an xxhash
 // hasher; Ring keeps the result as a table, so Owner is an array lookup.
 //
+// # Sharding by the API server's hash
+//
+// Config.Scheme chooses the partition function. SchemeKey (the default) is
+// the one above. SchemeNamespace and SchemeUID make partition p the p-th of P
+// contiguous ranges of the 64-bit FNV-1a hash the API server computes for
+// metadata.namespace or metadata.uid (Kubernetes 1.36 sharded list/watch,
+// KEP-5866): with w = floor(2^64/P), partition p is [p×w, (p+1)×w) and the
+// last one absorbs the remainder, up to 2^64 (RangePartitioner). A set of
+// partitions — a replica's target ∪ claimed ∪ draining — then becomes one
+// shard selector (RangePartitioner.Selector), adjacent ranges merged, that
+// the server filters LIST and WATCH by. Its length caps P at
+// MaxNamespacePartitions (2352) and MaxUIDPartitions (2530); Validate
+// enforces it.
+//
+// The invariant depends on the scheme:
+//
+//   - SchemeKey and SchemeNamespace: a key's partition is a function of the
+//     key (the namespace is part of it), so no key is reconciled by two
+//     replicas at once. Under SchemeNamespace every object of a namespace,
+//     its owner and what maps to it within the namespace share one
+//     partition, so one selector filters every source of a controller.
+//   - SchemeUID: the partition belongs to an object incarnation (its UID),
+//     not to its key. The invariant is per object: no UID is reconciled by
+//     two replicas at once. A name deleted and created again gets a new UID
+//     and may land in another partition, so the old and the new incarnation
+//     of one key may be reconciled at the same time on two replicas;
+//     reconcilers must key side effects by UID (or use UID preconditions).
+//     Requests are admitted by their object's UID, owned objects by their
+//     controller owner's UID, and a request whose UID is unknown is admitted
+//     nowhere (RangePartitioner.PartitionOfObject returns ok=false).
+//
+// README.md ("Sharding by the API server's hash") has the details: what the
+// server does and does not echo, the balance of namespace hashing, and the
+// informer plan built on this.
+//
 // # Compatibility
 //
 // Config.Fingerprint names every parameter that changes the assignment,
-// including a version for the hash scheme. Replicas whose fingerprints differ
+// including a version for the hash scheme and the Scheme (as a suffix
+// "-snamespace" or "-suid"; default rings keep their old fingerprint). Replicas whose fingerprints differ
 // would disagree about owners and must refuse to form a ring together.
 //
 // # No panics

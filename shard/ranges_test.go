@@ -424,3 +424,28 @@ func TestPartitionerForAndRingFollowTheScheme(t *testing.T) {
 		t.Fatal("PartitionerFor accepted an unknown scheme")
 	}
 }
+
+// TestNamesDifferingInTheLastCharacterShareARange pins a property of the
+// server's hash that the README warns about: FNV-1a folds the last byte in
+// with one multiplication by a prime of 2^40+435, so values that differ only
+// in their last character hash less than 2^48.01 apart, while a range is at
+// least 2^64/MaxUIDPartitions ≈ 2^52.7 wide. Such namespaces ("team-1",
+// "team-2", …) always land in one partition or two adjacent ones.
+func TestNamesDifferingInTheLastCharacterShareARange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const tail = "abcdefghijklmnopqrstuvwxyz0123456789-"
+	for _, n := range []int{DefaultPartitions, 1021, MaxUIDPartitions} {
+		r := mustRanges(t, SchemeUID, n)
+		for range 200 {
+			prefix := fmt.Sprintf("team%d-", rng.IntN(1_000_000))
+			lo, hi := n, -1
+			for i := range len(tail) {
+				p := r.PartitionOfValue(prefix + tail[i:i+1])
+				lo, hi = min(lo, p), max(hi, p)
+			}
+			if hi-lo > 1 {
+				t.Fatalf("P=%d: %q + one character spans partitions %d..%d; the README's statement is wrong", n, prefix, lo, hi)
+			}
+		}
+	}
+}

@@ -84,8 +84,15 @@ func ProbeShardSelector(ctx context.Context, client dynamic.Interface, gvr schem
 // filters with. A sharded source checks every event with it, so an event
 // from a server that ignored the selector is never taken as part of the
 // shard.
+//
+// Matches is the reference (2.4–5.2 µs and 2 allocations per event for a
+// third of a 271-partition ring, BenchmarkShardMatcherUID); Contains gives
+// the same answer from the object's namespace and UID with kshard's own
+// hash, allocation-free, for the hot path.
 type ShardMatcher struct {
 	sel sharding.Selector
+	rp  shard.RangePartitioner
+	set shard.PartitionSet
 }
 
 // NewShardMatcher returns the matcher of the partitions in set under rp, the
@@ -107,7 +114,7 @@ func NewShardMatcher(rp shard.RangePartitioner, set shard.PartitionSet) (ShardMa
 		}
 		reqs[i] = sharding.ShardRangeRequirement{Key: rp.Field(), Start: fmt.Sprintf("0x%016x", hr.First), End: end}
 	}
-	return ShardMatcher{sel: sharding.NewSelector(reqs...)}, nil
+	return ShardMatcher{sel: sharding.NewSelector(reqs...), rp: rp, set: set.Clone()}, nil
 }
 
 // Matches reports whether obj is in the matcher's partitions. It fails for
@@ -117,6 +124,14 @@ func (m ShardMatcher) Matches(obj runtime.Object) (bool, error) {
 		return false, errors.New("cache: zero ShardMatcher; build it with NewShardMatcher")
 	}
 	return m.sel.Matches(obj)
+}
+
+// Contains reports whether the object with this namespace and UID is in
+// the matcher's partitions, as Matches would. Under the uid scheme an empty
+// uid is in no partition.
+func (m ShardMatcher) Contains(namespace, uid string) bool {
+	p, ok := m.rp.PartitionOfObject(namespace, uid)
+	return ok && m.set.Has(p)
 }
 
 // String returns the selector in the server's canonical form, equal to

@@ -85,8 +85,8 @@ func expectedKeys(t *testing.T, rp shard.RangePartitioner, set shard.PartitionSe
 			t.Fatalf("%s/%s has no partition (uid %q)", o.Namespace, o.Name, o.UID)
 		}
 		in := set.Has(p)
-		if got, err := m.Matches(o); err != nil || got != in {
-			t.Fatalf("ShardMatcher.Matches(%s/%s) = %v, %v; partition %d in set is %v", o.Namespace, o.Name, got, err, p, in)
+		if got, err := m.Matches(o); err != nil || got != in || m.Contains(o.Namespace, string(o.UID)) != in {
+			t.Fatalf("ShardMatcher.Matches(%s/%s) = %v, %v, Contains %v; partition %d in set is %v", o.Namespace, o.Name, got, err, m.Contains(o.Namespace, string(o.UID)), p, in)
 		}
 		if in {
 			keys = append(keys, shard.KeyOf(o.Namespace, o.Name))

@@ -105,12 +105,18 @@ func TestShardMatcher(t *testing.T) {
 	if want, _ := rp.Selector(set); m.String() != want {
 		t.Fatalf("matcher selector %q, want %q", m.String(), want)
 	}
-	for _, uid := range []string{"a", "b", "c", "d", "e", "f", "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"} {
+	for _, uid := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e", "5d2c1f0e-8b7a-4c3d-9e1f-0a1b2c3d4e5f"} {
 		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "y", UID: types.UID(uid)}}
 		p, _ := rp.PartitionOfObject("x", uid)
 		if got, err := m.Matches(obj); err != nil || got != set.Has(p) {
 			t.Fatalf("Matches(uid %s) = %v, %v; partition %d in set is %v", uid, got, err, p, set.Has(p))
 		}
+		if got := m.Contains("x", uid); got != set.Has(p) {
+			t.Fatalf("Contains(uid %s) = %v; partition %d in set is %v", uid, got, p, set.Has(p))
+		}
+	}
+	if m.Contains("x", "") {
+		t.Fatal("an object without UID matched under the uid scheme")
 	}
 	if _, err := NewShardMatcher(rp, shard.NewPartitionSet(4)); !errors.Is(err, shard.ErrNoPartitions) {
 		t.Fatalf("NewShardMatcher(empty) = %v, want ErrNoPartitions", err)
@@ -119,3 +125,38 @@ func TestShardMatcher(t *testing.T) {
 		t.Fatal("the zero ShardMatcher matched")
 	}
 }
+
+// The per-event client-side check: sharding's Matches resolves the field
+// through meta.Accessor and formats the hash as hex; compare the gate's
+// allocation-free BenchmarkPartitionOfObjectUID36 in controller/internal/gate.
+func BenchmarkShardMatcherUID(b *testing.B) {
+	rp, err := shard.NewRangePartitioner(shard.SchemeUID, shard.DefaultPartitions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := shard.NewPartitionSet(shard.DefaultPartitions)
+	for p := 0; p < shard.DefaultPartitions; p += 3 {
+		set.Add(p) // a replica's third of the ring, scattered: 91 ranges
+	}
+	m, err := NewShardMatcher(rp, set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns", UID: "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"}}
+	b.Run("Matches", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := m.Matches(obj); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Contains", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			benchSink = m.Contains(obj.Namespace, string(obj.UID))
+		}
+	})
+}
+
+var benchSink bool
