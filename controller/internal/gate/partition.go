@@ -20,11 +20,15 @@ type Partitions struct {
 
 // NewPartitions wraps p. The allocation-free path is taken only when p is
 // the partitioner shard.NewPartitioner returns for p's own count, or a
-// shard.RangePartitioner; any other Partitioner is called as it is, with the
+// shard.RangePartitioner (or a pointer to one); any other Partitioner is called as it is, with the
 // key string built per event.
 func NewPartitions(p shard.Partitioner) Partitions {
 	n := p.Count()
-	if rp, ok := p.(shard.RangePartitioner); ok {
+	rp, ranged := p.(shard.RangePartitioner)
+	if ptr, ok := p.(*shard.RangePartitioner); ok && ptr != nil {
+		rp, ranged = *ptr, true
+	}
+	if ranged {
 		return Partitions{p: p, n: uint64(max(n, 1)), fast: true, ranges: rp, ranged: true}
 	}
 	// Interface equality holds only for the same dynamic type and value, so

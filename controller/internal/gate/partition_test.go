@@ -205,6 +205,16 @@ func TestUIDSchemeWithoutUIDIsNeverAdmitted(t *testing.T) {
 	}
 }
 
+// A pointer to a RangePartitioner routes objects by their UID too.
+func TestRangePartitionerPointerIsRanged(t *testing.T) {
+	rp := rangePartitioner(t, shard.SchemeUID, 31)
+	ps := NewPartitions(&rp)
+	want, _ := rp.PartitionOfObject("ns", uid36)
+	if !ps.Fast() || ps.Scheme() != shard.SchemeUID || ps.OfObject("ns", "name", uid36) != want || ps.OfObject("ns", "name", "") != -1 {
+		t.Fatalf("*RangePartitioner: fast=%v scheme=%q OfObject=%d, want ranged routing to %d", ps.Fast(), ps.Scheme(), ps.OfObject("ns", "name", uid36), want)
+	}
+}
+
 func TestKeySchemeOfObjectIgnoresUID(t *testing.T) {
 	for _, p := range []shard.Partitioner{shard.NewPartitioner(31), byLength{n: 5}} {
 		ps := NewPartitions(p)
