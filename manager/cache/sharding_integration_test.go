@@ -184,7 +184,101 @@ func TestIntegrationShardedListGateOn(t *testing.T) {
 		t.Fatalf("probe with a malformed selector = %v, want ErrShardSelectorRejected", err)
 	}
 
+	checkShardedWatch(t, ctx, cs, dyn, objs)
 	checkCustomResourceNotEchoed(t, ctx, dyn)
+}
+
+// checkShardedWatch: the server filters WATCH by the selector too, both the
+// initial events of a watch-list (sendInitialEvents, which is how client-go
+// v0.36 informers list) and live events.
+func checkShardedWatch(t *testing.T, ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, objs []corev1.ConfigMap) {
+	t.Helper()
+	rp, _ := shard.NewRangePartitioner(shard.SchemeUID, 2)
+	set := shard.NewPartitionSet(2, 0)
+	sel, _ := rp.Selector(set)
+	inSet := func(ns, uid string) bool { p, _ := rp.PartitionOfObject(ns, uid); return set.Has(p) }
+
+	sendInitial := true
+	w, err := dyn.Resource(configMapsGVR).Watch(ctx, metav1.ListOptions{
+		LabelSelector: shardTestLabel, ShardSelector: sel, AllowWatchBookmarks: true,
+		SendInitialEvents: &sendInitial, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	})
+	if err != nil {
+		t.Fatalf("watch-list with a shard selector: %v", err)
+	}
+	defer w.Stop()
+	want := map[string]bool{}
+	for _, o := range objs {
+		if inSet(o.Namespace, string(o.UID)) {
+			want[shard.KeyOf(o.Namespace, o.Name)] = true
+		}
+	}
+	got := map[string]bool{}
+	next := func(what string) *unstructured.Unstructured {
+		t.Helper()
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch closed while waiting for %s", what)
+			}
+			u, isObj := ev.Object.(*unstructured.Unstructured)
+			if !isObj {
+				t.Fatalf("watch event %s carries %T while waiting for %s", ev.Type, ev.Object, what)
+			}
+			if ev.Type == "BOOKMARK" {
+				if u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					return nil
+				}
+				return u
+			}
+			if !inSet(u.GetNamespace(), string(u.GetUID())) {
+				t.Fatalf("watch delivered %s %s/%s (uid %s) outside the selected range", ev.Type, u.GetNamespace(), u.GetName(), u.GetUID())
+			}
+			got[shard.KeyOf(u.GetNamespace(), u.GetName())] = true
+			return u
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		return nil
+	}
+	for next("the end of the initial events") != nil {
+	}
+	if len(got) != len(want) {
+		t.Fatalf("watch-list initial events: %d objects, %d in the selected range", len(got), len(want))
+	}
+	for k := range want {
+		if !got[k] {
+			t.Fatalf("watch-list initial events miss %s", k)
+		}
+	}
+	t.Logf("watch-list: %d of %d objects in the initial events", len(got), len(objs))
+
+	// Live events: create until one lands in the range; events arrive in
+	// order, so when its event comes, every earlier in-range one has too.
+	clear(got)
+	clear(want)
+	var last string
+	for i := 0; last == ""; i++ {
+		cm, err := cs.CoreV1().ConfigMaps("n0-sharding-fixture").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("live-%d", i), Labels: map[string]string{shardTestLabel: "true"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inSet(cm.Namespace, string(cm.UID)) {
+			want[shard.KeyOf(cm.Namespace, cm.Name)] = true
+			if i >= 10 {
+				last = shard.KeyOf(cm.Namespace, cm.Name)
+			}
+		}
+	}
+	for !got[last] {
+		next("the live event of " + last)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("live watch events: %d objects, %d created in the selected range", len(got), len(want))
+	}
+	t.Logf("live watch: %d in-range objects delivered, none outside", len(got))
 }
 
 // TestIntegrationShardedListGateOff: a server without the gate ignores the
