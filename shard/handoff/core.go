@@ -1078,3 +1078,25 @@ func (c *Core) Done() bool { return c.done }
 // wrapping one of ErrDuplicateIdentity, ErrRing, ErrForeignFingerprint or
 // ErrIdentityInUse; nil when there is none.
 func (c *Core) Err() error { return c.err }
+
+// SetRingBuilder replaces shard.New as the function that builds the ring of
+// a view. Rings depend only on their inputs, so a simulation running many
+// cores over the same views can share them; production leaves the default.
+func (c *Core) SetRingBuilder(build func(shard.Config, []string) (*shard.Ring, error)) {
+	if build != nil {
+		c.newRing = build
+	}
+}
+
+// Tombstones returns the Leases that left the view while their claim was in
+// force and whose claim still counts (see "Absence is not death" in the
+// package documentation), in their last observed state, sorted by identity.
+func (c *Core) Tombstones() []Observed {
+	var out []Observed
+	for _, id := range c.peerIDs {
+		if p := c.peers[id]; p != nil && p.gone && !p.void {
+			out = append(out, p.obs)
+		}
+	}
+	return out
+}
