@@ -201,27 +201,25 @@ func (p *proc) Listed() bool { return p.listed }
 // written.
 func (p *proc) Synced() bool { return p.listed && p.baseRV != 0 && !p.released }
 
-// Snapshot returns the informer's Leases in the ring's view.
-func (p *proc) Snapshot() []lease.Observed {
-	var out []lease.Observed
-	for _, o := range p.observed {
-		if !o.Gone {
-			out = append(out, lease.Observed{Observed: o, Name: o.Identity})
-		}
-	}
-	return out
-}
+// Snapshot returns the informer's Leases in the ring's view. The caller
+// must not modify it.
+func (p *proc) Snapshot() []lease.Observed { return p.snapshot }
 
 // Departed returns the Leases that left the view, per identity in the
-// order they left (lease.Member.Departed).
-func (p *proc) Departed() []lease.Observed {
-	var out []lease.Observed
+// order they left (lease.Member.Departed). The caller must not modify it.
+func (p *proc) Departed() []lease.Observed { return p.departedObs }
+
+// splitObserved sets what Snapshot and Departed return from the informer's
+// content, as lease.Member reports it.
+func (p *proc) splitObserved() {
+	p.snapshot, p.departedObs = p.snapshot[:0], p.departedObs[:0]
 	for _, o := range p.observed {
 		if o.Gone {
-			out = append(out, lease.Observed{Observed: o, Name: o.Identity})
+			p.departedObs = append(p.departedObs, lease.Observed{Observed: o, Name: o.Identity})
+		} else {
+			p.snapshot = append(p.snapshot, lease.Observed{Observed: o, Name: o.Identity})
 		}
 	}
-	return out
 }
 
 // Changes is never signalled: the world steps the shell itself.

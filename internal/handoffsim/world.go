@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -680,6 +681,9 @@ type proc struct {
 	renewSent time.Time
 	parked    []*parking
 	revokers  []revoker
+	// snapshot and departedObs: the informer's content as Snapshot and
+	// Departed report it.
+	snapshot, departedObs []lease.Observed
 }
 
 func (p *proc) String() string { return p.id + "#" + p.inc }
@@ -1378,6 +1382,8 @@ func (p *proc) observeCache() {
 	if p.shell == nil {
 		p.core.Observe(p.local(), p.observed)
 		p.countLeaveTombstones()
+	} else {
+		p.splitObserved()
 	}
 	p.step()
 }
