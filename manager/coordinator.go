@@ -61,31 +61,6 @@ type coordinator struct {
 	postFn  func(ctx context.Context, f func())
 }
 
-// membership is what the coordinator needs of the ring's Leases: a view of
-// them, the own Lease's renewals and writes, and the reads and deletes the
-// core asks for. *lease.Member implements it; an adapter for another runtime
-// (or a test) can too.
-type membership interface {
-	// Listed reports that Snapshot holds the ring (the first list is done),
-	// Synced that the own Lease is held as well.
-	Listed() bool
-	Synced() bool
-	Snapshot() []lease.Observed
-	// Departed returns Leases that left the view, in their last state.
-	Departed() []lease.Observed
-	// Changes signals (coalesced) that Snapshot, LastRenew or Synced may
-	// have changed.
-	Changes() <-chan struct{}
-	LastRenew() (sentAt time.Time, ok bool)
-	SetDesired(handoff.Record)
-	TakeOver(version string)
-	Confirm(ctx context.Context, identity, version string) (unchanged bool, err error)
-	DeletePeer(ctx context.Context, identity, version string) error
-	Delete(ctx context.Context) error
-}
-
-var _ membership = (*lease.Member)(nil)
-
 func newCoordinator(m *Manager, participants []participant) *coordinator {
 	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
 	m.coord.Store(c)
