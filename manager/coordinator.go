@@ -55,7 +55,9 @@ type coordinator struct {
 	// core decides on; goAsync runs the work that waits on I/O (drains,
 	// confirming reads, deletes); postFn hands that work's results to the
 	// loop. Production: time.Now, goroutines owned by async, and the events
-	// channel drained by run.
+	// channel drained by run. Asynchronous work must go through goAsync and
+	// report through post, never a bare go statement: the simulation runs
+	// the coordinator on one goroutine at a time and would race with it.
 	now     func() time.Time
 	goAsync func(ctx context.Context, f func(context.Context))
 	postFn  func(ctx context.Context, f func())
