@@ -912,3 +912,47 @@ func TestJudgeOwnRead(t *testing.T) {
 		t.Errorf("an empty incarnation adopts a Lease without one (%v): no process writes one", got)
 	}
 }
+
+// Two processes of one identity (a replacement whose predecessor still
+// runs): the new one waits while the old one's Lease is live. When a third
+// party deletes that Lease, the old process may still run its claims until
+// it sees the loss and fences; the new one takes the identity at once but
+// must not activate those claims for LeaseDuration (the real coordinator's
+// simulation found the gap: seeds 1066390 and 1070631). Whether the new
+// process saw the old claim in the view or only in the deletion event, it
+// counts.
+func TestPriorIncarnationsClaimOutlivesItsLease(t *testing.T) {
+	for _, seenInView := range []bool{true, false} {
+		t.Run("seen in view "+strconv.FormatBool(seenInView), func(t *testing.T) {
+			h := newHarness(t, "a")
+			h.c.CachesSynced()
+			old := Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+				Claim: set(0, 1, 2, 3, 4, 5, 6), Generation: 4, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+			if seenInView {
+				h.c.Observe(h.now, []Observed{old})
+				if r := h.ready(); r.Publish != nil {
+					t.Fatalf("published %v while another live incarnation holds the Lease", r.Publish)
+				}
+			} else {
+				h.c.Observe(h.now, nil)
+				h.ready()
+			}
+			h.advance(time.Second)
+			gone := old
+			gone.Gone, gone.Version = true, h.version()
+			h.c.Observe(h.now, []Observed{gone})
+			activated := h.settle()
+			activated = activated.Union(h.pass(testLease - 2*time.Second).Activate)
+			if !activated.IsEmpty() {
+				t.Fatalf("activated %v within LeaseDuration of the old incarnation's Lease vanishing", activated)
+			}
+			if got := h.c.Blocked(); !got.Equal(set(0, 1, 2, 3, 4, 5, 6)) {
+				t.Errorf("blocked %v; want the old incarnation's claim", got)
+			}
+			activated = h.pass(3 * time.Second).Activate.Union(h.settle())
+			if !activated.Equal(set(0, 1, 2, 3, 4, 5, 6)) {
+				t.Fatalf("after LeaseDuration, activated %v; want everything", activated)
+			}
+		})
+	}
+}

@@ -37,7 +37,11 @@
 //     whose departure the shell reports, unless a later Lease of the same
 //     incarnation is in the view: a watch that lagged across two deletions
 //     of one name learns of the first object's claim only from its
-//     departure. A replica joins the ring only after watching
+//     departure. The same holds for this replica's own identity: the
+//     claim of another incarnation's Lease of it (a predecessor that may
+//     still run) stays in force for LeaseDuration after that Lease left
+//     the view or was replaced by another object, unless its expiry was
+//     confirmed. A replica joins the ring only after watching
 //     it for LeaseDuration, because a Lease that vanished before it started
 //     leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
