@@ -100,14 +100,14 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 		case ctx.Err() != nil:
 			return false, nil
 		case apierrors.IsNotFound(err):
-			counted, err := m.writeLocked(ctx, nil, true)
+			v, err := m.writeLocked(ctx, nil, true)
 			switch {
 			case err == nil:
 				m.log.Info("created own Lease", "incarnation", m.opts.Incarnation)
-				return !counted, nil
-			case apierrors.IsAlreadyExists(err) || ctx.Err() != nil || errors.Is(err, errLeft):
-				continue
-			case apierrors.IsForbidden(err):
+				return !v.Renewed, nil
+			case v.ReadOwn || ctx.Err() != nil || errors.Is(err, errLeft):
+				continue // someone created it: read it again
+			case v.Fatal:
 				return false, newForbiddenError(err, "create", m.opts.Namespace, m.name)
 			case !retry(err, "creating own Lease failed; retrying"):
 				return false, nil
@@ -182,14 +182,14 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			}
 			continue
 		}
-		counted, err := m.writeLocked(ctx, cur, true)
+		v, err := m.writeLocked(ctx, cur, true)
 		switch {
 		case err == nil:
 			m.log.Info("took over own Lease", "previous", inc, "version", cur.ResourceVersion)
-			return !counted, nil
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || ctx.Err() != nil || errors.Is(err, errLeft):
-			continue
-		case apierrors.IsForbidden(err):
+			return !v.Renewed, nil
+		case v.ReadOwn || v.Recreate || ctx.Err() != nil || errors.Is(err, errLeft):
+			continue // it changed or went: read it again
+		case v.Fatal:
 			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
 		case !retry(err, "taking over own Lease failed; retrying"):
 			return false, nil
@@ -361,14 +361,13 @@ func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 }
 
 // writeLocked is write under writeMu, refusing once Delete was called.
-func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
+func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, acquire bool) (handoff.WriteVerdict, error) {
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
 	if m.hasLeft() {
-		return false, errLeft
+		return handoff.WriteVerdict{}, errLeft
 	}
-	v, err := m.write(ctx, base, acquire)
-	return v.Renewed, err
+	return m.write(ctx, base, acquire)
 }
 
 // write sends one write of the own Lease publishing the desired record:
