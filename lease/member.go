@@ -152,6 +152,13 @@ func (m *Member) mayTakeOver(version string) bool {
 	return version != "" && m.takeOver == version
 }
 
+// takeOverVersion returns the version TakeOver last allowed ("" for none).
+func (m *Member) takeOverVersion() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.takeOver
+}
+
 // Listed reports whether the watch of the ring has listed once: Snapshot
 // holds the ring's Leases from then on.
 func (m *Member) Listed() bool { return m.peers.hasSynced() }

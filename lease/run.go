@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // errLeft reports a write refused because Delete was called.
@@ -98,14 +100,14 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 		case ctx.Err() != nil:
 			return false, nil
 		case apierrors.IsNotFound(err):
-			counted, err := m.writeLocked(ctx, nil, true)
+			v, err := m.writeLocked(ctx, nil, true)
 			switch {
 			case err == nil:
 				m.log.Info("created own Lease", "incarnation", m.opts.Incarnation)
-				return !counted, nil
-			case apierrors.IsAlreadyExists(err) || ctx.Err() != nil || errors.Is(err, errLeft):
-				continue
-			case apierrors.IsForbidden(err):
+				return !v.Renewed, nil
+			case v.ReadOwn || ctx.Err() != nil || errors.Is(err, errLeft):
+				continue // someone created it: read it again
+			case v.Fatal:
 				return false, newForbiddenError(err, "create", m.opts.Namespace, m.name)
 			case !retry(err, "creating own Lease failed; retrying"):
 				return false, nil
@@ -180,14 +182,14 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			}
 			continue
 		}
-		counted, err := m.writeLocked(ctx, cur, true)
+		v, err := m.writeLocked(ctx, cur, true)
 		switch {
 		case err == nil:
 			m.log.Info("took over own Lease", "previous", inc, "version", cur.ResourceVersion)
-			return !counted, nil
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || ctx.Err() != nil || errors.Is(err, errLeft):
-			continue
-		case apierrors.IsForbidden(err):
+			return !v.Renewed, nil
+		case v.ReadOwn || v.Recreate || ctx.Err() != nil || errors.Is(err, errLeft):
+			continue // it changed or went: read it again
+		case v.Fatal:
 			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
 		case !retry(err, "taking over own Lease failed; retrying"):
 			return false, nil
@@ -307,34 +309,42 @@ func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 		m.mu.Lock()
 		base := m.current
 		m.mu.Unlock()
-		counted, err = m.write(ctx, base, false)
+		// What the write means is the handoff core's decision
+		// (handoff.JudgeWrite); this only carries it out.
+		var v handoff.WriteVerdict
+		v, err = m.write(ctx, base, false)
 		switch {
 		case err == nil || ctx.Err() != nil:
-			return counted, err
-		case apierrors.IsForbidden(err):
+			return v.Renewed, err
+		case v.Fatal:
 			return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
-		case apierrors.IsNotFound(err) && attempt == 0:
+		case v.Recreate && attempt == 0:
 			m.log.Info("own Lease was deleted by someone else; creating it again")
 			m.mu.Lock()
 			m.current = nil
 			m.mu.Unlock()
 			continue
-		case !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) || attempt > 0:
+		case !v.ReadOwn || attempt > 0:
 			return false, err
 		}
 		cur, gerr := m.getOwn(ctx)
+		read := handoff.OwnRead{Found: true}
 		switch {
 		case apierrors.IsNotFound(gerr):
-			m.mu.Lock()
-			m.current = nil
-			m.mu.Unlock()
-			continue
+			read.Found = false
 		case apierrors.IsForbidden(gerr):
 			return false, newForbiddenError(gerr, "get", m.opts.Namespace, m.name)
 		case gerr != nil:
 			return false, fmt.Errorf("re-reading own Lease after a conflict: %w", gerr)
+		default:
+			read.Incarnation, read.Version = cur.Annotations[AnnotationIncarnation], cur.ResourceVersion
 		}
-		if inc := cur.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation && !m.mayTakeOver(cur.ResourceVersion) {
+		switch handoff.JudgeOwnRead(m.opts.Incarnation, m.takeOverVersion(), read) {
+		case handoff.OwnCreate:
+			m.mu.Lock()
+			m.current = nil
+			m.mu.Unlock()
+		case handoff.OwnNotOurs:
 			// Not ours to write: the core sees it through the watch and
 			// decides (a duplicate identity stops it).
 			m.mu.Lock()
@@ -342,29 +352,30 @@ func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 			m.mu.Unlock()
 			m.notify()
 			return false, errNotOurs
+		default:
+			m.mu.Lock()
+			m.current = cur
+			m.mu.Unlock()
 		}
-		m.mu.Lock()
-		m.current = cur
-		m.mu.Unlock()
 	}
 }
 
 // writeLocked is write under writeMu, refusing once Delete was called.
-func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
+func (m *Member) writeLocked(ctx context.Context, base *coordinationv1.Lease, acquire bool) (handoff.WriteVerdict, error) {
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
 	if m.hasLeft() {
-		return false, errLeft
+		return handoff.WriteVerdict{}, errLeft
 	}
 	return m.write(ctx, base, acquire)
 }
 
 // write sends one write of the own Lease publishing the desired record:
 // a Create when base is nil, else an Update conditioned on base's
-// resourceVersion. The caller holds writeMu. counted reports that the
-// response arrived within RenewTimeout, so that the send time is the new
-// LastRenew.
-func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire bool) (counted bool, err error) {
+// resourceVersion. The caller holds writeMu. It reports what happened to the
+// handoff core's JudgeWrite and returns its verdict: Renewed makes the send
+// time the new LastRenew.
+func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire bool) (v handoff.WriteVerdict, err error) {
 	m.mu.Lock()
 	rec := m.desired.Clone()
 	m.mu.Unlock()
@@ -379,13 +390,17 @@ func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire 
 	} else {
 		out, err = m.leases.Update(rctx, obj, metav1.UpdateOptions{})
 	}
-	if err != nil {
+	// The context bounds real time; JudgeWrite's check of the answer's
+	// time also holds for an injected clock and for a client that ignores
+	// its context.
+	v = handoff.JudgeWrite(m.opts.RenewTimeout, handoff.WriteResult{
+		Status: writeStatus(err), SentAt: sentAt, AnsweredAt: m.clock.Now(), Sent: rec,
+	})
+	if !v.Landed {
 		m.metrics.renewErrors.Inc()
-		return false, err
+		return v, err
 	}
-	// The context bounds real time; the check also holds for an injected
-	// clock and for a client that ignores its context.
-	counted = m.clock.Since(sentAt) <= m.opts.RenewTimeout
+	counted := v.Renewed
 
 	m.mu.Lock()
 	m.current, m.written = out, rec
@@ -402,7 +417,28 @@ func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire 
 		m.metrics.renewErrors.Inc()
 	}
 	m.notify()
-	return counted, nil
+	return v, nil
+}
+
+// writeStatus is what the API server's answer to a write of the own Lease
+// was, for handoff.JudgeWrite.
+func writeStatus(err error) handoff.WriteStatus {
+	switch {
+	case err == nil:
+		return handoff.WriteOK
+	case apierrors.IsConflict(err):
+		return handoff.WriteConflict
+	case apierrors.IsAlreadyExists(err):
+		return handoff.WriteExists
+	case apierrors.IsNotFound(err):
+		return handoff.WriteGone
+	case apierrors.IsForbidden(err):
+		return handoff.WriteForbidden
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		return handoff.WriteTimeout
+	default:
+		return handoff.WriteFailed
+	}
 }
 
 // getOwn reads the own Lease directly, bounded by RenewTimeout.

@@ -49,32 +49,19 @@ type coordinator struct {
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
 	prevTarget  shard.PartitionSet
-}
 
-// membership is what the coordinator needs of the ring's Leases: a view of
-// them, the own Lease's renewals and writes, and the reads and deletes the
-// core asks for. *lease.Member implements it; an adapter for another runtime
-// (or a test) can too.
-type membership interface {
-	// Listed reports that Snapshot holds the ring (the first list is done),
-	// Synced that the own Lease is held as well.
-	Listed() bool
-	Synced() bool
-	Snapshot() []lease.Observed
-	// Departed returns Leases that left the view, in their last state.
-	Departed() []lease.Observed
-	// Changes signals (coalesced) that Snapshot, LastRenew or Synced may
-	// have changed.
-	Changes() <-chan struct{}
-	LastRenew() (sentAt time.Time, ok bool)
-	SetDesired(handoff.Record)
-	TakeOver(version string)
-	Confirm(ctx context.Context, identity, version string) (unchanged bool, err error)
-	DeletePeer(ctx context.Context, identity, version string) error
-	Delete(ctx context.Context) error
+	// Seams for the deterministic simulation (internal/handoffsim), which
+	// steps the coordinator on its own schedule: now reads the clock the
+	// core decides on; goAsync runs the work that waits on I/O (drains,
+	// confirming reads, deletes); postFn hands that work's results to the
+	// loop. Production: time.Now, goroutines owned by async, and the events
+	// channel drained by run. Asynchronous work must go through goAsync and
+	// report through post, never a bare go statement: the simulation runs
+	// the coordinator on one goroutine at a time and would race with it.
+	now     func() time.Time
+	goAsync func(ctx context.Context, f func(context.Context))
+	postFn  func(ctx context.Context, f func())
 }
-
-var _ membership = (*lease.Member)(nil)
 
 func newCoordinator(m *Manager, participants []participant) *coordinator {
 	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
@@ -84,24 +71,44 @@ func newCoordinator(m *Manager, participants []participant) *coordinator {
 
 func newCoordinatorWith(core *handoff.Core, member membership, participants []participant, metrics *ringMetrics,
 	log logr.Logger, renewDeadline time.Duration, exit func(int)) *coordinator {
-	return &coordinator{
+	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
 		metrics: metrics, renewDeadline: renewDeadline, exit: exit,
 		events:      make(chan func(), 64),
 		leaveCh:     make(chan struct{}),
 		targetSince: map[int]time.Time{},
+		now:         time.Now,
 	}
+	c.goAsync = func(ctx context.Context, f func(context.Context)) {
+		c.async.Add(1)
+		go func() {
+			defer c.async.Done()
+			f(ctx)
+		}()
+	}
+	c.postFn = func(ctx context.Context, f func()) {
+		select {
+		case c.events <- f:
+		case <-ctx.Done():
+		}
+	}
+	return c
 }
 
 // leave asks the run loop for a graceful leave.
 func (c *coordinator) leave() { c.leaveMu.Do(func() { close(c.leaveCh) }) }
 
 // post hands an event to the run loop unless it has stopped.
-func (c *coordinator) post(ctx context.Context, f func()) {
-	select {
-	case c.events <- f:
-	case <-ctx.Done():
-	}
+func (c *coordinator) post(ctx context.Context, f func()) { c.postFn(ctx, f) }
+
+// cachesSynced feeds the core that the controllers' caches have synced.
+// Call it on the loop.
+func (c *coordinator) cachesSynced() { c.core.CachesSynced(); c.synced = true }
+
+// beginLeave starts a graceful leave. Call it on the loop.
+func (c *coordinator) beginLeave() {
+	c.ready.Store(false)
+	c.core.Leave()
 }
 
 // safetyPoll bounds how long the loop sleeps without input, so a missed
@@ -117,7 +124,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 	go func() {
 		defer c.async.Done()
 		if synced(ctx) {
-			c.post(ctx, func() { c.core.CachesSynced(); c.synced = true })
+			c.post(ctx, c.cachesSynced)
 		}
 	}()
 	timer := time.NewTimer(0)
@@ -149,8 +156,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 			f()
 		case <-leaveCh:
 			leaveCh = nil
-			c.ready.Store(false)
-			c.core.Leave()
+			c.beginLeave()
 		case <-timer.C:
 		}
 	}
@@ -158,8 +164,9 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 
 // step feeds the latest observations to the core and carries out its Ready.
 func (c *coordinator) step(ctx context.Context) {
-	now := time.Now()
-	defer func() { c.metrics.step.Observe(time.Since(now).Seconds()) }()
+	start := time.Now()
+	defer func() { c.metrics.step.Observe(time.Since(start).Seconds()) }()
+	now := c.now()
 	// The core observes from the first list on, before the own Lease is
 	// held: it decides whether an earlier incarnation's Lease may be taken
 	// over.
@@ -276,28 +283,40 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 		return
 	}
 	set = set.Clone()
-	c.async.Add(1)
-	go func() {
-		defer c.async.Done()
-		errs := make([]error, len(c.participants))
-		var wg sync.WaitGroup
-		for i, p := range c.participants {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = p.revoke(ctx, set, fence)
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			if ctx.Err() == nil {
-				c.log.Error(err, "drain did not complete; partitions stay claimed", "partitions", set.String())
-			}
-			return
-		}
+	drained := func() {
 		c.log.V(1).Info("drained", "partitions", set.String())
 		c.post(ctx, func() { c.core.Drained(set) })
-	}()
+	}
+	if len(c.participants) == 0 {
+		c.goAsync(ctx, func(context.Context) { drained() })
+		return
+	}
+	// One task per participant; the last one to return reports.
+	var (
+		mu        sync.Mutex
+		remaining = len(c.participants)
+		errs      = make([]error, len(c.participants))
+	)
+	for i, p := range c.participants {
+		c.goAsync(ctx, func(ctx context.Context) {
+			err := p.revoke(ctx, set, fence)
+			mu.Lock()
+			errs[i] = err
+			remaining--
+			last := remaining == 0
+			mu.Unlock()
+			if !last {
+				return
+			}
+			if err := errors.Join(errs...); err != nil {
+				if ctx.Err() == nil {
+					c.log.Error(err, "drain did not complete; partitions stay claimed", "partitions", set.String())
+				}
+				return
+			}
+			drained()
+		})
+	}
 }
 
 // activate admits set in every participant and replays their caches; false
@@ -328,9 +347,7 @@ func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) bool
 }
 
 func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {
-	c.async.Add(1)
-	go func() {
-		defer c.async.Done()
+	c.goAsync(ctx, func(ctx context.Context) {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		unchanged, err := c.member.Confirm(gctx, ref.Identity, ref.Version)
@@ -346,13 +363,11 @@ func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {
 			current = ""
 		}
 		c.post(ctx, func() { c.core.Confirmed(ref.Identity, current, true) })
-	}()
+	})
 }
 
 func (c *coordinator) collect(ctx context.Context, ref handoff.LeaseRef) {
-	c.async.Add(1)
-	go func() {
-		defer c.async.Done()
+	c.goAsync(ctx, func(ctx context.Context) {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := c.member.DeletePeer(gctx, ref.Identity, ref.Version); err != nil {
@@ -360,7 +375,7 @@ func (c *coordinator) collect(ctx context.Context, ref handoff.LeaseRef) {
 		} else {
 			c.log.Info("garbage-collected a long-expired Lease", "peer", ref.Identity)
 		}
-	}()
+	})
 }
 
 // observeState updates readiness, metrics and logs after a step.

@@ -17,6 +17,21 @@
 // drains, publishes an empty claim so peers take over at once, and deletes
 // its Lease.
 //
+// # Running the ring in another runtime
+//
+// NewCoordinator exports the ring coordinator the Manager runs, so that
+// another runtime (the controller-runtime adapter, say) drives the same ring
+// with the same protocol: give it the ring's Leases as a Membership (a
+// *lease.Member, run alongside), the parts of the operator that take part in
+// handoff as Participants (Activate admits and replays a set of partitions;
+// Revoke drains it and returns once nothing of it runs), and the
+// handoff.Config matching the Member's; CoordinatorOptions documents the
+// defaults. Coordinator.Run drives it until Leave completes; LeaseValidity
+// is what workers and clients check. The coordinator is also what the
+// deterministic simulation (internal/handoffsim) runs: manager's
+// TestCoordinatorSimulation steps the real type on the simulation's clock
+// and scheduler.
+//
 // # Pauses and stale writes
 //
 // Every client built from the manager's rest config (GetClient, GetConfig)

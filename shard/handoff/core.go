@@ -48,6 +48,14 @@ type Core struct {
 	// takeOver: the shell may overwrite the own Lease at this version
 	// (Ready.TakeOver), until the own incarnation is observed in it.
 	takeOver *LeaseRef
+	// ownGhosts: claims of another incarnation of this identity (prior)
+	// whose Lease left the view while they were in force, not voided by a
+	// confirmed expiry. Absence is not death for them either: that process
+	// may still run them (two processes of one identity, or a replacement
+	// whose predecessor still runs) until it sees its Lease gone and
+	// fences, so each counts for LeaseDuration of observed time from when
+	// this core learnt of it, like a peer's ghost.
+	ownGhosts []*peer
 
 	// Renewal and fencing.
 	renewed       bool      // some renew has succeeded
@@ -291,8 +299,19 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	// one last seen in the view (see isGhost).
 	for i := len(leases) - 1; i >= 0; i-- {
 		l := leases[i]
-		if l.Identity == "" || !l.Gone || l.Identity == c.cfg.Identity {
-			continue // the own Lease as it left the view: absent
+		if l.Identity == "" || !l.Gone {
+			continue
+		}
+		if l.Identity == c.cfg.Identity {
+			// The own Lease as it left the view is absent; another
+			// incarnation's claim in it stays in force (ownGhosts), even
+			// if this core never saw it in the view.
+			if l.Incarnation != c.cfg.Incarnation {
+				if m := c.meaning(l); !m.Claim.IsEmpty() {
+					c.ownGhosts = c.addGhost(c.ownGhosts, m, c.observation, false)
+				}
+			}
+			continue
 		}
 		if !c.decided[l.Identity] && !c.isGhost(l) {
 			c.decided[l.Identity] = true
@@ -303,6 +322,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 	if !ownSeen {
 		c.own = nil
+		c.ghostPrior()
 		c.prior = nil
 		if c.held {
 			c.loseOwn() // deleted or relabelled by someone else
@@ -473,6 +493,9 @@ func (c *Core) observeOwn(l Observed) {
 		// A damaged Lease of an earlier incarnation is waited out and
 		// taken over like an intact one.
 		if c.prior == nil || c.prior.obs.Version != l.Version {
+			if c.prior != nil && (l.UID == "" || c.prior.obs.UID != l.UID) {
+				c.ghostPrior()
+			}
 			c.prior = &peer{obs: c.meaning(l), lastChange: c.now}
 			c.takeOver = nil
 		}
@@ -495,8 +518,20 @@ func (c *Core) observeOwn(l Observed) {
 	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
 		return
 	}
-	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version}, lastChange: c.now}
+	if c.prior != nil && (l.UID == "" || c.prior.obs.UID != l.UID) {
+		c.ghostPrior() // created afresh: the previous object's claim stays in force
+	}
+	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
 	c.takeOver = nil
+}
+
+// ghostPrior keeps the claim of the prior incarnation's Lease in force as
+// an own ghost when that Lease leaves the view or is replaced by another
+// object, unless its expiry was confirmed.
+func (c *Core) ghostPrior() {
+	if p := c.prior; p != nil && !p.void && !p.obs.Claim.IsEmpty() {
+		c.ownGhosts = c.addGhost(c.ownGhosts, p.obs, 0, false)
+	}
 }
 
 // loseOwn records that the own Lease, once held, is gone or damaged: the
@@ -727,6 +762,9 @@ func (c *Core) live(p *peer) bool {
 // judgePeers asks to confirm Leases that look expired and hold claims, and to
 // garbage-collect Leases expired for long.
 func (c *Core) judgePeers(r *Ready) {
+	c.ownGhosts = slices.DeleteFunc(c.ownGhosts, func(g *peer) bool {
+		return (g.void || !c.live(g)) && g.seen != c.observation
+	})
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
 		c.pruneGhosts(p) // expired by observed time alone: see peer.ghosts
@@ -921,6 +959,11 @@ func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
 			}
 		}
 	}
+	for _, g := range c.ownGhosts {
+		if c.live(g) {
+			add(g)
+		}
+	}
 	return others, blockAll
 }
 
@@ -1030,6 +1073,9 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	if c.prior != nil {
 		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
 	}
+	for _, g := range c.ownGhosts {
+		consider(g.lastChange.Add(c.cfg.LeaseDuration))
+	}
 	if c.observed && c.state == StateJoining {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
 	}
@@ -1078,3 +1124,25 @@ func (c *Core) Done() bool { return c.done }
 // wrapping one of ErrDuplicateIdentity, ErrRing, ErrForeignFingerprint or
 // ErrIdentityInUse; nil when there is none.
 func (c *Core) Err() error { return c.err }
+
+// SetRingBuilder replaces shard.New as the function that builds the ring of
+// a view. Rings depend only on their inputs, so a simulation running many
+// cores over the same views can share them; production leaves the default.
+func (c *Core) SetRingBuilder(build func(shard.Config, []string) (*shard.Ring, error)) {
+	if build != nil {
+		c.newRing = build
+	}
+}
+
+// Tombstones returns the Leases that left the view while their claim was in
+// force and whose claim still counts (see "Absence is not death" in the
+// package documentation), in their last observed state, sorted by identity.
+func (c *Core) Tombstones() []Observed {
+	var out []Observed
+	for _, id := range c.peerIDs {
+		if p := c.peers[id]; p != nil && p.gone && !p.void {
+			out = append(out, p.obs)
+		}
+	}
+	return out
+}

@@ -853,3 +853,106 @@ func TestDepartedObjectsOfOneNameAllKeepTheirClaims(t *testing.T) {
 		})
 	}
 }
+
+// What a write of the own Lease means is the core's decision: only a
+// success answered within the client timeout counts as a renewal; a
+// conflict asks for a read, never a blind retry; a deleted Lease is
+// created afresh; RBAC refusal is fatal; anything else is retried.
+func TestJudgeWrite(t *testing.T) {
+	const timeout = 3 * time.Second
+	sent := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name     string
+		status   WriteStatus
+		answered time.Duration
+		want     WriteVerdict
+	}{
+		{"ok in time", WriteOK, time.Second, WriteVerdict{Landed: true, Renewed: true}},
+		{"ok at the timeout", WriteOK, timeout, WriteVerdict{Landed: true, Renewed: true}},
+		{"ok too late", WriteOK, timeout + time.Millisecond, WriteVerdict{Landed: true}},
+		{"conflict", WriteConflict, time.Millisecond, WriteVerdict{ReadOwn: true}},
+		{"exists", WriteExists, time.Millisecond, WriteVerdict{ReadOwn: true}},
+		{"gone", WriteGone, time.Millisecond, WriteVerdict{Recreate: true}},
+		{"forbidden", WriteForbidden, time.Millisecond, WriteVerdict{Fatal: true}},
+		{"timeout", WriteTimeout, timeout, WriteVerdict{Retry: true}},
+		{"failed", WriteFailed, time.Millisecond, WriteVerdict{Retry: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := JudgeWrite(timeout, WriteResult{Status: tc.status, SentAt: sent, AnsweredAt: sent.Add(tc.answered)})
+			if got != tc.want {
+				t.Fatalf("JudgeWrite = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// After a conflict, the own Lease as read is written over only when this
+// incarnation wrote it or the core named that exact version in TakeOver.
+func TestJudgeOwnRead(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		takeOver string
+		read     OwnRead
+		want     OwnReadVerdict
+	}{
+		{"gone", "", OwnRead{}, OwnCreate},
+		{"own write that landed", "", OwnRead{Found: true, Incarnation: "me", Version: "7"}, OwnAdopt},
+		{"another incarnation", "", OwnRead{Found: true, Incarnation: "other", Version: "7"}, OwnNotOurs},
+		{"another incarnation, taken over", "7", OwnRead{Found: true, Incarnation: "other", Version: "7"}, OwnAdopt},
+		{"another incarnation, a later version than taken over", "7", OwnRead{Found: true, Incarnation: "other", Version: "8"}, OwnNotOurs},
+		{"damaged, no incarnation", "", OwnRead{Found: true, Version: "9"}, OwnNotOurs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JudgeOwnRead("me", tc.takeOver, tc.read); got != tc.want {
+				t.Fatalf("JudgeOwnRead = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := JudgeOwnRead("", "", OwnRead{Found: true}); got != OwnNotOurs {
+		t.Errorf("an empty incarnation adopts a Lease without one (%v): no process writes one", got)
+	}
+}
+
+// Two processes of one identity (a replacement whose predecessor still
+// runs): the new one waits while the old one's Lease is live. When a third
+// party deletes that Lease, the old process may still run its claims until
+// it sees the loss and fences; the new one takes the identity at once but
+// must not activate those claims for LeaseDuration (the real coordinator's
+// simulation found the gap: seeds 1066390 and 1070631). Whether the new
+// process saw the old claim in the view or only in the deletion event, it
+// counts.
+func TestPriorIncarnationsClaimOutlivesItsLease(t *testing.T) {
+	for _, seenInView := range []bool{true, false} {
+		t.Run("seen in view "+strconv.FormatBool(seenInView), func(t *testing.T) {
+			h := newHarness(t, "a")
+			h.c.CachesSynced()
+			old := Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+				Claim: set(0, 1, 2, 3, 4, 5, 6), Generation: 4, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+			if seenInView {
+				h.c.Observe(h.now, []Observed{old})
+				if r := h.ready(); r.Publish != nil {
+					t.Fatalf("published %v while another live incarnation holds the Lease", r.Publish)
+				}
+			} else {
+				h.c.Observe(h.now, nil)
+				h.ready()
+			}
+			h.advance(time.Second)
+			gone := old
+			gone.Gone, gone.Version = true, h.version()
+			h.c.Observe(h.now, []Observed{gone})
+			activated := h.settle()
+			activated = activated.Union(h.pass(testLease - 2*time.Second).Activate)
+			if !activated.IsEmpty() {
+				t.Fatalf("activated %v within LeaseDuration of the old incarnation's Lease vanishing", activated)
+			}
+			if got := h.c.Blocked(); !got.Equal(set(0, 1, 2, 3, 4, 5, 6)) {
+				t.Errorf("blocked %v; want the old incarnation's claim", got)
+			}
+			activated = h.pass(3 * time.Second).Activate.Union(h.settle())
+			if !activated.Equal(set(0, 1, 2, 3, 4, 5, 6)) {
+				t.Fatalf("after LeaseDuration, activated %v; want everything", activated)
+			}
+		})
+	}
+}

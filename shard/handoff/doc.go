@@ -37,7 +37,11 @@
 //     whose departure the shell reports, unless a later Lease of the same
 //     incarnation is in the view: a watch that lagged across two deletions
 //     of one name learns of the first object's claim only from its
-//     departure. A replica joins the ring only after watching
+//     departure. The same holds for this replica's own identity: the
+//     claim of another incarnation's Lease of it (a predecessor that may
+//     still run) stays in force for LeaseDuration after that Lease left
+//     the view or was replaced by another object, unless its expiry was
+//     confirmed. A replica joins the ring only after watching
 //     it for LeaseDuration, because a Lease that vanished before it started
 //     leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
@@ -125,7 +129,11 @@
 // NextDeadline, call Ready with the current local time, carry out what it
 // returns and acknowledge it with Advance; what is not acknowledged is asked
 // for again. Keep renewing the own Lease with the latest published Record,
-// one write in flight at a time. Observed carries what the shell read,
+// one write in flight at a time; what each write's outcome means (a
+// renewal or not, read the Lease, create it afresh, retry) is JudgeWrite's
+// decision, and whether to write over the own Lease as read after a
+// conflict is JudgeOwnRead's: the shell reports what happened and carries
+// the verdict out. Observed carries what the shell read,
 // problems included; what a malformed or foreign Lease means is the core's
 // decision. Confirm's answer counts a Lease outside the ring's label as
 // gone. Members whose ring configuration
@@ -134,9 +142,12 @@
 // and the replica does not join while such a member is active (Err reports
 // it).
 //
-// The deterministic simulation in sim_test.go checks all of this under
-// random crashes, restarts, partitions from the API server, stalled and
-// lagging watches, failing and late-landing writes, membership flapping and
-// reconciles that ignore cancellation; run it with -handoff.seeds=N, and
-// replay a failing seed with -handoff.seed=S.
+// The deterministic simulation (internal/handoffsim) checks all of this
+// under random crashes, restarts, partitions from the API server, stalled
+// and lagging watches, failing and late-landing writes, membership flapping
+// and reconciles that ignore cancellation, twice: sim_test.go here drives
+// the core with a built-in shell, and manager's TestCoordinatorSimulation
+// drives it with the real coordinator. Run either with -handoff.seeds=N,
+// replay a failing seed with -handoff.seed=S; `make sim` runs 1,000,000
+// seeds of both.
 package handoff

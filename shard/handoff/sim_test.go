@@ -1,11 +1,10 @@
-package handoff
+package handoff_test
 
 import (
 	"flag"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
+
+	"github.com/kshard/kshard/internal/handoffsim"
 )
 
 var (
@@ -14,73 +13,37 @@ var (
 	simSeed  = flag.Int64("handoff.seed", -1, "replay this one seed and print its trace")
 )
 
-// TestSimulation runs the handoff core in the simulated world (simworld_test.go)
-// under many seeds and checks, at every step, that no partition is active on
-// two replicas at once, that claims are dropped only after drain, that no
-// replica's claims are voided while it still runs anything, and, once faults
-// stop, that every partition ends up active on exactly one live member within
-// the liveness bound. A failing seed prints its replayable trace.
+// TestSimulation runs the handoff core in the simulated world
+// (internal/handoffsim) under many seeds and checks, at every step, that no
+// partition is active on two replicas at once, that claims are dropped only
+// after drain, that no replica's claims are voided while it still runs
+// anything, and, once faults stop, that every partition ends up active on
+// exactly one live member within the liveness bound. A failing seed prints
+// its replayable trace. manager's TestCoordinatorSimulation runs the same
+// world with the real coordinator as the shell.
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		w := newWorld(uint64(*simSeed), true)
-		w.run()
-		t.Logf("seed %d trace:\n%s", *simSeed, w.trace.String())
-		t.Logf("simulation: seeds=1 steps=%d violations=%d", w.steps, btoi(w.violation != ""))
-		if w.violation != "" {
-			t.Fatalf("seed %d: %s", *simSeed, w.violation)
+		r := handoffsim.Run(uint64(*simSeed), handoffsim.Options{Trace: true})
+		t.Logf("seed %d trace:\n%s", *simSeed, r.Trace)
+		t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+		if r.Violation != "" {
+			t.Fatalf("seed %d: %s", *simSeed, r.Violation)
 		}
 		return
 	}
-
-	var (
-		next, steps, violations atomic.Int64
-		tampers, pauses         atomic.Int64
-		leaves, leaveTombstones atomic.Int64
-		mu                      sync.Mutex
-		failed                  []uint64
-		wg                      sync.WaitGroup
-	)
-	n := int64(*simSeeds)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= n {
-					return
-				}
-				seed := *simFirst + uint64(i)
-				w := newWorld(seed, false)
-				w.run()
-				steps.Add(int64(w.steps))
-				tampers.Add(int64(w.tampers))
-				pauses.Add(int64(w.pauses))
-				leaves.Add(int64(w.leaves))
-				leaveTombstones.Add(int64(w.leaveTombstones))
-				if w.violation != "" {
-					violations.Add(1)
-					mu.Lock()
-					failed = append(failed, seed)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	s := handoffsim.RunSeeds(*simFirst, *simSeeds, handoffsim.Options{})
 	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
-		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load())
+		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses)
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
-		leaves.Load(), leaveTombstones.Load())
-	for i, seed := range failed {
+		s.Leaves, s.LeaveTombstones)
+	for i, seed := range s.Failed {
 		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(failed)-i)
+			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
 			break
 		}
-		w := newWorld(seed, true)
-		w.run()
+		r := handoffsim.Run(seed, handoffsim.Options{Trace: true})
 		t.Errorf("seed %d: %s\nreplay: go test ./shard/handoff -run TestSimulation -handoff.seed=%d -v\ntrace:\n%s",
-			seed, w.violation, seed, w.trace.String())
+			seed, r.Violation, seed, r.Trace)
 	}
 }
 

@@ -1,7 +1,8 @@
-package handoff
+package handoffsim
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // This file is the simulated world the deterministic simulation runs the
@@ -111,7 +114,7 @@ func (q *eventQueue) Pop() any {
 // ---- API server ----
 
 type storedLease struct {
-	rec Record
+	rec handoff.Record
 	rv  uint64
 	uid uint64 // changes when the Lease is created afresh
 	// relabelled: a third party moved the Lease out of the ring's label
@@ -140,7 +143,7 @@ type apiServer struct {
 }
 
 // put creates (base 0) or updates (base = current resourceVersion) a Lease.
-func (s *apiServer) put(identity string, rec Record, base uint64) (uint64, bool) {
+func (s *apiServer) put(identity string, rec handoff.Record, base uint64) (uint64, bool) {
 	cur := s.leases[identity]
 	if (base == 0) != (cur == nil) || (cur != nil && cur.rv != base) {
 		return 0, false
@@ -215,6 +218,10 @@ type world struct {
 
 	violation string
 	trace     *strings.Builder
+
+	// newShell builds the shell of each process (Options.Shell); nil: the
+	// built-in one (proc.step), which drives the core directly.
+	newShell func(*Process) (Shell, error)
 }
 
 var simEpoch = time.Unix(1_700_000_000, 0)
@@ -303,6 +310,9 @@ func (w *world) run() {
 			}
 		}
 	}
+	for _, p := range w.procs {
+		p.stopCoroutines()
+	}
 	if w.violation == "" {
 		switch {
 		case !w.converged:
@@ -345,7 +355,7 @@ func (w *world) start(i int) {
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
-	core, err := New(Config{
+	core, err := handoff.New(handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
 		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
 	})
@@ -353,8 +363,17 @@ func (w *world) start(i int) {
 		w.fail("New: %v", err)
 		return
 	}
-	core.newRing = w.ring
+	core.SetRingBuilder(w.ring)
 	p.core = core
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if w.newShell != nil {
+		sh, err := w.newShell(p)
+		if err != nil {
+			w.fail("shell: %v", err)
+			return
+		}
+		p.shell, p.core = sh, sh.Core()
+	}
 	w.procs = append(w.procs, p)
 	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
 	// The informer lists, then the controllers' caches sync.
@@ -362,7 +381,11 @@ func (w *world) start(i int) {
 	w.after(listed, func() { p.deliver(len(w.server.log)) })
 	w.after(listed+w.between(0, 500*time.Millisecond), func() {
 		if p.alive {
-			p.core.CachesSynced()
+			if p.shell != nil {
+				p.shell.CachesSynced()
+			} else {
+				p.core.CachesSynced()
+			}
 			p.step()
 		}
 	})
@@ -603,7 +626,7 @@ func (w *world) afterMutation(identity string, thirdParty ...bool) {
 type proc struct {
 	w        *world
 	id, inc  string
-	core     *Core
+	core     *handoff.Core
 	alive    bool
 	cutOff   bool
 	leaving  bool
@@ -611,7 +634,7 @@ type proc struct {
 	offset   time.Duration
 
 	// Lease client: one write in flight at a time.
-	rec        *Record
+	rec        *handoff.Record
 	baseRV     uint64 // resourceVersion of the own Lease as last written or read; 0: create
 	takeOverRV uint64 // Ready.TakeOver: a version of another writer that may be overwritten
 	writing    bool
@@ -626,7 +649,7 @@ type proc struct {
 	// holds the latest object. lease.Member reports them per name and UID
 	// for 4×LeaseDuration, across the name's re-creation.
 	departed   map[string][]departure
-	observed   []Observed
+	observed   []handoff.Observed
 	slowUntil  time.Duration
 	slowMax    time.Duration
 	stallUntil time.Duration // the watch delivers nothing before this
@@ -645,6 +668,22 @@ type proc struct {
 
 	wakeAt  time.Duration // pending deadline wake-up; 0: none
 	fenceAt time.Duration // when the last Fence was applied
+
+	// An external shell (Options.Shell) and what it reads through
+	// Process: its context (cancelled when the process ends), whether the
+	// informer has listed, the latest successful renew, and its work
+	// parked on the simulated world.
+	shell     Shell
+	ctx       context.Context
+	cancel    context.CancelFunc
+	listed    bool
+	renewed   bool
+	renewSent time.Time
+	parked    []*parking
+	revokers  []revoker
+	// snapshot and departedObs: the informer's content as Snapshot and
+	// Departed report it.
+	snapshot, departedObs []lease.Observed
 }
 
 func (p *proc) String() string { return p.id + "#" + p.inc }
@@ -715,7 +754,7 @@ func (p *proc) resume() {
 			w.tracef("%s renews first on resuming rv=%d", p, rv)
 			w.afterMutation(p.id)
 			p.baseRV = rv
-			p.core.RenewSucceeded(p.local())
+			p.renewSucceeded(p.local())
 		}
 	}
 	p.step()
@@ -731,6 +770,10 @@ func (p *proc) step() {
 		return
 	}
 	w := p.w
+	if p.shell != nil {
+		p.stepShell()
+		return
+	}
 	r := p.core.Ready(p.local())
 	if !w.quiet && !r.IsEmpty() && w.rng.IntN(100) < 2 {
 		// The shell drops this Ready (a failed application): nothing is
@@ -784,44 +827,14 @@ func (p *proc) step() {
 	if !r.Revoke.IsEmpty() {
 		w.tracef("%s revoke %v", p, r.Revoke)
 	}
-	if r.TakeOver != nil {
-		rv, _ := strconv.ParseUint(r.TakeOver.Version, 10, 64)
-		if p.takeOverRV != rv {
-			w.tracef("%s may take over its Lease at rv %d", p, rv)
-			p.takeOverRV = rv
-			if !p.writing {
-				p.baseRV = rv
-			}
-			defer p.sendWrite()
-		}
+	if r.TakeOver != nil && p.mayTakeOver(r.TakeOver.Version) {
+		defer p.sendWrite()
 	}
 	if r.Publish != nil {
-		rec := r.Publish.Clone()
-		w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
-		if lost := p.running().Difference(rec.Claim); !lost.IsEmpty() {
-			w.fail("%s publishes a claim without %v, which it still runs", p, lost)
-		}
-		p.rec = &rec
-		p.sendWrite()
+		p.publish(*r.Publish)
 	}
-	for q := range r.Activate.All() {
-		if other := w.runningBy[q]; other != nil && other != p {
-			if !other.paused() {
-				w.fail("partition %d active on %s while %s still runs it", q, p, other)
-				return
-			}
-			// A frozen reconcile: it must send nothing after resuming.
-			w.tracef("%s activates %d while %s is frozen running it", p, q, other)
-			other.overrun.Add(q)
-		}
-		if p.inflight.Has(q) {
-			w.fail("%s activates %d while its own drain of it is in flight", p, q)
-		}
-		w.runningBy[q] = p
-		p.active.Add(q)
-	}
-	if !r.Activate.IsEmpty() {
-		w.tracef("%s activate %v", p, r.Activate)
+	if !p.activate(r.Activate) {
+		return
 	}
 	if lost := p.core.Active().Difference(p.core.Claim()); !lost.IsEmpty() {
 		w.fail("%s core has %v active but not claimed", p, lost)
@@ -834,13 +847,7 @@ func (p *proc) step() {
 	}
 	p.core.Advance(r) // everything above was carried out
 	if r.DeleteLease {
-		if w.leftIncs == nil {
-			w.leftIncs = map[string]bool{}
-		}
-		w.leftIncs[p.inc] = true
-		w.tracef("%s leave complete: delete Lease", p)
-		p.released = true
-		p.deleteOwn(3)
+		p.leaveComplete()
 	}
 	if p.core.Done() && !r.DeleteLease {
 		w.tracef("%s stops: %v", p, p.core.Err())
@@ -848,6 +855,58 @@ func (p *proc) step() {
 		return
 	}
 	p.scheduleWake()
+}
+
+// mayTakeOver records Ready.TakeOver: the shell may overwrite the own Lease
+// at version. It reports whether that is news (a write should follow).
+func (p *proc) mayTakeOver(version string) bool {
+	rv, _ := strconv.ParseUint(version, 10, 64)
+	if p.takeOverRV == rv {
+		return false
+	}
+	p.w.tracef("%s may take over its Lease at rv %d", p, rv)
+	p.takeOverRV = rv
+	if !p.writing {
+		p.baseRV = rv
+	}
+	return true
+}
+
+// publish makes rec what the Lease client writes, and writes it.
+func (p *proc) publish(r handoff.Record) {
+	w := p.w
+	rec := r.Clone()
+	w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
+	if lost := p.running().Difference(rec.Claim); !lost.IsEmpty() {
+		w.fail("%s publishes a claim without %v, which it still runs", p, lost)
+	}
+	p.rec = &rec
+	p.sendWrite()
+}
+
+// activate admits set in the controllers; false after a violation.
+func (p *proc) activate(set shard.PartitionSet) bool {
+	w := p.w
+	for q := range set.All() {
+		if other := w.runningBy[q]; other != nil && other != p {
+			if !other.paused() {
+				w.fail("partition %d active on %s while %s still runs it", q, p, other)
+				return false
+			}
+			// A frozen reconcile: it must send nothing after resuming.
+			w.tracef("%s activates %d while %s is frozen running it", p, q, other)
+			other.overrun.Add(q)
+		}
+		if p.inflight.Has(q) {
+			w.fail("%s activates %d while its own drain of it is in flight", p, q)
+		}
+		w.runningBy[q] = p
+		p.active.Add(q)
+	}
+	if !set.IsEmpty() {
+		w.tracef("%s activate %v", p, set)
+	}
+	return true
 }
 
 // scheduleWake asks to be stepped at the core's next deadline.
@@ -877,6 +936,7 @@ func (p *proc) exit(why string) {
 	w := p.w
 	w.tracef("%s %s (running %v)", p, why, p.running())
 	p.alive = false
+	p.stopCoroutines()
 	for q, o := range w.runningBy {
 		if o == p {
 			w.runningBy[q] = nil
@@ -936,7 +996,11 @@ func (p *proc) leave() {
 	}
 	p.leaving = true
 	p.w.tracef("%s SIGTERM", p)
-	p.core.Leave()
+	if p.shell != nil {
+		p.shell.Leave()
+	} else {
+		p.core.Leave()
+	}
 	p.step()
 	// The shutdown timeout: a leave that cannot finish ends in a hard exit.
 	p.w.after(30*time.Second, func() { p.exit("shutdown timeout") })
@@ -977,6 +1041,10 @@ func (p *proc) finishDrainAfter(q int, d time.Duration) {
 		p.stuck[q] = false
 		if p.w.runningBy[q] == p && !p.active.Has(q) {
 			p.w.runningBy[q] = nil
+		}
+		if p.shell != nil {
+			p.wakeRevokers()
+			return
 		}
 		p.core.Drained(shard.NewPartitionSet(len(p.stuck), q))
 		p.step()
@@ -1043,7 +1111,7 @@ func (p *proc) sendWrite() {
 					return
 				}
 				p.baseRV = rv
-				p.core.RenewSucceeded(sent)
+				p.renewSucceeded(sent)
 				p.step()
 				if p.dirty {
 					p.sendWrite()
@@ -1131,6 +1199,19 @@ func (p *proc) deleteOwn(tries int) {
 	})
 }
 
+// leaveComplete stops the Lease client and deletes the own Lease; the
+// process exits after that.
+func (p *proc) leaveComplete() {
+	w := p.w
+	if w.leftIncs == nil {
+		w.leftIncs = map[string]bool{}
+	}
+	w.leftIncs[p.inc] = true
+	w.tracef("%s leave complete: delete Lease", p)
+	p.released = true
+	p.deleteOwn(3)
+}
+
 func (p *proc) exitAfterLeave() {
 	if !p.running().IsEmpty() {
 		p.w.fail("%s leaves while running %v", p, p.running())
@@ -1138,13 +1219,30 @@ func (p *proc) exitAfterLeave() {
 	p.exit("left")
 }
 
-func (p *proc) confirm(ref LeaseRef) {
+func (p *proc) confirm(ref handoff.LeaseRef) {
+	p.readLease(ref, func(cur *storedLease, failed bool) {
+		switch {
+		case failed:
+			p.core.ConfirmFailed(ref.Identity)
+		case cur == nil:
+			p.core.Confirmed(ref.Identity, "", false)
+		default:
+			p.core.Confirmed(ref.Identity, strconv.FormatUint(cur.rv, 10), true)
+		}
+		p.step()
+	})
+}
+
+// readLease reads ref's Lease directly, as Confirm does, and calls answer
+// with it (nil: gone) when the response arrives, or with failed after the
+// client timeout when cut off. Before the read lands it checks that the
+// requester may void what it will void.
+func (p *proc) readLease(ref handoff.LeaseRef, answer func(cur *storedLease, failed bool)) {
 	w := p.w
 	if p.cutOff {
 		w.after(w.p.clientTimeout, func() {
 			if p.alive {
-				p.core.ConfirmFailed(ref.Identity)
-				p.step()
+				answer(nil, true)
 			}
 		})
 		return
@@ -1173,24 +1271,19 @@ func (p *proc) confirm(ref LeaseRef) {
 				}
 			}
 		}
-		var answer func()
-		answer = func() {
-			if !p.alive || p.frozen(answer) {
+		var respond func()
+		respond = func() {
+			if !p.alive || p.frozen(respond) {
 				return
 			}
-			if cur == nil {
-				p.core.Confirmed(ref.Identity, "", false)
-			} else {
-				p.core.Confirmed(ref.Identity, strconv.FormatUint(cur.rv, 10), true)
-			}
 			w.tracef("%s confirmed %s@%s: %v", p, ref.Identity, ref.Version, cur != nil && cur.rv == want || cur == nil)
-			p.step()
+			answer(cur, false)
 		}
-		w.after(w.latency(), answer)
+		w.after(w.latency(), respond)
 	})
 }
 
-func (p *proc) garbageCollect(ref LeaseRef) {
+func (p *proc) garbageCollect(ref handoff.LeaseRef) {
 	w := p.w
 	if p.cutOff {
 		return
@@ -1285,8 +1378,13 @@ func (p *proc) observeCache() {
 		}
 		p.observed = append(p.observed, observedOf(p.cache[id]))
 	}
-	p.core.Observe(p.local(), p.observed)
-	p.countLeaveTombstones()
+	p.listed = true
+	if p.shell == nil {
+		p.core.Observe(p.local(), p.observed)
+		p.countLeaveTombstones()
+	} else {
+		p.splitObserved()
+	}
 	p.step()
 }
 
@@ -1298,8 +1396,8 @@ type departure struct {
 }
 
 // observedOf is what the shell reports of l.
-func observedOf(l *storedLease) Observed {
-	o := Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
+func observedOf(l *storedLease) handoff.Observed {
+	o := handoff.Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
 	// Out of the label selector (the watch's delete event) or deleted:
 	// reported as gone, with its last state.
 	o.Gone = l.relabelled || l.deleted
@@ -1313,13 +1411,13 @@ func observedOf(l *storedLease) Observed {
 // tombstone after a graceful leave of theirs (see world.leaveTombstones).
 func (p *proc) countLeaveTombstones() {
 	w := p.w
-	for id, peer := range p.core.peers {
-		if !peer.gone || peer.void || !w.leftIncs[peer.obs.Incarnation] {
-			// A void record (the departure of an empty claim, kept while
-			// reported) waits on nothing.
+	for _, peer := range p.core.Tombstones() {
+		// A void record (the departure of an empty claim, kept while
+		// reported) waits on nothing: Tombstones leaves it out.
+		if !w.leftIncs[peer.Incarnation] {
 			continue
 		}
-		key := p.inc + "/" + id + "/" + peer.obs.Incarnation
+		key := p.inc + "/" + peer.Identity + "/" + peer.Incarnation
 		if w.tombstoned == nil {
 			w.tombstoned = map[string]bool{}
 		}

@@ -1,0 +1,16 @@
+// Package handoffsim is the deterministic simulation of kshard's partition
+// handoff: a simulated world (an API server with one ordered log of Lease
+// writes, processes with drifting clocks, lagging and stalling watches,
+// failing and late-landing writes, controllers whose reconciles take time
+// to drain, crashes, pauses, partitions from the API server, membership
+// flapping and third-party Lease edits), driven by one seeded PRNG and one
+// event queue, so that a seed replays exactly.
+//
+// Each process runs a handoff.Core behind a shell. The built-in shell feeds
+// the core directly (shard/handoff's TestSimulation); an external Shell,
+// such as the manager's real coordinator (manager's TestCoordinatorSimulation),
+// sees the process as a Lease membership and a participant, and runs its
+// asynchronous work as tasks the world schedules one at a time.
+//
+// It is test support: only tests import it.
+package handoffsim

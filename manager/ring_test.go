@@ -1,0 +1,97 @@
+package manager
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
+)
+
+func TestNewCoordinatorValidates(t *testing.T) {
+	good := handoff.Config{Identity: "a", Incarnation: "x", LeaseDuration: 300 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		opts CoordinatorOptions
+		want string
+	}{
+		{"no membership", CoordinatorOptions{Handoff: good}, "Membership is nil"},
+		{"nil participant", CoordinatorOptions{Handoff: good, Membership: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
+		{"no identity", CoordinatorOptions{Handoff: handoff.Config{Incarnation: "x"}, Membership: newFakeMembership("a")}, "Identity is empty"},
+		{"renew deadline too long", CoordinatorOptions{Handoff: handoff.Config{Identity: "a", Incarnation: "x", LeaseDuration: time.Second, RenewDeadline: 2 * time.Second},
+			Membership: newFakeMembership("a")}, "RenewDeadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewCoordinator(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("NewCoordinator: %v; want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// exportedRecorder is revokeRecorder behind the exported Participant
+// interface.
+type exportedRecorder struct{ r revokeRecorder }
+
+func (e *exportedRecorder) Activate(ctx context.Context, set shard.PartitionSet) error {
+	return e.r.activate(ctx, set)
+}
+
+func (e *exportedRecorder) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+	return e.r.revoke(ctx, set, fence)
+}
+
+// The exported Coordinator runs the ring as the Manager's does: a replica
+// alone activates every partition through its Participant, is ready,
+// publishes a lease validity, and on Leave revokes everything, deletes its
+// Lease and returns from Run.
+func TestCoordinatorExportedRunAndLeave(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &exportedRecorder{}
+	c, err := NewCoordinator(CoordinatorOptions{
+		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond},
+		Membership:   member,
+		Participants: []Participant{part},
+		Logger:       logr.Discard(),
+		Exit:         func(code int) { t.Errorf("exit(%d)", code) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepRenewing(t, member)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, nil) }()
+	waitFor(t, "every partition activated", func() bool { return part.r.activated().Equal(shard.FullPartitionSet(7)) })
+	waitFor(t, "ready", c.Ready)
+	if r := c.NotReadyReason(); r != "" {
+		t.Errorf("NotReadyReason = %q while ready", r)
+	}
+	if v := c.LeaseValidity(); v.Until.IsZero() {
+		t.Errorf("LeaseValidity = %+v; want a validity after renewals", v)
+	}
+	c.Leave()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after Leave: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Leave")
+	}
+	if n := part.r.activated().Len(); n != 0 {
+		t.Errorf("%d partitions still active after the leave", n)
+	}
+	if c.Ready() {
+		t.Error("ready after leaving")
+	}
+	if err := c.Run(ctx, nil); err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Errorf("second Run: %v; want an error", err)
+	}
+}
