@@ -110,3 +110,63 @@ func TestFenceIsNotDelayedByAnActivationReplay(t *testing.T) {
 	default:
 	}
 }
+
+// blockingReplay is a participant whose replays wait for their context to
+// end, or for release; it counts them.
+type blockingReplay struct {
+	mu        sync.Mutex
+	replays   int
+	cancelled int
+	release   chan struct{}
+}
+
+func (*blockingReplay) admit(context.Context, shard.PartitionSet) error        { return nil }
+func (*blockingReplay) revoke(context.Context, shard.PartitionSet, bool) error { return nil }
+
+func (p *blockingReplay) replay(ctx context.Context, _ shard.PartitionSet) error {
+	p.mu.Lock()
+	p.replays++
+	p.mu.Unlock()
+	select {
+	case <-p.release:
+		return nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.cancelled++
+		p.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (p *blockingReplay) counts() (replays, cancelled int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.replays, p.cancelled
+}
+
+// A replay whose partitions are all revoked (here by a fence) is cancelled;
+// once the replica rejoins, its partitions are replayed again, and a
+// replay that succeeded is acknowledged to the core, which stops asking.
+func TestReplayIsCancelledByRevokeAndAcknowledgedWhenDone(t *testing.T) {
+	member := &cutMembership{fakeMembership: newFakeMembership("a")}
+	part := &blockingReplay{release: make(chan struct{})}
+	c := startCoordinator(t, "a", member, part)
+	stopRenewing := renewEvery(member.fakeMembership, 20*time.Millisecond)
+	waitFor(t, "a replay", func() bool { n, _ := part.counts(); return n == 1 })
+
+	member.cut.Store(true)
+	stopRenewing()
+	waitFor(t, "the fence to cancel the replay", func() bool { _, n := part.counts(); return n == 1 })
+
+	close(part.release) // replays from now on succeed
+	member.cut.Store(false)
+	defer renewEvery(member.fakeMembership, 20*time.Millisecond)()
+	waitFor(t, "a replay after rejoining", func() bool { n, _ := part.counts(); return n >= 2 })
+	// Acknowledged, the activation is not asked for again: many steps
+	// later there has been no third replay.
+	steps, _ := histogram(c.metrics.step)
+	waitFor(t, "50 more steps", func() bool { n, _ := histogram(c.metrics.step); return n >= steps+50 })
+	if n, _ := part.counts(); n != 2 {
+		t.Fatalf("%d replays; want 2: a replay that succeeded was not acknowledged to the core", n)
+	}
+}
