@@ -191,8 +191,10 @@ func (r *replayRig) admitted(tb testing.TB) float64 {
 // coordinator step and the activation replay (kshard_coordinator_step_seconds
 // and kshard_activation_replay_seconds), and counts fences: with
 // RenewDeadline 200ms, a step that holds the loop longer than that fences
-// the replica although its renewals succeed. Run it with -benchtime=Nx;
-// each iteration waits LeaseDuration (300ms) before its replica joins.
+// the replica although its renewals succeed, and the replica replays
+// again when it rejoins (on a loaded machine, a renewal delayed past
+// RenewDeadline fences too). Run it with -benchtime=Nx; each iteration
+// waits LeaseDuration (300ms) before its replica joins.
 func BenchmarkActivationReplay100k(b *testing.B) {
 	const objects = 100_000
 	var maxStep, replay, steps time.Duration
@@ -242,6 +244,7 @@ func BenchmarkActivationReplay100k(b *testing.B) {
 	b.ReportMetric(float64(maxStep)/float64(time.Millisecond), "max-step-ms")
 	b.ReportMetric(float64(steps)/float64(stepCount)/float64(time.Millisecond), "mean-step-ms")
 	b.ReportMetric(float64(replay)/float64(replays)/float64(time.Millisecond), "ms/replay")
+	b.ReportMetric(float64(replays)/float64(b.N), "replays/op")
 	b.ReportMetric(fences/float64(b.N), "fences/op")
 }
 
