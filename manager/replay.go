@@ -19,7 +19,9 @@ import (
 // which costs time in proportion to the cached objects, runs off the loop,
 // so the loop keeps stepping, and fencing on time, however long it takes.
 // A replay that fails is not acknowledged to the core, which asks for the
-// activation again.
+// activation again; the loop starts the retry no earlier than a backoff
+// after the failure, at its first step from then on (it steps at least
+// every safetyPoll). The replay goroutine itself never waits on a timer.
 
 // replays is the coordinator's record of activation replays, one running
 // at a time. Its fields belong to the run goroutine.
@@ -34,12 +36,14 @@ type replays struct {
 	set shard.PartitionSet
 	// wanted holds partitions admitted while a replay ran, for the next.
 	wanted shard.PartitionSet
-	// backoff spaces the retries of a failing replay.
+	// backoff spaces the retries of a failing replay: none starts before
+	// retryAt.
 	backoff wait.Backoff
+	retryAt time.Time
 }
 
-// replayBackoff is how long a failed replay waits before it reports, and
-// so before it is retried: 100ms, doubling up to 10s, reset by a success.
+// replayBackoff spaces the retries of a failing replay: 100ms, doubling up
+// to 10s, reset by a success.
 var replayBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 10 * time.Second}
 
 // startReplays prepares the replays of a run; the returned function stops
@@ -86,14 +90,13 @@ func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) {
 // startReplay starts replaying the wanted partitions unless a replay runs.
 func (c *coordinator) startReplay() {
 	r := &c.replays
-	if r.running || r.wanted.IsEmpty() {
+	if r.running || r.wanted.IsEmpty() || time.Now().Before(r.retryAt) {
 		return
 	}
 	set := r.wanted
 	r.wanted = shard.PartitionSet{}
 	ctx, cancel := context.WithCancel(r.ctx)
 	r.running, r.cancel, r.set = true, cancel, set.Clone()
-	retryAfter := r.backoff.Step()
 	report := r.ctx
 	c.async.Add(1)
 	go func() {
@@ -108,19 +111,6 @@ func (c *coordinator) startReplay() {
 		}
 		c.metrics.replay.Observe(time.Since(start).Seconds())
 		err := errors.Join(errs...)
-		if err != nil && ctx.Err() == nil {
-			// Activation only admits keys and replays the cache; a failed
-			// replay loses no safety, only the resync of a participant. It
-			// is retried after a pause, so a source that keeps failing
-			// does not spin.
-			c.log.Error(err, "replaying the cache for activated partitions; retrying", "partitions", set.String(), "after", retryAfter)
-			t := time.NewTimer(retryAfter)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
 		// Reported on the run's context: a replay cancelled because its
 		// partitions were revoked must still end r.running.
 		c.post(report, func() { c.replayDone(err) })
@@ -135,10 +125,18 @@ func (c *coordinator) replayDone(err error) {
 	switch {
 	case done.IsEmpty():
 		// Every partition was revoked meanwhile: nothing failed.
-		r.backoff = replayBackoff
+		r.backoff, r.retryAt = replayBackoff, time.Time{}
 	case err == nil:
-		r.backoff = replayBackoff
+		r.backoff, r.retryAt = replayBackoff, time.Time{}
 		c.core.Advance(handoff.Ready{Activate: done})
+	default:
+		// Activation only admits keys and replays the cache; a failed
+		// replay loses no safety, only the resync of a participant. Left
+		// unacknowledged, it is asked for again; the backoff keeps a
+		// source that keeps failing from replaying back to back.
+		delay := r.backoff.Step()
+		r.retryAt = time.Now().Add(delay)
+		c.log.Error(err, "replaying the cache for activated partitions; retrying", "partitions", done.String(), "after", delay.Round(time.Millisecond))
 	}
 	c.startReplay()
 }

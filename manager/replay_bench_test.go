@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,16 +247,38 @@ func BenchmarkActivationReplay100k(b *testing.B) {
 	b.ReportMetric(fences/float64(b.N), "fences/op")
 }
 
-// cutMembership is fakeMembership whose Lease writes stop landing once cut,
-// as when the API server becomes unreachable.
+// cutMembership is fakeMembership whose Lease writes stop landing while
+// cut, as when the API server is unreachable; like lease.Member, it writes
+// the latest Record once it can again.
 type cutMembership struct {
 	*fakeMembership
-	cut atomic.Bool
+	mu      sync.Mutex
+	cut     bool
+	pending *handoff.Record
 }
 
 func (m *cutMembership) SetDesired(r handoff.Record) {
-	if !m.cut.Load() {
-		m.fakeMembership.SetDesired(r)
+	m.mu.Lock()
+	if m.cut {
+		r = r.Clone()
+		m.pending = &r
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.fakeMembership.SetDesired(r)
+}
+
+func (m *cutMembership) setCut(cut bool) {
+	m.mu.Lock()
+	m.cut = cut
+	pending := m.pending
+	if !cut {
+		m.pending = nil
+	}
+	m.mu.Unlock()
+	if !cut && pending != nil {
+		m.fakeMembership.SetDesired(*pending)
 	}
 }
 
