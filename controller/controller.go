@@ -43,7 +43,27 @@ type Controller interface {
 	// Activate admits the partitions of set and replays every
 	// ReplayableSource's cached objects, enqueueing each request of a newly
 	// activated partition once. Activating an active partition is a no-op.
+	// It is Admit followed by Replay of every partition pending replay.
 	Activate(ctx context.Context, set shard.PartitionSet) error
+
+	// Admit is the first half of Activate: it opens the gate for the
+	// partitions of set and returns at once, doing no per-object work. From
+	// its return on, their requests are admitted and reconciled; the
+	// partitions it newly admitted are pending replay until a Replay that
+	// covers them completes. Admitting an active partition is a no-op. A
+	// sharding manager admits on its ring loop, in order with Revoke, and
+	// replays off that loop, so a long replay never delays a fence.
+	Admit(set shard.PartitionSet) error
+
+	// Replay is the second half of Activate: it replays every
+	// ReplayableSource's cached objects, enqueueing once each request that
+	// falls in a partition of set pending replay. Partitions revoked before
+	// or during the replay get none of their requests admitted (the gate
+	// refuses them, as it refuses live events). Replays run one at a time.
+	// If Replay fails (ctx ended, a source failed), the partitions it was
+	// replaying stay pending and a later Replay or Activate replays them
+	// again; one revoked and admitted again meanwhile is pending afresh.
+	Replay(ctx context.Context, set shard.PartitionSet) error
 
 	// Revoke stops admitting the partitions of set, drops their queued
 	// requests when dequeued, cancels their in-flight reconciles after the

@@ -29,8 +29,12 @@ func (e *eventQueue) Add(req Request) {
 	e.queue.Add(req)
 }
 
-// replayQueue receives the requests of an Activate replay. It keeps those
-// of the partitions being activated, each once, and passes them to the gate.
+// replayQueue receives the requests of a replay. It keeps those of the
+// partitions being replayed, each once, and passes them to the gate, which
+// refuses those of partitions revoked since the replay started: a revoke
+// that lands between the gate's check and the queue's Add lets that one
+// request into the queue, where it is dropped when dequeued, as for a live
+// event.
 type replayQueue struct {
 	c      *controller
 	events *eventQueue
@@ -57,40 +61,74 @@ func (c *controller) checkSet(op string, set shard.PartitionSet) error {
 }
 
 func (c *controller) Activate(ctx context.Context, set shard.PartitionSet) error {
-	if err := c.checkSet("Activate", set); err != nil {
+	if err := c.Admit(set); err != nil {
 		return err
 	}
-	c.replayMu.Lock()
-	defer c.replayMu.Unlock()
-	// Admit first, then list the caches: an object missing from the list
-	// was added to its cache after the gate opened, so its event passes.
+	// Everything pending, so that an earlier failed replay completes too.
+	return c.Replay(ctx, shard.FullPartitionSet(c.parts.Count()))
+}
+
+func (c *controller) Admit(set shard.PartitionSet) error {
+	if err := c.checkSet("Admit", set); err != nil {
+		return err
+	}
+	// Admit first, then list the caches (Replay): an object missing from
+	// the list was added to its cache after the gate opened, so its event
+	// passes.
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
 	for p := range set.All() {
 		if c.gate.Activate(p) {
 			c.pendingReplay.Add(p)
 		}
 	}
-	if c.pendingReplay.IsEmpty() {
+	return nil
+}
+
+func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
+	if err := c.checkSet("Replay", set); err != nil {
+		return err
+	}
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	// Take the partitions out of pending for the duration of the replay:
+	// one revoked and admitted again meanwhile missed some of its requests
+	// (the gate refused them) and must be pending again afterwards, which
+	// Admit's Add does. Partitions already revoked need no replay; their
+	// next admission makes them pending again.
+	c.pendingMu.Lock()
+	taken := c.pendingReplay.Intersect(set)
+	c.pendingReplay = c.pendingReplay.Difference(taken)
+	c.pendingMu.Unlock()
+	parts := shard.NewPartitionSet(c.parts.Count())
+	for p := range taken.All() {
+		if c.gate.Active(p) {
+			parts.Add(p)
+		}
+	}
+	if parts.IsEmpty() {
 		return nil
 	}
 	c.mu.Lock()
 	sources, events := slices.Clone(c.started), c.events
 	c.mu.Unlock()
-	if events != nil {
+	if events == nil {
 		// Sources not started yet deliver their whole cache as create
 		// events when they start, so only started ones are replayed.
-		rq := &replayQueue{c: c, events: events, parts: c.pendingReplay, seen: map[Request]struct{}{}}
-		for _, src := range sources {
-			if r, ok := src.(ReplayableSource); ok {
-				if err := r.Replay(ctx, rq); err != nil {
-					// The partitions stay active and pending: the next
-					// Activate replays them again.
-					return fmt.Errorf("%s: Activate: replaying cached objects (the partitions are active; call Activate again to complete the replay): %w", c, err)
-				}
+		return nil
+	}
+	rq := &replayQueue{c: c, events: events, parts: parts, seen: map[Request]struct{}{}}
+	for _, src := range sources {
+		if r, ok := src.(ReplayableSource); ok {
+			if err := r.Replay(ctx, rq); err != nil {
+				c.pendingMu.Lock()
+				c.pendingReplay = c.pendingReplay.Union(parts)
+				c.pendingMu.Unlock()
+				return fmt.Errorf("%s: replaying cached objects (the partitions are active and stay pending; replay again to complete it): %w", c, err)
 			}
 		}
-		c.log.V(1).Info("Activated partitions", "partitions", c.pendingReplay.Len(), "replayed", len(rq.seen))
 	}
-	c.pendingReplay = shard.NewPartitionSet(c.parts.Count())
+	c.log.V(1).Info("Replayed activated partitions", "partitions", parts.Len(), "replayed", len(rq.seen))
 	return nil
 }
 

@@ -54,9 +54,12 @@ type controller struct {
 	runCtx  context.Context
 	events  *eventQueue // the gated queue handed to sources; set by Start
 
-	// replayMu serialises Activate calls; it guards pendingReplay, the
-	// partitions activated whose replay has not completed yet.
+	// replayMu serialises replays, which may take long. pendingMu, held
+	// only briefly (Admit must never wait for a replay), guards
+	// pendingReplay: the partitions admitted whose replay has not
+	// completed, minus those a running replay has taken.
 	replayMu      sync.Mutex
+	pendingMu     sync.Mutex
 	pendingReplay shard.PartitionSet
 
 	// synced is closed once the sources synced and the workers started.

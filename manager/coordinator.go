@@ -49,6 +49,8 @@ type coordinator struct {
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
 	prevTarget  shard.PartitionSet
+	// replays runs activation replays off the loop; see replay.go.
+	replays replays
 
 	// Seams for the deterministic simulation (internal/handoffsim), which
 	// steps the coordinator on its own schedule: now reads the clock the
@@ -120,6 +122,7 @@ const safetyPoll = time.Second
 // has synced.
 func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool) error {
 	defer c.async.Wait()
+	defer c.startReplays(ctx)()
 	c.async.Add(1)
 	go func() {
 		defer c.async.Done()
@@ -252,10 +255,12 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		c.member.SetDesired(*rd.Publish)
 	}
 	// What was carried out is acknowledged; the core asks again for the
-	// rest (an activation whose replay failed) in its next Ready.
+	// rest in its next Ready. An activation is acknowledged when its
+	// replay, off the loop, reports back (replayDone).
 	ack := rd
-	if !rd.Activate.IsEmpty() && !c.activate(ctx, rd.Activate) {
-		ack.Activate = shard.PartitionSet{}
+	ack.Activate = shard.PartitionSet{}
+	if !rd.Activate.IsEmpty() {
+		c.activate(ctx, rd.Activate)
 	}
 	for _, ref := range rd.Confirm {
 		c.confirm(ctx, ref)
@@ -282,6 +287,7 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 	if set.IsEmpty() {
 		return
 	}
+	c.replayRevoked(set)
 	set = set.Clone()
 	drained := func() {
 		c.log.V(1).Info("drained", "partitions", set.String())
@@ -317,33 +323,6 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 			drained()
 		})
 	}
-}
-
-// activate admits set in every participant and replays their caches; false
-// when any of them failed, so that the core asks for the activation again.
-func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) bool {
-	now := time.Now()
-	for _, p := range set.Slice() {
-		if since, ok := c.targetSince[p]; ok {
-			c.metrics.handoff.Observe(now.Sub(since).Seconds())
-			delete(c.targetSince, p)
-		}
-	}
-	c.log.V(1).Info("activating partitions", "partitions", set.String())
-	defer func() { c.metrics.replay.Observe(time.Since(now).Seconds()) }()
-	ok := true
-	for _, p := range c.participants {
-		if err := p.activate(ctx, set); err != nil {
-			// Activation only admits keys and replays the cache; a failed
-			// replay loses no safety, only the resync of that participant,
-			// which the core's repeated Activate retries.
-			ok = false
-			if ctx.Err() == nil {
-				c.log.Error(err, "activating partitions; retrying", "partitions", set.String())
-			}
-		}
-	}
-	return ok
 }
 
 func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {

@@ -87,7 +87,7 @@ func (f *fakeMembership) Confirm(context.Context, string, string) (bool, error) 
 func (f *fakeMembership) DeletePeer(context.Context, string, string) error      { return nil }
 func (f *fakeMembership) Delete(context.Context) error                          { return nil }
 
-// flakyParticipant fails its first failures activations.
+// flakyParticipant fails its first failures replays.
 type flakyParticipant struct {
 	mu        sync.Mutex
 	failures  int
@@ -95,7 +95,9 @@ type flakyParticipant struct {
 	activated shard.PartitionSet
 }
 
-func (p *flakyParticipant) activate(_ context.Context, set shard.PartitionSet) error {
+func (p *flakyParticipant) admit(context.Context, shard.PartitionSet) error { return nil }
+
+func (p *flakyParticipant) replay(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, set.Clone())
@@ -196,7 +198,7 @@ func TestCoordinatorReissuesFailedActivation(t *testing.T) {
 	})
 	calls, _ := part.state()
 	if calls < 3 {
-		t.Fatalf("%d activate calls; want the two failed ones repeated", calls)
+		t.Fatalf("%d replay calls; want the two failed ones repeated", calls)
 	}
 }
 
@@ -221,12 +223,14 @@ type revokeRecorder struct {
 	fence  bool
 }
 
-func (p *revokeRecorder) activate(_ context.Context, set shard.PartitionSet) error {
+func (p *revokeRecorder) admit(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = p.active.Union(set)
 	return nil
 }
+
+func (p *revokeRecorder) replay(context.Context, shard.PartitionSet) error { return nil }
 
 func (p *revokeRecorder) revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
 	p.mu.Lock()

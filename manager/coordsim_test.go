@@ -60,9 +60,13 @@ func (s *simShell) Step()               { s.c.step(s.ctx) }
 // simParticipant is the simulated controllers as a participant.
 type simParticipant struct{ p *handoffsim.Process }
 
-func (s simParticipant) activate(ctx context.Context, set shard.PartitionSet) error {
+// The simulated controllers have no cache to replay: their activation is
+// all admission, on the loop.
+func (s simParticipant) admit(ctx context.Context, set shard.PartitionSet) error {
 	return s.p.Activate(ctx, set)
 }
+
+func (simParticipant) replay(context.Context, shard.PartitionSet) error { return nil }
 
 func (s simParticipant) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	return s.p.Revoke(ctx, set, fence)

@@ -23,8 +23,9 @@
 // another runtime (the controller-runtime adapter, say) drives the same ring
 // with the same protocol: give it the ring's Leases as a Membership (a
 // *lease.Member, run alongside), the parts of the operator that take part in
-// handoff as Participants (Activate admits and replays a set of partitions;
-// Revoke drains it and returns once nothing of it runs), and the
+// handoff as Participants (Admit opens a set of partitions, on the
+// coordinator's loop; Replay enqueues their cached objects, off it; Revoke
+// drains a set and returns once nothing of it runs), and the
 // handoff.Config matching the Member's; CoordinatorOptions documents the
 // defaults. Coordinator.Run drives it until Leave completes; LeaseValidity
 // is what workers and clients check. The coordinator is also what the

@@ -44,6 +44,9 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 // Sharded is implemented by Runnables that take part in partition handoff,
 // as controllers do: Activate when partitions become this replica's, Revoke
 // (returning only once nothing of them runs) before they are released.
+// Activate is called on the ring's coordinator loop, which must keep time
+// for fencing: start work there, do not do it (a controller's cache replay,
+// for one, runs off the loop).
 type Sharded interface {
 	Activate(ctx context.Context, set shard.PartitionSet) error
 	Revoke(ctx context.Context, set shard.PartitionSet) error

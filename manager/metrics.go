@@ -16,8 +16,8 @@ type ringMetrics struct {
 	ready      prometheus.Gauge
 	fences     prometheus.Counter
 	// step is the latency of one coordinator step (observe, decide, carry
-	// out); replay the duration of one activation (admission and cache
-	// replay in every participant), which today runs within a step.
+	// out, admissions included); replay the duration of one activation's
+	// cache replay in every participant, which runs off the loop.
 	step   prometheus.Histogram
 	replay prometheus.Histogram
 }
@@ -46,12 +46,12 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 		}),
 		step: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kshard_coordinator_step_seconds",
-			Help:    "Latency of one step of the ring coordinator: feeding the handoff core, deciding, and carrying out its Ready (activations included). A step that outlasts RenewDeadline − RenewPeriod delays fencing.",
+			Help:    "Latency of one step of the ring coordinator: feeding the handoff core, deciding, and carrying out its Ready (admitting activated partitions included; their cache replay runs off the loop). A step that outlasts RenewDeadline − RenewPeriod delays fencing.",
 			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10},
 		}),
 		replay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kshard_activation_replay_seconds",
-			Help:    "Duration of one activation: admitting the partitions and replaying the cached objects that fall into them, in every participant.",
+			Help:    "Duration of one activation replay: enqueueing the cached objects of newly admitted partitions, in every participant. It runs off the coordinator's loop; a failed replay counts too, and is retried.",
 			Buckets: []float64{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30},
 		}),
 	}

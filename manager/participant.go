@@ -10,7 +10,13 @@ import (
 // participant is a Runnable that takes part in handoff, seen uniformly by
 // the coordinator whether it is a controller or a user's Sharded runnable.
 type participant interface {
-	activate(ctx context.Context, set shard.PartitionSet) error
+	// admit lets set's partitions be worked on from its return on. The
+	// coordinator calls it on its loop, in order with revoke, so it must do
+	// no per-object work and never wait for long.
+	admit(ctx context.Context, set shard.PartitionSet) error
+	// replay does the rest of an activation (a controller's cache replay),
+	// off the loop and after admit; revokes may run meanwhile.
+	replay(ctx context.Context, set shard.PartitionSet) error
 	// revoke returns nil only when nothing of set runs any more; fence asks
 	// for in-flight work to be cancelled at once, with no grace period.
 	revoke(ctx context.Context, set shard.PartitionSet, fence bool) error
@@ -28,8 +34,12 @@ func asParticipant(r Runnable) participant {
 
 type controllerParticipant struct{ c controller.Controller }
 
-func (p controllerParticipant) activate(ctx context.Context, set shard.PartitionSet) error {
-	return p.c.Activate(ctx, set)
+func (p controllerParticipant) admit(_ context.Context, set shard.PartitionSet) error {
+	return p.c.Admit(set)
+}
+
+func (p controllerParticipant) replay(ctx context.Context, set shard.PartitionSet) error {
+	return p.c.Replay(ctx, set)
 }
 
 func (p controllerParticipant) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
@@ -41,9 +51,14 @@ func (p controllerParticipant) revoke(ctx context.Context, set shard.PartitionSe
 
 type shardedParticipant struct{ s Sharded }
 
-func (p shardedParticipant) activate(ctx context.Context, set shard.PartitionSet) error {
+// A Sharded runnable's Activate is its gate (a singleton starts in it), so
+// it runs on the loop, where no revoke can overtake it; it has nothing to
+// replay.
+func (p shardedParticipant) admit(ctx context.Context, set shard.PartitionSet) error {
 	return p.s.Activate(ctx, set)
 }
+
+func (shardedParticipant) replay(context.Context, shard.PartitionSet) error { return nil }
 
 // A Sharded runnable has no grace period to skip: its Revoke is its drain.
 func (p shardedParticipant) revoke(ctx context.Context, set shard.PartitionSet, _ bool) error {

@@ -58,10 +58,17 @@ var _ Membership = (*lease.Member)(nil)
 // Participant is a controller (or any part of an operator) that takes part
 // in handoff: it reconciles only the partitions it was activated for.
 type Participant interface {
-	// Activate admits set from now on and replays the cached objects that
-	// fall into it (their previous owner may have dropped events). An
-	// error makes the coordinator ask again.
-	Activate(ctx context.Context, set shard.PartitionSet) error
+	// Admit lets set be worked on from its return on (it opens the gate).
+	// The coordinator calls it on its loop, ordered with Revoke, so it must
+	// do no per-object work and return promptly. An error makes the
+	// coordinator ask again.
+	Admit(ctx context.Context, set shard.PartitionSet) error
+	// Replay enqueues the cached objects that fall into set (their previous
+	// owner may have dropped events). It runs off the coordinator's loop,
+	// after Admit, and Revoke may run meanwhile: what it enqueues for a
+	// revoked partition must be refused by the gate. An error makes the
+	// coordinator ask again after a backoff.
+	Replay(ctx context.Context, set shard.PartitionSet) error
 	// Revoke stops admitting set, cancels its reconciles (at once when
 	// fence, else after a grace period), and returns nil only when nothing
 	// of set runs any more: that return is the report that set drained.
@@ -73,8 +80,12 @@ type Participant interface {
 // exported adapts a Participant to the coordinator's internal interface.
 type exported struct{ p Participant }
 
-func (e exported) activate(ctx context.Context, set shard.PartitionSet) error {
-	return e.p.Activate(ctx, set)
+func (e exported) admit(ctx context.Context, set shard.PartitionSet) error {
+	return e.p.Admit(ctx, set)
+}
+
+func (e exported) replay(ctx context.Context, set shard.PartitionSet) error {
+	return e.p.Replay(ctx, set)
 }
 
 func (e exported) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {

@@ -38,8 +38,12 @@ func TestNewCoordinatorValidates(t *testing.T) {
 // interface.
 type exportedRecorder struct{ r revokeRecorder }
 
-func (e *exportedRecorder) Activate(ctx context.Context, set shard.PartitionSet) error {
-	return e.r.activate(ctx, set)
+func (e *exportedRecorder) Admit(ctx context.Context, set shard.PartitionSet) error {
+	return e.r.admit(ctx, set)
+}
+
+func (e *exportedRecorder) Replay(ctx context.Context, set shard.PartitionSet) error {
+	return e.r.replay(ctx, set)
 }
 
 func (e *exportedRecorder) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {

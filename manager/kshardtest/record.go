@@ -83,6 +83,15 @@ func (c *recordedController) Activate(ctx context.Context, set shard.PartitionSe
 	return c.Controller.Activate(ctx, set)
 }
 
+// Admit is how the manager activates (it replays separately): the
+// partitions are recorded active before their gate opens.
+func (c *recordedController) Admit(set shard.PartitionSet) error {
+	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
+		return err
+	}
+	return c.Controller.Admit(set)
+}
+
 func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, opts ...controller.RevokeOption) error {
 	if err := c.rec.Ring(recorder.KindRevoke, set.Slice()); err != nil {
 		return err
