@@ -49,6 +49,9 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 	c.now = p.Now
 	c.goAsync = p.Go
 	c.postFn = func(_ context.Context, f func()) { p.Post(f) }
+	// Replays are owned by run in production; here, by the process, whose
+	// context ends with it.
+	_ = c.startReplays(p.Context())
 	return &simShell{c: c, ctx: p.Context()}, nil
 }
 
