@@ -140,7 +140,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member, err := lease.New(lease.Options{
-		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		Client: client, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
 		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
 		Logger: opts.Logger.WithName("lease"), Registerer: opts.Registry,

@@ -101,7 +101,7 @@ type replica struct {
 func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journal, work time.Duration, tweaks ...func(*Options)) *replica {
 	t.Helper()
 	opts := Options{
-		Ring: "it", Namespace: ns, Identity: identity, WatchNamespace: ns,
+		Ring: "it", LeaseNamespace: ns, Identity: identity, WatchNamespace: ns,
 		LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
 		DrainGracePeriod: time.Second, GracefulShutdownTimeout: 20 * time.Second,
 		MetricsBindAddress: "127.0.0.1:0", HealthProbeBindAddress: "127.0.0.1:0",
