@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -653,4 +655,49 @@ func TestDepartedPerObject(t *testing.T) {
 		return ok && o.UID == string(third.UID)
 	})
 	check()
+}
+
+// A create of the own Lease in a namespace that does not exist fails with a
+// NotFound about the namespace, not the Lease: AcquireError names it and
+// what to do, the log says so once rather than on every retry, and the
+// Member joins as soon as the namespace exists.
+func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
+	u := newUnit(t)
+	var missing atomic.Bool
+	var refused atomic.Int32
+	missing.Store(true)
+	u.api.setHook(func(verb, _ string, _ *coordinationv1.Lease) error {
+		if verb == "create" && missing.Load() {
+			refused.Add(1)
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns")
+		}
+		return nil
+	})
+	m := u.member("a")
+	run(t, m)
+	want := `namespace "ns" not found: create it or set LeaseNamespace`
+	eventually(t, "AcquireError to name the missing namespace", func() bool {
+		err := m.AcquireError()
+		var nf *NamespaceNotFoundError
+		return errors.As(err, &nf) && nf.Namespace == "ns" && strings.HasPrefix(err.Error(), want)
+	})
+	// Several retries (the backoff is at most 5s).
+	for range 5 {
+		step(t, u.clk, 6*time.Second)
+	}
+	eventually(t, "the retries", func() bool { return refused.Load() >= 5 })
+	// Error lines (no "level") carry the error right after the message.
+	if n := u.log.count(`"msg"="creating own Lease failed; retrying" "error"="namespace \"ns\" not found: create it or set LeaseNamespace`); n != 1 {
+		t.Errorf("the missing namespace was logged as an error %d times over 5 retries, want once", n)
+	}
+	if m.Synced() {
+		t.Fatal("Synced without a Lease")
+	}
+
+	missing.Store(false) // someone creates the namespace
+	step(t, u.clk, 6*time.Second)
+	eventually(t, "Synced once the namespace exists", m.Synced)
+	if err := m.AcquireError(); err != nil {
+		t.Fatalf("AcquireError = %v after the Lease was created", err)
+	}
 }

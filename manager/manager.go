@@ -284,8 +284,10 @@ func (m *Manager) joinedCheck(*http.Request) error {
 }
 
 // NotReadyReason says why the replica is not a working ring member ("" when
-// it is): still starting, caches not synced, joining, fenced, or refusing to
-// join a ring whose members run another configuration. /readyz reports it.
+// it is): still starting, its Lease not held (naming the cause, such as a
+// LeaseNamespace that does not exist), caches not synced, joining, fenced,
+// or refusing to join a ring whose members run another configuration.
+// /readyz reports it.
 func (m *Manager) NotReadyReason() string {
 	if r := m.apiWait.Load(); r != nil {
 		return *r
@@ -296,6 +298,14 @@ func (m *Manager) NotReadyReason() string {
 	}
 	if c.ready.Load() {
 		return ""
+	}
+	// The lease member knows why its own Lease is not held (a missing
+	// namespace, a refused create); the coordinator sees only that it is not.
+	if err := m.member.AcquireError(); err != nil {
+		if nf := (*lease.NamespaceNotFoundError)(nil); errors.As(err, &nf) {
+			return nf.Error()
+		}
+		return fmt.Sprintf("cannot hold this replica's Lease %s/%s: %v", m.opts.LeaseNamespace, m.member.Name(), err)
 	}
 	if r := c.notReady.Load(); r != nil && *r != "" {
 		return *r
