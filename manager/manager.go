@@ -361,19 +361,23 @@ func (m *Manager) Start(ctx context.Context) error {
 	defer stopRun()
 	var wg sync.WaitGroup
 	fatal := make(chan error, len(runnables)+4)
-	goRun := func(name string, f func(context.Context) error) {
+	// goRun runs f and reports its error as fatal, prefixed "manager: "
+	// and then by what, if anything: the cache's and the lease member's
+	// errors name their own layer ("cache: …", "lease: …"), so that each
+	// layer appears once in the message.
+	goRun := func(what string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				fatal <- fmt.Errorf("%s: %w", name, err)
+				fatal <- fmt.Errorf("manager: %s%w", what, err)
 			}
 		}()
 	}
-	goRun("cache", m.cache.Start)
-	goRun("lease", m.member.Run)
+	goRun("", m.cache.Start)
+	goRun("", m.member.Run)
 	for i, r := range runnables {
-		goRun(fmt.Sprintf("runnable %d (%T)", i, r), r.Start)
+		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}
 	coord := newCoordinator(m, participants)
 	coordDone := make(chan error, 1)

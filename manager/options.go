@@ -225,7 +225,7 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("invalid manager options: %w", errors.Join(errs...))
+		return fmt.Errorf("manager: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
 }
