@@ -701,3 +701,49 @@ func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
 		t.Fatalf("AcquireError = %v after the Lease was created", err)
 	}
 }
+
+// A peer run with another ring configuration is a foreign configuration, not
+// a malformed Lease: it is logged and counted once when it appears and again
+// only when its configuration changes, however often it renews.
+func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
+	u := newUnit(t)
+	ours := shard.Config{Partitions: 7}.Fingerprint()
+	m := u.member("a", func(o *Options) { o.Params = ours })
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+
+	theirs := shard.Config{Partitions: 11}.Fingerprint()
+	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
+		l.Annotations[AnnotationParams] = theirs
+		l.Annotations[AnnotationClaim] = shard.FullPartitionSet(11).Encode()
+	}))
+	eventually(t, "the foreign Lease", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	// Ten renewals of the foreign peer.
+	for i := range 10 {
+		next := u.write("r-b", func(l *coordinationv1.Lease) {
+			now := metav1.NewMicroTime(t0.Add(time.Duration(i+1) * 2 * time.Second))
+			l.Spec.RenewTime = &now
+		})
+		eventually(t, "the renewal", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	}
+	invalid := func(reason string) float64 {
+		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
+	}
+	if n := u.log.count("foreign configuration"); n != 1 || invalid(ReasonForeignConfig) != 1 {
+		t.Errorf("foreign configuration logged %d times, counted %v, over 11 versions; want once", n, invalid(ReasonForeignConfig))
+	}
+	if n := u.log.count("malformed"); n != 0 || invalid(ReasonBadClaim) != 0 {
+		t.Errorf("the foreign Lease was reported as malformed (%d lines, bad_claim %v)", n, invalid(ReasonBadClaim))
+	}
+	if u.log.count(`"differs"="partitions 11, not 7"`) != 1 {
+		t.Error("the report does not name the differing parameter")
+	}
+
+	// Another configuration is a change, reported again.
+	other := shard.Config{Partitions: 11, Load: 2}.Fingerprint()
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationParams] = other })
+	eventually(t, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	if n := u.log.count("foreign configuration"); n != 2 || invalid(ReasonForeignConfig) != 2 {
+		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(ReasonForeignConfig))
+	}
+}
