@@ -199,10 +199,12 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 		srcs = append(srcs, Kind(informers, b.forInput.obj, b.forInput.handler, withFilters(b.forInput.preds)...))
 	}
 	for _, in := range b.owns {
+		// Its error does not name the controller: when deferred, the
+		// controller's Start names it.
 		ownsSource := func() (Source, error) {
 			h, err := EnqueueRequestForOwner(scheme, mapper, b.forInput.obj, OnlyControllerOwner())
 			if err != nil {
-				return nil, fmt.Errorf("controller %q: Owns(%T): %w", name, in.obj, err)
+				return nil, fmt.Errorf("Owns(%T): %w", in.obj, err)
 			}
 			return Kind(informers, in.obj, h, withFilters(in.preds)...), nil
 		}
@@ -212,7 +214,7 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 		}
 		src, err := ownsSource()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("controller %q: %w", name, err)
 		}
 		srcs = append(srcs, src)
 	}

@@ -284,3 +284,25 @@ func TestBuilderRejectsUnservedKind(t *testing.T) {
 		t.Fatalf("Owns(Pod) with Pods unserved: err = %v, want one saying the API server does not serve it", err)
 	}
 }
+
+// When the owner mapping, deferred at build time, still fails as the
+// controller starts, Start's error names the controller once, then the
+// source.
+func TestDeferredOwnsErrorNamesTheControllerOnce(t *testing.T) {
+	m := newManager()
+	m.Mapper = &flakyMapper{RESTMapper: m.Mapper} // never heals
+	c, err := controller.NewControllerManagedBy(m).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Build(noop)
+	if err != nil {
+		t.Fatalf("build with an unreachable API server: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = c.Start(ctx)
+	want := `controller "configmap": starting source: Owns(*v1.Secret): `
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Start: %v; want an error starting %q", err, want)
+	}
+	if n := strings.Count(err.Error(), `controller "configmap"`); n != 1 {
+		t.Fatalf("Start's error names the controller %d times, want once: %v", n, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,6 +80,11 @@ func startController(t *testing.T, r Reconciler, opts Options, extra ...Source) 
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
+	if opts.Logger.GetSink() == nil {
+		// Into the test's log rather than the default's stderr; the
+		// controller is stopped before the test ends.
+		opts.Logger = funcr.New(func(prefix, args string) { t.Log(prefix, args) }, funcr.Options{})
+	}
 	ci, err := New("test", r, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)

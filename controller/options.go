@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -38,7 +39,11 @@ type Options struct {
 
 	// Logger is the controller's logger; a "controller" value with the
 	// controller's name is added. Defaults to the manager's logger when
-	// built by a Builder, otherwise to a logger that discards everything.
+	// built by a Builder, otherwise to kshard's one default logger, JSON
+	// lines on stderr, as in manager and lease (a zero Logger, including
+	// logr.Discard(), selects the default; to silence a controller pass a
+	// logger whose sink drops everything, e.g. funcr.New with a no-op
+	// function).
 	Logger logr.Logger
 
 	// Partitioner maps request keys to partitions. Defaults to
@@ -107,7 +112,7 @@ func (o Options) withDefaults() Options {
 		o.RateLimiter = workqueue.DefaultTypedControllerRateLimiter[Request]()
 	}
 	if o.Logger.GetSink() == nil {
-		o.Logger = logr.Discard()
+		o.Logger = logging.Default()
 	}
 	if o.Partitioner == nil {
 		o.Partitioner = shard.NewPartitioner(shard.DefaultPartitions)

@@ -26,7 +26,13 @@
 // reported with Observed.Problem and counted in kshard_lease_invalid_total;
 // it is never trusted as a member, but a member-shaped Lease whose claim
 // cannot be read is reported with ClaimUnknown so that the caller treats it
-// as claiming everything while it is live.
+// as claiming everything while it is live. Each malformed version is
+// logged and counted once. A Lease whose params annotation differs from
+// Options.Params was written by a replica of another ring configuration: it
+// is logged as a foreign configuration, naming the parameters that differ,
+// and counted with reason foreign_config, once per configuration rather than
+// once per renewal (its claim, over another partition count, still reads as
+// ClaimUnknown here).
 //
 // # Time
 //

@@ -50,6 +50,34 @@ func (e *ForbiddenError) Error() string {
 
 func (e *ForbiddenError) Unwrap() error { return e.Err }
 
+// NamespaceNotFoundError reports that the own Lease cannot be created because
+// its namespace does not exist. It is not fatal: Run keeps retrying, so a
+// replica started before its namespace works once someone creates it, and
+// AcquireError returns it meanwhile (the manager serves it on /readyz).
+type NamespaceNotFoundError struct {
+	Namespace string
+	Err       error // the API server's answer
+}
+
+func (e *NamespaceNotFoundError) Error() string {
+	return fmt.Sprintf("namespace %q not found: create it or set LeaseNamespace (manager.Options) to an existing namespace", e.Namespace)
+}
+
+func (e *NamespaceNotFoundError) Unwrap() error { return e.Err }
+
+// explainCreateError names the cause of a failed create of the own Lease
+// where the API server's answer alone misleads: a NotFound on a create is
+// about the namespace, not the Lease.
+func explainCreateError(err error, namespace string) error {
+	var status apierrors.APIStatus
+	if apierrors.IsNotFound(err) && errors.As(err, &status) {
+		if d := status.Status().Details; d != nil && d.Kind == "namespaces" {
+			return &NamespaceNotFoundError{Namespace: namespace, Err: err}
+		}
+	}
+	return err
+}
+
 // isFatal reports whether err must stop Run.
 func isFatal(err error) bool {
 	var forbidden *ForbiddenError

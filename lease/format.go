@@ -26,8 +26,8 @@ const (
 	AnnotationParams      = "kshard.io/params"
 )
 
-// Reasons a Lease with the ring label is malformed: the values of the reason
-// label of kshard_lease_invalid_total.
+// Reasons a Lease with the ring label is malformed or foreign: the values of
+// the reason label of kshard_lease_invalid_total.
 const (
 	ReasonBadName        = "bad_name"        // name is not <ring>-<identity>
 	ReasonNoHolder       = "no_holder"       // spec.holderIdentity empty
@@ -36,6 +36,10 @@ const (
 	ReasonBadState       = "bad_state"       // state label missing or unknown
 	ReasonBadEpoch       = "bad_epoch"       // epoch annotation missing or not an unsigned decimal
 	ReasonBadClaim       = "bad_claim"       // claim annotation missing or undecodable
+	// ReasonForeignConfig counts Leases written with another ring
+	// configuration (their params annotation differs from this replica's),
+	// once per configuration seen, instead of their undecodable claims.
+	ReasonForeignConfig = "foreign_config"
 )
 
 // LeaseName returns the name of the Lease of identity in ring.

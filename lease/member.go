@@ -54,6 +54,9 @@ type Member struct {
 	takeOver  string // TakeOver: a version of another writer that may be overwritten
 	fatal     error
 	cancelRun context.CancelCauseFunc
+	// acquireErr is why the own Lease is not held: the last failure to
+	// read or create it, until a read or write succeeds.
+	acquireErr error
 }
 
 // New validates opts, applies defaults and returns a Member that has not
@@ -207,6 +210,28 @@ func (m *Member) LastWritten() (handoff.Record, string) {
 		return m.written.Clone(), ""
 	}
 	return m.written.Clone(), m.current.ResourceVersion
+}
+
+// AcquireError returns why Run does not hold the own Lease yet, when a
+// request failed: the last error of reading or creating it (a
+// *NamespaceNotFoundError when its namespace does not exist), or nil once a
+// read or write of it succeeds. Run keeps retrying meanwhile.
+func (m *Member) AcquireError() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.acquireErr
+}
+
+// setAcquireError records err as AcquireError and tells Changes when it
+// differs from the previous one.
+func (m *Member) setAcquireError(err error) {
+	m.mu.Lock()
+	changed := (err == nil) != (m.acquireErr == nil) || err != nil && err.Error() != m.acquireErr.Error()
+	m.acquireErr = err
+	m.mu.Unlock()
+	if changed {
+		m.notify()
+	}
 }
 
 // Synced reports whether the watch of the ring has listed once and the own

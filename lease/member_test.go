@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -653,4 +655,95 @@ func TestDepartedPerObject(t *testing.T) {
 		return ok && o.UID == string(third.UID)
 	})
 	check()
+}
+
+// A create of the own Lease in a namespace that does not exist fails with a
+// NotFound about the namespace, not the Lease: AcquireError names it and
+// what to do, the log says so once rather than on every retry, and the
+// Member joins as soon as the namespace exists.
+func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
+	u := newUnit(t)
+	var missing atomic.Bool
+	var refused atomic.Int32
+	missing.Store(true)
+	u.api.setHook(func(verb, _ string, _ *coordinationv1.Lease) error {
+		if verb == "create" && missing.Load() {
+			refused.Add(1)
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns")
+		}
+		return nil
+	})
+	m := u.member("a")
+	run(t, m)
+	want := `namespace "ns" not found: create it or set LeaseNamespace`
+	eventually(t, "AcquireError to name the missing namespace", func() bool {
+		err := m.AcquireError()
+		var nf *NamespaceNotFoundError
+		return errors.As(err, &nf) && nf.Namespace == "ns" && strings.HasPrefix(err.Error(), want)
+	})
+	// Several retries (the backoff is at most 5s).
+	for range 5 {
+		step(t, u.clk, 6*time.Second)
+	}
+	eventually(t, "the retries", func() bool { return refused.Load() >= 5 })
+	// Error lines (no "level") carry the error right after the message.
+	if n := u.log.count(`"msg"="creating own Lease failed; retrying" "error"="namespace \"ns\" not found: create it or set LeaseNamespace`); n != 1 {
+		t.Errorf("the missing namespace was logged as an error %d times over 5 retries, want once", n)
+	}
+	if m.Synced() {
+		t.Fatal("Synced without a Lease")
+	}
+
+	missing.Store(false) // someone creates the namespace
+	step(t, u.clk, 6*time.Second)
+	eventually(t, "Synced once the namespace exists", m.Synced)
+	if err := m.AcquireError(); err != nil {
+		t.Fatalf("AcquireError = %v after the Lease was created", err)
+	}
+}
+
+// A peer run with another ring configuration is a foreign configuration, not
+// a malformed Lease: it is logged and counted once when it appears and again
+// only when its configuration changes, however often it renews.
+func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
+	u := newUnit(t)
+	ours := shard.Config{Partitions: 7}.Fingerprint()
+	m := u.member("a", func(o *Options) { o.Params = ours })
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+
+	theirs := shard.Config{Partitions: 11}.Fingerprint()
+	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
+		l.Annotations[AnnotationParams] = theirs
+		l.Annotations[AnnotationClaim] = shard.FullPartitionSet(11).Encode()
+	}))
+	eventually(t, "the foreign Lease", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	// Ten renewals of the foreign peer.
+	for i := range 10 {
+		next := u.write("r-b", func(l *coordinationv1.Lease) {
+			now := metav1.NewMicroTime(t0.Add(time.Duration(i+1) * 2 * time.Second))
+			l.Spec.RenewTime = &now
+		})
+		eventually(t, "the renewal", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	}
+	invalid := func(reason string) float64 {
+		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
+	}
+	if n := u.log.count("foreign configuration"); n != 1 || invalid(ReasonForeignConfig) != 1 {
+		t.Errorf("foreign configuration logged %d times, counted %v, over 11 versions; want once", n, invalid(ReasonForeignConfig))
+	}
+	if n := u.log.count("malformed"); n != 0 || invalid(ReasonBadClaim) != 0 {
+		t.Errorf("the foreign Lease was reported as malformed (%d lines, bad_claim %v)", n, invalid(ReasonBadClaim))
+	}
+	if u.log.count(`"differs"="partitions 11, not 7"`) != 1 {
+		t.Error("the report does not name the differing parameter")
+	}
+
+	// Another configuration is a change, reported again.
+	other := shard.Config{Partitions: 11, Load: 2}.Fingerprint()
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationParams] = other })
+	eventually(t, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	if n := u.log.count("foreign configuration"); n != 2 || invalid(ReasonForeignConfig) != 2 {
+		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(ReasonForeignConfig))
+	}
 }

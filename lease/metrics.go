@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer, ring string) (*metrics, error) {
 		}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kshard_lease_invalid_total", ConstLabels: labels,
-			Help: "Malformed Lease versions carrying the ring label, by reason; each version is counted once.",
+			Help: "Malformed Lease versions carrying the ring label, by reason, each version counted once; reason foreign_config counts Leases of another ring configuration once per configuration.",
 		}, []string{"reason"}),
 	}
 	if reg == nil {

@@ -116,11 +116,12 @@ func randomIncarnation() string {
 	return hex.EncodeToString(b[:])
 }
 
-// validate reports every problem of defaulted options at once.
+// validate reports every problem of defaulted options at once, after one
+// ErrInvalidOptions prefix.
 func (o *Options) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...))
+		errs = append(errs, fmt.Errorf(format, args...))
 	}
 	if o.Client == nil {
 		bad("Options.Client is required: pass a kubernetes.Interface (e.g. kubernetes.NewForConfig)")
@@ -151,5 +152,8 @@ func (o *Options) validate() error {
 	} else if err := o.timing().Validate(); err != nil {
 		bad("Options: %v", err)
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
 }

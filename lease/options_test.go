@@ -80,4 +80,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 			t.Errorf("error does not mention Options.%s:\n%v", want, err)
 		}
 	}
+	// One prefix for the layer, not one per problem.
+	if n := strings.Count(err.Error(), "lease:"); n != 1 || !strings.HasPrefix(err.Error(), "lease: invalid options: ") {
+		t.Errorf("error carries the prefix \"lease:\" %d times, want once at the start:\n%v", n, err)
+	}
 }

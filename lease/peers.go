@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kshard/kshard/shard"
 )
 
 // peers is the watch of the ring's Leases. It is the store of a client-go
@@ -39,8 +41,9 @@ type peers struct {
 	departed map[objectKey]departure
 	// departures counts departures, to report them in the order they came.
 	departures uint64
-	// problems remembers, per Lease, the version whose problem was logged
-	// and counted, so each malformed version is reported once.
+	// problems remembers, per Lease, what was last logged and counted
+	// about it (see reportKey), so that each malformed version, and each
+	// foreign configuration, is reported once.
 	problems map[string]string
 	synced   bool
 }
@@ -220,15 +223,45 @@ func (p *peers) observe(l *coordinationv1.Lease, now time.Time) (changed bool, f
 	o, reasons := parse(l, m.opts.Ring, m.opts.Partitions)
 	o.LastChange = now
 	p.byName[l.Name] = o
-	if len(reasons) > 0 && p.problems[l.Name] != l.ResourceVersion {
-		p.problems[l.Name] = l.ResourceVersion
-		for _, r := range reasons {
-			m.metrics.invalid.WithLabelValues(r).Inc()
-		}
-		m.log.Info("a Lease labelled with the ring is malformed; it is not trusted as a member",
-			"malformed", l.Namespace+"/"+l.Name, "version", l.ResourceVersion, "problem", o.Problem, "claimUnknown", o.ClaimUnknown)
-	}
+	p.report(l, o, reasons)
 	return true, nil
+}
+
+// report logs and counts what is wrong with a Lease version once per
+// change; p.mu is held. A Lease written with another ring configuration
+// (a replica run with other Partitions or Load: its fingerprint differs)
+// is a foreign configuration, not a malformed Lease, even though its claim
+// does not decode over this ring's partitions: it is reported when its
+// configuration first appears or changes, not on every renewal. What
+// handoff makes of it (a replica refuses to join while a foreign member is
+// active) is the core's decision.
+func (p *peers) report(l *coordinationv1.Lease, o Observed, reasons []string) {
+	m := p.m
+	foreign := o.Fingerprint != "" && m.opts.Params != "" && o.Fingerprint != m.opts.Params
+	key := l.ResourceVersion
+	switch {
+	case foreign:
+		key = "foreign " + o.Fingerprint
+	case len(reasons) == 0:
+		delete(p.problems, l.Name)
+		return
+	}
+	if p.problems[l.Name] == key {
+		return
+	}
+	p.problems[l.Name] = key
+	if foreign {
+		m.metrics.invalid.WithLabelValues(ReasonForeignConfig).Inc()
+		m.log.Info("a Lease of the ring was written with another ring configuration (foreign configuration); this replica does not share the ring with it while it is active",
+			"foreign", l.Namespace+"/"+l.Name, "identity", o.Identity, "differs", shard.FingerprintDiff(m.opts.Params, o.Fingerprint),
+			"theirs", o.Fingerprint, "ours", m.opts.Params)
+		return
+	}
+	for _, r := range reasons {
+		m.metrics.invalid.WithLabelValues(r).Inc()
+	}
+	m.log.Info("a Lease labelled with the ring is malformed; it is not trusted as a member",
+		"malformed", l.Namespace+"/"+l.Name, "version", l.ResourceVersion, "problem", o.Problem, "claimUnknown", o.ClaimUnknown)
 }
 
 // depart records the last state of a Lease that left the view (l is the

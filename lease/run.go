@@ -83,9 +83,23 @@ func (m *Member) Run(ctx context.Context) error {
 // nil when ctx is done, and immediate when the heartbeat should write at once.
 func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 	bo := newBackoff(acquireBackoffInitial, acquireBackoffMax)
+	// A failure that repeats (a missing namespace, say) is logged when it
+	// first appears, when it changes and then once per stillWaitingLog,
+	// not on every retry.
+	var logged struct {
+		msg string
+		at  time.Time
+	}
 	retry := func(err error, msg string) bool {
 		d := bo.Step()
-		m.log.Error(err, msg, "retryIn", d.Round(time.Millisecond))
+		m.setAcquireError(err)
+		now := m.clock.Now()
+		if line := msg + ": " + err.Error(); line != logged.msg || now.Sub(logged.at) >= stillWaitingLog {
+			logged.msg, logged.at = line, now
+			m.log.Error(err, msg, "retryIn", d.Round(time.Millisecond))
+		} else {
+			m.log.V(1).Info(msg, "error", err.Error(), "retryIn", d.Round(time.Millisecond))
+		}
 		return m.sleep(ctx, d)
 	}
 	// What this process has seen of another incarnation's Lease: the version
@@ -109,7 +123,7 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 				continue // someone created it: read it again
 			case v.Fatal:
 				return false, newForbiddenError(err, "create", m.opts.Namespace, m.name)
-			case !retry(err, "creating own Lease failed; retrying"):
+			case !retry(explainCreateError(err, m.opts.Namespace), "creating own Lease failed; retrying"):
 				return false, nil
 			}
 			continue
@@ -122,6 +136,7 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			continue
 		}
 		bo = newBackoff(acquireBackoffInitial, acquireBackoffMax)
+		m.setAcquireError(nil)
 
 		if ring := cur.Labels[LabelRing]; ring != m.opts.Ring {
 			holder := ""
@@ -403,7 +418,7 @@ func (m *Member) write(ctx context.Context, base *coordinationv1.Lease, acquire 
 	counted := v.Renewed
 
 	m.mu.Lock()
-	m.current, m.written = out, rec
+	m.current, m.written, m.acquireErr = out, rec, nil
 	if acquire {
 		m.acquired = true
 	}

@@ -19,9 +19,9 @@ func runReplica(ctx context.Context) error {
 		return err
 	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Ring:      "configmap-stamper",   // every replica of this operator
-		Namespace: "operators",           // where the ring's Leases live
-		Identity:  os.Getenv("POD_NAME"), // stable and unique: a StatefulSet pod name
+		Ring:           "configmap-stamper",   // every replica of this operator
+		LeaseNamespace: "operators",           // where the ring's Leases live; it must exist
+		Identity:       os.Getenv("POD_NAME"), // stable and unique: a StatefulSet pod name
 	})
 	if err != nil {
 		return err

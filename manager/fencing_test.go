@@ -152,7 +152,7 @@ func TestManagerClientsRefuseLateWrites(t *testing.T) {
 		_, _ = io.WriteString(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y","namespace":"x"}}`)
 	}))
 	defer srv.Close()
-	m, err := New(&rest.Config{Host: srv.URL}, Options{Ring: "ring", Namespace: "default", Identity: "r-0"})
+	m, err := New(&rest.Config{Host: srv.URL}, Options{Ring: "ring", LeaseNamespace: "default", Identity: "r-0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member, err := lease.New(lease.Options{
-		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		Client: client, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
 		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
 		Logger: opts.Logger.WithName("lease"), Registerer: opts.Registry,
@@ -287,8 +287,10 @@ func (m *Manager) joinedCheck(*http.Request) error {
 }
 
 // NotReadyReason says why the replica is not a working ring member ("" when
-// it is): still starting, caches not synced, joining, fenced, or refusing to
-// join a ring whose members run another configuration. /readyz reports it.
+// it is): still starting, its Lease not held (naming the cause, such as a
+// LeaseNamespace that does not exist), caches not synced, joining, fenced,
+// or refusing to join a ring whose members run another configuration.
+// /readyz reports it.
 func (m *Manager) NotReadyReason() string {
 	if r := m.apiWait.Load(); r != nil {
 		return *r
@@ -299,6 +301,14 @@ func (m *Manager) NotReadyReason() string {
 	}
 	if c.ready.Load() {
 		return ""
+	}
+	// The lease member knows why its own Lease is not held (a missing
+	// namespace, a refused create); the coordinator sees only that it is not.
+	if err := m.member.AcquireError(); err != nil {
+		if nf := (*lease.NamespaceNotFoundError)(nil); errors.As(err, &nf) {
+			return nf.Error()
+		}
+		return fmt.Sprintf("cannot hold this replica's Lease %s/%s: %v", m.opts.LeaseNamespace, m.member.Name(), err)
 	}
 	if r := c.notReady.Load(); r != nil && *r != "" {
 		return *r
@@ -354,19 +364,23 @@ func (m *Manager) Start(ctx context.Context) error {
 	defer stopRun()
 	var wg sync.WaitGroup
 	fatal := make(chan error, len(runnables)+4)
-	goRun := func(name string, f func(context.Context) error) {
+	// goRun runs f and reports its error as fatal, prefixed "manager: "
+	// and then by what, if anything: the cache's and the lease member's
+	// errors name their own layer ("cache: …", "lease: …"), so that each
+	// layer appears once in the message.
+	goRun := func(what string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				fatal <- fmt.Errorf("%s: %w", name, err)
+				fatal <- fmt.Errorf("manager: %s%w", what, err)
 			}
 		}()
 	}
-	goRun("cache", m.cache.Start)
-	goRun("lease", m.member.Run)
+	goRun("", m.cache.Start)
+	goRun("", m.member.Run)
 	for i, r := range runnables {
-		goRun(fmt.Sprintf("runnable %d (%T)", i, r), r.Start)
+		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}
 	coord := newCoordinator(m, participants)
 	coordDone := make(chan error, 1)

@@ -101,7 +101,7 @@ type replica struct {
 func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journal, work time.Duration, tweaks ...func(*Options)) *replica {
 	t.Helper()
 	opts := Options{
-		Ring: "it", Namespace: ns, Identity: identity, WatchNamespace: ns,
+		Ring: "it", LeaseNamespace: ns, Identity: identity, WatchNamespace: ns,
 		LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
 		DrainGracePeriod: time.Second, GracefulShutdownTimeout: 20 * time.Second,
 		MetricsBindAddress: "127.0.0.1:0", HealthProbeBindAddress: "127.0.0.1:0",
@@ -513,4 +513,27 @@ func fences(t *testing.T, m *Manager) float64 {
 		}
 	}
 	return 0
+}
+
+// A LeaseNamespace that does not exist keeps the replica unready, and
+// /readyz names the namespace and what to do instead of a generic wait; once
+// someone creates the namespace the replica joins without a restart.
+func TestMissingLeaseNamespaceIsNamedInReadyz(t *testing.T) {
+	ctx := context.Background()
+	ns, leaseNS := "it-watched", "it-leases"
+	cfg, cs := newTestRing(t, ns)
+	r := startReplica(t, cfg, ns, "r-0", &journal{}, time.Millisecond, func(o *Options) { o.LeaseNamespace = leaseNS })
+	want := `namespace "it-leases" not found: create it or set LeaseNamespace`
+	eventually(t, 30*time.Second, "/readyz to name the missing namespace", func() (bool, string) {
+		code, body := readyz(t, r.mgr)
+		return code == http.StatusInternalServerError && strings.Contains(body, want), fmt.Sprintf("%d %q", code, body)
+	})
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "r-0 to own the ring in the new namespace", func() (bool, string) { return ringSettled(ctx, cs, leaseNS, "r-0") })
+	eventually(t, 10*time.Second, "/readyz to pass", func() (bool, string) {
+		code, body := readyz(t, r.mgr)
+		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
+	})
 }

@@ -32,8 +32,17 @@ type Options struct {
 	// and its Leases carry the label kshard.io/ring=<Ring>. Defaults to the
 	// binary's name.
 	Ring string
-	// Namespace holds the ring's Leases. Defaults to $POD_NAMESPACE, then the
-	// service account's namespace file, then "default".
+	// LeaseNamespace holds the ring's Leases (not the objects the
+	// controllers watch: that is WatchNamespace). It must exist: a replica
+	// cannot create its Lease in a missing namespace, and /readyz says so.
+	// Defaults to $POD_NAMESPACE, then the service account's namespace file,
+	// then "default".
+	LeaseNamespace string
+	// Namespace is the former name of LeaseNamespace, used only when
+	// LeaseNamespace is empty; setting both to different values is an error.
+	//
+	// Deprecated: use LeaseNamespace. "Namespace" read like the namespace
+	// the cache watches, which is WatchNamespace.
 	Namespace string
 	// Identity names this replica; it must be unique in the ring and stable
 	// across restarts (a StatefulSet pod name). Defaults to $POD_NAME, then
@@ -124,16 +133,19 @@ func (o *Options) applyDefaults() {
 	if o.Ring == "" {
 		o.Ring = sanitizeName(filepath.Base(os.Args[0]))
 	}
-	if o.Namespace == "" {
-		o.Namespace = os.Getenv(EnvPodNamespace)
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = o.Namespace
 	}
-	if o.Namespace == "" {
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = os.Getenv(EnvPodNamespace)
+	}
+	if o.LeaseNamespace == "" {
 		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-			o.Namespace = strings.TrimSpace(string(b))
+			o.LeaseNamespace = strings.TrimSpace(string(b))
 		}
 	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = "default"
 	}
 	if o.Identity == "" {
 		o.Identity = os.Getenv(EnvPodName)
@@ -180,7 +192,7 @@ func (o *Options) applyDefaults() {
 // validate reports every problem at once, each naming the option to fix.
 func (o *Options) validate() error {
 	var errs []error
-	for _, f := range []struct{ field, value string }{{"Ring", o.Ring}, {"Identity", o.Identity}, {"Namespace", o.Namespace}} {
+	for _, f := range []struct{ field, value string }{{"Ring", o.Ring}, {"Identity", o.Identity}, {"LeaseNamespace", o.LeaseNamespace}} {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s is empty and no default could be found", f.field))
 			continue
@@ -188,6 +200,9 @@ func (o *Options) validate() error {
 		if msgs := validation.IsDNS1123Label(f.value); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q is not a valid DNS-1123 label: %s", f.field, f.value, strings.Join(msgs, "; ")))
 		}
+	}
+	if o.Namespace != "" && o.Namespace != o.LeaseNamespace {
+		errs = append(errs, fmt.Errorf("Namespace %q (deprecated) and LeaseNamespace %q differ; set only LeaseNamespace", o.Namespace, o.LeaseNamespace))
 	}
 	if o.Ring != "" && o.Identity != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.Ring + "-" + o.Identity); len(msgs) > 0 {
@@ -210,7 +225,7 @@ func (o *Options) validate() error {
 		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("invalid manager options: %w", errors.Join(errs...))
+		return fmt.Errorf("manager: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
 }

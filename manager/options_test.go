@@ -29,7 +29,7 @@ func TestClientRateLimits(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Host = "https://127.0.0.1:1" // never contacted: New does no I/O
 			opts := tc.opts
-			opts.Ring, opts.Namespace, opts.Identity = "ring", "default", "r-0"
+			opts.Ring, opts.LeaseNamespace, opts.Identity = "ring", "default", "r-0"
 			m, err := New(&cfg, opts)
 			if tc.wantErrContain != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
@@ -46,6 +46,47 @@ func TestClientRateLimits(t *testing.T) {
 			}
 			if cfg.QPS != tc.cfg.QPS || cfg.Burst != tc.cfg.Burst {
 				t.Errorf("New modified the caller's rest config: QPS %v burst %d", cfg.QPS, cfg.Burst)
+			}
+		})
+	}
+}
+
+// TestLeaseNamespace: LeaseNamespace names where the Leases live; the
+// deprecated Namespace still works alone, conflicts are refused, and the pod
+// namespace is the default.
+func TestLeaseNamespace(t *testing.T) {
+	t.Setenv(EnvPodNamespace, "from-pod")
+	for _, tc := range []struct {
+		name           string
+		opts           Options
+		want           string
+		wantErrContain string
+	}{
+		{name: "LeaseNamespace", opts: Options{LeaseNamespace: "leases", WatchNamespace: "apps"}, want: "leases"},
+		{name: "deprecated Namespace alone", opts: Options{Namespace: "old"}, want: "old"},
+		{name: "both agree", opts: Options{Namespace: "same", LeaseNamespace: "same"}, want: "same"},
+		{name: "both differ", opts: Options{Namespace: "old", LeaseNamespace: "new"}, wantErrContain: `Namespace "old" (deprecated) and LeaseNamespace "new" differ`},
+		{name: "default from the pod", want: "from-pod"},
+		{name: "invalid", opts: Options{LeaseNamespace: "Not_A_Label"}, wantErrContain: `LeaseNamespace "Not_A_Label" is not a valid DNS-1123 label`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.Ring, opts.Identity = "ring", "r-0"
+			m, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
+			if tc.wantErrContain != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
+					t.Fatalf("New: error %v, want one containing %q", err, tc.wantErrContain)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.opts.LeaseNamespace; got != tc.want {
+				t.Errorf("LeaseNamespace %q, want %q", got, tc.want)
+			}
+			if tc.opts.WatchNamespace != "" && m.opts.WatchNamespace != tc.opts.WatchNamespace {
+				t.Errorf("WatchNamespace %q, want %q untouched", m.opts.WatchNamespace, tc.opts.WatchNamespace)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 // checks that it converges, measures a handoff, exits 0 and leaves no
 // process behind.
 func TestDemo(t *testing.T) {
+	skipIfShort(t)
 	start := time.Now()
 	r := kshard(t, 15*time.Minute, "demo", "--objects", "60", "--replicas", "2", "--timeout", "10m")
 	t.Logf("demo took %s", time.Since(start).Round(100*time.Millisecond))

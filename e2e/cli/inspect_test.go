@@ -72,6 +72,7 @@ type ownerDoc struct {
 // reconciled it (status.reconciledBy), and that `kshard status` shows the
 // ring they formed.
 func TestStatusAndOwnerMatchReconciles(t *testing.T) {
+	skipIfShort(t)
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	kc := cp.KubeconfigPath()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -214,6 +215,7 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 // TestUnreachableAPIServer: a kubeconfig whose server does not answer gives
 // one line that says what to check, and a non-zero exit.
 func TestUnreachableAPIServer(t *testing.T) {
+	skipIfShort(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	os.WriteFile(kc, []byte(`apiVersion: v1
 kind: Config

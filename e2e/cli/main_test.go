@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,11 @@ import (
 var kshardBin, operatorBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the built binaries: none is a unit test.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "kshard-cli-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -34,6 +40,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// skipIfShort skips a test of the built binaries under -short, which means
+// unit tests only; TestMain builds nothing then.
+func skipIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: runs the kshard and example-operator binaries (and a control plane); -short runs unit tests only")
+	}
 }
 
 // result is one finished kshard run.

@@ -95,7 +95,7 @@ func run() error {
 	ctx := manager.SetupSignalHandler()
 	mgr, err := manager.New(cfg, manager.Options{
 		Ring:                   *ring,
-		Namespace:              *namespace,
+		LeaseNamespace:         *namespace,
 		Identity:               *identity,
 		Partitions:             *partitions,
 		LeaseDuration:          *leaseDuration,

@@ -1,5 +1,5 @@
 // Package logging holds kshard's one default logger, used by every package
-// whose options leave Logger unset (manager, lease), so that a program that
+// whose options leave Logger unset (manager, lease, controller), so that a program that
 // sets none gets one format from all of them.
 package logging
 

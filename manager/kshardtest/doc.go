@@ -14,7 +14,8 @@
 // when it is set; otherwise they are built once from source (the kit carries
 // the pinned tools module, so this works with kshard only in the module
 // cache; about 9 minutes on a quiet 2-core machine) and cached under
-// ~/.cache/kshard.
+// ~/.cache/kshard. Under `go test -short` (unit tests only) New skips the
+// test instead, saying so (controlplane.SkipIfShort).
 //
 // # Replicas
 //

@@ -177,7 +177,7 @@ func (e *Env) LogDir() string { return filepath.Join(e.dir, "logs") }
 func (e *Env) ManagerOptions(identity string) manager.Options {
 	return manager.Options{
 		Ring:             e.opts.Ring,
-		Namespace:        e.opts.Namespace,
+		LeaseNamespace:   e.opts.Namespace,
 		Identity:         identity,
 		WatchNamespace:   e.opts.Namespace,
 		LeaseDuration:    e.opts.LeaseDuration,

@@ -323,7 +323,7 @@ const (
 
 // processOptions are the manager options a process replica receives.
 type processOptions struct {
-	Ring, Namespace, Identity, WatchNamespace                   string
+	Ring, LeaseNamespace, Identity, WatchNamespace              string
 	LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod time.Duration
 	GracefulShutdownTimeout                                     time.Duration
 	MetricsBindAddress, HealthProbeBindAddress                  string
@@ -332,7 +332,7 @@ type processOptions struct {
 func (e *Env) replicaEnv(m *member) ([]string, error) {
 	o := e.ManagerOptions(m.identity)
 	raw, err := json.Marshal(processOptions{
-		Ring: o.Ring, Namespace: o.Namespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
+		Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 		LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,
 		GracefulShutdownTimeout: o.GracefulShutdownTimeout,
 		MetricsBindAddress:      o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
@@ -343,7 +343,7 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 	return []string{
 		"KUBECONFIG=" + e.cp.KubeconfigPath(),
 		manager.EnvPodName + "=" + m.identity,
-		manager.EnvPodNamespace + "=" + o.Namespace,
+		manager.EnvPodNamespace + "=" + o.LeaseNamespace,
 		envRecordDir + "=" + e.RecordDir(),
 		envIncarnation + "=" + m.incarnation,
 		envOptions + "=" + string(raw),
@@ -376,7 +376,7 @@ func ReplicaFromEnv() (Replica, error) {
 		Incarnation: inc,
 		Config:      cfg,
 		Options: manager.Options{
-			Ring: o.Ring, Namespace: o.Namespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
+			Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 			LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,
 			GracefulShutdownTimeout: o.GracefulShutdownTimeout,
 			MetricsBindAddress:      o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,

@@ -47,6 +47,10 @@ type Ring struct {
 	// Malformed counts Leases with the ring label that do not follow the
 	// Lease format (see Member.Problem).
 	Malformed int `json:"malformed"`
+	// Foreign counts Leases written with another ring configuration than
+	// Params (see Member.Foreign); they are not counted as Malformed when
+	// they are well-formed under their own configuration.
+	Foreign int `json:"foreign"`
 	// Problems are ring-level findings a user should act on.
 	Problems []string `json:"problems"`
 
@@ -81,8 +85,14 @@ type Member struct {
 	Incarnation          string  `json:"incarnation"`
 	Epoch                uint64  `json:"epoch"`
 	Params               string  `json:"params"`
-	// Problem says why the Lease is malformed; empty when it is well-formed.
+	// Problem says why the Lease is malformed; empty when it is well-formed
+	// (a Lease of another ring configuration is read with its own
+	// partition count).
 	Problem string `json:"problem,omitempty"`
+	// Foreign names how the Lease's ring configuration differs from the
+	// ring's Params (e.g. "partitions 1021, not 271"); empty when it does
+	// not, or when either carries no params.
+	Foreign string `json:"foreign,omitempty"`
 	// PartitionsLabel is the Lease's kshard.io/partitions label, the claim's
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
@@ -154,6 +164,16 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 				m.Health = Live
 			}
 		}
+		if m.Params != "" && r.Params != "" && m.Params != r.Params {
+			m.Foreign = shard.FingerprintDiff(r.Params, m.Params)
+			r.Foreign++
+			// Its claim is over its own partition count: malformed
+			// only if it is so under its own configuration too.
+			if cfg, err := ParseParams(m.Params); err == nil {
+				own := lease.Parse(l, name, cfg.Partitions)
+				m.Problem, m.Partitions = own.Problem, own.Claim.Len()
+			}
+		}
 		if m.Problem != "" {
 			r.Malformed++
 		}
@@ -175,7 +195,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params != r.Params && m.Params != "" {
-			r.Problems = append(r.Problems, fmt.Sprintf("live Lease %s runs with ring params %q, not the ring's %q; replicas refuse to share a ring with it and activate nothing while it claims partitions: run every replica with the same --partitions and kshard version", m.Lease, m.Params, r.Params))
+			r.Problems = append(r.Problems, fmt.Sprintf("foreign configuration: live Lease %s runs with ring params %q (%s), not the ring's %q; replicas refuse to share a ring with it and activate nothing while it claims partitions: run every replica with the same --partitions and kshard version", m.Lease, m.Params, m.Foreign, r.Params))
 			continue
 		}
 		if m.claimUnknown {

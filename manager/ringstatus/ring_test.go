@@ -109,6 +109,7 @@ func TestStatus(t *testing.T) {
 		unclaimed       int
 		overlapping     int
 		malformed       int
+		foreign         int
 		health          map[string]string
 		problemContains string
 	}{
@@ -167,10 +168,23 @@ func TestStatus(t *testing.T) {
 				spec{id: "b", state: "active", claim: full},
 				spec{id: "c", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.FullPartitionSet(97)},
 			),
-			ringMembers:     []string{"a", "b"},
-			overlapping:     P,
-			malformed:       1, // its claim does not decode over the ring's P
-			problemContains: `runs with ring params "xx1-p97-l1.25-r40"`,
+			ringMembers: []string{"a", "b"},
+			overlapping: P,
+			// Its claim does not decode over the ring's P, but it is
+			// well-formed under its own: foreign, not malformed.
+			foreign:         1,
+			problemContains: `foreign configuration: live Lease ops-c runs with ring params "xx1-p97-l1.25-r40" (partitions 97, not 271)`,
+		},
+		{
+			name: "a Lease of another P that is malformed under its own P is both",
+			leases: build(
+				spec{id: "a", state: "active", claim: full},
+				spec{id: "c", state: "bogus", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97)},
+			),
+			ringMembers:     []string{"a"},
+			foreign:         1,
+			malformed:       1,
+			problemContains: "foreign configuration: live Lease ops-c",
 		},
 		{
 			name: "unreadable claim is reported",
@@ -196,6 +210,14 @@ func TestStatus(t *testing.T) {
 			}
 			if r.Overlapping != tc.overlapping || len(r.OverlappingPartitions) != tc.overlapping {
 				t.Errorf("Overlapping = %d (%d listed), want %d", r.Overlapping, len(r.OverlappingPartitions), tc.overlapping)
+			}
+			if r.Foreign != tc.foreign {
+				t.Errorf("Foreign = %d, want %d", r.Foreign, tc.foreign)
+			}
+			for _, m := range r.Members {
+				if (m.Foreign != "") != (m.Params != r.Params) {
+					t.Errorf("%s: Foreign %q with params %q (the ring's %q)", m.Identity, m.Foreign, m.Params, r.Params)
+				}
 			}
 			if r.Malformed != tc.malformed {
 				t.Errorf("Malformed = %d, want %d (members %+v)", r.Malformed, tc.malformed, r.Members)

@@ -50,7 +50,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Usage = func() {}
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; defaults to $KUBECONFIG, then ~/.kube/config, then the in-cluster service account")
 	fs.StringVar(&c.mgr.Ring, "ring", "example-operator", "ring name: every replica of this operator uses the same one (Lease label kshard.io/ring)")
-	fs.StringVar(&c.mgr.Namespace, "lease-namespace", "", "namespace of the ring's Leases (default $POD_NAMESPACE, then the service account's namespace, then \"default\")")
+	fs.StringVar(&c.mgr.LeaseNamespace, "lease-namespace", "", "namespace of the ring's Leases (default $POD_NAMESPACE, then the service account's namespace, then \"default\")")
 	fs.StringVar(&c.mgr.Identity, "identity", "", "this replica's unique, stable identity (default $POD_NAME, then the hostname)")
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")

@@ -127,48 +127,36 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	return cp, nil
 }
 
-// portAttempts bounds retries when a chosen free port is taken before the
-// component binds it.
-const portAttempts = 4
-
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	var lastErr error
-	for attempt := 0; attempt < portAttempts; attempt++ {
-		ports, err := pickPorts(2)
-		if err != nil {
-			return err
-		}
-		client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-		peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-		dataDir := filepath.Join(cp.dir, "etcd-data")
-		_ = os.RemoveAll(dataDir)
-		p, err := startProcess("etcd", filepath.Join(cp.dir, "etcd.log"), cp.bins.Etcd,
-			"--name=kshard", "--data-dir="+dataDir,
-			"--listen-client-urls="+client, "--advertise-client-urls="+client,
-			"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-			"--initial-cluster=kshard="+peer,
-			// Test data is disposable; fsync would dominate write latency.
-			"--unsafe-no-fsync=true", "--log-level=warn",
-		)
-		if err != nil {
-			return err
-		}
-		err = waitHTTP(ctx, p, cp.opts.StartTimeout, client+"/health", nil, func(body string) bool {
-			return strings.Contains(body, `"health":"true"`)
-		})
-		if err == nil {
-			cp.mu.Lock()
-			cp.etcd, cp.etcdURL = p, client
-			cp.mu.Unlock()
-			return nil
-		}
-		p.kill()
-		lastErr = err
-		if !errors.Is(err, errAddrInUse) {
-			return err
-		}
+	clientURL := func(ports []int) string { return "http://127.0.0.1:" + strconv.Itoa(ports[0]) }
+	p, ports, err := startBound(ctx, bindAttempt{
+		pick: func() ([]int, error) { return pickPorts(2) },
+		start: func(ports []int) (*component, error) {
+			client, peer := clientURL(ports), "http://127.0.0.1:"+strconv.Itoa(ports[1])
+			dataDir := filepath.Join(cp.dir, "etcd-data")
+			_ = os.RemoveAll(dataDir)
+			return startProcess("etcd", filepath.Join(cp.dir, "etcd.log"), cp.bins.Etcd,
+				"--name=kshard", "--data-dir="+dataDir,
+				"--listen-client-urls="+client, "--advertise-client-urls="+client,
+				"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+				"--initial-cluster=kshard="+peer,
+				// Test data is disposable; fsync would dominate write latency.
+				"--unsafe-no-fsync=true", "--log-level=warn",
+			)
+		},
+		ready: func(ctx context.Context, p *component, ports []int) error {
+			return waitHTTP(ctx, p, cp.opts.StartTimeout, clientURL(ports)+"/health", nil, func(body string) bool {
+				return strings.Contains(body, `"health":"true"`)
+			})
+		},
+	})
+	if err != nil {
+		return err
 	}
-	return lastErr
+	cp.mu.Lock()
+	cp.etcd, cp.etcdURL = p, clientURL(ports)
+	cp.mu.Unlock()
+	return nil
 }
 
 // StartAPIServer starts the API server, on the same port as before when it
@@ -181,45 +169,30 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	}
 	port, restart := cp.apiPort, cp.apiStarts > 0
 	cp.mu.Unlock()
-	var lastErr error
-	for attempt := 0; attempt < portAttempts; attempt++ {
-		if !restart || attempt > 0 && !restart {
-			ports, err := pickPorts(1)
-			if err != nil {
-				return err
-			}
-			port = ports[0]
-		}
-		p, err := cp.launchAPIServer(port)
-		if err != nil {
-			return err
-		}
-		err = waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/readyz", port), cp.adminHTTPClient(), func(body string) bool {
-			return strings.TrimSpace(body) == "ok"
-		})
-		if err == nil {
-			cp.mu.Lock()
-			cp.apiserver, cp.apiPort = p, port
-			cp.apiStarts++
-			cp.mu.Unlock()
-			return nil
-		}
-		p.kill()
-		lastErr = err
-		if !errors.Is(err, errAddrInUse) {
-			return err
-		}
-		if restart {
-			// The old port was taken while the server was down: clients must
-			// keep their address, so wait for it rather than move.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
+	attempt := bindAttempt{
+		pick:  func() ([]int, error) { return pickPorts(1) },
+		start: func(ports []int) (*component, error) { return cp.launchAPIServer(ports[0]) },
+		ready: func(ctx context.Context, p *component, ports []int) error {
+			return waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[0]), cp.adminHTTPClient(), func(body string) bool {
+				return strings.TrimSpace(body) == "ok"
+			})
+		},
 	}
-	return lastErr
+	if restart {
+		// Clients must keep their address: when the old port was taken
+		// while the server was down, wait for it rather than move.
+		attempt.pick = func() ([]int, error) { return []int{port}, nil }
+		attempt.pause = time.Second
+	}
+	p, ports, err := startBound(ctx, attempt)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.apiserver, cp.apiPort = p, ports[0]
+	cp.apiStarts++
+	cp.mu.Unlock()
+	return nil
 }
 
 func (cp *ControlPlane) launchAPIServer(port int) (*component, error) {
@@ -283,42 +256,34 @@ func (cp *ControlPlane) StartControllerManager(ctx context.Context) error {
 }
 
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
-	var lastErr error
-	for attempt := 0; attempt < portAttempts; attempt++ {
-		ports, err := pickPorts(1)
-		if err != nil {
-			return err
-		}
-		p, err := startProcess("kube-controller-manager", filepath.Join(cp.dir, "kube-controller-manager.log"), cp.bins.ControllerManager,
-			"--kubeconfig="+cp.adminCfg,
-			"--controllers=garbage-collector-controller,namespace-controller",
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(ports[0]),
-			"--authentication-skip-lookup=true",
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez",
-			"--concurrent-gc-syncs=5",
-		)
-		if err != nil {
-			return err
-		}
-		insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		err = waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), insecure, func(body string) bool {
-			return strings.TrimSpace(body) == "ok"
-		})
-		if err == nil {
-			cp.mu.Lock()
-			cp.kcm, cp.kcmPort = p, ports[0]
-			cp.mu.Unlock()
-			return nil
-		}
-		p.kill()
-		lastErr = err
-		if !errors.Is(err, errAddrInUse) {
-			return err
-		}
+	p, ports, err := startBound(ctx, bindAttempt{
+		pick: func() ([]int, error) { return pickPorts(1) },
+		start: func(ports []int) (*component, error) {
+			return startProcess("kube-controller-manager", filepath.Join(cp.dir, "kube-controller-manager.log"), cp.bins.ControllerManager,
+				"--kubeconfig="+cp.adminCfg,
+				"--controllers=garbage-collector-controller,namespace-controller",
+				"--leader-elect=false",
+				"--bind-address=127.0.0.1",
+				"--secure-port="+strconv.Itoa(ports[0]),
+				"--authentication-skip-lookup=true",
+				"--authorization-always-allow-paths=/healthz,/readyz,/livez",
+				"--concurrent-gc-syncs=5",
+			)
+		},
+		ready: func(ctx context.Context, p *component, ports []int) error {
+			insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+			return waitHTTP(ctx, p, cp.opts.StartTimeout, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]), insecure, func(body string) bool {
+				return strings.TrimSpace(body) == "ok"
+			})
+		},
+	})
+	if err != nil {
+		return err
 	}
-	return lastErr
+	cp.mu.Lock()
+	cp.kcm, cp.kcmPort = p, ports[0]
+	cp.mu.Unlock()
+	return nil
 }
 
 // Stop stops every component (whole process groups) and removes the

@@ -109,6 +109,7 @@ func TestPortPickerAvoidsEphemeralRange(t *testing.T) {
 }
 
 func TestPortClashIsRetried(t *testing.T) {
+	SkipIfShort(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +136,7 @@ func TestPortClashIsRetried(t *testing.T) {
 }
 
 func TestFailedStartReportsLogLines(t *testing.T) {
+	SkipIfShort(t)
 	ctx := context.Background()
 	bins, err := EnsureBinaries(ctx, os.Stderr)
 	if err != nil {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -51,6 +52,59 @@ func (c *component) exitError() error {
 		return fmt.Errorf("%s: %w\n%s", c.Name(), errAddrInUse, log)
 	}
 	return fmt.Errorf("%s %s early; last log lines (%s):\n%s", c.Name(), exit, c.LogPath(), log)
+}
+
+// portAttempts bounds retries when a chosen free port is taken before the
+// component binds it.
+const portAttempts = 4
+
+// bindAttempt is how to start one component on ports it binds itself.
+type bindAttempt struct {
+	// pick chooses the ports of one attempt.
+	pick func() ([]int, error)
+	// start launches the component on them.
+	start func(ports []int) (*component, error)
+	// ready waits until it serves; an error wrapping errAddrInUse means a
+	// port was taken between pick and bind.
+	ready func(ctx context.Context, p *component, ports []int) error
+	// pause is waited before each retry (none when zero).
+	pause time.Duration
+}
+
+// startBound is the one bind-retry loop of the control plane: etcd,
+// kube-apiserver and kube-controller-manager cannot bind port 0, so a port
+// picked free may be taken before they bind it. It starts the component
+// and, when it fails on a taken port, kills it and tries again (up to
+// portAttempts, with new ports from pick); any other failure is returned at
+// once. It returns the running component and the ports it bound.
+func startBound(ctx context.Context, a bindAttempt) (*component, []int, error) {
+	var lastErr error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		if attempt > 0 && a.pause > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(a.pause):
+			}
+		}
+		ports, err := a.pick()
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := a.start(ports)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err = a.ready(ctx, p, ports); err == nil {
+			return p, ports, nil
+		}
+		p.kill()
+		lastErr = err
+		if !errors.Is(err, errAddrInUse) {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, lastErr
 }
 
 // lowestPort keeps the control plane above well-known and registered

@@ -10,9 +10,12 @@ import (
 // ForTest starts a control plane for t and stops it when the test ends. The
 // files are kept (and their location logged) when the test failed. A control
 // plane that cannot start fails the test: kshard's tests are meant to run
-// against a real API server, so a skip would hide a broken setup.
+// against a real API server, so a skip would hide a broken setup. Under
+// `go test -short`, which means unit tests only, it skips t instead of
+// starting one, saying why (see SkipIfShort).
 func ForTest(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
+	SkipIfShort(t)
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
 	}
@@ -34,4 +37,14 @@ func ForTest(t testing.TB, opts Options) *ControlPlane {
 		}
 	})
 	return cp
+}
+
+// SkipIfShort skips t under `go test -short` (unit tests only), naming the
+// reason: t needs a control plane (etcd and kube-apiserver processes). Call
+// it first in tests that start one other than through ForTest.
+func SkipIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (etcd and kube-apiserver processes); -short runs unit tests only")
+	}
 }

@@ -291,6 +291,33 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	}
 }
 
+// A member run with another partition count is reported once, as a
+// foreign configuration naming the difference, and not as malformed.
+func TestStatusForeignConfiguration(t *testing.T) {
+	ring, err := shard.New(shard.Config{}, []string{"a", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := member("b", "active", shard.FullPartitionSet(1021))
+	foreign.Annotations[lease.AnnotationParams] = shard.Config{Partitions: 1021}.Fingerprint()
+	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{
+		member("a", "active", ring.Partitions("a")), foreign, member("c", "active", ring.Partitions("c")),
+	}, http.StatusOK)
+
+	code, stdout, stderr := run(t, "status", "--kubeconfig", kc)
+	if code != 0 || stderr != "" {
+		t.Fatalf("code %d stderr %q", code, stderr)
+	}
+	for _, want := range []string{"malformed 0  foreign 1", "foreign configuration: Lease ops-b runs params xx1-p1021-l1.25-r40 (partitions 1021, not 271)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table does not contain %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "malformed Lease") {
+		t.Errorf("the foreign Lease is reported as malformed:\n%s", stdout)
+	}
+}
+
 func TestStatusNoRing(t *testing.T) {
 	kc := fakeAPI(t, "from-context", nil, http.StatusOK)
 	code, _, stderr := run(t, "status", "--kubeconfig", kc, "-n", "empty")

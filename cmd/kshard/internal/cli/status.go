@@ -101,8 +101,8 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "RING %s  namespace %s  partitions %d  params %s\n", r.Name, r.Namespace, r.Partitions, orDash(r.Params))
-		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d\n",
-			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed)
+		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d  foreign %d\n",
+			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed, r.Foreign)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tRENEWED\tHEALTH\tINCARNATION")
 		for _, m := range r.Members {
@@ -118,6 +118,9 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 			fmt.Fprintf(w, "overlapping claims: %s (normal during a handoff; if it persists, a drain is stuck)\n", ranges(r.OverlappingPartitions))
 		}
 		for _, m := range r.Members {
+			if m.Foreign != "" {
+				fmt.Fprintf(w, "foreign configuration: Lease %s runs params %s (%s)\n", m.Lease, m.Params, m.Foreign)
+			}
 			if m.Problem != "" {
 				fmt.Fprintf(w, "malformed Lease %s: %s\n", m.Lease, m.Problem)
 			}

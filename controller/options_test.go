@@ -1,0 +1,35 @@
+package controller
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+)
+
+// A controller built without a Logger (outside a Builder) logs like manager
+// and lease do, JSON lines on stderr, instead of discarding its logs.
+func TestDefaultLoggerWritesJSONToStderr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	func() {
+		defer func() { os.Stderr = stderr }()
+		Options{}.withDefaults().Logger.WithValues("controller", "c").Info("hello")
+	}()
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(out, &line); err != nil {
+		t.Fatalf("stderr %q is not one JSON line: %v", out, err)
+	}
+	if line["msg"] != "hello" || line["controller"] != "c" {
+		t.Fatalf("logged %v, want msg hello and controller c", line)
+	}
+}
