@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/controller/crshard"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,7 +69,7 @@ func run() error {
 		leaseDuration = flag.Duration("lease-duration", 10*time.Second, "Lease duration")
 		renewDeadline = flag.Duration("renew-deadline", 6666*time.Millisecond, "renew deadline")
 		renewPeriod   = flag.Duration("renew-period", 2*time.Second, "retry period")
-		_             = flag.Duration("drain-grace", 0, "ignored (kshard only)")
+		drainGrace    = flag.Duration("drain-grace", 0, "drain grace period")
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 	)
@@ -87,10 +88,15 @@ func run() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
+		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace})
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
-		LeaderElection:                true,
+		LeaderElection:                false,
 		LeaderElectionID:              *name,
 		LeaderElectionNamespace:       *namespace,
 		LeaderElectionReleaseOnCancel: true,
@@ -106,7 +112,7 @@ func run() error {
 		return err
 	}
 	r := &reconciler{client: mgr.GetClient(), identity: *identity, latency: *latency}
-	err = ctrl.NewControllerManagedBy(mgr).
+	err = ring.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc:  func(e event.CreateEvent) bool { return isObject(e.Object) },
