@@ -107,7 +107,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	c := &sharded{ring: b.ring, working: make(chan struct{})}
+	c := &sharded{ring: b.ring, cache: b.mgr.GetCache(), working: make(chan struct{})}
 	if b.forObj != nil {
 		list, err := listFunc(b.forObj, b.mgr.GetScheme(), b.metadataOnly)
 		if err != nil {
@@ -143,7 +143,7 @@ func (r *Ring) Options(mgr crmanager.Manager, options controller.Options, forObj
 	if err := r.SetupWithManager(mgr); err != nil {
 		return options, err
 	}
-	c := &sharded{ring: r, working: make(chan struct{})}
+	c := &sharded{ring: r, cache: mgr.GetCache(), working: make(chan struct{})}
 	if forObj != nil {
 		list, err := listFunc(forObj, mgr.GetScheme(), false)
 		if err != nil {

@@ -21,6 +21,9 @@ func (r *Ring) Admit(_ context.Context, set shard.PartitionSet) error {
 	if err := r.checkSet("Admit", set); err != nil {
 		return err
 	}
+	if err := observeRing("activate", set.Slice()); err != nil {
+		return err
+	}
 	for p := range set.All() {
 		r.gate.Activate(p)
 	}
@@ -60,6 +63,17 @@ func (r *Ring) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) e
 	}
 	set = set.Clone() // the grace timer may outlive this call and the caller's set
 	parts := set.Slice()
+	if err := observeRing("revoke", parts); err != nil {
+		return err
+	}
+	if err := r.drain(ctx, set, parts, fence); err != nil {
+		return err
+	}
+	return observeRing("revoked", parts)
+}
+
+// drain closes the gate for parts and waits until none of them runs.
+func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, fence bool) error {
 	for _, p := range parts {
 		r.gate.Revoke(p)
 	}

@@ -32,6 +32,8 @@ const refusedRetry = 250 * time.Millisecond
 // controller-runtime built it, and what its replay lists.
 type sharded struct {
 	ring *Ring
+	// cache is the manager's cache, for the Observer.
+	cache client.Reader
 	// forList lists the For type's cached objects; nil: no replay.
 	forList func() client.ObjectList
 
@@ -101,6 +103,9 @@ func (c *sharded) reconciler(r reconcile.Reconciler) reconcile.Reconciler {
 			return reconcile.Result{}, nil
 		}
 		rctx = kcontroller.WithLeaseValidity(rctx, ring.validity)
+		if o := observer.Load(); o != nil && o.Reconcile != nil {
+			return o.Reconcile(rctx, c.cache, req, r.Reconcile)
+		}
 		return r.Reconcile(rctx, req)
 	})
 }

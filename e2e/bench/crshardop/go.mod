@@ -3,6 +3,7 @@ module github.com/kshard/kshard/e2e/bench/crshardop
 go 1.26.0
 
 require (
+	github.com/kshard/kshard v0.0.0-00010101000000-000000000000
 	github.com/kshard/kshard/controller/crshard v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/api v0.36.3
@@ -29,7 +30,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/kshard/kshard v0.0.0-00010101000000-000000000000 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
