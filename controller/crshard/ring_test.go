@@ -8,11 +8,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -235,4 +240,93 @@ func TestRefusedSetups(t *testing.T) {
 			t.Fatal("New(nil config) succeeded")
 		}
 	})
+}
+
+// TestReplayEnqueuesCachedObjectsOfActivatedPartitionsAtLowPriority: the
+// cached For objects of the replayed partitions are enqueued, below a live
+// event's priority, and nothing of other partitions.
+func TestReplayEnqueuesCachedObjectsOfActivatedPartitionsAtLowPriority(t *testing.T) {
+	r := newTestRing(t, time.Second)
+	c, q := newQueue(r, true)
+	defer q.ShutDown()
+	list, err := listFunc(&corev1.ConfigMap{}, clientgoscheme.Scheme, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.forList = list
+	a, b := twoPartitions(r)
+	live := req("live")
+	for r.parts.Of(live.Namespace, live.Name) != r.parts.Of(a.Namespace, a.Name) {
+		live.Name += "x"
+	}
+	var objs []client.Object
+	for _, q := range []reconcile.Request{a, b} {
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: q.Namespace, Name: q.Name}})
+	}
+	cache := fake.NewClientBuilder().WithObjects(objs...).Build()
+	set := r.only(a)
+	if err := r.Admit(context.Background(), set); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.replay(context.Background(), cache, set); err != nil {
+		t.Fatal(err)
+	}
+	q.Add(live) // a live event, after the replay, at the default priority
+	if n := q.Len(); n != 2 {
+		t.Fatalf("queue holds %d requests, want 2 (a replayed, the live event; b's partition is not active)", n)
+	}
+	first, prio, _ := q.GetWithPriority()
+	if first != live || prio != 0 {
+		t.Fatalf("first out: %v at priority %d, want the live event %v at 0", first, prio, live)
+	}
+	q.Done(first)
+	second, prio, _ := q.GetWithPriority()
+	if second != a || prio != handler.LowPriority {
+		t.Fatalf("second out: %v at priority %d, want the replayed %v at %d", second, prio, a, handler.LowPriority)
+	}
+	q.Done(second)
+}
+
+// TestDrainWaitsForAReconcilerThatIgnoresCancellation: Revoke never
+// reports a drain while a reconcile runs, even one that ignores its
+// cancelled context; it returns once that reconcile returns.
+func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
+	r := newTestRing(t, 10*time.Millisecond)
+	c, q := newQueue(r, true)
+	defer q.ShutDown()
+	a := req("a")
+	set := r.only(a)
+	_ = r.Admit(context.Background(), set)
+	q.Add(a)
+	got, _ := q.Get()
+	started, release, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	rec := c.reconciler(reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		<-release // ignores the cancellation
+		return reconcile.Result{}, nil
+	}))
+	go func() {
+		_, _ = rec.Reconcile(context.Background(), got)
+		q.Done(got)
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := r.Revoke(ctx, set, false); err == nil {
+		t.Fatal("Revoke reported the drain complete while the reconcile ran")
+	}
+	<-cancelled // the grace period passed: its context was cancelled
+	done := make(chan error, 1)
+	go func() { done <- r.Revoke(context.Background(), set, true) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Revoke returned %v while the reconcile still ran", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Revoke after the reconcile returned: %v", err)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -118,7 +117,7 @@ func (c *sharded) controllerName() string {
 
 // replay enqueues the keys of the For type's cached objects that fall in
 // set, at low priority, through the gate.
-func (c *sharded) replay(ctx context.Context, cache cache.Cache, set shard.PartitionSet) error {
+func (c *sharded) replay(ctx context.Context, cache client.Reader, set shard.PartitionSet) error {
 	c.mu.Lock()
 	q := c.queue
 	c.mu.Unlock()
