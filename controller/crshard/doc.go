@@ -49,6 +49,20 @@
 //     in the newly active partitions are enqueued, at low priority when the
 //     priority queue is on, so events the previous owner dropped are not lost.
 //
+// # Why a builder
+//
+// Two hooks are needed per controller. controller.Options.NewQueue gives the
+// queue, so the gate sits at enqueue, dequeuing can count a request in
+// flight, and replay can add at low priority; controller-runtime's handlers
+// type-assert priorityqueue.PriorityQueue, so the gated queue implements it
+// over whichever queue controller-runtime would have built. But the queue
+// cannot reach the reconcile's context, which must be cancelled on revoke
+// and carry the lease validity: that takes wrapping the Reconciler, and
+// controller-runtime's builder refuses a Reconciler in WithOptions next to
+// the one given to Complete. A builder with the same methods sets both from
+// one changed line per controller; a source or handler wrapper would reach
+// neither the context nor the queue's dequeue.
+//
 // # What replay cannot do
 //
 // Replay enqueues the keys of the For type's cached objects; it does not run
