@@ -330,3 +330,30 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 		t.Fatalf("Revoke after the reconcile returned: %v", err)
 	}
 }
+
+// TestOptionsForControllerNew: a controller built with controller.New opts
+// in through Ring.Options: its queue is the gated one and its reconciler
+// is wrapped, so a reconcile of an inactive partition does not run.
+func TestOptionsForControllerNew(t *testing.T) {
+	mgr := newTestManager(t, false)
+	r := newTestRing(t, 0)
+	ran := false
+	opts, err := r.Options(mgr, controller.Options{Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		ran = true
+		return reconcile.Result{}, nil
+	})}, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.New("viaoptions", mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	q, ok := opts.NewQueue("viaoptions", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()).(*gatedQueue)
+	if !ok || q.pq == nil {
+		t.Fatalf("NewQueue built %T (priority queue inside: %v), want the gated priority queue", q, ok && q.pq != nil)
+	}
+	q.ShutDown()
+	if _, err := opts.Reconciler.Reconcile(context.Background(), req("a")); err != nil || ran {
+		t.Fatalf("reconcile of an inactive partition: ran=%v err=%v, want not run", ran, err)
+	}
+}
