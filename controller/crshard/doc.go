@@ -49,6 +49,12 @@
 //     in the newly active partitions are enqueued, at low priority when the
 //     priority queue is on, so events the previous owner dropped are not lost.
 //
+// # Singletons
+//
+// Ring.AddSingleton runs a Runnable on exactly one replica, the one where
+// the partition of manager.SingletonKey(name) is active, as kshard's manager
+// does: it replaces a Runnable that needed leader election.
+//
 // # Why a builder
 //
 // Two hooks are needed per controller. controller.Options.NewQueue gives the

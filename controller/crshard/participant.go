@@ -27,6 +27,14 @@ func (r *Ring) Admit(_ context.Context, set shard.PartitionSet) error {
 	for p := range set.All() {
 		r.gate.Activate(p)
 	}
+	r.mu.Lock()
+	base, ss := r.base, r.singletons
+	r.mu.Unlock()
+	for _, s := range ss {
+		if base != nil && set.Has(s.partition) && r.gate.Active(s.partition) {
+			s.start(base)
+		}
+	}
 	return nil
 }
 
@@ -72,11 +80,38 @@ func (r *Ring) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) e
 	return observeRing("revoked", parts)
 }
 
-// drain closes the gate for parts and waits until none of them runs.
+// drain closes the gate for parts and waits until none of their
+// reconciles and singletons runs.
 func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, fence bool) error {
 	for _, p := range parts {
 		r.gate.Revoke(p)
 	}
+	// Singletons stop at once, as kshard's manager stops them.
+	r.mu.Lock()
+	var ss []*singleton
+	for _, s := range r.singletons {
+		if set.Has(s.partition) {
+			ss = append(ss, s)
+		}
+	}
+	r.mu.Unlock()
+	for _, s := range ss {
+		s.cancelRun()
+	}
+	if err := r.drainReconciles(ctx, set, parts, fence); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := s.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainReconciles waits until no reconcile of parts runs, cancelling them
+// after the grace period (at once when fence).
+func (r *Ring) drainReconciles(ctx context.Context, set shard.PartitionSet, parts []int, fence bool) error {
 	if r.inFlight(parts) == 0 {
 		return nil
 	}

@@ -48,6 +48,10 @@ type Ring struct {
 	mgr         crmanager.Manager
 	started     bool
 	controllers []*sharded
+	singletons  []*singleton
+	// base is the context singletons run under: the ring's run, which
+	// outlives the manager's context until the ring has left.
+	base context.Context
 }
 
 // rings remembers which manager has a ring, to refuse a second one.
@@ -201,8 +205,13 @@ func (r *Ring) Start(ctx context.Context) error {
 	// The ring keeps running after ctx ends, to leave.
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	r.mu.Lock()
+	r.base = runCtx
+	r.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// After the leave (or a failure) no singleton may outlive the ring.
+	defer r.stopSingletons()
 	memberErr := make(chan error, 1)
 	wg.Go(func() {
 		if err := r.member.Run(runCtx); err != nil && runCtx.Err() == nil {
@@ -239,6 +248,15 @@ func (r *Ring) Start(ctx context.Context) error {
 	}
 	stop()
 	return err
+}
+
+func (r *Ring) stopSingletons() {
+	r.mu.Lock()
+	ss := slices.Clone(r.singletons)
+	r.mu.Unlock()
+	for _, s := range ss {
+		_ = s.stop(context.Background())
+	}
 }
 
 // waitSynced reports once every opted-in controller has started its

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -355,5 +356,54 @@ func TestOptionsForControllerNew(t *testing.T) {
 	q.ShutDown()
 	if _, err := opts.Reconciler.Reconcile(context.Background(), req("a")); err != nil || ran {
 		t.Fatalf("reconcile of an inactive partition: ran=%v err=%v, want not run", ran, err)
+	}
+}
+
+// TestSingletonRidesItsPartition: a singleton starts when its partition is
+// admitted, and Revoke returns only after it stopped; it cannot be added
+// twice or after the ring started.
+func TestSingletonRidesItsPartition(t *testing.T) {
+	r := newTestRing(t, time.Second)
+	running := make(chan struct{}, 1)
+	stopped := make(chan struct{}, 1)
+	err := r.AddSingleton("gc", crmanager.RunnableFunc(func(ctx context.Context) error {
+		running <- struct{}{}
+		<-ctx.Done()
+		stopped <- struct{}{}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddSingleton("gc", crmanager.RunnableFunc(func(context.Context) error { return nil })); err == nil {
+		t.Fatal("a second singleton of the same name was accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.base = ctx // as Start sets it
+	p := r.parts.Of("", manager.SingletonKey("gc"))
+	set := shard.NewPartitionSet(r.parts.Count())
+	other := (p + 1) % r.parts.Count()
+	set.Add(other)
+	_ = r.Admit(context.Background(), set)
+	select {
+	case <-running:
+		t.Fatal("the singleton started on another partition's activation")
+	case <-time.After(50 * time.Millisecond):
+	}
+	set.Add(p)
+	_ = r.Admit(context.Background(), set)
+	<-running
+	if err := r.Revoke(context.Background(), set, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("Revoke returned before the singleton stopped")
+	}
+	r.started = true
+	if err := r.AddSingleton("late", crmanager.RunnableFunc(func(context.Context) error { return nil })); err == nil {
+		t.Fatal("a singleton added after the ring started was accepted")
 	}
 }
