@@ -407,3 +407,33 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 		t.Fatal("a singleton added after the ring started was accepted")
 	}
 }
+
+// TestMetricsInTheGivenRegistry: the ring's, the Lease's and the gate's
+// kshard_* metrics land in the registry the ring was given (by default
+// controller-runtime's).
+func TestMetricsInTheGivenRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, q := newQueue(r, true)
+	defer q.ShutDown()
+	q.Add(req("a")) // counted as foreign: nothing is active
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range families {
+		have[f.GetName()] = true
+	}
+	for _, name := range []string{"kshard_ring_members", "kshard_ready", "kshard_lease_renews_total", "kshard_gate_decisions_total"} {
+		if !have[name] {
+			t.Errorf("metric %s missing from the registry (have %v)", name, have)
+		}
+	}
+	if _, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-1", Registerer: reg}); err == nil {
+		t.Error("a second ring registered into the same registry without an error")
+	}
+}
