@@ -115,7 +115,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 		}
 		c.forList = list
 	}
-	if err := b.ring.register(c); err != nil {
+	if err := b.ring.checkNotStarted(); err != nil {
 		return nil, err
 	}
 	global := b.mgr.GetControllerOptions()
@@ -131,14 +131,24 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if r != nil {
 		wrapped = c.reconciler(r)
 	}
-	return b.b.WithOptions(opts).Build(wrapped)
+	ctl, err := b.b.WithOptions(opts).Build(wrapped)
+	if err != nil {
+		return nil, err
+	}
+	// Registered only once built: the ring waits for every registered
+	// controller's workers before it joins.
+	if err := b.ring.register(c); err != nil {
+		return nil, err
+	}
+	return ctl, nil
 }
 
 // Options opts a controller built with controller.New into the ring:
 // it returns options with the gated queue and options.Reconciler wrapped.
 // forObj is the type the controller reconciles, whose cached objects are
-// replayed on activation (nil: no replay). Set the ring up with the
-// manager (SetupWithManager) before starting it.
+// replayed on activation (nil: no replay). The ring waits for the
+// controller's workers before it joins, so do not start the manager if
+// controller.New fails.
 func (r *Ring) Options(mgr crmanager.Manager, options controller.Options, forObj client.Object) (controller.Options, error) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return options, err

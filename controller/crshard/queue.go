@@ -70,13 +70,29 @@ func (q *gatedQueue) AddRateLimited(req reconcile.Request) {
 }
 
 func (q *gatedQueue) AddWithOpts(o priorityqueue.AddOpts, reqs ...reconcile.Request) {
-	for _, req := range reqs {
-		if !q.admit(req) {
+	// One call for the admitted requests (a replay passes thousands); a
+	// copy only when some are dropped.
+	admitted := reqs
+	for i, req := range reqs {
+		if q.admit(req) {
+			if len(admitted) < len(reqs) {
+				admitted = append(admitted, req)
+			}
 			continue
 		}
+		if len(admitted) == len(reqs) {
+			admitted = append(make([]reconcile.Request, 0, len(reqs)), reqs[:i]...)
+		}
+	}
+	if len(admitted) == 0 {
+		return
+	}
+	if q.pq != nil {
+		q.pq.AddWithOpts(o, admitted...)
+		return
+	}
+	for _, req := range admitted {
 		switch {
-		case q.pq != nil:
-			q.pq.AddWithOpts(o, req)
 		case o.RateLimited:
 			q.TypedRateLimitingInterface.AddRateLimited(req)
 		case o.After > 0:

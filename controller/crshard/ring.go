@@ -304,9 +304,21 @@ func (r *Ring) register(c *sharded) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
-		return errors.New("crshard: a controller was added after the ring started; build every controller before starting the manager")
+		return errLate
 	}
 	r.controllers = append(r.controllers, c)
+	return nil
+}
+
+var errLate = errors.New("crshard: a controller was added after the ring started; build every controller before starting the manager")
+
+// checkNotStarted fails once the ring started.
+func (r *Ring) checkNotStarted() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errLate
+	}
 	return nil
 }
 

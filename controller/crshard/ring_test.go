@@ -437,3 +437,16 @@ func TestMetricsInTheGivenRegistry(t *testing.T) {
 		t.Error("a second ring registered into the same registry without an error")
 	}
 }
+
+// TestFailedBuildIsNotWaitedFor: a controller whose build fails is not
+// registered, so the ring does not wait for its workers before joining.
+func TestFailedBuildIsNotWaitedFor(t *testing.T) {
+	mgr := newTestManager(t, false)
+	r := newTestRing(t, 0)
+	if err := r.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(nil); err == nil {
+		t.Fatal("Complete(nil) succeeded")
+	}
+	if n := len(r.controllers); n != 0 {
+		t.Fatalf("%d controllers registered after a failed build, want 0", n)
+	}
+}
