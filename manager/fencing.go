@@ -29,6 +29,22 @@ type fencingTransport struct {
 // newFencingWrapper returns a rest.Config WrapTransport function that puts a
 // fencingTransport in front of the client's transport.
 func newFencingWrapper(refused prometheus.Counter) func(http.RoundTripper) http.RoundTripper {
+	return FencingTransport(refused)
+}
+
+// FencingTransport returns a rest.Config WrapTransport function (for
+// rest.Config.Wrap) that refuses, before sending, every write issued under
+// a context whose lease validity (controller.WithLeaseValidity) has passed
+// or was ended by a fence, counting each refusal in refused (nil: not
+// counted). The Manager puts it on every client it builds; another runtime
+// (a controller-runtime adapter) puts it on its clients' rest config. Reads,
+// and writes under contexts without a validity, pass unchanged. A write
+// already on the wire when the validity passes is not stopped: use
+// resourceVersion preconditions for writes that must never be stale.
+func FencingTransport(refused prometheus.Counter) func(http.RoundTripper) http.RoundTripper {
+	if refused == nil {
+		refused = prometheus.NewCounter(prometheus.CounterOpts{Name: "kshard_writes_refused_total_unregistered"})
+	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		return &fencingTransport{next: next, now: time.Now, refused: refused}
 	}
@@ -58,7 +74,11 @@ func isWrite(method string) bool {
 }
 
 // newWritesRefused is kshard_writes_refused_total.
-func newWritesRefused() prometheus.Counter {
+func newWritesRefused() prometheus.Counter { return NewWritesRefused() }
+
+// NewWritesRefused returns the counter kshard_writes_refused_total, for
+// FencingTransport; register it in the registry the metrics are served from.
+func NewWritesRefused() prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kshard_writes_refused_total",
 		Help: "API writes issued under a reconcile whose lease validity (last renewal sent + RenewDeadline) had passed, refused by the manager's clients before sending.",

@@ -178,3 +178,30 @@ func TestManagerClientsRefuseLateWrites(t *testing.T) {
 		t.Fatalf("the server saw %s, want GET,PATCH (the late patch never sent)", got)
 	}
 }
+
+// TestFencingTransportExported checks that the exported wrapper refuses a
+// write under an expired validity and passes a read, and tolerates a nil
+// counter.
+func TestFencingTransportExported(t *testing.T) {
+	next := &countingTransport{}
+	rt := FencingTransport(nil)(next)
+	expired := controller.WithLeaseValidity(context.Background(), func() controller.Validity {
+		return controller.Validity{Until: time.Now().Add(-time.Second)}
+	})
+	for _, m := range []string{http.MethodGet, http.MethodPatch} {
+		req := httptest.NewRequestWithContext(expired, m, "https://api/x", nil)
+		resp, err := rt.RoundTrip(req)
+		if m == http.MethodGet && err != nil {
+			t.Fatalf("GET refused: %v", err)
+		}
+		if m == http.MethodPatch && !errors.Is(err, controller.ErrLeaseExpired) {
+			t.Fatalf("PATCH under an expired validity: err = %v, want ErrLeaseExpired", err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}
+	if len(next.sent) != 1 || next.sent[0] != http.MethodGet {
+		t.Fatalf("sent %v, want only the GET", next.sent)
+	}
+}

@@ -1,0 +1,178 @@
+package crshard
+
+import (
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// Builder is controller-runtime's builder (builder.Builder) for a
+// controller that reconciles only the keys of partitions active on this
+// replica: the same methods, passed through, plus the gated queue and the
+// wrapped reconciler at Complete or Build.
+type Builder struct {
+	ring         *Ring
+	mgr          crmanager.Manager
+	b            *builder.Builder
+	opts         controller.Options
+	forObj       client.Object
+	metadataOnly bool
+	err          error
+}
+
+// NewControllerManagedBy replaces ctrl.NewControllerManagedBy(mgr) to opt a
+// controller into the ring; it sets the ring up with mgr
+// (SetupWithManager) the first time.
+func (r *Ring) NewControllerManagedBy(mgr crmanager.Manager) *Builder {
+	return &Builder{ring: r, mgr: mgr, b: builder.ControllerManagedBy(mgr), err: r.SetupWithManager(mgr)}
+}
+
+// For is builder.For; its objects are what replay enqueues.
+func (b *Builder) For(object client.Object, opts ...builder.ForOption) *Builder {
+	b.forObj = object
+	for _, o := range opts {
+		if o == builder.OnlyMetadata {
+			b.metadataOnly = true
+		}
+	}
+	b.b = b.b.For(object, opts...)
+	return b
+}
+
+// Owns is builder.Owns.
+func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builder {
+	b.b = b.b.Owns(object, opts...)
+	return b
+}
+
+// Watches is builder.Watches. The requests its handler maps to are
+// replayed only when they name For objects (see the package doc).
+func (b *Builder) Watches(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
+	b.b = b.b.Watches(object, h, opts...)
+	return b
+}
+
+// WatchesMetadata is builder.WatchesMetadata.
+func (b *Builder) WatchesMetadata(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
+	b.b = b.b.WatchesMetadata(object, h, opts...)
+	return b
+}
+
+// WatchesRawSource is builder.WatchesRawSource; raw sources are not
+// replayed.
+func (b *Builder) WatchesRawSource(src source.TypedSource[reconcile.Request]) *Builder {
+	b.b = b.b.WatchesRawSource(src)
+	return b
+}
+
+// WithEventFilter is builder.WithEventFilter.
+func (b *Builder) WithEventFilter(p predicate.Predicate) *Builder {
+	b.b = b.b.WithEventFilter(p)
+	return b
+}
+
+// WithOptions is builder.WithOptions; NewQueue, if set, builds the queue
+// the gate wraps.
+func (b *Builder) WithOptions(options controller.Options) *Builder {
+	b.opts = options
+	return b
+}
+
+// WithLogConstructor is builder.WithLogConstructor.
+func (b *Builder) WithLogConstructor(f func(*reconcile.Request) logr.Logger) *Builder {
+	b.opts.LogConstructor = f
+	return b
+}
+
+// Named is builder.Named.
+func (b *Builder) Named(name string) *Builder {
+	b.b = b.b.Named(name)
+	return b
+}
+
+// Complete is builder.Complete for the sharded controller.
+func (b *Builder) Complete(r reconcile.Reconciler) error {
+	_, err := b.Build(r)
+	return err
+}
+
+// Build is builder.Build for the sharded controller.
+func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	c := &sharded{ring: b.ring, cache: b.mgr.GetCache(), working: make(chan struct{})}
+	if b.forObj != nil {
+		list, err := listFunc(b.forObj, b.mgr.GetScheme(), b.metadataOnly)
+		if err != nil {
+			return nil, err
+		}
+		c.forList = list
+	}
+	if err := b.ring.checkNotStarted(); err != nil {
+		return nil, err
+	}
+	global := b.mgr.GetControllerOptions()
+	opts := b.opts
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = global.Logger
+		if opts.Logger.GetSink() == nil {
+			opts.Logger = b.mgr.GetLogger()
+		}
+	}
+	opts = c.options(opts, usePriorityQueue(opts.UsePriorityQueue, global.UsePriorityQueue))
+	var wrapped reconcile.Reconciler
+	if r != nil {
+		wrapped = c.reconciler(r)
+	}
+	ctl, err := b.b.WithOptions(opts).Build(wrapped)
+	if err != nil {
+		return nil, err
+	}
+	// Registered only once built: the ring waits for every registered
+	// controller's workers before it joins.
+	if err := b.ring.register(c); err != nil {
+		return nil, err
+	}
+	return ctl, nil
+}
+
+// Options opts a controller built with controller.New into the ring:
+// it returns options with the gated queue and options.Reconciler wrapped.
+// forObj is the type the controller reconciles, whose cached objects are
+// replayed on activation (nil: no replay). The ring waits for the
+// controller's workers before it joins, so do not start the manager if
+// controller.New fails.
+func (r *Ring) Options(mgr crmanager.Manager, options controller.Options, forObj client.Object) (controller.Options, error) {
+	if err := r.SetupWithManager(mgr); err != nil {
+		return options, err
+	}
+	c := &sharded{ring: r, cache: mgr.GetCache(), working: make(chan struct{})}
+	if forObj != nil {
+		list, err := listFunc(forObj, mgr.GetScheme(), false)
+		if err != nil {
+			return options, err
+		}
+		c.forList = list
+	}
+	if err := r.register(c); err != nil {
+		return options, err
+	}
+	global := mgr.GetControllerOptions()
+	if options.Logger.GetSink() == nil {
+		options.Logger = global.Logger
+		if options.Logger.GetSink() == nil {
+			options.Logger = mgr.GetLogger()
+		}
+	}
+	if options.Reconciler != nil {
+		options.Reconciler = c.reconciler(options.Reconciler)
+	}
+	return c.options(options, usePriorityQueue(options.UsePriorityQueue, global.UsePriorityQueue)), nil
+}

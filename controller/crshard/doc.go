@@ -1,0 +1,98 @@
+// Package crshard runs kshard's ring inside an unmodified controller-runtime
+// manager, so that an existing controller-runtime operator reconciles
+// sharded across all its replicas instead of behind one leader.
+//
+// It is a separate Go module (github.com/kshard/kshard/controller/crshard):
+// kshard itself never requires controller-runtime. It targets
+// controller-runtime v0.24.x (tested with v0.24.1); it reads no
+// controller-runtime internals except one unexported field, to refuse a
+// manager with leader election, and that check says so if a later version
+// renamed it.
+//
+// # Converting an operator
+//
+//	ring, err := crshard.New(cfg, crshard.Options{Ring: "my-operator", Namespace: ns, Identity: podName})
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{LeaderElection: false, ...})
+//	err = ring.NewControllerManagedBy(mgr).For(&v1.Widget{}).Owns(...).Complete(r)
+//
+// New must run before the manager is built from cfg: it puts kshard's
+// fencing transport on cfg (manager.FencingTransport), so the manager's
+// clients refuse writes of a reconcile whose lease validity has passed.
+// Ring.NewControllerManagedBy is controller-runtime's builder with the same
+// methods; it adds the ring to the manager (once) and opts the controller
+// in. A controller built with controller.New opts in with
+// ring.Options(options), which wraps options.Reconciler.
+//
+// # What the ring does
+//
+// The ring is a manager.Runnable that needs no leader election. It runs
+// kshard's Lease membership (lease.Member) and ring coordinator
+// (manager.NewCoordinator): the same handoff protocol, no second
+// implementation. For every controller that opts in:
+//   - the gate at enqueue: the controller's queue (controller-runtime's
+//     priority queue, or its rate-limited queue when UsePriorityQueue is
+//     false, wrapped so that handlers still find AddWithOpts) admits a request
+//     only if its partition (shard.Partitioner over namespace/name) is active
+//     here, and drops a dequeued request whose partition was revoked since;
+//   - in-flight tracking and drain: dequeuing a request and counting it in
+//     flight are one atomic step with respect to Revoke (the same gate as
+//     kshard's own controllers), and it stays in flight until the worker's
+//     Done; Revoke returns only when no reconcile of the revoked partitions
+//     runs, after cancelling their contexts when DrainGracePeriod has passed
+//     (at once on a fence). A reconciler that ignores cancellation keeps the
+//     drain waiting; a fenced replica whose reconciles outlive the stop
+//     deadline exits, as kshard's manager does;
+//   - lease validity: a reconcile starts only while the replica's lease is
+//     valid (else it is requeued) and its context carries the validity
+//     (controller.WithLeaseValidity) for the fencing transport;
+//   - replay on activation: the cached objects of the controller's For type
+//     in the newly active partitions are enqueued, at low priority when the
+//     priority queue is on, so events the previous owner dropped are not lost.
+//
+// # Singletons
+//
+// Ring.AddSingleton runs a Runnable on exactly one replica, the one where
+// the partition of manager.SingletonKey(name) is active, as kshard's manager
+// does: it replaces a Runnable that needed leader election.
+//
+// # Why a builder
+//
+// Two hooks are needed per controller. controller.Options.NewQueue gives the
+// queue, so the gate sits at enqueue, dequeuing can count a request in
+// flight, and replay can add at low priority; controller-runtime's handlers
+// type-assert priorityqueue.PriorityQueue, so the gated queue implements it
+// over whichever queue controller-runtime would have built. But the queue
+// cannot reach the reconcile's context, which must be cancelled on revoke
+// and carry the lease validity: that takes wrapping the Reconciler, and
+// controller-runtime's builder refuses a Reconciler in WithOptions next to
+// the one given to Complete. A builder with the same methods sets both from
+// one changed line per controller; a source or handler wrapper would reach
+// neither the context nor the queue's dequeue.
+//
+// # What replay cannot do
+//
+// Replay enqueues the keys of the For type's cached objects; it does not run
+// the user's handlers or predicates, which controller-runtime's builder
+// keeps to itself. So:
+//   - requests that only a Watches handler produces for keys that are not
+//     For objects (EnqueueRequestsFromMapFunc mapping to other names) are not
+//     replayed; events of such sources that the previous owner dropped are
+//     lost until the next event;
+//   - For objects that a predicate filters out are reconciled once on
+//     replay: reconcilers must tolerate that, as they tolerate a resync;
+//   - WatchesRawSource sources are not replayed.
+//
+// # Readiness and metrics
+//
+// The ring adds a readiness check "kshard-ring" to the manager (ready =
+// caches synced and ring joined; the message says why not) and registers
+// kshard's ring and Lease metrics (kshard_*) in controller-runtime's
+// registry, next to controller-runtime's own, which keep working.
+//
+// # Refused set-ups
+//
+// New, NewControllerManagedBy and Start return errors for a manager with
+// LeaderElection: true (leader election would keep all but one replica
+// idle), a second ring on one manager, and a controller opted in after the
+// ring started (its keys would not be gated from the start).
+package crshard

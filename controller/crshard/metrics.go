@@ -1,0 +1,48 @@
+package crshard
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/manager"
+)
+
+// metrics are the adapter's own kshard_* metrics, named as kshard's
+// controllers name them; the ring's and the Lease's come from
+// manager.NewCoordinator and lease.New.
+type metrics struct {
+	gate          *prometheus.CounterVec // controller, decision
+	refused       *prometheus.CounterVec // controller
+	drainOverdue  prometheus.Counter
+	writesRefused prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		gate: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kshard_gate_decisions_total",
+			Help: "Requests seen by the shard gate, by decision: admitted (partition active), foreign (not active here, dropped at enqueue), inactive (revoked after it was queued, dropped when dequeued).",
+		}, []string{"controller", "decision"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kshard_reconcile_refused_total",
+			Help: "Reconciles not started because the replica's lease validity had passed (requeued).",
+		}, []string{"controller"}),
+		drainOverdue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kshard_drain_overdue_total",
+			Help: "Drains that outlived their report threshold (they keep waiting).",
+		}),
+		writesRefused: manager.NewWritesRefused(),
+	}
+	for _, c := range []prometheus.Collector{m.gate, m.refused, m.drainOverdue, m.writesRefused} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("crshard: registering metrics: %w (one ring per process and registry: pass Options.Registerer for more)", err)
+			}
+			return nil, fmt.Errorf("crshard: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,330 @@
+package crshard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
+)
+
+// Ring is one replica's membership in a kshard ring, run as a
+// controller-runtime Runnable, and the gate of every controller that opts
+// in. Build it with New before the manager, add controllers with
+// NewControllerManagedBy.
+type Ring struct {
+	opts    Options
+	log     logr.Logger
+	parts   gate.Partitions
+	gate    *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
+	member  *lease.Member
+	coord   *manager.Coordinator
+	running running
+	metrics *metrics
+	// validity is the lease validity reconciles check and carry: the
+	// coordinator's; tests replace it.
+	validity func() controller.Validity
+
+	mu          sync.Mutex // guards the fields below
+	mgr         crmanager.Manager
+	started     bool
+	controllers []*sharded
+	singletons  []*singleton
+	// base is the context singletons run under: the ring's run, which
+	// outlives the manager's context until the ring has left.
+	base context.Context
+}
+
+// rings remembers which manager has a ring, to refuse a second one.
+var rings struct {
+	mu sync.Mutex
+	by map[crmanager.Manager]*Ring
+}
+
+// New validates opts and prepares a Ring; nothing talks to the API server
+// until the manager starts it. It puts kshard's fencing transport on cfg
+// (cfg.Wrap), so call it before building the manager from cfg: the
+// manager's clients then refuse writes issued under a reconcile whose lease
+// validity has passed.
+func New(cfg *rest.Config, opts Options) (*Ring, error) {
+	if cfg == nil {
+		return nil, errors.New("crshard: rest config is nil; pass the config the manager is built from (ctrl.GetConfig())")
+	}
+	opts.applyDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log.GetSink() == nil {
+		log = crlog.Log.WithName("ring")
+	}
+	// The Lease client is built before cfg gets the fencing transport (its
+	// writes carry no reconcile validity anyway) and speaks protobuf, as
+	// kshard's manager's does.
+	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.ContentType = runtime.ContentTypeProtobuf
+	leaseCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	client, err := kubernetes.NewForConfig(leaseCfg)
+	if err != nil {
+		return nil, fmt.Errorf("crshard: building the Lease client: %w", err)
+	}
+	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
+	incarnation := newIncarnation()
+	member, err := lease.New(lease.Options{
+		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
+		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
+		Logger: log.WithName("lease"), Registerer: opts.Registerer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("crshard: %w", err)
+	}
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Ring{
+		opts: opts, log: log, member: member, metrics: met,
+		parts: gate.NewPartitions(shard.NewPartitioner(ringCfg.Partitions)),
+		gate:  gate.New(ringCfg.Partitions, false),
+	}
+	r.running.init()
+	r.coord, err = manager.NewCoordinator(manager.CoordinatorOptions{
+		Handoff: handoff.Config{
+			Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
+		},
+		Membership:   member,
+		Participants: []manager.Participant{activateShim{r}},
+		Logger:       log,
+		Registerer:   opts.Registerer,
+		Exit:         opts.Exit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("crshard: %w", err)
+	}
+	r.validity = r.coord.LeaseValidity
+	cfg.Wrap(manager.FencingTransport(met.writesRefused))
+	return r, nil
+}
+
+// SetupWithManager adds the ring to mgr (NewControllerManagedBy does it
+// too): as a Runnable that needs no leader election, and as the readiness
+// check "kshard-ring". It fails for a manager with leader election, a
+// manager that already has another ring, or a ring already set up with
+// another manager; calling it again with the same manager does nothing.
+func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
+	if mgr == nil {
+		return errors.New("crshard: SetupWithManager(nil)")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mgr == mgr {
+		return nil
+	}
+	if r.mgr != nil {
+		return errors.New("crshard: this ring is already set up with another manager; build one ring per manager")
+	}
+	if enabled, known := leaderElection(mgr); enabled {
+		return errors.New("crshard: the manager has LeaderElection: true; set it to false: leader election would keep all but one replica idle, and the ring shares the work among all replicas")
+	} else if !known {
+		r.log.Info("cannot tell whether the manager uses leader election (not controller-runtime v0.24's manager?); make sure LeaderElection is false")
+	}
+	rings.mu.Lock()
+	defer rings.mu.Unlock()
+	if rings.by == nil {
+		rings.by = map[crmanager.Manager]*Ring{}
+	}
+	if other, ok := rings.by[mgr]; ok && other != r {
+		return fmt.Errorf("crshard: the manager already has a ring (%q); one manager runs one ring: opt every controller into it", other.opts.Ring)
+	}
+	if err := mgr.Add(r); err != nil {
+		return fmt.Errorf("crshard: adding the ring to the manager: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("kshard-ring", r.readyz); err != nil {
+		return fmt.Errorf("crshard: adding the ring's readiness check: %w", err)
+	}
+	rings.by[mgr] = r
+	r.mgr = mgr
+	return nil
+}
+
+// leaderElection reports whether mgr, controller-runtime's manager, runs
+// leader election (it has a resource lock); known is false when mgr is not
+// the manager this was written against. The manager exposes no getter, so
+// the unexported field is read by reflection; its value is never used.
+func leaderElection(mgr crmanager.Manager) (enabled, known bool) {
+	v := reflect.ValueOf(mgr)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return false, false
+	}
+	f := v.Elem().FieldByName("resourceLock")
+	if !f.IsValid() || f.Kind() != reflect.Interface {
+		return false, false
+	}
+	return !f.IsNil(), true
+}
+
+// NeedLeaderElection implements controller-runtime's
+// LeaderElectionRunnable: the ring runs on every replica.
+func (r *Ring) NeedLeaderElection() bool { return false }
+
+// Start runs the ring until ctx ends, then leaves it gracefully (drain,
+// release, delete the Lease; bounded by GracefulShutdownTimeout). The
+// manager stops the ring before its controllers, so they drain normally.
+func (r *Ring) Start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return errors.New("crshard: the ring was started twice; add it to one manager once")
+	}
+	r.started = true
+	ctls := slices.Clone(r.controllers)
+	mgr := r.mgr
+	r.mu.Unlock()
+
+	// The ring keeps running after ctx ends, to leave.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	r.mu.Lock()
+	r.base = runCtx
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// After the leave (or a failure) no singleton may outlive the ring.
+	defer r.stopSingletons()
+	memberErr := make(chan error, 1)
+	wg.Go(func() {
+		if err := r.member.Run(runCtx); err != nil && runCtx.Err() == nil {
+			memberErr <- err
+		}
+	})
+	done := make(chan error, 1)
+	wg.Go(func() {
+		done <- r.coord.Run(runCtx, func(ctx context.Context) bool { return r.waitSynced(ctx, mgr, ctls) })
+	})
+	leave := func() error {
+		r.coord.Leave()
+		t := time.NewTimer(r.opts.GracefulShutdownTimeout)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			r.log.Error(nil, "graceful leave did not finish in time; stopping anyway (peers take over once the Lease expires)", "timeout", r.opts.GracefulShutdownTimeout)
+			return nil
+		}
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+		r.log.Info("leaving the ring", "identity", r.opts.Identity)
+		err = leave()
+	case err = <-done:
+		// The coordinator ended by itself: another process took this
+		// identity over.
+	case err = <-memberErr:
+		r.log.Error(err, "Lease membership failed; leaving the ring")
+		err = errors.Join(fmt.Errorf("crshard: Lease membership: %w", err), leave())
+	}
+	stop()
+	return err
+}
+
+func (r *Ring) stopSingletons() {
+	r.mu.Lock()
+	ss := slices.Clone(r.singletons)
+	r.mu.Unlock()
+	for _, s := range ss {
+		_ = s.stop(context.Background())
+	}
+}
+
+// waitSynced reports once every opted-in controller has started its
+// workers (controller-runtime starts them after its sources synced) and
+// the manager's cache has synced: the replica joins only when it can work
+// the moment it owns partitions.
+func (r *Ring) waitSynced(ctx context.Context, mgr crmanager.Manager, ctls []*sharded) bool {
+	for _, c := range ctls {
+		select {
+		case <-c.working:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if mgr == nil {
+		return true
+	}
+	return mgr.GetCache().WaitForCacheSync(ctx)
+}
+
+// Ready reports whether the replica is a working ring member.
+func (r *Ring) Ready() bool { return r.coord.Ready() }
+
+// LeaseValidity is the replica's lease validity (see
+// controller.WithLeaseValidity), for work started outside a reconcile.
+func (r *Ring) LeaseValidity() controller.Validity { return r.validity() }
+
+// Identity is this replica's identity in the ring.
+func (r *Ring) Identity() string { return r.opts.Identity }
+
+func (r *Ring) readyz(*http.Request) error {
+	if r.coord.Ready() {
+		return nil
+	}
+	reason := r.coord.NotReadyReason()
+	if reason == "" {
+		reason = "not started"
+	}
+	return errors.New(reason)
+}
+
+// register opts a controller in; it fails once the ring started, since the
+// controller's keys would not have been gated from its first event.
+func (r *Ring) register(c *sharded) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errLate
+	}
+	r.controllers = append(r.controllers, c)
+	return nil
+}
+
+var errLate = errors.New("crshard: a controller was added after the ring started; build every controller before starting the manager")
+
+// checkNotStarted fails once the ring started.
+func (r *Ring) checkNotStarted() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errLate
+	}
+	return nil
+}
+
+// newIncarnation is a random id for this process, written into its Lease.
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
