@@ -172,19 +172,6 @@ func (r *Ring) checkSet(op string, set shard.PartitionSet) error {
 	return nil
 }
 
-// activateShim adapts the Ring to today's manager.Participant, whose
-// Activate is Admit followed by Replay on the coordinator's loop.
-// TEMPORARY: remove it when manager.Participant takes the three-method
-// shape (Admit on the loop, Replay off it, Revoke), and pass the Ring.
-type activateShim struct{ *Ring }
-
-func (s activateShim) Activate(ctx context.Context, set shard.PartitionSet) error {
-	if err := s.Admit(ctx, set); err != nil {
-		return err
-	}
-	return s.Replay(ctx, set)
-}
-
 // running records the cancel function of every reconcile in progress, by
 // partition, so that Revoke can cancel those of revoked partitions.
 type running struct {

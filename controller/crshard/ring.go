@@ -114,7 +114,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
 		},
 		Membership:   member,
-		Participants: []manager.Participant{activateShim{r}},
+		Participants: []manager.Participant{r},
 		Logger:       log,
 		Registerer:   opts.Registerer,
 		Exit:         opts.Exit,
