@@ -35,6 +35,7 @@ func TestSimulation(t *testing.T) {
 	var (
 		next, steps, violations atomic.Int64
 		tampers, pauses         atomic.Int64
+		proven, forceDeletes    atomic.Int64
 		leaves, leaveTombstones atomic.Int64
 		mu                      sync.Mutex
 		failed                  []uint64
@@ -56,6 +57,8 @@ func TestSimulation(t *testing.T) {
 				steps.Add(int64(w.steps))
 				tampers.Add(int64(w.tampers))
 				pauses.Add(int64(w.pauses))
+				proven.Add(int64(w.kubelet.proven))
+				forceDeletes.Add(int64(w.kubelet.forceDeletes))
 				leaves.Add(int64(w.leaves))
 				leaveTombstones.Add(int64(w.leaveTombstones))
 				if w.violation != "" {
@@ -70,6 +73,8 @@ func TestSimulation(t *testing.T) {
 	wg.Wait()
 	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
 		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load())
+	t.Logf("proofs of death handed to cores: %d; pods force-deleted while (or before the kubelet reported that) their process ended: %d",
+		proven.Load(), forceDeletes.Load())
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
 		leaves.Load(), leaveTombstones.Load())
 	for i, seed := range failed {
