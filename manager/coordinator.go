@@ -49,6 +49,9 @@ type coordinator struct {
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
 	prevTarget  shard.PartitionSet
+	// prover reads pods for proofs of death (proof.go); nil when this
+	// replica cannot read them.
+	prover *prover
 }
 
 // membership is what the coordinator needs of the ring's Leases: a view of
@@ -255,6 +258,9 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	}
 	for _, ref := range rd.GarbageCollect {
 		c.collect(ctx, ref)
+	}
+	if c.prover != nil {
+		c.prover.ask(ctx, c, rd.ProveDeath)
 	}
 	if rd.DeleteLease {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
