@@ -324,8 +324,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			// Absence is not death: a Lease deleted or relabelled by
 			// hand while its holder runs must keep blocking its claim
 			// until the holder, which fences when it sees its Lease gone,
-			// has stopped. A hook for a proof of death (a peer known to
-			// have exited) would release the tombstone here.
+			// has stopped, or is proven dead (judgeProofs voids it).
 			p.gone, p.lastChange, p.collected = true, c.now, true
 		}
 	}
