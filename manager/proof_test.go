@@ -21,6 +21,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // proofManager returns a Manager whose client is fake (holding objs) and
@@ -112,5 +114,65 @@ func TestSetupProofFallsBackWithOneLine(t *testing.T) {
 				t.Fatalf("Publish = %+v; want no pod", r.Publish)
 			}
 		})
+	}
+}
+
+// The prover reads the pod a Ready.ProveDeath names and hands the kubelet's
+// word to the core; a pod of another UID or without the marker is no
+// proof, and a question is not read again within its interval.
+func TestProverHandsTheKubeletsWordToTheCore(t *testing.T) {
+	marker := lease.TerminationMarker("old")
+	pod := ownPod("1")
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "operator",
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: marker + "\n"}}}}
+	m, client, _ := proofManager(t, "ns", termFile(t), pod)
+	p := m.setupProof(context.Background())
+	if p == nil {
+		t.Fatal("no prover")
+	}
+	c := &coordinator{core: m.core, log: m.log, events: make(chan func(), 8)}
+	ctx := context.Background()
+	ask := func(d handoff.Death) bool {
+		t.Helper()
+		p.ask(ctx, c, []handoff.Death{d})
+		c.async.Wait()
+		select {
+		case f := <-c.events:
+			f()
+			return true
+		default:
+			return false
+		}
+	}
+	if ask(handoff.Death{Identity: "op-0", PodUID: "uid-2", Incarnation: "old"}) {
+		t.Fatal("a pod of another UID proved a death")
+	}
+	if ask(handoff.Death{Identity: "op-0", PodUID: "uid-1", Incarnation: "other"}) {
+		t.Fatal("a container without the incarnation's marker proved its death")
+	}
+	reads := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+				n++
+			}
+		}
+		return n
+	}
+	before := reads()
+	d := handoff.Death{Identity: "op-0", PodUID: "uid-1", Incarnation: "old"}
+	if !ask(d) {
+		t.Fatal("the kubelet's report of the marker was not handed to the core")
+	}
+	if ask(d); reads() != before+1 {
+		t.Fatalf("%d reads for one question asked twice at once; want 1", reads()-before)
+	}
+	// The core took the word: a previous incarnation with that pod and
+	// incarnation is taken over at once.
+	prev := handoff.Observed{Record: handoff.Record{Identity: "op-0", Incarnation: "old", State: handoff.StateActive,
+		Claim: shard.NewPartitionSet(271, 1), Generation: 3, Fingerprint: m.fingerprint, Pod: "uid-1"}, Version: "7"}
+	m.core.Observe(time.Now(), []handoff.Observed{prev})
+	if r := m.core.Ready(time.Now()); r.TakeOver == nil || r.TakeOver.Version != "7" {
+		t.Fatalf("TakeOver = %v after the proof; want version 7 at once", r.TakeOver)
 	}
 }
