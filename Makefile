@@ -64,11 +64,11 @@ chaos-safety: binaries
 		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
 chaos-inplace: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
-		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease' ./e2e/chaos/ -rounds=$(ROUNDS)
+		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## kit-check-ci: kit-check with the cached binaries (KSHARD_BIN_DIR), so CI proves the kit works from the module cache without rebuilding the control plane (~30 s).

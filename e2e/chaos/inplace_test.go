@@ -111,6 +111,34 @@ func TestForceDeletedPodWaitsTheLease(t *testing.T) {
 	})
 }
 
+// TestCrashedPodProvenByPeers: a replica is SIGKILLed and its kubelet
+// reports the container terminated (1s later) but does not restart it (a
+// crash-loop back-off, say). The peers, after RenewDeadline/2 of silence,
+// read its pod, find the kubelet's word and void its claims: its
+// partitions move well before its Lease could have expired.
+func TestCrashedPodProvenByPeers(t *testing.T) {
+	scenario(t, "provenbypeers", func(r *round) {
+		h := r.harness(inPlaceOptions)
+		opts := h.Options()
+		writer := h.StartWriter(h.CreateConfigMaps(100), 20)
+		ids := identities(3)
+		h.StartReady(ids...)
+		r.converge(h)
+		r.pause(time.Second, 3*time.Second)
+		victim := ids[r.rng.IntN(len(ids))]
+		exit, _ := h.CrashReported(victim)
+		r.faults++
+		gap := awaitTakeover(r, h, exit, opts.LeaseDuration+takeoverTolerance)
+		r.t.Logf("SIGKILL %s, reported terminated, not restarted: its partitions active elsewhere %s after the kill", exit.Process, gap.Round(time.Millisecond))
+		if limit := opts.LeaseDuration - opts.RenewPeriod; gap >= limit {
+			r.t.Errorf("failover from %s took %s, not less than LeaseDuration − RenewPeriod (%s): the peers did not use the kubelet's proof", exit.Process, gap.Round(time.Millisecond), limit)
+		}
+		h.StartReady(victim)
+		r.converge(h)
+		r.finish(h, writer)
+	})
+}
+
 // proofLogLine is what the manager logs when a proof of death voids a
 // Lease (manager/proof.go).
 const proofLogLine = "the kubelet reports the process terminated"

@@ -157,6 +157,25 @@ func (h *Harness) CrashInPlace(identity string) (Exit, *Replica) {
 	if !h.opts.Pods {
 		h.t.Fatal("CrashInPlace needs Options.Pods")
 	}
+	exit, end := h.CrashReported(identity)
+	time.Sleep(KubeletRestartDelay)
+	h.mu.Lock()
+	st := h.pods[identity]
+	st.last, st.restarts = end, st.restarts+1
+	h.mu.Unlock()
+	next := h.Start(identity)
+	h.setStatus(identity, next, nil)
+	return exit, next
+}
+
+// CrashReported kills identity's process and, KubeletStatusDelay later,
+// reports its container terminated in the pod's status (exit code 137, the
+// termination message file's content as message), not restarting it (yet).
+func (h *Harness) CrashReported(identity string) (Exit, *corev1.ContainerStateTerminated) {
+	h.t.Helper()
+	if !h.opts.Pods {
+		h.t.Fatal("CrashReported needs Options.Pods")
+	}
 	old := h.mustRunning("crash", identity)
 	exit := h.Kill(identity)
 	time.Sleep(time.Until(exit.Signalled.Add(KubeletStatusDelay))) // the kubelet's fixed delay, not a synchronisation
@@ -169,14 +188,7 @@ func (h *Harness) CrashInPlace(identity string) (Exit, *Replica) {
 		StartedAt: metav1.Now(), FinishedAt: metav1.NewTime(exit.Exited), ContainerID: containerID(old),
 	}
 	h.setStatus(identity, nil, end)
-	time.Sleep(KubeletRestartDelay)
-	h.mu.Lock()
-	st := h.pods[identity]
-	st.last, st.restarts = end, st.restarts+1
-	h.mu.Unlock()
-	next := h.Start(identity)
-	h.setStatus(identity, next, nil)
-	return exit, next
+	return exit, end
 }
 
 // ForceDeletePod deletes identity's Pod with no grace period, as `kubectl
