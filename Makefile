@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-.PHONY: test binaries fmt-check vet unit fuzz tidy-check bench bench-quick image image-check chaos-safety kit-check kit-check-ci sim crshard-e2e
+.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim crshard-e2e
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
 test: binaries fmt-check vet unit fuzz image-check kit-check-ci bench-quick
@@ -65,6 +65,13 @@ chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
 		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
+	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
+chaos-inplace: binaries
+	@rm -f $(CHAOS_SUMMARY)
+	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
+		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation); `make test` runs 10,000 of each under -race. Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).

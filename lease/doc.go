@@ -21,6 +21,8 @@
 //	annotation kshard.io/incarnation  random id of the writing process
 //	annotation kshard.io/epoch        claim epoch, unsigned decimal
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters
+//	annotation kshard.io/pod-uid      UID of the writer's pod (optional: only when
+//	                                  its death can be proven, see TerminationMarker)
 //
 // A Lease carrying the ring label that does not follow this format is
 // reported with Observed.Problem and counted in kshard_lease_invalid_total;

@@ -24,6 +24,9 @@ const (
 	AnnotationIncarnation = "kshard.io/incarnation"
 	AnnotationEpoch       = "kshard.io/epoch"
 	AnnotationParams      = "kshard.io/params"
+	// AnnotationPod is the UID of the pod the writer runs in, present
+	// when the writer can have its death proven (see proof.go).
+	AnnotationPod = "kshard.io/pod-uid"
 )
 
 // Reasons a Lease with the ring label is malformed or foreign: the values of
@@ -105,6 +108,7 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 		o.LeaseDuration = time.Duration(*d) * time.Second
 	}
 	o.Fingerprint = l.Annotations[AnnotationParams]
+	o.Pod = l.Annotations[AnnotationPod] // optional: absent on writers outside a pod
 	if o.Incarnation = l.Annotations[AnnotationIncarnation]; o.Incarnation == "" {
 		fault(ReasonNoIncarnation, "annotation %s is missing", AnnotationIncarnation)
 	}
@@ -171,6 +175,13 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 	l.Annotations[AnnotationIncarnation] = m.opts.Incarnation
 	l.Annotations[AnnotationEpoch] = strconv.FormatUint(r.Generation, 10)
 	l.Annotations[AnnotationParams] = m.opts.Params
+	if r.Pod != "" {
+		l.Annotations[AnnotationPod] = r.Pod
+	} else {
+		// Taken over from an incarnation that had a pod: its UID must not
+		// stay next to this incarnation's id.
+		delete(l.Annotations, AnnotationPod)
+	}
 
 	holder := m.opts.Identity
 	secs := durationSeconds(m.opts.LeaseDuration)

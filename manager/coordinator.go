@@ -51,6 +51,9 @@ type coordinator struct {
 	prevTarget  shard.PartitionSet
 	// replays runs activation replays off the loop; see replay.go.
 	replays replays
+	// prover reads pods for proofs of death (proof.go); nil when this
+	// replica cannot read them.
+	prover *prover
 
 	// Seams for the deterministic simulation (internal/handoffsim), which
 	// steps the coordinator on its own schedule: now reads the clock the
@@ -267,6 +270,9 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	}
 	for _, ref := range rd.GarbageCollect {
 		c.collect(ctx, ref)
+	}
+	if c.prover != nil {
+		c.prover.ask(ctx, c, rd.ProveDeath)
 	}
 	if rd.DeleteLease {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)

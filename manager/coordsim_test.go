@@ -27,8 +27,8 @@ var simMetrics = sync.OnceValues(func() (*ringMetrics, error) { return newRingMe
 
 // simShell is the real coordinator as the shell of a simulated process: its
 // membership and its one participant are the simulated world's, its clock
-// is the process's, and its drains, confirming reads and deletes run as
-// tasks the world schedules.
+// is the process's, its prover reads the world's pods, and its drains,
+// confirming reads, deletes and pod reads run as tasks the world schedules.
 type simShell struct {
 	c   *coordinator
 	ctx context.Context
@@ -40,6 +40,7 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 		return nil, err
 	}
 	core.SetRingBuilder(p.RingBuilder())
+	core.SetPod(p.Pod()) // what setupProof does once it has read the own pod
 	metrics, err := simMetrics()
 	if err != nil {
 		return nil, err
@@ -49,6 +50,8 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 	c.now = p.Now
 	c.goAsync = p.Go
 	c.postFn = func(_ context.Context, f func()) { p.Post(f) }
+	// Proofs of death: the prover reads the world's pods.
+	c.prover = newProver(p, p.Config().Identity, logr.Discard())
 	// Replays are owned by run in production; here, by the process, whose
 	// context ends with it.
 	_ = c.startReplays(p.Context())
@@ -75,13 +78,17 @@ func (s simParticipant) revoke(ctx context.Context, set shard.PartitionSet, fenc
 	return s.p.Revoke(ctx, set, fence)
 }
 
-var _ membership = (*handoffsim.Process)(nil)
+var (
+	_ membership = (*handoffsim.Process)(nil)
+	_ podReader  = (*handoffsim.Process)(nil)
+)
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,
 // in the deterministic simulation of shard/handoff's TestSimulation (crashes,
 // restarts, pauses, partitions from the API server, stalled and lagging
 // watches, failing and late-landing writes, third-party Lease edits,
-// membership flapping, failed activations) and checks the same invariants
+// membership flapping, failed activations, pods force-deleted, crashed
+// processes restarted in place whose death the kubelet reports) and checks the same invariants
 // at every step: never two at once, claims dropped only after drain, no
 // claims voided while their holder runs anything, and every partition
 // active on exactly one live member within the liveness bound once the
@@ -102,6 +109,11 @@ func TestCoordinatorSimulation(t *testing.T) {
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimSeeds, opts)
 	t.Logf("coordinator simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses; %d graceful leaves)",
 		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses, s.Leaves)
+	t.Logf("proofs of death the coordinators' cores held at the end: %d; pods force-deleted while (or before the kubelet reported that) their process ended: %d",
+		s.Proven, s.ForceDeletes)
+	if s.Seeds >= 1000 && s.Proven == 0 {
+		t.Errorf("no coordinator was handed a proof of death in %d seeds: the prover did not run", s.Seeds)
+	}
 	for i, seed := range s.Failed {
 		if i == 3 {
 			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)

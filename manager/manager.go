@@ -377,12 +377,15 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 		}()
 	}
+	// Before the first write of the Lease, so that it carries the pod.
+	proof := m.setupProof(runCtx)
 	goRun("", m.cache.Start)
 	goRun("", m.member.Run)
 	for i, r := range runnables {
 		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}
 	coord := newCoordinator(m, participants)
+	coord.prover = proof
 	coordDone := make(chan error, 1)
 	wg.Add(1)
 	go func() {

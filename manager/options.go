@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -89,6 +90,20 @@ type Options struct {
 	// WatchNamespace restricts the cache to one namespace. Defaults to all.
 	WatchNamespace string
 
+	// PodNamespace is the namespace of the pod this replica runs in, whose
+	// name is Identity. The replica reads its pod (RBAC: get on pods) so
+	// that the kubelet can prove its death after a crash: restarted in
+	// place, its next incarnation then takes over at once instead of
+	// waiting LeaseDuration. Defaults to $POD_NAMESPACE, then the service
+	// account's namespace; empty (outside a pod) turns the proof off.
+	PodNamespace string
+	// TerminationMessagePath is the container's termination message file
+	// (its terminationMessagePath), into which the replica writes its
+	// incarnation at start for the kubelet to report when the container
+	// ends. The file must exist (the kubelet mounts it). Defaults to
+	// /dev/termination-log.
+	TerminationMessagePath string
+
 	// QPS is the sustained rate, in requests per second, at which the
 	// manager's clients (writes, status patches, lists, discovery) may call
 	// the API server. It applies only when the rest config given to New
@@ -154,6 +169,12 @@ func (o *Options) applyDefaults() {
 		if h, err := os.Hostname(); err == nil {
 			o.Identity = sanitizeName(h)
 		}
+	}
+	if o.PodNamespace == "" {
+		o.PodNamespace = podNamespace()
+	}
+	if o.TerminationMessagePath == "" {
+		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
 	}
 	if o.Partitions == 0 {
 		o.Partitions = shard.DefaultPartitions

@@ -1,4 +1,9 @@
 // Command bench runs kshard and a leader-elected controller-runtime baseline on one
 // local control plane and reports throughput, handoff, failover and resource ratios:
 // `go run ./e2e/bench` writes results.json, RESULTS.md and throughput.png (-quick: a CI smoke run).
+// Phase 6 measures kshard's crash failover when the container is restarted in place (the
+// kubelet's report proves the death; the bench plays the kubelet with fixed delays, see
+// restart.go) beside the lease-wait failover, over several kills: results.json keys
+// restart_failover_seconds (p50), restart_failover_p99_seconds and
+// lease_wait_failover_{p50,p99}_seconds.
 package main

@@ -21,11 +21,16 @@ type fleet struct {
 	latency  time.Duration
 	ids      []string
 	replicas map[string]*replica
+	// withPods runs each replica in a Pod object whose kubelet the bench
+	// plays (phase 6, restart.go).
+	withPods bool
+	pods     podsOf
 }
 
 // startFleet starts n replicas of sys reconciling with latency.
-func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Duration) (*fleet, error) {
-	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{}}
+func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Duration, withPods ...bool) (*fleet, error) {
+	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{},
+		withPods: len(withPods) > 0 && withPods[0]}
 	for i := range n {
 		id := fmt.Sprintf("r-%d", i)
 		f.ids = append(f.ids, id)
@@ -51,6 +56,13 @@ func (f *fleet) start(id string) error {
 		"--renew-deadline=" + p.RenewDeadline.String(),
 		"--renew-period=" + p.RenewPeriod.String(),
 		"--drain-grace=" + p.DrainGrace.String(),
+	}
+	if f.withPods {
+		extra, err := f.b.preparePod(f, id)
+		if err != nil {
+			return err
+		}
+		args = append(args, extra...)
 	}
 	logPath := filepath.Join(f.b.dir, "logs", fmt.Sprintf("%s-%s-%d.log", f.name, id, time.Now().UnixNano()))
 	r, err := startReplica(context.Background(), id, f.sys.bin, logPath, args)

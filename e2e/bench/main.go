@@ -36,6 +36,7 @@ type params struct {
 	QPS              float64       `json:"client_qps"`
 	Burst            int           `json:"client_burst"`
 	Phases           map[int]bool  `json:"phases"`
+	RestartKills     int           `json:"restart_kills"`
 	Rounds           int           `json:"rounds"`
 	Replicas         []int         `json:"kshard_replicas"`
 	WriteReplicas    []int         `json:"write_bound_kshard_replicas"`
@@ -60,7 +61,7 @@ type params struct {
 func defaultParams(quick bool) params {
 	p := params{
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
-		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true},
+		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
@@ -76,6 +77,7 @@ func defaultParams(quick bool) params {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = 4*time.Second, 2600*time.Millisecond, 500*time.Millisecond
 		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
 		p.WriterRate = 50
+		p.RestartKills = 1
 		p.Timeout = 5 * time.Minute
 	}
 	return p
@@ -116,7 +118,7 @@ func main() {
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
-	phases := flag.String("phases", "1,2,3,4,5", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources")
+	phases := flag.String("phases", "1,2,3,4,5,6", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
 	flag.Parse()
@@ -128,8 +130,8 @@ func main() {
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 5 {
-			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-5\n", f)
+		if err != nil || n < 1 || n > 6 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-6\n", f)
 			os.Exit(2)
 		}
 		p.Phases[n] = true
@@ -312,6 +314,16 @@ func run(p params, out string, keep bool) (err error) {
 		}
 		progress("  %s killed; %s reconciled again after %.2fs", f.Killed, f.Key, f.Seconds)
 		res.Failover = append(res.Failover, f)
+	}
+
+	if p.Phases[6] {
+		progress("phase 6: crash failover restarted in place vs. lease wait, %d kills each, %d kshard replicas in pods", p.RestartKills, p.HandoffReplicas)
+		rf, err := b.restartFailover(ctx, kshard, p.HandoffReplicas, p.RestartKills)
+		if err != nil {
+			return fmt.Errorf("phase 6 (restart failover): %w", err)
+		}
+		progress("  restarted in place p50 %.2fs p99 %.2fs; lease wait p50 %.2fs p99 %.2fs", rf.InPlaceP50, rf.InPlaceP99, rf.LeaseWaitP50, rf.LeaseWaitP99)
+		res.RestartFailover = &rf
 	}
 
 	if !p.Phases[5] {

@@ -417,7 +417,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 // startSettled starts a fleet and waits until it has reconciled every object
 // and gone quiet; on failure it kills the fleet and returns the error.
 func (b *bench) startSettled(ctx context.Context, sys *system, scenario string, n int, latency time.Duration) (*fleet, error) {
-	f, err := b.startFleet(sys, scenario, n, latency)
+	return b.startSettledWith(ctx, sys, scenario, n, latency, false)
+}
+
+// startSettledWith is startSettled, with the replicas in Pod objects when
+// withPods is set (phase 6).
+func (b *bench) startSettledWith(ctx context.Context, sys *system, scenario string, n int, latency time.Duration, withPods bool) (*fleet, error) {
+	f, err := b.startFleet(sys, scenario, n, latency, withPods)
 	if err != nil {
 		return nil, err
 	}

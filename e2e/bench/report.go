@@ -31,12 +31,14 @@ type results struct {
 	WriteBound throughputSet    `json:"write_bound"`
 	Handoff    []handoffResult  `json:"handoff"`
 	Failover   []failoverResult `json:"failover"`
-	Resources  []resourceResult `json:"resources"`
-	Seconds    float64          `json:"run_seconds"`
-	Command    string           `json:"command"`
-	Warnings   []string         `json:"warnings,omitempty"`
-	Failed     bool             `json:"failed"`
-	Error      string           `json:"error,omitempty"`
+	// RestartFailover is phase 6 (restart.go).
+	RestartFailover *restartFailoverResult `json:"restart_failover,omitempty"`
+	Resources       []resourceResult       `json:"resources"`
+	Seconds         float64                `json:"run_seconds"`
+	Command         string                 `json:"command"`
+	Warnings        []string               `json:"warnings,omitempty"`
+	Failed          bool                   `json:"failed"`
+	Error           string                 `json:"error,omitempty"`
 }
 
 // throughputSet is every throughput run of one workload and, per
@@ -148,6 +150,12 @@ type Summary struct {
 	HandoffMaxSecondsBaseline *float64 `json:"handoff_max_seconds_baseline"`
 	FailoverSeconds           *float64 `json:"failover_seconds"`
 	FailoverSecondsBaseline   *float64 `json:"failover_seconds_baseline"`
+	// Phase 6: crash failover restarted in place (p50, p99) and the
+	// lease-wait failover measured beside it (p50, p99).
+	RestartFailoverSeconds    *float64 `json:"restart_failover_seconds"`
+	RestartFailoverP99Seconds *float64 `json:"restart_failover_p99_seconds"`
+	LeaseWaitFailoverP50      *float64 `json:"lease_wait_failover_p50_seconds"`
+	LeaseWaitFailoverP99      *float64 `json:"lease_wait_failover_p99_seconds"`
 	RSSRatio                  *float64 `json:"rss_ratio"`
 	CPURatio                  *float64 `json:"cpu_ratio"`
 	APIRequestsRatio          *float64 `json:"api_requests_ratio"`
@@ -282,6 +290,10 @@ func (r *results) summarise() {
 		} else {
 			s.FailoverSecondsBaseline = ptr(f.Seconds)
 		}
+	}
+	if rf := r.RestartFailover; rf != nil && len(rf.InPlaceSeconds) > 0 {
+		s.RestartFailoverSeconds, s.RestartFailoverP99Seconds = ptr(rf.InPlaceP50), ptr(rf.InPlaceP99)
+		s.LeaseWaitFailoverP50, s.LeaseWaitFailoverP99 = ptr(rf.LeaseWaitP50), ptr(rf.LeaseWaitP99)
 	}
 	var kr, br *resourceResult
 	for i := range r.Resources {
@@ -480,6 +492,17 @@ func (r *results) markdown() string {
 		p("| %s | %d | %s | %.2f | %s |", f.System, f.Replicas, f.Killed, f.Seconds, f2(ratio(f.Seconds, derefOr(s.FailoverSecondsBaseline))))
 	}
 	p("")
+	if rf := r.RestartFailover; rf != nil {
+		p("## 6. Crash failover restarted in place (proof of death)")
+		p("")
+		p("kshard replicas in Pod objects; the bench plays the kubelet: the killed container's termination (with the message the replica wrote) in the pod's status %s after SIGKILL, a new process %s later. Lease-wait kills restart after the same delays but report nothing.", kubeletStatusDelay, kubeletRestartDelay)
+		p("")
+		p("| kind | kills | p50 s | p99 s | each |")
+		p("|---|---|---|---|---|")
+		p("| restarted in place | %d | %.2f | %.2f | %v |", len(rf.InPlaceSeconds), rf.InPlaceP50, rf.InPlaceP99, rf.InPlaceSeconds)
+		p("| lease wait | %d | %.2f | %.2f | %v |", len(rf.LeaseWaitSeconds), rf.LeaseWaitP50, rf.LeaseWaitP99, rf.LeaseWaitSeconds)
+		p("")
+	}
 	p("## 5. Resources")
 	p("")
 	p("| system | replica | peak RSS MiB | Go heap in use after the window MiB | CPU s (whole run) | CPU s (steady window) |")

@@ -10,4 +10,11 @@
 // write. A paused replica (SIGSTOP for 1.5–3×LeaseDuration) and a live
 // member's Lease deleted or relabelled run one round in every test run;
 // `make chaos-safety ROUNDS=20` runs many rounds of them.
+//
+// The proof-of-death scenarios (inplace_test.go) give every replica a Pod
+// whose kubelet the harness plays: a crash restarted in place must fail
+// over well before LeaseDuration, on the kubelet's report, and a pod
+// force-deleted with its process must not count as proof (the Lease is
+// waited out). One round each runs in every test run; `make chaos-inplace
+// ROUNDS=20` runs many.
 package chaos

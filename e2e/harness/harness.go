@@ -56,6 +56,12 @@ type Options struct {
 	// FinalValues and recorder.Log.CheckWrites. Defaults to false: the
 	// operator writes nothing.
 	BlindWrite bool
+	// Pods gives every identity a Pod object and plays its kubelet (see
+	// pods.go): each process writes its incarnation into a termination
+	// message file of its own, which CrashInPlace reports in the pod's
+	// status, so that replicas can prove a crashed process's death.
+	// Defaults to false: no pods, and crash failover waits the Lease out.
+	Pods bool
 }
 
 func (o Options) withDefaults() Options {
@@ -100,7 +106,8 @@ type Harness struct {
 
 	mu       sync.Mutex // guards replicas and proxies
 	replicas map[string]*Replica
-	proxies  map[string]*proxy // by identity, with Options.Proxies
+	proxies  map[string]*proxy    // by identity, with Options.Proxies
+	pods     map[string]*podState // by identity, with Options.Pods
 }
 
 // New prepares a harness on cp: it builds the operator (once per test
@@ -122,7 +129,7 @@ func New(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: env.Dir(), client: env.Client(), events: events, replicas: map[string]*Replica{}, proxies: map[string]*proxy{}}
+	h := &Harness{t: t, cp: cp, opts: opts, bin: bin, dir: env.Dir(), client: env.Client(), events: events, replicas: map[string]*Replica{}, proxies: map[string]*proxy{}, pods: map[string]*podState{}}
 	t.Cleanup(h.cleanup)
 	return h
 }

@@ -111,6 +111,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.BlindWrite {
 		args = append(args, "--blind-write")
 	}
+	if o.Pods {
+		args = append(args, h.preparePod(identity, r.Process.Incarnation)...)
+	}
 	proc, err := process.Start(process.Options{
 		Name:    identity,
 		Path:    h.bin,

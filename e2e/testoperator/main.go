@@ -64,6 +64,7 @@ func run() error {
 		drainGrace    = flag.Duration("drain-grace", 2*time.Second, "how long reconciles of a revoked partition may run before cancellation")
 		probeAddr     = flag.String("probe-addr", ":0", "health probe address (\"0\" disables)")
 		metricsAddr   = flag.String("metrics-addr", ":0", "metrics address (\"0\" disables)")
+		termPath      = flag.String("termination-message-path", "", "the container's termination message file (default: the manager's, /dev/termination-log)")
 		blindWrite    = flag.Bool("blind-write", false, "end every reconcile that did its work with a merge patch of the object's "+writtenKey+" annotation, without a resourceVersion precondition, recording each write just before it is sent")
 	)
 	flag.Parse()
@@ -105,6 +106,7 @@ func run() error {
 		HealthProbeBindAddress: *probeAddr,
 		MetricsBindAddress:     *metricsAddr,
 		WatchNamespace:         *namespace,
+		TerminationMessagePath: *termPath,
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,11 @@ type Result struct {
 	// Leaves counts graceful leaves; LeaveTombstones, peers that missed a
 	// leaver's empty claim and waited LeaseDuration on a tombstone.
 	Leaves, LeaveTombstones int
+	// Proven counts the proofs of death the cores held at the end (a core
+	// and an ended process it was told had ended); ForceDeletes, pods
+	// removed while, or before their kubelet reported that, their process
+	// ended.
+	Proven, ForceDeletes int
 }
 
 // Run plays one seed to its end and checks, at every step, that no
@@ -43,7 +48,7 @@ func Run(seed uint64, opts Options) Result {
 	w.newShell = opts.Shell
 	w.run()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
-		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones}
+		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes}
 	if w.trace != nil {
 		r.Trace = w.trace.String()
 	}
@@ -55,6 +60,7 @@ type Summary struct {
 	Seeds, Steps, Violations int64
 	Tampers, Pauses          int64
 	Leaves, LeaveTombstones  int64
+	Proven, ForceDeletes     int64
 	// Failed lists the seeds that broke an invariant, in no order.
 	Failed []uint64
 }
@@ -67,6 +73,7 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 		next, steps, violations atomic.Int64
 		tampers, pauses         atomic.Int64
 		leaves, tombstones      atomic.Int64
+		proven, forceDeletes    atomic.Int64
 		mu                      sync.Mutex
 		failed                  []uint64
 		wg                      sync.WaitGroup
@@ -84,6 +91,8 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 				pauses.Add(int64(r.Pauses))
 				leaves.Add(int64(r.Leaves))
 				tombstones.Add(int64(r.LeaveTombstones))
+				proven.Add(int64(r.Proven))
+				forceDeletes.Add(int64(r.ForceDeletes))
 				if r.Violation != "" {
 					violations.Add(1)
 					mu.Lock()
@@ -95,5 +104,6 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 	}
 	wg.Wait()
 	return Summary{Seeds: int64(n), Steps: steps.Load(), Violations: violations.Load(), Tampers: tampers.Load(),
-		Pauses: pauses.Load(), Leaves: leaves.Load(), LeaveTombstones: tombstones.Load(), Failed: failed}
+		Pauses: pauses.Load(), Leaves: leaves.Load(), LeaveTombstones: tombstones.Load(),
+		Proven: proven.Load(), ForceDeletes: forceDeletes.Load(), Failed: failed}
 }

@@ -33,8 +33,8 @@ type Shell interface {
 
 // Process is one simulated process, as an external Shell sees it: a Lease
 // membership (the methods of manager's membership interface), a
-// participant (Activate, Revoke), a clock, and a scheduler for
-// asynchronous work. Every method must be called from the world's own
+// participant (Activate, Revoke), its pod (Pod, GetPod: proofs of death),
+// a clock, and a scheduler for asynchronous work. Every method must be called from the world's own
 // goroutine or from a task started with Go.
 type Process = proc
 
@@ -169,6 +169,7 @@ func (p *proc) stepShell() {
 	if !p.alive || w.violation != "" {
 		return
 	}
+	p.checkProofs()
 	p.countLeaveTombstones()
 	if lost := p.core.Active().Difference(p.core.Claim()); !lost.IsEmpty() {
 		w.fail("%s core has %v active but not claimed", p, lost)

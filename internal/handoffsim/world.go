@@ -193,9 +193,10 @@ type world struct {
 	queue eventQueue
 	steps int
 
-	server apiServer
-	procs  []*proc // every process ever started, in start order
-	incs   int     // incarnations started, for naming
+	server  apiServer
+	kubelet simKubelet // pods and their kubelets (proof.go)
+	procs   []*proc    // every process ever started, in start order
+	incs    int        // incarnations started, for naming
 
 	runningBy []*proc // runningBy[q]: the process reconciling partition q, if any
 	rings     map[string]*shard.Ring
@@ -364,6 +365,8 @@ func (w *world) start(i int) {
 		return
 	}
 	core.SetRingBuilder(w.ring)
+	p.pod = w.kubelet.podOf(p.id)
+	core.SetPod(p.pod) // an external shell sets it on its own core (Process.Pod)
 	p.core = core
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if w.newShell != nil {
@@ -475,9 +478,12 @@ func (w *world) fault() {
 			w.pause(p, w.between(w.p.leaseDuration*11/10, 3*w.p.leaseDuration))
 		}
 	case k < 90: // replacement: a cut-off replica's pod is force-deleted and a new process takes its identity
-		if p := pick(); p != nil && p.cutOff {
+		// Sometimes one that is not cut off: its kubelet is down, its
+		// process runs on (the pod's death is not proven).
+		if p := pick(); p != nil && (p.cutOff || w.rng.IntN(3) == 0) {
 			i, _ := strconv.Atoi(strings.TrimPrefix(p.id, "pod-"))
-			w.tracef("%s replaced while cut off", p)
+			w.tracef("%s replaced while cut off (%v) or its kubelet is down", p, p.cutOff)
+			w.forceDelete(p.id)
 			w.start(i)
 		}
 	default: // a burst of duplicate watch deliveries (informer resync), or a relist
@@ -684,6 +690,10 @@ type proc struct {
 	// snapshot and departedObs: the informer's content as Snapshot and
 	// Departed report it.
 	snapshot, departedObs []lease.Observed
+
+	// Proof of death (proof.go).
+	pod     string                          // UID of the pod it runs in
+	proving map[handoff.Death]time.Duration // when each question was last read (built-in shell)
 }
 
 func (p *proc) String() string { return p.id + "#" + p.inc }
@@ -845,6 +855,9 @@ func (p *proc) step() {
 	for _, ref := range r.GarbageCollect {
 		p.garbageCollect(ref)
 	}
+	for _, d := range r.ProveDeath {
+		p.proveDeath(d)
+	}
 	p.core.Advance(r) // everything above was carried out
 	if r.DeleteLease {
 		p.leaveComplete()
@@ -937,6 +950,10 @@ func (p *proc) exit(why string) {
 	w.tracef("%s %s (running %v)", p, why, p.running())
 	p.alive = false
 	p.stopCoroutines()
+	if why == "crash" && w.rng.IntN(8) == 0 {
+		w.forceDelete(p.id) // its node is lost: the pod GC removes it before the kubelet reports
+	}
+	w.reportEnd(p)
 	for q, o := range w.runningBy {
 		if o == p {
 			w.runningBy[q] = nil
@@ -964,7 +981,11 @@ func (p *proc) exit(why string) {
 		// at once: membership is stable but for this.
 		restart()
 	case why == "crash" && w.rng.IntN(2) == 0:
-		w.after(w.between(0, 2*w.p.leaseDuration), func() {
+		d := w.between(0, 2*w.p.leaseDuration)
+		if w.rng.IntN(2) == 0 {
+			d = w.kubeletDelay() + w.between(0, time.Second) // restarted in place
+		}
+		w.after(d, func() {
 			if !w.quiet {
 				restart()
 			}

@@ -110,6 +110,10 @@ type Core struct {
 	// decided holds the identities whose main Lease the current Observe
 	// has settled (reused between calls).
 	decided map[string]bool
+
+	// Proof of death (proof.go).
+	pod    string         // UID of the own pod, published in the Record; "" unknown
+	deaths map[Death]bool // incarnations the kubelet reported ended, by pod UID
 }
 
 // peer is what the core knows about another member's Lease.
@@ -340,8 +344,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			// Absence is not death: a Lease deleted or relabelled by
 			// hand while its holder runs must keep blocking its claim
 			// until the holder, which fences when it sees its Lease gone,
-			// has stopped. A hook for a proof of death (a peer known to
-			// have exited) would release the tombstone here.
+			// has stopped, or is proven dead (judgeProofs voids it).
 			p.gone, p.lastChange, p.collected = true, c.now, true
 		}
 	}
@@ -762,6 +765,7 @@ func (c *Core) live(p *peer) bool {
 // judgePeers asks to confirm Leases that look expired and hold claims, and to
 // garbage-collect Leases expired for long.
 func (c *Core) judgePeers(r *Ready) {
+	c.judgeProofs(r)
 	c.ownGhosts = slices.DeleteFunc(c.ownGhosts, func(g *peer) bool {
 		return (g.void || !c.live(g)) && g.seen != c.observation
 	})
@@ -785,7 +789,8 @@ func (c *Core) judgePeers(r *Ready) {
 	// write conditioned on the very version judged. If that write fails
 	// because the Lease changed, the watch shows the new version, which is
 	// waited out afresh.
-	if p := c.prior; p != nil && !c.live(p) && !p.takingOver {
+	// A proven death (judgeProofs) voids it at once.
+	if p := c.prior; p != nil && (!c.live(p) || p.void) && !p.takingOver {
 		if !p.void && !p.confirming {
 			p.confirming = true
 			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
@@ -806,7 +811,7 @@ func (c *Core) judgePeers(r *Ready) {
 	c.foreign = nil
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
-		if !p.gone && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
+		if !p.gone && !p.void && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
 			c.foreign = p
 			break
 		}
@@ -888,7 +893,9 @@ func (c *Core) updateRing() {
 	view := c.scratch[:0]
 	for _, id := range c.peerIDs {
 		p := c.peers[id]
-		if !p.gone && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
+		// A void Lease is not live, unless its holder was proven dead
+		// before it expired.
+		if !p.gone && !p.void && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
 			view = append(view, id)
 		}
 	}
@@ -954,13 +961,13 @@ func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
 		p := c.peers[id]
 		add(p)
 		for _, g := range p.ghosts {
-			if c.live(g) {
+			if c.live(g) && !c.provenDead(g.obs) {
 				add(g)
 			}
 		}
 	}
 	for _, g := range c.ownGhosts {
-		if c.live(g) {
+		if c.live(g) && !c.provenDead(g.obs) {
 			add(g)
 		}
 	}
@@ -1023,6 +1030,7 @@ func (c *Core) record() Record {
 		Claim:       c.claim.Clone(),
 		Generation:  c.generation,
 		Fingerprint: c.fingerprint,
+		Pod:         c.pod,
 	}
 }
 
@@ -1076,6 +1084,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	for _, g := range c.ownGhosts {
 		consider(g.lastChange.Add(c.cfg.LeaseDuration))
 	}
+	c.nextSuspects(consider)
 	if c.observed && c.state == StateJoining {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
 	}

@@ -30,8 +30,8 @@
 //     confirms it still gone (or out of the ring). The last claim is the one
 //     last observed, or the one the removing watch event carried (the shell
 //     reports departed Leases, Observed.Gone), whichever is larger. Only an
-//     observed empty claim, that confirmed expiry, or (in future) a proof of
-//     death releases it. A Lease created afresh (another UID) by another
+//     observed empty claim, that confirmed expiry, or a proof of death
+//     (below) releases it. A Lease created afresh (another UID) by another
 //     incarnation keeps the previous incarnation's claim in force for
 //     LeaseDuration (a ghost); so does every earlier object (UID) of a name
 //     whose departure the shell reports, unless a later Lease of the same
@@ -51,6 +51,12 @@
 //     a damaged one only over the version the core names in TakeOver). A
 //     Lease written by another incarnation after this one held it is a
 //     duplicate identity: the core stops.
+//   - Proof of death (proof.go). A Lease whose writer the kubelet reports
+//     terminated (same pod UID as the Lease records, and the writer's
+//     incarnation marker in a terminated container's termination message)
+//     is void at once, whatever its version; the own identity's previous
+//     incarnation is then taken over without waiting. A pod that is gone or
+//     recreated proves nothing.
 //   - Fence. Reconciles stop (Fence) once RenewDeadline has passed since the
 //     sending of the last renew that succeeded, and the process must exit
 //     (Exit) if any of them still runs at StopDeadline, halfway to
@@ -125,7 +131,8 @@
 //
 // Inputs: Observe (the informer's full content, after its first list, on
 // every change), CachesSynced, RenewSucceeded, Drained, Confirmed or
-// ConfirmFailed (answers to Ready.Confirm), and Leave. After inputs, and at
+// ConfirmFailed (answers to Ready.Confirm), Terminated (the kubelet's
+// answers to Ready.ProveDeath), SetPod, and Leave. After inputs, and at
 // NextDeadline, call Ready with the current local time, carry out what it
 // returns and acknowledge it with Advance; what is not acknowledged is asked
 // for again. Keep renewing the own Lease with the latest published Record,
@@ -144,8 +151,10 @@
 //
 // The deterministic simulation (internal/handoffsim) checks all of this
 // under random crashes, restarts, partitions from the API server, stalled
-// and lagging watches, failing and late-landing writes, membership flapping
-// and reconciles that ignore cancellation, twice: sim_test.go here drives
+// and lagging watches, failing and late-landing writes, membership flapping,
+// reconciles that ignore cancellation, crashes restarted in place whose end
+// the kubelet reports (proofs of death) and pods force-deleted while their
+// process may run, twice: sim_test.go here drives
 // the core with a built-in shell, and manager's TestCoordinatorSimulation
 // drives it with the real coordinator. Run either with -handoff.seeds=N,
 // replay a failing seed with -handoff.seed=S; `make sim` runs 1,000,000

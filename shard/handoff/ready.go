@@ -50,6 +50,15 @@ type Ready struct {
 	// that a Lease renewed in the meantime survives. Failures may be ignored.
 	GarbageCollect []LeaseRef
 
+	// ProveDeath: Leases whose holders may have ended (a peer silent for
+	// RenewDeadline/2, or the own identity's previous incarnation). For
+	// each, read the pod named Identity and, if its UID is PodUID and it
+	// reports a terminated container (state or lastState) whose
+	// termination message names Incarnation, report Terminated. A pod that
+	// is gone or has another UID proves nothing. Recomputed in every Ready;
+	// the shell limits how often it reads each pod.
+	ProveDeath []Death
+
 	// DeleteLease: the graceful leave is complete; stop renewing, delete the
 	// own Lease if this process has written it (precondition: the version it
 	// wrote last), and exit. The core is done.
@@ -59,5 +68,5 @@ type Ready struct {
 // IsEmpty reports whether r asks for nothing.
 func (r Ready) IsEmpty() bool {
 	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.TakeOver == nil && r.Publish == nil && r.Activate.IsEmpty() &&
-		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && !r.DeleteLease
+		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && len(r.ProveDeath) == 0 && !r.DeleteLease
 }

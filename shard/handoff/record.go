@@ -38,6 +38,11 @@ type Record struct {
 	Generation uint64
 	// Fingerprint is the writer's shard.Config.Fingerprint.
 	Fingerprint string
+	// Pod is the UID of the pod the writer runs in, when it knows it and
+	// has written its incarnation into its container's termination
+	// message: what lets a peer or the next incarnation prove its death
+	// (proof.go). Empty: its death can only be waited out.
+	Pod string
 }
 
 // Clone returns a copy of r that shares no storage with it.
@@ -49,7 +54,7 @@ func (r Record) Clone() Record {
 // Equal reports whether r and o publish the same Lease content.
 func (r Record) Equal(o Record) bool {
 	return r.Identity == o.Identity && r.Incarnation == o.Incarnation && r.State == o.State &&
-		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Claim.Equal(o.Claim)
+		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim)
 }
 
 // Observed is one Lease of the ring as this replica's informer holds it,

@@ -34,6 +34,11 @@ func TestSimulation(t *testing.T) {
 	s := handoffsim.RunSeeds(*simFirst, *simSeeds, handoffsim.Options{})
 	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
 		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses)
+	t.Logf("proofs of death the cores held at the end: %d; pods force-deleted while (or before the kubelet reported that) their process ended: %d",
+		s.Proven, s.ForceDeletes)
+	if s.Seeds >= 1000 && s.Proven == 0 {
+		t.Errorf("no core was handed a proof of death in %d seeds: the simulated pods did not run", s.Seeds)
+	}
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
 		s.Leaves, s.LeaveTombstones)
 	for i, seed := range s.Failed {

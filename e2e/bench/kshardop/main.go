@@ -61,6 +61,8 @@ func run() error {
 		drainGrace    = flag.Duration("drain-grace", 5*time.Second, "drain grace period")
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address")
+		termPath      = flag.String("termination-message-path", "", "the container's termination message file (phase 6; default the manager's)")
+		podNamespace  = flag.String("pod-namespace", "", "namespace of this replica's Pod (phase 6; default the manager's)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -75,6 +77,7 @@ func run() error {
 		Ring: *name, Namespace: *namespace, Identity: *identity, WatchNamespace: *namespace,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
+		TerminationMessagePath: *termPath, PodNamespace: *podNamespace,
 	})
 	if err != nil {
 		return err
