@@ -102,6 +102,10 @@ type Core struct {
 	// decided holds the identities whose main Lease the current Observe
 	// has settled (reused between calls).
 	decided map[string]bool
+	// trustWatchOrder turns off the defence against stale views of a
+	// peer's Lease (see staleObservation). Only the simulation sets it, to
+	// show that its stale-view fault breaks the invariant without it.
+	trustWatchOrder bool
 }
 
 // peer is what the core knows about another member's Lease.

@@ -23,6 +23,9 @@ var (
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
 		w := newWorld(uint64(*simSeed), true)
+		if *simClockLong {
+			w = newWorldWith(uint64(*simSeed), true, clockWorld(*simClockSkew))
+		}
 		w.run()
 		t.Logf("seed %d trace:\n%s", *simSeed, w.trace.String())
 		t.Logf("simulation: seeds=1 steps=%d violations=%d", w.steps, btoi(w.violation != ""))
@@ -35,6 +38,7 @@ func TestSimulation(t *testing.T) {
 	var (
 		next, steps, violations atomic.Int64
 		tampers, pauses         atomic.Int64
+		clockFaults, staleViews atomic.Int64
 		leaves, leaveTombstones atomic.Int64
 		mu                      sync.Mutex
 		failed                  []uint64
@@ -56,6 +60,8 @@ func TestSimulation(t *testing.T) {
 				steps.Add(int64(w.steps))
 				tampers.Add(int64(w.tampers))
 				pauses.Add(int64(w.pauses))
+				clockFaults.Add(int64(w.clockFaults))
+				staleViews.Add(int64(w.staleViews))
 				leaves.Add(int64(w.leaves))
 				leaveTombstones.Add(int64(w.leaveTombstones))
 				if w.violation != "" {
@@ -68,8 +74,8 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
-		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load())
+	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits, %d pauses, %d clock-rate changes within ±%d ppm and %d stale views)",
+		n, steps.Load(), violations.Load(), tampers.Load(), pauses.Load(), clockFaults.Load(), *simClockSkew, staleViews.Load())
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
 		leaves.Load(), leaveTombstones.Load())
 	for i, seed := range failed {

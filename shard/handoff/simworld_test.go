@@ -38,6 +38,12 @@ type simParams struct {
 	maxCutOff     time.Duration // longest partition from the API server
 	writeFailPct  int           // writes that fail without landing
 	writeLostPct  int           // writes that time out; half of them land anyway
+	// Faults against the core's other assumptions (sim_assumptions_test.go).
+	clockSkewPPM int64 // clock-rate fault: a replica's clock runs at 1 ± up to this; 0: no such fault
+	staleView    bool  // stale-view fault: a replica's informer shows an older state of a peer's Lease
+	// trustWatchOrder turns off the core's defence against stale views
+	// (Core.trustWatchOrder), to show that the stale-view fault is real.
+	trustWatchOrder bool
 }
 
 // livenessBound is how long after the faults stop, or after the last replica
@@ -48,14 +54,14 @@ type simParams struct {
 // flight; the drain of the handoffs that follow takes at most maxStuck; the
 // last second covers the few watch, write and confirm round trips between.
 func (p simParams) livenessBound() time.Duration {
-	return p.leaseDuration + p.clientTimeout + p.maxStuck + time.Second
+	return p.slowest(p.leaseDuration+p.clientTimeout+p.maxStuck) + time.Second
 }
 
 // falloutBound is how long after the faults stop a replica that lost its
 // renewals during them may still exit: at its stop deadline, counted from a
 // renew sent before the faults stopped.
 func (p simParams) falloutBound() time.Duration {
-	return p.renewDeadline + (p.leaseDuration-p.renewDeadline)/2
+	return p.slowest(p.renewDeadline + (p.leaseDuration-p.renewDeadline)/2)
 }
 
 func randomParams(rng *rand.Rand) simParams {
@@ -201,6 +207,8 @@ type world struct {
 	faultsOver time.Duration // faultsEnd, or the end of a pause that outlasts it
 	pauses     int           // pause faults injected
 	tampers    int           // third-party Lease edits injected
+	// Clock-rate and stale-view faults injected (sim_assumptions_test.go).
+	clockFaults, staleViews int
 	// Graceful leaves, and (observer, leaver) pairs in which the observer
 	// saw the leaver's Lease vanish with its claim still in force (its
 	// watch merged the empty claim with the deletion): a tombstone that
@@ -219,9 +227,17 @@ type world struct {
 
 var simEpoch = time.Unix(1_700_000_000, 0)
 
-func newWorld(seed uint64, tracing bool) *world {
+func newWorld(seed uint64, tracing bool) *world { return newWorldWith(seed, tracing, nil) }
+
+// newWorldWith is newWorld with the seed's parameters changed by tweak
+// (nil: none) before anything runs.
+func newWorldWith(seed uint64, tracing bool, tweak func(*simParams)) *world {
 	rng := rand.New(rand.NewPCG(seed, 0x6b7368617264))
 	w := &world{seed: seed, rng: rng, p: randomParams(rng)}
+	w.p.clockSkewPPM, w.p.staleView, w.p.trustWatchOrder = *simClockSkew, false, *simTrustOrder
+	if tweak != nil {
+		tweak(&w.p)
+	}
 	w.server.leases = map[string]*storedLease{}
 	w.rings = map[string]*shard.Ring{}
 	w.runningBy = make([]*proc, w.p.ring.WithDefaults().Partitions)
@@ -298,7 +314,7 @@ func (w *world) run() {
 		w.steps++
 		if w.quiet {
 			w.checkConvergence()
-			if w.converged && w.now >= w.convergedSince+w.p.leaseDuration && w.now >= w.faultsOver+w.p.falloutBound() {
+			if w.converged && w.now >= w.convergedSince+w.p.slowest(w.p.leaseDuration) && w.now >= w.faultsOver+w.p.falloutBound() {
 				break // stable for a LeaseDuration: nothing pending can unsettle it
 			}
 		}
@@ -342,6 +358,7 @@ func (w *world) start(i int) {
 		cache:    map[string]*storedLease{},
 		departed: map[string][]departure{},
 	}
+	w.initialClockRate(p)
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
@@ -354,6 +371,7 @@ func (w *world) start(i int) {
 		return
 	}
 	core.newRing = w.ring
+	core.trustWatchOrder = w.p.trustWatchOrder
 	p.core = core
 	w.procs = append(w.procs, p)
 	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
@@ -381,6 +399,9 @@ func (w *world) fault() {
 			return nil
 		}
 		return alive[w.rng.IntN(len(alive))]
+	}
+	if w.assumptionFault(pick) {
+		return
 	}
 	switch k := w.rng.IntN(100); {
 	case k < 20: // join (or restart) an identity that has no live process
@@ -609,6 +630,9 @@ type proc struct {
 	leaving  bool
 	driftPPM int64
 	offset   time.Duration
+	// The clock reads offset+clockL0 at world time clockT0 and runs at
+	// 1+driftPPM/10⁶ since (setClockRate moves clockT0 and clockL0).
+	clockT0, clockL0 time.Duration
 
 	// Lease client: one write in flight at a time.
 	rec        *Record
@@ -651,24 +675,24 @@ func (p *proc) String() string { return p.id + "#" + p.inc }
 
 // local is the process's clock: its own offset and rate.
 func (p *proc) local() time.Time {
-	t := int64(p.w.now)
-	return simEpoch.Add(p.offset + time.Duration(t+t/1_000_000*p.driftPPM+(t%1_000_000)*p.driftPPM/1_000_000))
+	t := int64(p.w.now - p.clockT0)
+	return simEpoch.Add(p.offset + p.clockL0 + time.Duration(t+t/1_000_000*p.driftPPM+(t%1_000_000)*p.driftPPM/1_000_000))
 }
 
 // globalAt converts a local time of this process to the earliest world time
 // at which its clock reads at least local.
 func (p *proc) globalAt(local time.Time) time.Duration {
-	x := local.Sub(simEpoch) - p.offset
+	x := local.Sub(simEpoch) - p.offset - p.clockL0
 	if x <= 0 {
-		return 0
+		return p.clockT0
 	}
 	saved := p.w.now
 	defer func() { p.w.now = saved }()
-	g := time.Duration(float64(x) * 1e6 / float64(1_000_000+p.driftPPM))
+	g := p.clockT0 + time.Duration(float64(x)*1e6/float64(1_000_000+p.driftPPM))
 	for p.w.now = g; p.local().Before(local); p.w.now = g {
 		g++
 	}
-	for g > 0 {
+	for g > p.clockT0 {
 		if p.w.now = g - 1; p.local().Before(local) {
 			break
 		}
