@@ -370,7 +370,9 @@ func (c *Core) observePeer(l Observed) (changed bool) {
 			old.obs.Claim = old.obs.Claim.Union(m.Claim)
 		}
 		return false
-	case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
+	case ok && !l.Gone && l.Version != "" && old.obs.Version == l.Version:
+		// Unchanged. (A tombstone may still be in the view: a direct read
+		// found it gone before the watch showed it; its clock stands.)
 		old.seen = c.observation
 		return false
 	}
@@ -551,6 +553,15 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 		return
 	}
 	p.confirming = false
+	if !found && !p.gone && identity != c.cfg.Identity {
+		// Absence is not death: the Lease looked expired through a watch
+		// that lagged, and has been deleted or relabelled since (by hand,
+		// say) while its holder may still run and not have noticed yet.
+		// It becomes a tombstone from now, voided only by a later read
+		// that finds it still gone a LeaseDuration on.
+		p.gone, p.lastChange, p.collected = true, c.now, true
+		return
+	}
 	if !found || current == p.obs.Version {
 		p.void = true
 		return
