@@ -130,6 +130,9 @@ type peer struct {
 	// takingOver: (prior only) the shell has been asked to take the Lease
 	// over from this version.
 	takingOver bool
+	// history: the newest Records of this identity seen (see
+	// staleObservation).
+	history leaseHistory
 	// ghosts: claims of earlier Lease objects (UIDs) of this identity, or
 	// of the incarnation that held this object before another one wrote
 	// it, that were in force when they were superseded without an observed
@@ -144,6 +147,81 @@ type peer struct {
 	// ghost stays, counting nothing, while the shell still reports its
 	// departure, so that the report does not arm it again.
 	ghosts []*peer
+}
+
+// leaseHistory is what a peer's Lease has shown of its writers' Records:
+// per incarnation the highest Generation (a writer's Generation only grows,
+// across re-creations of its Lease too), the newest Record, and the
+// incarnations that another one took over from on the same object (a
+// takeover follows a confirmed expiry, and the old incarnation never
+// writes over the new one). It is bounded: the oldest incarnations are
+// forgotten first.
+type leaseHistory struct {
+	latest  Record // the newest well-formed Record seen; zero before any
+	gens    []incarnationGen
+	retired []string // UID + "/" + incarnation
+}
+
+type incarnationGen struct {
+	incarnation string
+	generation  uint64
+}
+
+// historyDepth is how many incarnations a leaseHistory remembers.
+const historyDepth = 8
+
+// wellFormed reports whether l's Record can be ordered against others of
+// its writer: damaged Leases, and those without an incarnation, cannot.
+func wellFormed(l Observed) bool {
+	return !l.Gone && l.Problem == "" && !l.ClaimUnknown && l.Incarnation != ""
+}
+
+// record adds l to the history unless it is stale (see staleObservation).
+func (h *leaseHistory) record(l Observed) {
+	if !wellFormed(l) || h.older(l) {
+		return
+	}
+	if h.latest.Incarnation != "" && h.latest.Incarnation != l.Incarnation && l.UID != "" {
+		h.retired = append(h.retired, l.UID+"/"+h.latest.Incarnation)
+		if len(h.retired) > historyDepth {
+			h.retired = h.retired[1:]
+		}
+	}
+	h.latest = l.Record.Clone()
+	i := slices.IndexFunc(h.gens, func(g incarnationGen) bool { return g.incarnation == l.Incarnation })
+	if i < 0 {
+		h.gens = append(h.gens, incarnationGen{incarnation: l.Incarnation})
+		if len(h.gens) > historyDepth {
+			h.gens = h.gens[1:]
+		}
+		i = len(h.gens) - 1
+	}
+	h.gens[i].generation = max(h.gens[i].generation, l.Generation)
+}
+
+// older reports whether l is older than a state already seen: a lower
+// Generation of the same incarnation, or an incarnation that another one
+// took the same Lease object over from.
+func (h *leaseHistory) older(l Observed) bool {
+	for _, g := range h.gens {
+		if g.incarnation == l.Incarnation && l.Generation < g.generation {
+			return true
+		}
+	}
+	return l.UID != "" && slices.Contains(h.retired, l.UID+"/"+l.Incarnation)
+}
+
+// staleObservation reports whether l, a state of old's identity, is older
+// than one this core has already seen, and returns the newest one seen. A
+// watch delivers in etcd order, so this should not happen; a watch that
+// reorders events, or a relist served by a lagging API server, would
+// otherwise show a claim dropped that was added back since, and a holder
+// active on it would look free.
+func (c *Core) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
+	if c.trustWatchOrder || !wellFormed(l) || !old.history.older(l) {
+		return Record{}, false
+	}
+	return old.history.latest, true
 }
 
 // dropPeer forgets the Lease of id. While ghosts of the identity are in
@@ -384,8 +462,17 @@ func (c *Core) observePeer(l Observed) (changed bool) {
 		collected:  l.Gone, // nothing to delete
 	}
 	if ok {
+		np.history = old.history
+		if latest, stale := c.staleObservation(old, l); stale {
+			// An older state of the Lease after a newer one: it counts
+			// as a change (the Lease is live), but what it says is the
+			// newest state seen; an older claim may lack partitions the
+			// holder has claimed and activated since.
+			np.obs = Observed{Record: latest.Clone(), Version: l.Version, UID: l.UID}
+		}
 		np.ghosts = c.ghostOf(old, np)
 	}
+	np.history.record(l)
 	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
 		// Left with nothing in force, or after its last claim was
 		// voided (a Lease garbage-collected, say; another object of the

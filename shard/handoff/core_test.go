@@ -869,3 +869,50 @@ func TestDepartedObjectsOfOneNameAllKeepTheirClaims(t *testing.T) {
 		})
 	}
 }
+
+// A watch that shows an older state of a peer's Lease after a newer one
+// (reordered events, a relist from a lagging API server) must not make the
+// claims added since look released: the core keeps what the newest state
+// said. Generations order the states of one incarnation; an incarnation
+// that another one took the Lease object over from is older than it.
+func TestStaleViewOfPeerKeepsNewestClaim(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		h := newHarness(t, "a")
+		h.c.trustWatchOrder = trust
+		h.c.CachesSynced()
+		peer := func(inc string, gen uint64, claim ...int) *Observed {
+			return &Observed{Record: Record{Identity: "b", Incarnation: inc, State: StateJoining,
+				Claim: set(claim...), Generation: gen, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+		}
+		// b#1 claims {0,1} at generation 2; b#2 takes the object over
+		// (same UID) and claims {0,1} at its generation 3.
+		h.peer["b"] = peer("b#1", 2, 0, 1)
+		h.settle()
+		h.peer["b"] = peer("b#2", 3, 0, 1)
+		h.settle()
+		// Stale: b#2 at an earlier generation, claiming nothing yet; then
+		// b#1 before it claimed anything.
+		activated := shard.NewPartitionSet(testRing.Partitions)
+		for _, o := range []*Observed{peer("b#2", 1), peer("b#1", 1)} {
+			h.peer["b"] = o
+			activated = activated.Union(h.settle())
+		}
+		if trust {
+			if !activated.Has(0) || !activated.Has(1) {
+				t.Fatalf("with the defence off, the stale views should free {0,1} (activated %v): the test shows nothing", activated)
+			}
+			continue
+		}
+		if activated.Has(0) || activated.Has(1) {
+			t.Fatalf("activated %v on a stale view of b, whose newest state claims {0,1}", activated)
+		}
+		if !h.c.Blocked().Has(0) || !h.c.Blocked().Has(1) {
+			t.Fatalf("blocked %v; want {0,1} blocked by b#2's newest claim", h.c.Blocked())
+		}
+		// The stale states still count as changes: b is live.
+		h.pass(testLease - time.Second)
+		if r := h.ready(); len(r.Confirm) != 0 {
+			t.Fatalf("b confirmed expired although its Lease changed within LeaseDuration: %v", r.Confirm)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (p *proc) setClockRate(ppm int64) {
 // object than it has shown already, as a watch that delivered an old event
 // after a newer one would (or a relist served by a lagging API server, for
 // that object). The stale state stays until the next write of that Lease
-// reaches p.
+// reaches p or the watch catches up.
 func (w *world) staleView(p *proc) {
 	if p.cutOff || p.paused() || w.now < p.stallUntil {
 		return
@@ -154,6 +154,23 @@ func (w *world) staleView(p *proc) {
 		p, id, old.rv, old.rec.Generation, old.rec.State, old.rec.Claim, cur.rv, cur.rec.Generation, cur.rec.State, cur.rec.Claim)
 	p.cache[id] = old
 	p.observeCache()
+	// The watch catches up (it replays what followed the old state): the
+	// newer state is back within a few seconds, unless a later write of
+	// the Lease has reached p first.
+	var catchUp func()
+	catchUp = func() {
+		if !p.alive || p.cache[id] != old {
+			return
+		}
+		if p.paused() || p.cutOff || w.now < p.stallUntil {
+			w.after(w.between(100*time.Millisecond, time.Second), catchUp)
+			return
+		}
+		w.tracef("%s view of %s back at rv %d", p, id, cur.rv)
+		p.cache[id] = cur
+		p.observeCache()
+	}
+	w.after(w.between(10*time.Millisecond, 3*time.Second), catchUp)
 }
 
 // simResult sums a run of many seeds.
