@@ -187,7 +187,9 @@ func (h *leaseHistory) record(l Observed) {
 			h.retired = h.retired[1:]
 		}
 	}
-	h.latest = l.Record.Clone()
+	if !h.latest.Equal(l.Record) { // a renew rewrites the same Record
+		h.latest = l.Record.Clone()
+	}
 	i := slices.IndexFunc(h.gens, func(g incarnationGen) bool { return g.incarnation == l.Incarnation })
 	if i < 0 {
 		h.gens = append(h.gens, incarnationGen{incarnation: l.Incarnation})

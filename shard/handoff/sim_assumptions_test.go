@@ -260,7 +260,7 @@ func clockWorld(ppm int64) func(*simParams) {
 }
 
 // clockSeeds is how many seeds TestSimulationClockRate runs in CI.
-const clockSeeds = 1000
+const clockSeeds = 500
 
 // TestSimulationClockRate runs the simulation with clocks within ±8 %
 // (simClockSkewPPM, inside clockRateBound) and long fault windows: no
