@@ -99,9 +99,11 @@
 //     seen; without that a reordered view shows a claim dropped that was
 //     added back (the simulation's stale-view fault finds it). Not covered:
 //     a stale view of a Lease object this core never saw newer, and stale
-//     views of the own Lease (an older own Record only delays activation;
+//     views of the own Lease: an older own Record is judged by its
+//     Generation as any (read-your-write needs the Generation that added a
+//     partition), so it can only delay activation or revoke for a moment;
 //     an older Record of an incarnation this one took over from reads as a
-//     duplicate identity, and the replica stops).
+//     duplicate identity, and the replica stops.
 //   - Only this incarnation writes its own Lease, and its writes land in the
 //     order sent: writes are conditional on the resourceVersion (Update, not
 //     Apply), a write never overwrites a version written by another
@@ -115,7 +117,8 @@
 //     longer than LeaseDuration fences at its first step after resuming
 //     (its renew deadline has passed), but a reconcile already running
 //     resumes too: the workers' validity check and the client transport's
-//     refusal of late writes (manager/, controller/) stop it from writing;
+//     refusal of late writes of reconciles and singletons (manager/,
+//     controller/) stop it from writing;
 //     a request already on the wire may still land.
 //   - The shell calls Ready at NextDeadline, cancels reconciles on Fence and
 //     exits on Exit promptly, and reports Drained only when nothing of a
