@@ -150,21 +150,14 @@ type peer struct {
 }
 
 // leaseHistory is what a peer's Lease has shown of its writers' Records:
-// per incarnation the highest Generation (a writer's Generation only grows,
-// across re-creations of its Lease too), the newest Record, and the
-// incarnations that another one took over from on the same object (a
-// takeover follows a confirmed expiry, and the old incarnation never
-// writes over the new one). It is bounded: the oldest incarnations are
-// forgotten first.
+// per incarnation, the Record with the highest Generation seen (a writer's
+// Generation only grows, across re-creations of its Lease too). It orders
+// the Records of one writer; those of different incarnations cannot be
+// ordered without comparing resourceVersions (which API conventions
+// forbid), and the order in which a stale view shows them proves nothing.
+// It is bounded: the incarnation seen longest ago is forgotten first.
 type leaseHistory struct {
-	latest  Record // the newest well-formed Record seen; zero before any
-	gens    []incarnationGen
-	retired []string // UID + "/" + incarnation
-}
-
-type incarnationGen struct {
-	incarnation string
-	generation  uint64
+	newest []Record // one per incarnation, oldest incarnation first
 }
 
 // historyDepth is how many incarnations a leaseHistory remembers.
@@ -176,54 +169,46 @@ func wellFormed(l Observed) bool {
 	return !l.Gone && l.Problem == "" && !l.ClaimUnknown && l.Incarnation != ""
 }
 
-// record adds l to the history unless it is stale (see staleObservation).
+// record adds l to the history unless it is older than a Record of its
+// writer seen already.
 func (h *leaseHistory) record(l Observed) {
-	if !wellFormed(l) || h.older(l) {
+	if !wellFormed(l) {
 		return
 	}
-	if h.latest.Incarnation != "" && h.latest.Incarnation != l.Incarnation && l.UID != "" {
-		h.retired = append(h.retired, l.UID+"/"+h.latest.Incarnation)
-		if len(h.retired) > historyDepth {
-			h.retired = h.retired[1:]
+	i := slices.IndexFunc(h.newest, func(r Record) bool { return r.Incarnation == l.Incarnation })
+	switch {
+	case i < 0:
+		h.newest = append(h.newest, l.Record.Clone())
+		if len(h.newest) > historyDepth {
+			h.newest = h.newest[1:]
 		}
+	case l.Generation > h.newest[i].Generation:
+		h.newest[i] = l.Record.Clone()
 	}
-	if !h.latest.Equal(l.Record) { // a renew rewrites the same Record
-		h.latest = l.Record.Clone()
-	}
-	i := slices.IndexFunc(h.gens, func(g incarnationGen) bool { return g.incarnation == l.Incarnation })
-	if i < 0 {
-		h.gens = append(h.gens, incarnationGen{incarnation: l.Incarnation})
-		if len(h.gens) > historyDepth {
-			h.gens = h.gens[1:]
-		}
-		i = len(h.gens) - 1
-	}
-	h.gens[i].generation = max(h.gens[i].generation, l.Generation)
 }
 
-// older reports whether l is older than a state already seen: a lower
-// Generation of the same incarnation, or an incarnation that another one
-// took the same Lease object over from.
-func (h *leaseHistory) older(l Observed) bool {
-	for _, g := range h.gens {
-		if g.incarnation == l.Incarnation && l.Generation < g.generation {
-			return true
+// newer returns the newest Record seen of l's writer if it is newer than
+// l: a higher Generation of the same incarnation.
+func (h *leaseHistory) newer(l Observed) (Record, bool) {
+	for _, r := range h.newest {
+		if r.Incarnation == l.Incarnation && l.Generation < r.Generation {
+			return r, true
 		}
 	}
-	return l.UID != "" && slices.Contains(h.retired, l.UID+"/"+l.Incarnation)
+	return Record{}, false
 }
 
 // staleObservation reports whether l, a state of old's identity, is older
-// than one this core has already seen, and returns the newest one seen. A
-// watch delivers in etcd order, so this should not happen; a watch that
-// reorders events, or a relist served by a lagging API server, would
-// otherwise show a claim dropped that was added back since, and a holder
-// active on it would look free.
+// than one this core has already seen of the same writer, and returns the
+// newest one seen. A watch delivers in etcd order, so this should not
+// happen; a watch that reorders events, or a relist served by a lagging
+// API server, would otherwise show a claim dropped that was added back
+// since, and a holder active on it would look free.
 func (c *Core) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
-	if c.trustWatchOrder || !wellFormed(l) || !old.history.older(l) {
+	if c.trustWatchOrder || !wellFormed(l) {
 		return Record{}, false
 	}
-	return old.history.latest, true
+	return old.history.newer(l)
 }
 
 // dropPeer forgets the Lease of id. While ghosts of the identity are in

@@ -114,7 +114,8 @@ func (p *proc) setClockRate(ppm int64) {
 }
 
 // staleView makes p's informer show an older state of one peer's Lease
-// object than it has shown already, as a watch that delivered an old event
+// object than it has shown already, written by the same incarnation
+// (unless staleAcross), as a watch that delivered an old event
 // after a newer one would (or a relist served by a lagging API server, for
 // that object). The stale state stays until the next write of that Lease
 // reaches p or the watch catches up.
@@ -137,7 +138,8 @@ func (w *world) staleView(p *proc) {
 	var older []*storedLease // earlier states of the object, one per Record
 	for _, e := range w.server.log[:p.cursor] {
 		l := e.lease
-		if e.identity != id || l == nil || l.uid != cur.uid || l.rv >= cur.rv || l.relabelled || l.rec.Equal(cur.rec) {
+		if e.identity != id || l == nil || l.uid != cur.uid || l.rv >= cur.rv || l.relabelled || l.rec.Equal(cur.rec) ||
+			l.rec.Incarnation != cur.rec.Incarnation && !w.p.staleAcross {
 			continue
 		}
 		if n := len(older); n > 0 && older[n-1].rec.Equal(l.rec) {
@@ -165,6 +167,17 @@ func (w *world) staleView(p *proc) {
 		if p.paused() || p.cutOff || w.now < p.stallUntil {
 			w.after(w.between(100*time.Millisecond, time.Second), catchUp)
 			return
+		}
+		// The latest state delivered (an earlier stale view's catch-up
+		// may be pending for an older one).
+		for i := p.cursor - 1; i >= 0; i-- {
+			if e := w.server.log[i]; e.identity == id {
+				cur = e.lease
+				if cur == nil {
+					cur = e.gone
+				}
+				break
+			}
 		}
 		w.tracef("%s view of %s back at rv %d", p, id, cur.rv)
 		p.cache[id] = cur

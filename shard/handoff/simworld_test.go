@@ -41,6 +41,7 @@ type simParams struct {
 	// Faults against the core's other assumptions (sim_assumptions_test.go).
 	clockSkewPPM int64 // clock-rate fault: a replica's clock runs at 1 ± up to this; 0: no such fault
 	staleView    bool  // stale-view fault: a replica's informer shows an older state of a peer's Lease
+	staleAcross  bool  // the stale state may be one of an earlier incarnation (not defended)
 	// trustWatchOrder turns off the core's defence against stale views
 	// (Core.trustWatchOrder), to show that the stale-view fault is real.
 	trustWatchOrder bool
