@@ -93,17 +93,20 @@
 //     none at ±8 % and ±9 % and some at ±9.5 % and beyond (README).
 //   - The watch delivers Lease events in etcd order (the informer's content
 //     is always the state at one resourceVersion). Defence: a peer's Lease
-//     state older than one already seen (a lower Generation of the same
-//     incarnation, or an incarnation that another one took the same object
-//     over from) counts as a change, but the core keeps the newest Record
-//     seen; without that a reordered view shows a claim dropped that was
-//     added back (the simulation's stale-view fault finds it). Not covered:
-//     a stale view of a Lease object this core never saw newer, and stale
-//     views of the own Lease: an older own Record is judged by its
-//     Generation as any (read-your-write needs the Generation that added a
-//     partition), so it can only delay activation or revoke for a moment;
-//     an older Record of an incarnation this one took over from reads as a
-//     duplicate identity, and the replica stops.
+//     state older than one already seen of the same writer (a lower
+//     Generation of the same incarnation) counts as a change, but the core
+//     keeps the newest Record of that writer; without that a reordered view
+//     shows a claim dropped that was added back (the simulation's
+//     stale-view fault finds it). Not covered: a stale state of an earlier
+//     incarnation shown after a later one's (the order of incarnations
+//     cannot be told without comparing resourceVersions, and taking the
+//     order of sight for it made things worse), a stale view of a Lease
+//     this core never saw newer, and stale views of the own Lease: an
+//     older own Record is judged by its Generation as any (read-your-write
+//     needs the Generation that added a partition), so it can only delay
+//     activation or revoke for a moment; an older Record of an incarnation
+//     this one took over from reads as a duplicate identity, and the
+//     replica stops.
 //   - Only this incarnation writes its own Lease, and its writes land in the
 //     order sent: writes are conditional on the resourceVersion (Update, not
 //     Apply), a write never overwrites a version written by another
