@@ -24,6 +24,7 @@ const simClockSkewPPM = 80_000
 
 var (
 	simClockSkew  = flag.Int64("handoff.clockskew", simClockSkewPPM, "clock-rate fault: a replica's clock runs at 1 ± up to this many ppm (0: no such fault)")
+	simAcross     = flag.Bool("handoff.staleacross", false, "stale views may show an earlier incarnation's state (a case the core does not defend against), to measure it")
 	simTrustOrder = flag.Bool("handoff.trustorder", false, "turn off the core's defence against stale views of a peer's Lease")
 	simClockLong  = flag.Bool("handoff.clocklong", false, "replay (-handoff.seed) as the clock-rate tests run: 30–70 s of faults, no stale views")
 	simSweep      = flag.String("handoff.sweep", "", "TestSimulationClockRateSweep: comma-separated clock skews in percent (e.g. 5,8,9,10,12,15,20)")
@@ -150,10 +151,17 @@ func (w *world) staleView(p *proc) {
 	if len(older) == 0 {
 		return
 	}
+	if w.p.staleAcross {
+		// Measuring the undefended case: prefer earlier incarnations.
+		if across := slices.DeleteFunc(slices.Clone(older), func(l *storedLease) bool { return l.rec.Incarnation == cur.rec.Incarnation }); len(across) > 0 {
+			older = across
+		}
+	}
 	old := older[w.rng.IntN(len(older))]
 	w.staleViews++
-	w.tracef("%s STALE VIEW of %s: rv %d gen=%d %s claim=%v after rv %d gen=%d %s claim=%v",
-		p, id, old.rv, old.rec.Generation, old.rec.State, old.rec.Claim, cur.rv, cur.rec.Generation, cur.rec.State, cur.rec.Claim)
+	w.tracef("%s STALE VIEW of %s: rv %d %s gen=%d %s claim=%v after rv %d %s gen=%d %s claim=%v", p, id,
+		old.rv, old.rec.Incarnation, old.rec.Generation, old.rec.State, old.rec.Claim,
+		cur.rv, cur.rec.Incarnation, cur.rec.Generation, cur.rec.State, cur.rec.Claim)
 	p.cache[id] = old
 	p.observeCache()
 	// The watch catches up (it replays what followed the old state): the

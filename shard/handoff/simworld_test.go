@@ -236,6 +236,7 @@ func newWorldWith(seed uint64, tracing bool, tweak func(*simParams)) *world {
 	rng := rand.New(rand.NewPCG(seed, 0x6b7368617264))
 	w := &world{seed: seed, rng: rng, p: randomParams(rng)}
 	w.p.clockSkewPPM, w.p.staleView, w.p.trustWatchOrder = *simClockSkew, true, *simTrustOrder
+	w.p.staleAcross = *simAcross
 	if tweak != nil {
 		tweak(&w.p)
 	}
