@@ -732,7 +732,7 @@ func (p *proc) resume() {
 		// its end.
 		w.settledAt = max(w.settledAt, w.now)
 	}
-	fencedBefore := p.fenceAt
+	fencedBefore, coreFenced := p.fenceAt, p.core.Fenced()
 	if !p.writing && p.rec != nil && !p.released && w.rng.IntN(2) == 0 {
 		// The Lease client runs before the core: a renew sent after the
 		// pause has succeeded by the core's first step, so the core sees
@@ -745,9 +745,9 @@ func (p *proc) resume() {
 		}
 	}
 	p.step()
-	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore && !p.core.Fenced() {
+	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore && (coreFenced || !p.core.Fenced()) {
 		// (A Ready the shell dropped is asked for again at once: what
-		// counts is that the core fenced.)
+		// counts is that the core fenced in this step.)
 		w.fail("%s resumed after peers took over %v but did not fence at once", p, p.overrun)
 	}
 	p.overrun = shard.NewPartitionSet(len(p.stuck))
