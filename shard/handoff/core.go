@@ -31,6 +31,11 @@ type Core struct {
 	own         *Observed // own Lease as last observed, when this incarnation wrote it
 	held        bool      // this incarnation's Lease has been observed at least once
 	prior       *peer     // own Lease written by another incarnation, not taken over yet
+	// priorGhosts: claims of earlier incarnations of this identity whose
+	// Lease left the view (deleted or relabelled by hand, say) while their
+	// claim was in force, not voided: that process may still run them. Each
+	// counts for LeaseDuration from when it left, as a peer's ghost does.
+	priorGhosts []*peer
 	duplicate   string    // the incarnation that overwrote this one's Lease, if any
 	// ownLost: this incarnation held its Lease and it is now gone from the
 	// view (deleted or relabelled by someone else) or damaged. The replica
@@ -372,6 +377,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 	if !ownSeen {
 		c.own = nil
+		c.priorLeft(nil)
 		c.prior = nil
 		if c.held {
 			c.loseOwn() // deleted or relabelled by someone else
@@ -553,7 +559,9 @@ func (c *Core) observeOwn(l Observed) {
 		// A damaged Lease of an earlier incarnation is waited out and
 		// taken over like an intact one.
 		if c.prior == nil || c.prior.obs.Version != l.Version {
-			c.prior = &peer{obs: c.meaning(l), lastChange: c.now}
+			next := &peer{obs: c.meaning(l), lastChange: c.now}
+			c.priorLeft(next)
+			c.prior = next
 			c.takeOver = nil
 		}
 		return
@@ -575,8 +583,28 @@ func (c *Core) observeOwn(l Observed) {
 	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
 		return
 	}
-	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version}, lastChange: c.now}
+	next := &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
+	c.priorLeft(next)
+	c.prior = next
 	c.takeOver = nil
+}
+
+// priorLeft records, when the previous incarnation's Lease (c.prior) gives
+// way to next (nil: it left the view) without having been voided, the
+// claim it held as a ghost: its process may still run it. A newer state of
+// the same incarnation on the same object leaves none.
+func (c *Core) priorLeft(next *peer) {
+	old := c.prior
+	if old == nil || old.void || old.obs.Claim.IsEmpty() {
+		return
+	}
+	if next != nil && next.obs.Incarnation == old.obs.Incarnation && sameObject(old.obs, next.obs) {
+		return
+	}
+	if next != nil && old.obs.UID == "" && next.obs.UID == "" && next.obs.Incarnation == old.obs.Incarnation {
+		return // no UIDs to tell objects apart: a newer state of it
+	}
+	c.priorGhosts = append(c.priorGhosts, &peer{obs: old.obs, lastChange: c.now, gone: true, collected: true})
 }
 
 // loseOwn records that the own Lease, once held, is gone or damaged: the
@@ -1010,6 +1038,10 @@ func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
 			}
 		}
 	}
+	c.priorGhosts = slices.DeleteFunc(c.priorGhosts, func(g *peer) bool { return !c.live(g) })
+	for _, g := range c.priorGhosts {
+		add(g)
+	}
 	return others, blockAll
 }
 
@@ -1118,6 +1150,9 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	}
 	if c.prior != nil {
 		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
+	}
+	for _, g := range c.priorGhosts {
+		consider(g.lastChange.Add(c.cfg.LeaseDuration))
 	}
 	if c.observed && c.state == StateJoining {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))

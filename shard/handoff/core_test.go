@@ -704,6 +704,37 @@ func TestPreviousIncarnationIsWaitedOut(t *testing.T) {
 	}
 }
 
+// The Lease of an earlier, live incarnation that is deleted by hand while
+// this one waits for it to expire leaves its claim in force for
+// LeaseDuration: that process may still run it (it fences when it notices).
+// This incarnation may create its Lease at once, but not activate what the
+// earlier one claimed.
+func TestPreviousIncarnationsLeaseDeletedKeepsItsClaim(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	h.own = &Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+		Claim: set(0, 1), Generation: 9, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+	if r := h.sync(); r.Publish != nil {
+		t.Fatal("wrote over a live Lease of another incarnation")
+	}
+	h.advance(time.Second)
+	h.own = nil // kubectl delete lease
+	activated := h.settle()
+	if h.own == nil || h.own.Incarnation != "inc-a" {
+		t.Fatalf("did not create its Lease once the earlier one was gone: %+v", h.own)
+	}
+	activated = activated.Union(h.pass(testLease - time.Second).Activate)
+	if activated.Has(0) || activated.Has(1) {
+		t.Fatalf("activated %v within LeaseDuration of the earlier incarnation's Lease vanishing with {0,1} claimed", activated)
+	}
+	if !activated.Equal(set(2, 3, 4, 5, 6)) {
+		t.Fatalf("activated %v; want the partitions the earlier incarnation did not claim", activated)
+	}
+	if got := h.pass(time.Second).Activate.Union(h.settle()); !got.Equal(set(0, 1)) {
+		t.Fatalf("LeaseDuration after the earlier Lease vanished: activated %v; want {0,1}", got)
+	}
+}
+
 // Once this incarnation has seen its own Lease, another incarnation writing
 // it is a live duplicate: stop everything, write nothing more.
 func TestDuplicateIdentityStops(t *testing.T) {
