@@ -36,7 +36,7 @@ type Core struct {
 	// claim was in force, not voided: that process may still run them. Each
 	// counts for LeaseDuration from when it left, as a peer's ghost does.
 	priorGhosts []*peer
-	duplicate   string    // the incarnation that overwrote this one's Lease, if any
+	duplicate   string // the incarnation that overwrote this one's Lease, if any
 	// ownLost: this incarnation held its Lease and it is now gone from the
 	// view (deleted or relabelled by someone else) or damaged. The replica
 	// fences at once and stays fenced until a renew sent after lostAt has
