@@ -37,9 +37,12 @@
 //     whose departure the shell reports, unless a later Lease of the same
 //     incarnation is in the view: a watch that lagged across two deletions
 //     of one name learns of the first object's claim only from its
-//     departure. A replica joins the ring only after watching
-//     it for LeaseDuration, because a Lease that vanished before it started
-//     leaves it no tombstone.
+//     departure. The same holds for a replica's own identity: the Lease
+//     of an earlier incarnation that it waits to take over, if it leaves
+//     the view with its claim in force, keeps that claim from being
+//     activated here for LeaseDuration. A replica joins the ring only
+//     after watching it for LeaseDuration, because a Lease that vanished
+//     before it started leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
 //     rewritten by someone else after it held it, fences at once and stays
 //     fenced until a renew sent after that moment has succeeded (the shell
