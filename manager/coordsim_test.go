@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,7 +82,8 @@ var _ membership = (*handoffsim.Process)(nil)
 // in the deterministic simulation of shard/handoff's TestSimulation (crashes,
 // restarts, pauses, partitions from the API server, stalled and lagging
 // watches, failing and late-landing writes, third-party Lease edits,
-// membership flapping, failed activations) and checks the same invariants
+// membership flapping, failed activations, clocks at 1 ± up to 8 % and
+// stale views of peers' Leases: handoffsim's defaults) and checks the same invariants
 // at every step: never two at once, claims dropped only after drain, no
 // claims voided while their holder runs anything, and every partition
 // active on exactly one live member within the liveness bound once the
@@ -100,8 +102,8 @@ func TestCoordinatorSimulation(t *testing.T) {
 		return
 	}
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimSeeds, opts)
-	t.Logf("coordinator simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses; %d graceful leaves)",
-		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses, s.Leaves)
+	t.Logf("coordinator simulation: seeds=%d steps=%d violations=%d in %v (faults injected include %d third-party Lease edits, %d pauses, %d clock-rate changes within ±%d ppm and %d stale views; %d graceful leaves)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Tampers, s.Pauses, s.ClockFaults, handoffsim.DefaultClockSkewPPM, s.StaleViews, s.Leaves)
 	for i, seed := range s.Failed {
 		if i == 3 {
 			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
