@@ -51,11 +51,13 @@ type Core struct {
 	// ownGhosts: claims of another incarnation of this identity (prior)
 	// whose Lease left the view (deleted or relabelled by hand, say), or
 	// gave way to another object or another incarnation's write, while
-	// they were in force, not voided by a confirmed expiry (see priorLeft). Absence is not death for them either: that process
-	// may still run them (two processes of one identity, or a replacement
-	// whose predecessor still runs) until it sees its Lease gone and
-	// fences, so each counts for LeaseDuration of observed time from when
-	// this core learnt of it, like a peer's ghost.
+	// they were in force, not voided by a confirmed expiry (priorLeft), and
+	// claims of another incarnation that a reported departure of the own
+	// Lease carried (Observe). Absence is not death for them either: that
+	// process may still run them (two processes of one identity, or a
+	// replacement whose predecessor still runs) until it sees its Lease
+	// gone and fences, so each counts for LeaseDuration of observed time
+	// from when this core learnt of it, like a peer's ghost.
 	ownGhosts []*peer
 
 	// Renewal and fencing.
