@@ -93,6 +93,8 @@ func Run(seed uint64, opts Options) Result {
 
 // Summary adds up the results of many seeds.
 type Summary struct {
+	// Seeds counts the seeds run (fewer than asked for when
+	// Options.StopAtSafety stopped the run).
 	Seeds, Steps, Violations int64
 	Tampers, Pauses          int64
 	Leaves, LeaveTombstones  int64
