@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim crshard-e2e
+.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim sim-assumptions crshard-e2e
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
 test: binaries fmt-check vet unit fuzz image-check kit-check-ci bench-quick
@@ -74,12 +74,20 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation); `make test` runs 10,000 of each under -race. Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation); `make test` runs 10,000 of each under -race. Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
 	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation)$$' ./shard/handoff/ ./manager/ \
 		-handoff.seeds=$(SEEDS) -handoff.first=$(FIRST)
+
+## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
+SIM_SEEDS       ?= 100000
+SIM_SWEEP       ?= 8,9,9.5,10,12,20
+SIM_SWEEP_SEEDS ?= 5000
+sim-assumptions:
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulation$$' ./shard/handoff/ -handoff.seeds=$(SIM_SEEDS) -handoff.first=1000000
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulationClockRateSweep' ./shard/handoff/ -handoff.sweep=$(SIM_SWEEP) -handoff.seeds=$(SIM_SWEEP_SEEDS)
 
 ## kit-check-ci: kit-check with the cached binaries (KSHARD_BIN_DIR), so CI proves the kit works from the module cache without rebuilding the control plane (~30 s).
 kit-check-ci: binaries

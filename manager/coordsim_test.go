@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,7 +89,9 @@ var (
 // restarts, pauses, partitions from the API server, stalled and lagging
 // watches, failing and late-landing writes, third-party Lease edits,
 // membership flapping, failed activations, pods force-deleted, crashed
-// processes restarted in place whose death the kubelet reports) and checks the same invariants
+// processes restarted in place whose death the kubelet reports, clocks at
+// 1 ± up to 8 % and stale views of peers' Leases: handoffsim's defaults)
+// and checks the same invariants
 // at every step: never two at once, claims dropped only after drain, no
 // claims voided while their holder runs anything, and every partition
 // active on exactly one live member within the liveness bound once the
@@ -107,8 +110,8 @@ func TestCoordinatorSimulation(t *testing.T) {
 		return
 	}
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimSeeds, opts)
-	t.Logf("coordinator simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses; %d graceful leaves)",
-		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses, s.Leaves)
+	t.Logf("coordinator simulation: seeds=%d steps=%d violations=%d in %v (faults injected include %d third-party Lease edits, %d pauses, %d clock-rate changes within ±%d ppm and %d stale views; %d graceful leaves)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Tampers, s.Pauses, s.ClockFaults, handoffsim.DefaultClockSkewPPM, s.StaleViews, s.Leaves)
 	t.Logf("proofs of death the coordinators' cores held at the end: %d; pods force-deleted while (or before the kubelet reported that) their process ended: %d",
 		s.Proven, s.ForceDeletes)
 	if s.Seeds >= 1000 && s.Proven == 0 {
@@ -148,5 +151,18 @@ func TestCoordinatorSimulationReplaysExactly(t *testing.T) {
 		if a.Steps < 100 || !strings.Contains(a.Trace, "activate") {
 			t.Fatalf("seed %d: %d steps, no activation in the trace: the coordinator did not run", seed, a.Steps)
 		}
+	}
+}
+
+// The stale-view fault reaches the cores behind the real coordinator too:
+// with their defence off (handoffsim.Options.TrustWatchOrder) the
+// simulation finds a violation.
+func TestCoordinatorSimulationFindsStaleViewsWithoutDefence(t *testing.T) {
+	opts := handoffsim.Options{Shell: newSimShell, ClockSkewPPM: -1, TrustWatchOrder: true, StopAtSafety: true}
+	s := handoffsim.RunSeeds(0, 4000, opts)
+	t.Logf("stale views, defence off: seeds=%d violations=%d (safety %d), %d stale views, in %v; first: seed %d: %s",
+		s.Seeds, s.Violations, s.Safety, s.StaleViews, s.Elapsed.Round(time.Millisecond), s.First, s.FirstViolation)
+	if s.Safety == 0 {
+		t.Fatal("no safety violation with stale views and the defence off: the stale-view fault does not reach the coordinator's core")
 	}
 }

@@ -36,8 +36,9 @@
 // # Pauses and stale writes
 //
 // Every client built from the manager's rest config (GetClient, GetConfig)
-// refuses to send a write issued under a reconcile context whose lease
-// validity (last renewal sent + RenewDeadline) has passed, reading the clock
+// refuses to send a write issued under a reconcile or singleton context (see
+// AddSingleton) whose lease validity (last renewal sent + RenewDeadline) has
+// passed, or whose epoch a fence has ended, reading the clock
 // at the moment of sending: after a pause the process may resume with its
 // partitions already taken over by a peer. A request already on the wire
 // when the pause began is beyond its reach; writes that must never be stale

@@ -190,12 +190,15 @@ func (m *Manager) Add(r Runnable) error {
 // where the partition of the key "singleton/<name>" is active. It is started
 // when that partition is activated here and cancelled, and waited for, when
 // it is revoked — the ring's handoff guarantees it never runs on two replicas
-// at once.
+// at once. Its context carries the replica's lease validity, like a
+// reconcile's: the manager's clients refuse writes issued under it once the
+// validity has passed (controller.ErrLeaseExpired), also after a pause that
+// outran the revoke.
 func (m *Manager) AddSingleton(name string, r Runnable) error {
 	if name == "" || r == nil {
 		return errors.New("manager: AddSingleton needs a name and a runnable")
 	}
-	s := &singleton{name: name, partition: m.partitioner.Partition(SingletonKey(name)), runnable: r}
+	s := &singleton{name: name, partition: m.partitioner.Partition(SingletonKey(name)), runnable: r, validity: m.LeaseValidity}
 	s.report = func(err error) { m.log.Error(err, "singleton failed; it restarts on its next activation") }
 	return m.Add(s)
 }

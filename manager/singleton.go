@@ -5,17 +5,26 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/shard"
 )
 
 // singleton runs a Runnable on exactly one replica of the ring: the one where
 // partition(singleton/<name>) is active. It is started on activation and
 // cancelled and waited for on revoke, like any reconcile of that partition.
+// Its context carries the replica's lease validity, as a reconcile's does,
+// so the manager's clients refuse its writes once the validity passes or a
+// fence ends the epoch it started in: cancellation alone comes too late
+// after a pause, when the singleton may resume and write before the
+// coordinator has run to revoke it.
 type singleton struct {
 	name      string
 	partition int
 	runnable  Runnable
 	report    func(error)
+	// validity is the manager's lease validity; nil runs the singleton
+	// without one (its writes are never refused).
+	validity controller.LeaseValidity
 
 	mu     sync.Mutex // guards cancel and done: one run at a time
 	cancel context.CancelFunc
@@ -44,6 +53,9 @@ func (s *singleton) Activate(_ context.Context, set shard.PartitionSet) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(s.base)
+	if s.validity != nil {
+		ctx = controller.WithLeaseValidity(ctx, s.validity)
+	}
 	s.cancel, s.done = cancel, make(chan struct{})
 	done := s.done
 	go func() {

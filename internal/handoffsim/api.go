@@ -2,8 +2,10 @@ package handoffsim
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Options configure a run of the simulation.
@@ -14,6 +16,43 @@ type Options struct {
 	// Shell builds the shell that drives each process's core. Nil: the
 	// built-in shell, which feeds the core directly.
 	Shell func(*Process) (Shell, error)
+
+	// ClockSkewPPM is the clock-rate fault: each process's clock runs at
+	// 1 ± up to this many ppm (drawn when it starts, the extremes a third
+	// of the time each, and redrawn now and then mid-run). 0:
+	// DefaultClockSkewPPM; negative: no clock-rate fault, only the ordinary
+	// drift of ±1 %.
+	ClockSkewPPM int64
+	// NoStaleViews turns off the stale-view fault, on by default: now and
+	// then a process's informer shows an older state of a peer's Lease (of
+	// the same incarnation) than it showed already, and catches up within
+	// 3 s unless a newer write reaches it first.
+	NoStaleViews bool
+	// StaleAcross lets stale views show an earlier incarnation's state,
+	// preferred when there is one: a case the core does not defend against
+	// (see shard/handoff's package documentation), to measure it.
+	StaleAcross bool
+	// TrustWatchOrder turns off the cores' defence against stale views
+	// (handoff.Core.SetTrustWatchOrder), to show the fault reaches them.
+	TrustWatchOrder bool
+	// LongFaults makes the faults last 30–70 s instead of 1–21 s: a
+	// wrong expiry from clock rates needs a member active while faults go
+	// on (a slow-clocked holder cut off from the API server, a fast-clocked
+	// peer voiding it), and the join wait leaves little active time in a
+	// short run.
+	LongFaults bool
+	// StopAtSafety makes RunSeeds stop at the first safety violation
+	// (liveness failures are counted but do not stop it): for runs meant
+	// to find one.
+	StopAtSafety bool
+}
+
+// withDefaults returns o with its documented defaults applied.
+func (o Options) withDefaults() Options {
+	if o.ClockSkewPPM == 0 {
+		o.ClockSkewPPM = DefaultClockSkewPPM
+	}
+	return o
 }
 
 // Result is the outcome of one seed.
@@ -36,6 +75,9 @@ type Result struct {
 	// removed while, or before their kubelet reported that, their process
 	// ended.
 	Proven, ForceDeletes int
+	// ClockFaults and StaleViews count clock-rate changes and stale views
+	// injected.
+	ClockFaults, StaleViews int
 }
 
 // Run plays one seed to its end and checks, at every step, that no
@@ -44,11 +86,11 @@ type Result struct {
 // anything, and, once the faults stop, that every partition ends up active
 // on exactly one live member within the liveness bound.
 func Run(seed uint64, opts Options) Result {
-	w := newWorld(seed, opts.Trace)
-	w.newShell = opts.Shell
+	w := newWorld(seed, opts.withDefaults())
 	w.run()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
-		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes}
+		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
+		ClockFaults: w.clockFaults, StaleViews: w.staleViews}
 	if w.trace != nil {
 		r.Trace = w.trace.String()
 	}
@@ -57,35 +99,53 @@ func Run(seed uint64, opts Options) Result {
 
 // Summary adds up the results of many seeds.
 type Summary struct {
+	// Seeds counts the seeds run (fewer than asked for when
+	// Options.StopAtSafety stopped the run).
 	Seeds, Steps, Violations int64
 	Tampers, Pauses          int64
 	Leaves, LeaveTombstones  int64
 	Proven, ForceDeletes     int64
+	ClockFaults, StaleViews  int64
+	// Safety counts the violations of a safety invariant (the others are
+	// liveness failures: a partition not settled in time).
+	Safety int64
 	// Failed lists the seeds that broke an invariant, in no order.
 	Failed []uint64
+	// First is a seed that broke a safety invariant if one did, else one
+	// that broke liveness; FirstViolation, what broke.
+	First          uint64
+	FirstViolation string
+	// Elapsed is the wall-clock time of the run.
+	Elapsed time.Duration
 }
 
 // RunSeeds runs the n seeds from first on, on GOMAXPROCS goroutines (each
-// seed on one; seeds share nothing), without traces.
+// seed on one; seeds share nothing), without traces. With
+// opts.StopAtSafety it stops at the first safety violation.
 func RunSeeds(first uint64, n int, opts Options) Summary {
 	opts.Trace = false
+	start := time.Now()
 	var (
-		next, steps, violations atomic.Int64
+		next, seeds, steps      atomic.Int64
+		violations, safety      atomic.Int64
 		tampers, pauses         atomic.Int64
 		leaves, tombstones      atomic.Int64
 		proven, forceDeletes    atomic.Int64
+		clockFaults, staleViews atomic.Int64
+		stop                    atomic.Bool
 		mu                      sync.Mutex
-		failed                  []uint64
+		sum                     Summary
 		wg                      sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for {
+			for !stop.Load() {
 				i := next.Add(1) - 1
 				if i >= int64(n) {
 					return
 				}
 				r := Run(first+uint64(i), opts)
+				seeds.Add(1)
 				steps.Add(int64(r.Steps))
 				tampers.Add(int64(r.Tampers))
 				pauses.Add(int64(r.Pauses))
@@ -93,17 +153,33 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 				tombstones.Add(int64(r.LeaveTombstones))
 				proven.Add(int64(r.Proven))
 				forceDeletes.Add(int64(r.ForceDeletes))
-				if r.Violation != "" {
-					violations.Add(1)
-					mu.Lock()
-					failed = append(failed, r.Seed)
-					mu.Unlock()
+				clockFaults.Add(int64(r.ClockFaults))
+				staleViews.Add(int64(r.StaleViews))
+				if r.Violation == "" {
+					continue
+				}
+				violations.Add(1)
+				isSafety := !strings.Contains(r.Violation, "liveness:")
+				if isSafety {
+					safety.Add(1)
+				}
+				mu.Lock()
+				sum.Failed = append(sum.Failed, r.Seed)
+				if sum.FirstViolation == "" || isSafety && strings.Contains(sum.FirstViolation, "liveness:") {
+					sum.First, sum.FirstViolation = r.Seed, r.Violation
+				}
+				mu.Unlock()
+				if isSafety && opts.StopAtSafety {
+					stop.Store(true)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return Summary{Seeds: int64(n), Steps: steps.Load(), Violations: violations.Load(), Tampers: tampers.Load(),
-		Pauses: pauses.Load(), Leaves: leaves.Load(), LeaveTombstones: tombstones.Load(),
-		Proven: proven.Load(), ForceDeletes: forceDeletes.Load(), Failed: failed}
+	sum.Seeds, sum.Steps, sum.Violations, sum.Safety = seeds.Load(), steps.Load(), violations.Load(), safety.Load()
+	sum.Tampers, sum.Pauses, sum.Leaves, sum.LeaveTombstones = tampers.Load(), pauses.Load(), leaves.Load(), tombstones.Load()
+	sum.ClockFaults, sum.StaleViews = clockFaults.Load(), staleViews.Load()
+	sum.Proven, sum.ForceDeletes = proven.Load(), forceDeletes.Load()
+	sum.Elapsed = time.Since(start)
+	return sum
 }

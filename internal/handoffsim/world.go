@@ -41,6 +41,13 @@ type simParams struct {
 	maxCutOff     time.Duration // longest partition from the API server
 	writeFailPct  int           // writes that fail without landing
 	writeLostPct  int           // writes that time out; half of them land anyway
+	// Faults against the core's other assumptions (assumptions.go).
+	clockSkewPPM int64 // clock-rate fault: a replica's clock runs at 1 ± up to this; 0: no such fault
+	staleView    bool  // stale-view fault: a replica's informer shows an older state of a peer's Lease
+	staleAcross  bool  // the stale state may be one of an earlier incarnation (not defended)
+	// trustWatchOrder turns off the core's defence against stale views
+	// (Core.SetTrustWatchOrder), to show that the stale-view fault is real.
+	trustWatchOrder bool
 }
 
 // livenessBound is how long after the faults stop, or after the last replica
@@ -51,14 +58,14 @@ type simParams struct {
 // flight; the drain of the handoffs that follow takes at most maxStuck; the
 // last second covers the few watch, write and confirm round trips between.
 func (p simParams) livenessBound() time.Duration {
-	return p.leaseDuration + p.clientTimeout + p.maxStuck + time.Second
+	return p.slowest(p.leaseDuration+p.clientTimeout+p.maxStuck) + time.Second
 }
 
 // falloutBound is how long after the faults stop a replica that lost its
 // renewals during them may still exit: at its stop deadline, counted from a
 // renew sent before the faults stopped.
 func (p simParams) falloutBound() time.Duration {
-	return p.renewDeadline + (p.leaseDuration-p.renewDeadline)/2
+	return p.slowest(p.renewDeadline + (p.leaseDuration-p.renewDeadline)/2)
 }
 
 func randomParams(rng *rand.Rand) simParams {
@@ -205,6 +212,8 @@ type world struct {
 	faultsOver time.Duration // faultsEnd, or the end of a pause that outlasts it
 	pauses     int           // pause faults injected
 	tampers    int           // third-party Lease edits injected
+	// Clock-rate and stale-view faults injected (assumptions.go).
+	clockFaults, staleViews int
 	// Graceful leaves, and (observer, leaver) pairs in which the observer
 	// saw the leaver's Lease vanish with its claim still in force (its
 	// watch merged the empty claim with the deletion): a tombstone that
@@ -227,9 +236,19 @@ type world struct {
 
 var simEpoch = time.Unix(1_700_000_000, 0)
 
-func newWorld(seed uint64, tracing bool) *world {
+// newWorld sets up seed's world with the faults opts asks for (its
+// defaults applied already).
+func newWorld(seed uint64, opts Options) *world {
 	rng := rand.New(rand.NewPCG(seed, 0x6b7368617264))
 	w := &world{seed: seed, rng: rng, p: randomParams(rng)}
+	w.p.clockSkewPPM = max(opts.ClockSkewPPM, 0)
+	w.p.staleView, w.p.staleAcross = !opts.NoStaleViews, opts.StaleAcross
+	w.p.trustWatchOrder = opts.TrustWatchOrder
+	if opts.LongFaults {
+		w.p.faultsEnd = 30*time.Second + 2*w.p.faultsEnd
+	}
+	w.newShell = opts.Shell
+	tracing := opts.Trace
 	w.server.leases = map[string]*storedLease{}
 	w.rings = map[string]*shard.Ring{}
 	w.runningBy = make([]*proc, w.p.ring.WithDefaults().Partitions)
@@ -306,7 +325,7 @@ func (w *world) run() {
 		w.steps++
 		if w.quiet {
 			w.checkConvergence()
-			if w.converged && w.now >= w.convergedSince+w.p.leaseDuration && w.now >= w.faultsOver+w.p.falloutBound() {
+			if w.converged && w.now >= w.convergedSince+w.p.slowest(w.p.leaseDuration) && w.now >= w.faultsOver+w.p.falloutBound() {
 				break // stable for a LeaseDuration: nothing pending can unsettle it
 			}
 		}
@@ -353,6 +372,7 @@ func (w *world) start(i int) {
 		cache:    map[string]*storedLease{},
 		departed: map[string][]departure{},
 	}
+	w.initialClockRate(p)
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
@@ -377,6 +397,7 @@ func (w *world) start(i int) {
 		}
 		p.shell, p.core = sh, sh.Core()
 	}
+	p.core.SetTrustWatchOrder(w.p.trustWatchOrder)
 	w.procs = append(w.procs, p)
 	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
 	// The informer lists, then the controllers' caches sync.
@@ -407,6 +428,9 @@ func (w *world) fault() {
 			return nil
 		}
 		return alive[w.rng.IntN(len(alive))]
+	}
+	if w.assumptionFault(pick) {
+		return
 	}
 	switch k := w.rng.IntN(100); {
 	case k < 20: // join (or restart) an identity that has no live process
@@ -638,6 +662,9 @@ type proc struct {
 	leaving  bool
 	driftPPM int64
 	offset   time.Duration
+	// The clock reads offset+clockL0 at world time clockT0 and runs at
+	// 1+driftPPM/10⁶ since (setClockRate moves clockT0 and clockL0).
+	clockT0, clockL0 time.Duration
 
 	// Lease client: one write in flight at a time.
 	rec        *handoff.Record
@@ -700,24 +727,24 @@ func (p *proc) String() string { return p.id + "#" + p.inc }
 
 // local is the process's clock: its own offset and rate.
 func (p *proc) local() time.Time {
-	t := int64(p.w.now)
-	return simEpoch.Add(p.offset + time.Duration(t+t/1_000_000*p.driftPPM+(t%1_000_000)*p.driftPPM/1_000_000))
+	t := int64(p.w.now - p.clockT0)
+	return simEpoch.Add(p.offset + p.clockL0 + time.Duration(t+t/1_000_000*p.driftPPM+(t%1_000_000)*p.driftPPM/1_000_000))
 }
 
 // globalAt converts a local time of this process to the earliest world time
 // at which its clock reads at least local.
 func (p *proc) globalAt(local time.Time) time.Duration {
-	x := local.Sub(simEpoch) - p.offset
+	x := local.Sub(simEpoch) - p.offset - p.clockL0
 	if x <= 0 {
-		return 0
+		return p.clockT0
 	}
 	saved := p.w.now
 	defer func() { p.w.now = saved }()
-	g := time.Duration(float64(x) * 1e6 / float64(1_000_000+p.driftPPM))
+	g := p.clockT0 + time.Duration(float64(x)*1e6/float64(1_000_000+p.driftPPM))
 	for p.w.now = g; p.local().Before(local); p.w.now = g {
 		g++
 	}
-	for g > 0 {
+	for g > p.clockT0 {
 		if p.w.now = g - 1; p.local().Before(local) {
 			break
 		}
@@ -755,7 +782,7 @@ func (p *proc) resume() {
 		// its end.
 		w.settledAt = max(w.settledAt, w.now)
 	}
-	fencedBefore := p.fenceAt
+	fencedBefore, coreFenced := p.fenceAt, p.core.Fenced()
 	if !p.writing && p.rec != nil && !p.released && w.rng.IntN(2) == 0 {
 		// The Lease client runs before the core: a renew sent after the
 		// pause has succeeded by the core's first step, so the core sees
@@ -768,7 +795,9 @@ func (p *proc) resume() {
 		}
 	}
 	p.step()
-	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore {
+	if !p.overrun.IsEmpty() && p.alive && p.fenceAt == fencedBefore && (coreFenced || !p.core.Fenced()) {
+		// (A Ready the shell dropped is asked for again at once: what
+		// counts is that the core fenced in this step.)
 		w.fail("%s resumed after peers took over %v but did not fence at once", p, p.overrun)
 	}
 	p.overrun = shard.NewPartitionSet(len(p.stuck))
@@ -1254,6 +1283,14 @@ func (p *proc) confirm(ref handoff.LeaseRef) {
 	})
 }
 
+// tombstone reports whether p's core holds identity's Lease as a tombstone
+// (gone from its view, its claim still in force): a read that finds it
+// still gone voids it. A Lease still in p's view that the read finds gone
+// becomes a tombstone instead.
+func (p *proc) tombstone(identity string) bool {
+	return slices.ContainsFunc(p.core.Tombstones(), func(o handoff.Observed) bool { return o.Identity == identity })
+}
+
 // readLease reads ref's Lease directly, as Confirm does, and calls answer
 // with it (nil: gone) when the response arrives, or with failed after the
 // client timeout when cut off. Before the read lands it checks that the
@@ -1274,9 +1311,10 @@ func (p *proc) readLease(ref handoff.LeaseRef, answer func(cur *storedLease, fai
 		if cur != nil && cur.relabelled {
 			cur = nil // not a Lease of the ring any more: the shell reads it as gone
 		}
-		if cur == nil && ref.Identity != p.id {
+		if cur == nil && ref.Identity != p.id && p.tombstone(ref.Identity) {
 			// The requester will void a tombstone: nothing of that
-			// identity may still run.
+			// identity may still run. (A Lease that was in its view
+			// becomes a tombstone on this answer.)
 			for _, o := range w.procs {
 				if o.alive && o.id == ref.Identity && !o.running().IsEmpty() && !o.paused() {
 					w.fail("%s confirms %s gone while %s still runs %v (fenced %v ago)", p, ref.Identity, o, o.running(), w.now-o.fenceAt)

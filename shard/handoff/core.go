@@ -49,12 +49,15 @@ type Core struct {
 	// (Ready.TakeOver), until the own incarnation is observed in it.
 	takeOver *LeaseRef
 	// ownGhosts: claims of another incarnation of this identity (prior)
-	// whose Lease left the view while they were in force, not voided by a
-	// confirmed expiry. Absence is not death for them either: that process
-	// may still run them (two processes of one identity, or a replacement
-	// whose predecessor still runs) until it sees its Lease gone and
-	// fences, so each counts for LeaseDuration of observed time from when
-	// this core learnt of it, like a peer's ghost.
+	// whose Lease left the view (deleted or relabelled by hand, say), or
+	// gave way to another object or another incarnation's write, while
+	// they were in force, not voided by a confirmed expiry (priorLeft), and
+	// claims of another incarnation that a reported departure of the own
+	// Lease carried (Observe). Absence is not death for them either: that
+	// process may still run them (two processes of one identity, or a
+	// replacement whose predecessor still runs) until it sees its Lease
+	// gone and fences, so each counts for LeaseDuration of observed time
+	// from when this core learnt of it, like a peer's ghost.
 	ownGhosts []*peer
 
 	// Renewal and fencing.
@@ -114,6 +117,11 @@ type Core struct {
 	// Proof of death (proof.go).
 	pod    string         // UID of the own pod, published in the Record; "" unknown
 	deaths map[Death]bool // incarnations the kubelet reported ended, by pod UID
+	// trustWatchOrder turns off the defence against stale views of a
+	// peer's Lease (see staleObservation). Only the simulation sets it
+	// (SetTrustWatchOrder), to show that its stale-view fault breaks the
+	// invariant without it.
+	trustWatchOrder bool
 }
 
 // peer is what the core knows about another member's Lease.
@@ -138,6 +146,9 @@ type peer struct {
 	// takingOver: (prior only) the shell has been asked to take the Lease
 	// over from this version.
 	takingOver bool
+	// history: the newest Records of this identity seen (see
+	// staleObservation).
+	history leaseHistory
 	// ghosts: claims of earlier Lease objects (UIDs) of this identity, or
 	// of the incarnation that held this object before another one wrote
 	// it, that were in force when they were superseded without an observed
@@ -152,6 +163,68 @@ type peer struct {
 	// ghost stays, counting nothing, while the shell still reports its
 	// departure, so that the report does not arm it again.
 	ghosts []*peer
+}
+
+// leaseHistory is what a peer's Lease has shown of its writers' Records:
+// per incarnation, the Record with the highest Generation seen (a writer's
+// Generation only grows, across re-creations of its Lease too). It orders
+// the Records of one writer; those of different incarnations cannot be
+// ordered without comparing resourceVersions (which API conventions
+// forbid), and the order in which a stale view shows them proves nothing.
+// It is bounded: the incarnation seen longest ago is forgotten first.
+type leaseHistory struct {
+	newest []Record // one per incarnation, oldest incarnation first
+}
+
+// historyDepth is how many incarnations a leaseHistory remembers.
+const historyDepth = 8
+
+// wellFormed reports whether l's Record can be ordered against others of
+// its writer: damaged Leases, and those without an incarnation, cannot.
+func wellFormed(l Observed) bool {
+	return !l.Gone && l.Problem == "" && !l.ClaimUnknown && l.Incarnation != ""
+}
+
+// record adds l to the history unless it is older than a Record of its
+// writer seen already.
+func (h *leaseHistory) record(l Observed) {
+	if !wellFormed(l) {
+		return
+	}
+	i := slices.IndexFunc(h.newest, func(r Record) bool { return r.Incarnation == l.Incarnation })
+	switch {
+	case i < 0:
+		h.newest = append(h.newest, l.Record.Clone())
+		if len(h.newest) > historyDepth {
+			h.newest = h.newest[1:]
+		}
+	case l.Generation > h.newest[i].Generation:
+		h.newest[i] = l.Record.Clone()
+	}
+}
+
+// newer returns the newest Record seen of l's writer if it is newer than
+// l: a higher Generation of the same incarnation.
+func (h *leaseHistory) newer(l Observed) (Record, bool) {
+	for _, r := range h.newest {
+		if r.Incarnation == l.Incarnation && l.Generation < r.Generation {
+			return r, true
+		}
+	}
+	return Record{}, false
+}
+
+// staleObservation reports whether l, a state of old's identity, is older
+// than one this core has already seen of the same writer, and returns the
+// newest one seen. A watch delivers in etcd order, so this should not
+// happen; a watch that reorders events, or a relist served by a lagging
+// API server, would otherwise show a claim dropped that was added back
+// since, and a holder active on it would look free.
+func (c *Core) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
+	if c.trustWatchOrder || !wellFormed(l) {
+		return Record{}, false
+	}
+	return old.history.newer(l)
 }
 
 // dropPeer forgets the Lease of id. While ghosts of the identity are in
@@ -326,7 +399,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 	if !ownSeen {
 		c.own = nil
-		c.ghostPrior()
+		c.priorLeft(nil)
 		c.prior = nil
 		if c.held {
 			c.loseOwn() // deleted or relabelled by someone else
@@ -389,7 +462,9 @@ func (c *Core) observePeer(l Observed) (changed bool) {
 			old.obs.Claim = old.obs.Claim.Union(m.Claim)
 		}
 		return false
-	case ok && !old.gone && l.Version != "" && old.obs.Version == l.Version:
+	case ok && !l.Gone && l.Version != "" && old.obs.Version == l.Version:
+		// Unchanged. (A tombstone may still be in the view: a direct read
+		// found it gone before the watch showed it; its clock stands.)
 		old.seen = c.observation
 		return false
 	}
@@ -401,8 +476,17 @@ func (c *Core) observePeer(l Observed) (changed bool) {
 		collected:  l.Gone, // nothing to delete
 	}
 	if ok {
+		np.history = old.history
+		if latest, stale := c.staleObservation(old, l); stale {
+			// An older state of the Lease after a newer one: it counts
+			// as a change (the Lease is live), but what it says is the
+			// newest state seen; an older claim may lack partitions the
+			// holder has claimed and activated since.
+			np.obs = Observed{Record: latest.Clone(), Version: l.Version, UID: l.UID}
+		}
 		np.ghosts = c.ghostOf(old, np)
 	}
+	np.history.record(l)
 	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
 		// Left with nothing in force, or after its last claim was
 		// voided (a Lease garbage-collected, say; another object of the
@@ -496,10 +580,9 @@ func (c *Core) observeOwn(l Observed) {
 		// A damaged Lease of an earlier incarnation is waited out and
 		// taken over like an intact one.
 		if c.prior == nil || c.prior.obs.Version != l.Version {
-			if c.prior != nil && (l.UID == "" || c.prior.obs.UID != l.UID) {
-				c.ghostPrior()
-			}
-			c.prior = &peer{obs: c.meaning(l), lastChange: c.now}
+			next := &peer{obs: c.meaning(l), lastChange: c.now}
+			c.priorLeft(next)
+			c.prior = next
 			c.takeOver = nil
 		}
 		return
@@ -521,20 +604,30 @@ func (c *Core) observeOwn(l Observed) {
 	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
 		return
 	}
-	if c.prior != nil && (l.UID == "" || c.prior.obs.UID != l.UID) {
-		c.ghostPrior() // created afresh: the previous object's claim stays in force
-	}
-	c.prior = &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
+	next := &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
+	c.priorLeft(next)
+	c.prior = next
 	c.takeOver = nil
 }
 
-// ghostPrior keeps the claim of the prior incarnation's Lease in force as
-// an own ghost when that Lease leaves the view or is replaced by another
-// object, unless its expiry was confirmed.
-func (c *Core) ghostPrior() {
-	if p := c.prior; p != nil && !p.void && !p.obs.Claim.IsEmpty() {
-		c.ownGhosts = c.addGhost(c.ownGhosts, p.obs, 0, false)
+// priorLeft keeps the claim of the previous incarnation's Lease (c.prior)
+// in force as an own ghost (ownGhosts) when that Lease gives way to next
+// (nil: it left the view) without its expiry having been confirmed (void):
+// that process may still run what it claimed. Only a newer state of the
+// same incarnation on the same object (or, without UIDs to tell objects
+// apart, of the same incarnation) leaves none: its claim there covers
+// what it runs. Another incarnation's write over that object, or the
+// object deleted or created afresh, leaves the old claim in force.
+func (c *Core) priorLeft(next *peer) {
+	old := c.prior
+	if old == nil || old.void || old.obs.Claim.IsEmpty() {
+		return
 	}
+	if next != nil && next.obs.Incarnation == old.obs.Incarnation &&
+		(sameObject(old.obs, next.obs) || old.obs.UID == "" && next.obs.UID == "") {
+		return
+	}
+	c.ownGhosts = c.addGhost(c.ownGhosts, old.obs, 0, false)
 }
 
 // loseOwn records that the own Lease, once held, is gone or damaged: the
@@ -585,6 +678,15 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 		return
 	}
 	p.confirming = false
+	if !found && !p.gone && identity != c.cfg.Identity {
+		// Absence is not death: the Lease looked expired through a watch
+		// that lagged, and has been deleted or relabelled since (by hand,
+		// say) while its holder may still run and not have noticed yet.
+		// It becomes a tombstone from now, voided only by a later read
+		// that finds it still gone a LeaseDuration on.
+		p.gone, p.lastChange, p.collected = true, c.now, true
+		return
+	}
 	if !found || current == p.obs.Version {
 		p.void = true
 		return
@@ -1142,6 +1244,12 @@ func (c *Core) SetRingBuilder(build func(shard.Config, []string) (*shard.Ring, e
 		c.newRing = build
 	}
 }
+
+// SetTrustWatchOrder turns the defence against stale views of a peer's
+// Lease (see staleObservation) off (true) or on. Only a simulation turns it
+// off, to show that its stale-view fault breaks the invariant without it;
+// production leaves it on.
+func (c *Core) SetTrustWatchOrder(trust bool) { c.trustWatchOrder = trust }
 
 // Tombstones returns the Leases that left the view while their claim was in
 // force and whose claim still counts (see "Absence is not death" in the

@@ -369,7 +369,12 @@ func TestVoidEndsWhenTheLeaseChanges(t *testing.T) {
 	}
 }
 
-func TestConfirmOfDeletedLeaseVoids(t *testing.T) {
+// A Lease that looked expired (the watch showed no change for LeaseDuration)
+// and that a direct read finds gone may have been deleted by hand a moment
+// ago while its holder runs: the watch lagged. It is a tombstone from the
+// read on: its claims count for another LeaseDuration, then a read that
+// still finds it gone voids them.
+func TestConfirmOfDeletedLeaseWaitsAsTombstone(t *testing.T) {
 	h := newHarness(t, "a")
 	h.c.CachesSynced()
 	h.setPeer("b", StateJoining, 0, 1)
@@ -379,8 +384,19 @@ func TestConfirmOfDeletedLeaseVoids(t *testing.T) {
 		t.Fatalf("Confirm = %v", r.Confirm)
 	}
 	h.c.Confirmed("b", "", false)
-	if r := h.ready(); !r.Activate.Equal(set(0, 1)) {
-		t.Fatalf("b's Lease is gone: activated %v; want {0,1}", r.Activate)
+	// The lagging watch still shows b's Lease, unchanged.
+	r := h.sync()
+	r.Activate = r.Activate.Union(h.pass(testLease - time.Second).Activate)
+	if !r.Activate.IsEmpty() {
+		t.Fatalf("b's Lease was found gone less than LeaseDuration ago: activated %v", r.Activate)
+	}
+	r = h.pass(time.Second)
+	if len(r.Confirm) != 1 || r.Confirm[0].Identity != "b" {
+		t.Fatalf("a LeaseDuration after finding b's Lease gone: Confirm = %v, want one of b", r.Confirm)
+	}
+	h.c.Confirmed("b", "", false)
+	if r := h.sync(); !r.Activate.Equal(set(0, 1)) {
+		t.Fatalf("b's Lease is still gone a LeaseDuration on: activated %v; want {0,1}", r.Activate)
 	}
 }
 
@@ -688,6 +704,37 @@ func TestPreviousIncarnationIsWaitedOut(t *testing.T) {
 	}
 }
 
+// The Lease of an earlier, live incarnation that is deleted by hand while
+// this one waits for it to expire leaves its claim in force for
+// LeaseDuration: that process may still run it (it fences when it notices).
+// This incarnation may create its Lease at once, but not activate what the
+// earlier one claimed.
+func TestPreviousIncarnationsLeaseDeletedKeepsItsClaim(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	h.own = &Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+		Claim: set(0, 1), Generation: 9, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+	if r := h.sync(); r.Publish != nil {
+		t.Fatal("wrote over a live Lease of another incarnation")
+	}
+	h.advance(time.Second)
+	h.own = nil // kubectl delete lease
+	activated := h.settle()
+	if h.own == nil || h.own.Incarnation != "inc-a" {
+		t.Fatalf("did not create its Lease once the earlier one was gone: %+v", h.own)
+	}
+	activated = activated.Union(h.pass(testLease - time.Second).Activate)
+	if activated.Has(0) || activated.Has(1) {
+		t.Fatalf("activated %v within LeaseDuration of the earlier incarnation's Lease vanishing with {0,1} claimed", activated)
+	}
+	if !activated.Equal(set(2, 3, 4, 5, 6)) {
+		t.Fatalf("activated %v; want the partitions the earlier incarnation did not claim", activated)
+	}
+	if got := h.pass(time.Second).Activate.Union(h.settle()); !got.Equal(set(0, 1)) {
+		t.Fatalf("LeaseDuration after the earlier Lease vanished: activated %v; want {0,1}", got)
+	}
+}
+
 // Once this incarnation has seen its own Lease, another incarnation writing
 // it is a live duplicate: stop everything, write nothing more.
 func TestDuplicateIdentityStops(t *testing.T) {
@@ -954,5 +1001,61 @@ func TestPriorIncarnationsClaimOutlivesItsLease(t *testing.T) {
 				t.Fatalf("after LeaseDuration, activated %v; want everything", activated)
 			}
 		})
+	}
+}
+
+// A watch that shows an older state of a peer's Lease after a newer one
+// (reordered events, a relist from a lagging API server) must not make the
+// claims added since look released: the core keeps the newest Record of
+// that writer it has seen (Generations order one incarnation's Records).
+func TestStaleViewOfPeerKeepsNewestClaim(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		h := newHarness(t, "a")
+		h.c.trustWatchOrder = trust
+		peer := func(gen uint64, claim ...int) *Observed {
+			return &Observed{Record: Record{Identity: "b", Incarnation: "b#1", State: StateJoining,
+				Claim: set(claim...), Generation: gen, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+		}
+		// b claims {0} at generation 2 and {0,1} at generation 3. Only
+		// then may a join and activate what b leaves free.
+		h.peer["b"] = peer(2, 0)
+		h.settle()
+		h.peer["b"] = peer(3, 0, 1)
+		h.settle()
+		h.c.CachesSynced()
+		if got := h.settle(); got.Has(0) || got.Has(1) {
+			t.Fatalf("activated %v while b claims {0,1}", got)
+		}
+		// Stale: b at generation 2, then at 1, before it claimed anything.
+		activated := shard.NewPartitionSet(testRing.Partitions)
+		for _, o := range []*Observed{peer(2, 0), peer(1)} {
+			h.peer["b"] = o
+			activated = activated.Union(h.settle())
+			if trust {
+				continue
+			}
+			if activated.Has(0) || activated.Has(1) {
+				t.Fatalf("activated %v on a stale view of b (generation %d), whose newest state claims {0,1}", activated, o.Generation)
+			}
+			if !h.c.Blocked().Has(0) || !h.c.Blocked().Has(1) {
+				t.Fatalf("blocked %v; want {0,1} blocked by b's newest claim", h.c.Blocked())
+			}
+		}
+		if trust {
+			if !activated.Has(0) || !activated.Has(1) {
+				t.Fatalf("with the defence off, the stale views should free {0,1} (activated %v): the test shows nothing", activated)
+			}
+			continue
+		}
+		// The stale states still count as changes: b is live.
+		h.pass(testLease - time.Second)
+		if r := h.ready(); len(r.Confirm) != 0 {
+			t.Fatalf("b confirmed expired although its Lease changed within LeaseDuration: %v", r.Confirm)
+		}
+		// b's next write (generation 4, claim {0}) is newer: 1 is free.
+		h.peer["b"] = peer(4, 0)
+		if got := h.settle(); !got.Has(1) || got.Has(0) {
+			t.Fatalf("after b's newer Record claiming {0}: activated %v, want 1 and not 0", got)
+		}
 	}
 }

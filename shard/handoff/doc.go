@@ -37,13 +37,14 @@
 //     whose departure the shell reports, unless a later Lease of the same
 //     incarnation is in the view: a watch that lagged across two deletions
 //     of one name learns of the first object's claim only from its
-//     departure. The same holds for this replica's own identity: the
-//     claim of another incarnation's Lease of it (a predecessor that may
-//     still run) stays in force for LeaseDuration after that Lease left
-//     the view or was replaced by another object, unless its expiry was
-//     confirmed. A replica joins the ring only after watching
-//     it for LeaseDuration, because a Lease that vanished before it started
-//     leaves it no tombstone.
+//     departure. The same holds for a replica's own identity: the claim
+//     of another incarnation's Lease of it (a predecessor that may still
+//     run, or whose Lease it waits to take over) stays in force here for
+//     LeaseDuration after that Lease left the view, was replaced by
+//     another object or was written over by yet another incarnation,
+//     unless its expiry was confirmed. A replica joins the ring only
+//     after watching it for LeaseDuration, because a Lease that vanished
+//     before it started leaves it no tombstone.
 //   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
 //     rewritten by someone else after it held it, fences at once and stays
 //     fenced until a renew sent after that moment has succeeded (the shell
@@ -74,20 +75,49 @@
 // The tombstone covers the window in which the owner has not yet noticed: it
 // fences when its watch shows the loss, and otherwise when its renews stop
 // counting (a deleted Lease fails every conditional update until recreated),
-// both within LeaseDuration of the loss. Residual risk: a peer whose watch
+// both within LeaseDuration of the loss. A Lease that looked expired through
+// a lagging watch, and that the confirming read finds gone, is a tombstone
+// from that read on: the read may come moments after a deletion by hand
+// that its holder has not noticed yet. Residual risk: a peer whose watch
 // relists across the deletion (its resourceVersion too old) gets no event
 // and, if it never saw the claim either, no tombstone; the join wait covers a
 // new replica, but a replica already in the ring in that position relies on
 // the owner's fence alone.
 //
 // Assumptions, and what breaks when they fail:
-//   - Clock rates differ by less than a few percent. Expiry uses only each
-//     replica's own clock (intervals of observed time; never timestamps
-//     written by others), so offsets do not matter, but a replica whose clock
-//     runs slow enough could still run reconciles when a peer voids it.
+//   - Clock rates differ by less than the timing tolerates. Expiry uses
+//     only each replica's own clock (intervals of observed time; never
+//     timestamps written by others), so offsets do not matter, but rates
+//     do: a holder whose clock runs at rate r stops everything within
+//     StopDeadline of its time after its last renew was sent, a peer whose
+//     clock runs at r' voids it LeaseDuration of its time after that renew
+//     at the earliest, so safety needs StopDeadline/r < LeaseDuration/r'.
+//     With the default timing (StopDeadline = 5/6 LeaseDuration) a holder's
+//     clock may run up to 1/6 slower than a peer's; with every clock within
+//     ±d of the true rate, d < (LD−SD)/(LD+SD) = 1/11 ≈ 9.1 %. Quartz drifts
+//     by parts per million and NTP slews by at most 500 ppm, far inside.
+//     Beyond the bound, a holder that loses its renewals (cut off from the
+//     API server) may still run a reconcile that ignores cancellation, and
+//     further beyond any reconcile, when a peer activates its partitions.
+//     The simulation runs with every clock at 1 ± up to 8 %, rates changing
+//     mid-run, and finds no violation; with long fault windows it finds
+//     none at ±8 % and ±9 % and some at ±9.5 % and beyond (README).
 //   - The watch delivers Lease events in etcd order (the informer's content
-//     is always the state at one resourceVersion). A reordered or merged view
-//     could show a claim dropped that was added back.
+//     is always the state at one resourceVersion). Defence: a peer's Lease
+//     state older than one already seen of the same writer (a lower
+//     Generation of the same incarnation) counts as a change, but the core
+//     keeps the newest Record of that writer; without that a reordered view
+//     shows a claim dropped that was added back (the simulation's
+//     stale-view fault finds it). Not covered: a stale state of an earlier
+//     incarnation shown after a later one's (the order of incarnations
+//     cannot be told without comparing resourceVersions, and taking the
+//     order of sight for it made things worse), a stale view of a Lease
+//     this core never saw newer, and stale views of the own Lease: an
+//     older own Record is judged by its Generation as any (read-your-write
+//     needs the Generation that added a partition), so it can only delay
+//     activation or revoke for a moment; an older Record of an incarnation
+//     this one took over from reads as a duplicate identity, and the
+//     replica stops.
 //   - Only this incarnation writes its own Lease, and its writes land in the
 //     order sent: writes are conditional on the resourceVersion (Update, not
 //     Apply), a write never overwrites a version written by another
@@ -101,7 +131,8 @@
 //     longer than LeaseDuration fences at its first step after resuming
 //     (its renew deadline has passed), but a reconcile already running
 //     resumes too: the workers' validity check and the client transport's
-//     refusal of late writes (manager/, controller/) stop it from writing;
+//     refusal of late writes of reconciles and singletons (manager/,
+//     controller/) stop it from writing;
 //     a request already on the wire may still land.
 //   - The shell calls Ready at NextDeadline, cancels reconciles on Fence and
 //     exits on Exit promptly, and reports Drained only when nothing of a
@@ -152,11 +183,13 @@
 // The deterministic simulation (internal/handoffsim) checks all of this
 // under random crashes, restarts, partitions from the API server, stalled
 // and lagging watches, failing and late-landing writes, membership flapping,
-// reconciles that ignore cancellation, crashes restarted in place whose end
-// the kubelet reports (proofs of death) and pods force-deleted while their
-// process may run, twice: sim_test.go here drives
-// the core with a built-in shell, and manager's TestCoordinatorSimulation
-// drives it with the real coordinator. Run either with -handoff.seeds=N,
-// replay a failing seed with -handoff.seed=S; `make sim` runs 1,000,000
-// seeds of both.
+// reconciles that ignore cancellation, clocks at different rates, stale
+// views, crashes restarted in place whose end the kubelet reports (proofs
+// of death) and pods force-deleted while their process may run, twice:
+// sim_test.go here drives the core with a built-in shell
+// (sim_assumptions_test.go measures the clock-rate and stale-view faults),
+// and manager's TestCoordinatorSimulation drives it with the real
+// coordinator. Run either with -handoff.seeds=N, replay a failing seed with
+// -handoff.seed=S; `make sim` runs 1,000,000 seeds of both, `make
+// sim-assumptions` the long clock-rate and stale-view measurements.
 package handoff

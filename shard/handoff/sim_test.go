@@ -3,6 +3,7 @@ package handoff_test
 import (
 	"flag"
 	"testing"
+	"time"
 
 	"github.com/kshard/kshard/internal/handoffsim"
 )
@@ -23,7 +24,9 @@ var (
 // world with the real coordinator as the shell.
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		r := handoffsim.Run(uint64(*simSeed), handoffsim.Options{Trace: true})
+		opts := simOptions()
+		opts.Trace = true
+		r := handoffsim.Run(uint64(*simSeed), opts)
 		t.Logf("seed %d trace:\n%s", *simSeed, r.Trace)
 		t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
 		if r.Violation != "" {
@@ -31,9 +34,9 @@ func TestSimulation(t *testing.T) {
 		}
 		return
 	}
-	s := handoffsim.RunSeeds(*simFirst, *simSeeds, handoffsim.Options{})
-	t.Logf("simulation: seeds=%d steps=%d violations=%d (faults injected include %d third-party Lease edits and %d pauses)",
-		s.Seeds, s.Steps, s.Violations, s.Tampers, s.Pauses)
+	s := handoffsim.RunSeeds(*simFirst, *simSeeds, simOptions())
+	t.Logf("simulation: seeds=%d steps=%d violations=%d in %v (faults injected include %d third-party Lease edits, %d pauses, %d clock-rate changes within ±%d ppm and %d stale views)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Tampers, s.Pauses, s.ClockFaults, *simClockSkew, s.StaleViews)
 	t.Logf("proofs of death the cores held at the end: %d; pods force-deleted while (or before the kubelet reported that) their process ended: %d",
 		s.Proven, s.ForceDeletes)
 	if s.Seeds >= 1000 && s.Proven == 0 {
@@ -46,7 +49,9 @@ func TestSimulation(t *testing.T) {
 			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
 			break
 		}
-		r := handoffsim.Run(seed, handoffsim.Options{Trace: true})
+		opts := simOptions()
+		opts.Trace = true
+		r := handoffsim.Run(seed, opts)
 		t.Errorf("seed %d: %s\nreplay: go test ./shard/handoff -run TestSimulation -handoff.seed=%d -v\ntrace:\n%s",
 			seed, r.Violation, seed, r.Trace)
 	}
