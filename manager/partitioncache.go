@@ -1,0 +1,28 @@
+package manager
+
+import "github.com/kshard/kshard/shard"
+
+// PartitionCache is a cache that holds the objects of some partitions only:
+// the sharded cache built on the API server's sharded list and watch
+// (shard/README.md). The coordinator tells it which partitions this replica
+// needs and activates a gained partition only once the cache reports it
+// synced, so an activation's replay never misses an object that the cache
+// has not listed yet (claim-before-act and synced-before-act).
+//
+// A nil PartitionCache means a full cache: every partition counts as synced
+// once the controllers' caches have synced.
+type PartitionCache interface {
+	// Hold sets the partitions whose objects must be listed and watched:
+	// the replica's target, claimed, active and draining partitions. It
+	// returns at once; listing and watching happen in the background.
+	// Objects of partitions left out may leave the cache.
+	Hold(partitions shard.PartitionSet)
+	// Synced returns the held partitions whose objects are listed and
+	// watched now. A slow or failing LIST keeps a partition out; it must
+	// never be reported synced before every object of it is in the cache.
+	Synced() shard.PartitionSet
+	// Changed receives a value (never blocking the cache: a buffered
+	// channel of one, or closed-and-replaced) whenever Synced may have
+	// changed.
+	Changed() <-chan struct{}
+}
