@@ -47,9 +47,10 @@ fuzz:
 bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
 
-## bench: the full benchmark (~6 min on 2 cores); regenerates e2e/bench/results.json, RESULTS.md and throughput.png.
+## bench: the full benchmark (~6 min on 2 cores); regenerates e2e/bench/results.json, RESULTS.md and throughput.png. PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
+PHASES ?=
 bench: binaries
-	$(GO) run ./e2e/bench
+	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))
 
 ## image: build the example operator's image without a container daemon (scratch base, user 65532) into _output/image/: an OCI layout (oci/) and a docker-load archive, tagged ghcr.io/kshard/example-operator:v0.1.0 as deploy/ runs it. REF=… to tag it otherwise.
 REF ?=

@@ -6,4 +6,8 @@
 // restart.go) beside the lease-wait failover, over several kills: results.json keys
 // restart_failover_seconds (p50), restart_failover_p99_seconds and
 // lease_wait_failover_{p50,p99}_seconds.
+//
+// `-phases 4,6` runs some phases only and merges: the other phases' sections of the
+// results.json already in -out are kept (merge.go), each listed with the command, date and
+// load of the run that measured it under phases_from_earlier_runs; -merge=false replaces.
 package main

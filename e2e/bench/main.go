@@ -121,6 +121,7 @@ func main() {
 	phases := flag.String("phases", "1,2,3,4,5,6", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
+	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
 	p := defaultParams(*quick)
 	if *objects > 0 {
@@ -145,13 +146,13 @@ func main() {
 	if *latency > 0 {
 		p.Latency = *latency
 	}
-	if err := run(p, *out, *keep); err != nil {
+	if err := run(p, *out, *keep, *merge); err != nil {
 		progress("FAILED: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(p params, out string, keep bool) (err error) {
+func run(p params, out string, keep, merge bool) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
@@ -166,6 +167,17 @@ func run(p params, out string, keep bool) (err error) {
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
+	}
+	// Read the file a partial run merges into before spending minutes on
+	// the run, so a file that cannot be merged fails at once.
+	var earlier *results
+	if target := mergeTarget(p, out, merge); target != "" {
+		if earlier, err = loadResults(target); err != nil {
+			return err
+		}
+		if earlier != nil && quickOf(earlier) != p.Quick {
+			return fmt.Errorf("%s is from a run with -quick=%t and this run has -quick=%t: use another -out or -merge=false", target, quickOf(earlier), p.Quick)
+		}
 	}
 	dir, err := os.MkdirTemp("", "kshard-bench-")
 	if err != nil {
@@ -228,6 +240,11 @@ func run(p params, out string, keep bool) (err error) {
 	res := &results{Params: p, Env: environment(ctx, cp, client), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
 	defer func() {
 		res.Warnings = b.warnings
+		if kept, kerr := res.keepEarlier(earlier); kerr != nil && err == nil {
+			err = kerr
+		} else if len(kept) > 0 {
+			progress("phases %v kept from the earlier results.json in %s", kept, out)
+		}
 		res.Failed = err != nil
 		if err != nil {
 			res.Error = err.Error()

@@ -36,9 +36,12 @@ type results struct {
 	Resources       []resourceResult       `json:"resources"`
 	Seconds         float64                `json:"run_seconds"`
 	Command         string                 `json:"command"`
-	Warnings        []string               `json:"warnings,omitempty"`
-	Failed          bool                   `json:"failed"`
-	Error           string                 `json:"error,omitempty"`
+	// Provenance names, per phase kept from earlier runs (a run of some
+	// phases merges into results.json, merge.go), the run that measured it.
+	Provenance map[string]provenance `json:"phases_from_earlier_runs,omitempty"`
+	Warnings   []string              `json:"warnings,omitempty"`
+	Failed     bool                  `json:"failed"`
+	Error      string                `json:"error,omitempty"`
 }
 
 // throughputSet is every throughput run of one workload and, per
@@ -387,6 +390,15 @@ func (r *results) markdown() string {
 	}
 	p("")
 	p("**Noise:** one shared machine runs etcd, kube-apiserver, every replica and the harness, and other engineers' tests ran on it at the same time. Expect ±10–20%% between runs; compare ratios, not absolute rates.")
+	if len(r.Provenance) > 0 {
+		p("")
+		p("**Assembled from several runs:** this run measured phases %s; the other phases' figures were kept from earlier runs (`phases_from_earlier_runs` in results.json has their parameters):", phaseList(r.Params.Phases))
+		p("")
+		for _, ph := range slices.Sorted(maps.Keys(r.Provenance)) {
+			pv := r.Provenance[ph]
+			p("- phase %s: `%s`, %s, load %s at start", ph, pv.Command, pv.Date, pv.Load)
+		}
+	}
 	p("")
 	p("## Environment")
 	p("")

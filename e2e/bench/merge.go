@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// allPhases are the phase numbers a full run measures.
+var allPhases = []int{1, 2, 3, 4, 5, 6}
+
+// provenance says which run measured a phase kept in results.json, so a
+// file assembled from several runs still names the command, parameters and
+// machine load behind every figure.
+type provenance struct {
+	Command string         `json:"command"`
+	Date    string         `json:"date"`
+	Load    string         `json:"loadavg_start"`
+	Params  map[string]any `json:"params"`
+}
+
+// loadResults reads a results.json written earlier; a missing file is not
+// an error (nil results).
+func loadResults(path string) (*results, error) {
+	js, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r results
+	if err := json.Unmarshal(js, &r); err != nil {
+		return nil, fmt.Errorf("%s is not a benchmark results file (%v); delete it or pass -merge=false", path, err)
+	}
+	return &r, nil
+}
+
+// keepEarlier fills the sections of the phases this run did not measure
+// from an earlier run's results, so a run of a few phases updates
+// results.json instead of replacing it. Quick runs never mix with full
+// ones. It returns the kept phases.
+func (r *results) keepEarlier(prev *results) ([]int, error) {
+	if prev == nil {
+		return nil, nil
+	}
+	if quickOf(prev) != r.Params.Quick {
+		return nil, errors.New("the earlier results.json and this run differ in -quick; use another -out or -merge=false")
+	}
+	var kept []int
+	for _, ph := range allPhases {
+		if r.Params.Phases[ph] || !prev.measured(ph) {
+			continue
+		}
+		kept = append(kept, ph)
+		switch ph {
+		case 1:
+			r.Ceiling = prev.Ceiling
+		case 2:
+			r.Throughput, r.WriteBound = prev.Throughput, prev.WriteBound
+		case 3:
+			r.Handoff = prev.Handoff
+		case 4:
+			r.Failover = prev.Failover
+		case 5:
+			r.Resources = prev.Resources
+		case 6:
+			r.RestartFailover = prev.RestartFailover
+		}
+		if r.Provenance == nil {
+			r.Provenance = map[string]provenance{}
+		}
+		key := strconv.Itoa(ph)
+		if pv, ok := prev.Provenance[key]; ok {
+			r.Provenance[key] = pv
+		} else {
+			r.Provenance[key] = provenance{Command: prev.Command, Date: prev.Env.Date, Load: prev.Env.LoadStart, Params: prev.ParamsView}
+		}
+	}
+	if slices.Contains(kept, 1) != slices.Contains(kept, 2) && r.Params.Phases[1] != r.Params.Phases[2] {
+		r.Warnings = append(r.Warnings, "phases 1 and 2 come from different runs: ceiling fractions divide one run's throughput by another run's ceiling")
+	}
+	return kept, nil
+}
+
+// quickOf reads -quick from a loaded file (Params is not serialised; its
+// view is).
+func quickOf(r *results) bool {
+	q, _ := r.ParamsView["quick"].(bool)
+	return q
+}
+
+// measured reports whether the results hold the section of phase ph.
+func (r *results) measured(ph int) bool {
+	switch ph {
+	case 1:
+		return len(r.Ceiling) > 0
+	case 2:
+		return len(r.Throughput.Samples) > 0 || len(r.WriteBound.Samples) > 0
+	case 3:
+		return len(r.Handoff) > 0
+	case 4:
+		return len(r.Failover) > 0
+	case 5:
+		return len(r.Resources) > 0
+	case 6:
+		return r.RestartFailover != nil
+	}
+	return false
+}
+
+// mergeTarget is the results.json a run of some phases merges into, or ""
+// when the run measures every phase (or merging is off).
+func mergeTarget(p params, out string, merge bool) string {
+	if !merge {
+		return ""
+	}
+	for _, ph := range allPhases {
+		if !p.Phases[ph] {
+			return filepath.Join(out, "results.json")
+		}
+	}
+	return ""
+}
+
+// phaseList renders the phases a run measured, "4, 6".
+func phaseList(phases map[int]bool) string {
+	var out []string
+	for _, ph := range allPhases {
+		if phases[ph] {
+			out = append(out, strconv.Itoa(ph))
+		}
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fullRun is a results file as a full run writes it: every phase measured.
+func fullRun(t *testing.T, dir string) {
+	t.Helper()
+	r := &results{Params: defaultParams(false), Command: "go run ./e2e/bench", Env: env{Date: "2026-11-20", LoadStart: "1.00 1.00 1.00"}}
+	r.Ceiling = []ceilingResult{{Round: 1, Goroutines: 16, WritesPerSec: 1000}}
+	r.Throughput.Samples = []throughputResult{
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 200},
+		{Round: 1, System: "kshard", Replicas: 4, ObjectsPerSec: 700},
+	}
+	r.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.1}}}
+	r.Failover = []failoverResult{{System: "kshard", Seconds: 9.8}, {System: baselineName, Seconds: 16}}
+	r.Resources = []resourceResult{{System: "kshard", MaxPeakRSSMiB: 110}, {System: baselineName, MaxPeakRSSMiB: 100}}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPartialRunKeepsEarlierPhases(t *testing.T) {
+	dir := t.TempDir()
+	fullRun(t, dir)
+	p := defaultParams(false)
+	p.Phases = map[int]bool{4: true, 6: true}
+	target := mergeTarget(p, dir, true)
+	if target != filepath.Join(dir, "results.json") {
+		t.Fatalf("mergeTarget = %q for a partial run", target)
+	}
+	earlier, err := loadResults(target)
+	if err != nil || earlier == nil {
+		t.Fatalf("loadResults: %v, %v", earlier, err)
+	}
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 4,6"}
+	r.Failover = []failoverResult{{System: "kshard", Seconds: 9.9}, {System: baselineName, Seconds: 10}}
+	r.RestartFailover = &restartFailoverResult{InPlaceSeconds: []float64{2.2, 2.4}, InPlaceP50: 2.2, InPlaceP99: 2.4, LeaseWaitP50: 9.8, LeaseWaitP99: 9.9}
+	kept, err := r.keepEarlier(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(kept, []int{1, 2, 3, 5}) {
+		t.Errorf("kept phases %v, want [1 2 3 5]", kept)
+	}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := loadResults(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new phases replace the old figures; the kept ones survive.
+	if merged.FailoverSeconds == nil || *merged.FailoverSeconds != 9.9 {
+		t.Errorf("failover_seconds = %v, want this run's 9.9", merged.FailoverSeconds)
+	}
+	if merged.RestartFailoverSeconds == nil || *merged.RestartFailoverSeconds != 2.2 {
+		t.Errorf("restart_failover_seconds = %v, want 2.2", merged.RestartFailoverSeconds)
+	}
+	if merged.ThroughputRatio4 == nil || *merged.ThroughputRatio4 != 3.5 {
+		t.Errorf("throughput_ratio_4 = %v, want the earlier run's 3.5", merged.ThroughputRatio4)
+	}
+	if merged.RSSRatio == nil || merged.HandoffP99Seconds == nil || merged.CeilingWritesPerSec == nil {
+		t.Errorf("kept headline figures missing: rss %v handoff %v ceiling %v", merged.RSSRatio, merged.HandoffP99Seconds, merged.CeilingWritesPerSec)
+	}
+	pv, ok := merged.Provenance["5"]
+	if !ok || pv.Command != "go run ./e2e/bench" || pv.Date != "2026-11-20" {
+		t.Errorf("provenance of phase 5 = %+v, want the full run's", pv)
+	}
+	if _, ok := merged.Provenance["4"]; ok {
+		t.Error("phase 4 was measured by this run but is listed as kept")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "Assembled from several runs") {
+		t.Error("RESULTS.md does not say it was assembled from several runs")
+	}
+
+	// A second partial run keeps the first run's provenance, not the
+	// intermediate file's command.
+	p2 := defaultParams(false)
+	p2.Phases = map[int]bool{3: true}
+	r2 := &results{Params: p2, Command: "go run ./e2e/bench -phases 3"}
+	r2.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.2}}}
+	if _, err := r2.keepEarlier(merged); err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.Provenance["5"].Command; got != "go run ./e2e/bench" {
+		t.Errorf("phase 5 provenance after two merges: %q", got)
+	}
+	if got := r2.Provenance["4"].Command; got != "go run ./e2e/bench -phases 4,6" {
+		t.Errorf("phase 4 provenance after two merges: %q", got)
+	}
+}
+
+func TestMergeRefusesAQuickFileForAFullRun(t *testing.T) {
+	dir := t.TempDir()
+	q := &results{Params: defaultParams(true)}
+	if err := q.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{4: true}
+	if _, err := (&results{Params: p}).keepEarlier(earlier); err == nil || !strings.Contains(err.Error(), "-quick") {
+		t.Errorf("merging a full run into a quick file: err = %v, want one naming -quick", err)
+	}
+}
+
+func TestFullRunAndMergeOffReplace(t *testing.T) {
+	if got := mergeTarget(defaultParams(false), "/x", true); got != "" {
+		t.Errorf("a full run merges into %q", got)
+	}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{4: true}
+	if got := mergeTarget(p, "/x", false); got != "" {
+		t.Errorf("-merge=false still merges into %q", got)
+	}
+	if r, err := loadResults(filepath.Join(t.TempDir(), "results.json")); r != nil || err != nil {
+		t.Errorf("a missing file: %v, %v; want nothing to merge and no error", r, err)
+	}
+	bad := filepath.Join(t.TempDir(), "results.json")
+	if err := os.WriteFile(bad, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadResults(bad); err == nil || !strings.Contains(err.Error(), "-merge=false") {
+		t.Errorf("a malformed file: err = %v, want one naming -merge=false", err)
+	}
+}
