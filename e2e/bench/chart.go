@@ -33,7 +33,11 @@ func writeChart(path string, r *results) error {
 		if k.System == baselineName {
 			continue
 		}
-		bars = append(bars, bar{fmt.Sprintf("K%d", k.Replicas), k.ObjectsPerSec, base * float64(k.Replicas), color.RGBA{40, 90, 200, 255}})
+		label, c := "K", color.RGBA{40, 90, 200, 255}
+		if k.System == adapterName {
+			label, c = "A", color.RGBA{40, 150, 70, 255}
+		}
+		bars = append(bars, bar{fmt.Sprintf("%s%d", label, k.Replicas), k.ObjectsPerSec, base * float64(k.Replicas), c})
 		top = max(top, k.ObjectsPerSec, base*float64(k.Replicas))
 	}
 	if top <= 0 {

@@ -39,6 +39,7 @@ type params struct {
 	RestartKills     int           `json:"restart_kills"`
 	Rounds           int           `json:"rounds"`
 	Replicas         []int         `json:"kshard_replicas"`
+	AdapterReplicas  []int         `json:"adapter_replicas"`
 	WriteReplicas    []int         `json:"write_bound_kshard_replicas"`
 	BaselineReplicas int           `json:"baseline_replicas"`
 	CeilingWorkers   []int         `json:"ceiling_goroutines"`
@@ -62,7 +63,7 @@ func defaultParams(quick bool) params {
 	p := params{
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
 		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true}, RestartKills: 5,
-		Rounds: 3, Replicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
+		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
@@ -73,6 +74,9 @@ func defaultParams(quick bool) params {
 		p.Quick = true
 		p.Objects, p.ResourceObjects, p.Rounds = 200, 1000, 1
 		p.WriteReplicas = []int{4}
+		// The adapter runs only its 4-replica throughput in a smoke run:
+		// its other phases would add a minute for little news.
+		p.AdapterReplicas = []int{4}
 		p.CeilingWorkers, p.CeilingDuration = []int{16}, 2*time.Second
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = 4*time.Second, 2600*time.Millisecond, 500*time.Millisecond
 		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
@@ -196,13 +200,13 @@ func run(p params, out string, keep, merge bool) (err error) {
 
 	progress("building the operators and starting the control plane")
 	type built struct {
-		kshard, baseline string
-		err              error
+		kshard, baseline, adapter string
+		err                       error
 	}
 	builds := make(chan built, 1)
 	go func() {
-		k, bl, err := buildOperators(ctx, root, dir)
-		builds <- built{k, bl, err}
+		k, bl, ad, err := buildOperators(ctx, root, dir)
+		builds <- built{k, bl, ad, err}
 	}()
 	cp, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr, KeepDir: keep})
 	bl := <-builds
@@ -236,8 +240,19 @@ func run(p params, out string, keep, merge bool) (err error) {
 		return err
 	}
 	baseline := &system{name: baselineName, short: "cr", bin: bl.baseline}
-	kshard := &system{name: "kshard", short: "ks", bin: bl.kshard, kshard: true}
+	kshard := &system{name: nativeName, short: "ks", bin: bl.kshard, kshard: true}
+	adapter := &system{name: adapterName, short: "ad", bin: bl.adapter, kshard: true}
+	// Phases 3-5 measure the adapter beside the other two in full runs.
+	systems := []*system{baseline, kshard, adapter}
+	if p.Quick {
+		systems = systems[:2]
+	}
 	res := &results{Params: p, Env: environment(ctx, cp, client), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
+	if n, err := changedLines(ctx, root); err != nil {
+		b.warn("counting the adapter conversion's changed lines: %v", err)
+	} else {
+		res.ChangedLines = &n
+	}
 	defer func() {
 		res.Warnings = b.warnings
 		if kept, kerr := res.keepEarlier(earlier); kerr != nil && err == nil {
@@ -288,6 +303,9 @@ func run(p params, out string, keep, merge bool) (err error) {
 		for _, n := range p.Replicas {
 			configs = append(configs, config{kshard, n, p.Latency, &res.Throughput})
 		}
+		for _, n := range p.AdapterReplicas {
+			configs = append(configs, config{adapter, n, p.Latency, &res.Throughput})
+		}
 		configs = append(configs, config{baseline, p.BaselineReplicas, 0, &res.WriteBound})
 		for _, n := range p.WriteReplicas {
 			configs = append(configs, config{kshard, n, 0, &res.WriteBound})
@@ -307,7 +325,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 		}
 	}
 
-	for _, sys := range []*system{baseline, kshard} {
+	for _, sys := range systems {
 		if !p.Phases[3] {
 			break
 		}
@@ -320,7 +338,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 		res.Handoff = append(res.Handoff, h)
 	}
 
-	for _, sys := range []*system{baseline, kshard} {
+	for _, sys := range systems {
 		if !p.Phases[4] {
 			break
 		}
@@ -355,7 +373,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= p.ResourceObjects }); err != nil {
 		return err
 	}
-	for _, sys := range []*system{baseline, kshard} {
+	for _, sys := range systems {
 		progress("phase 5: resources of %d %s replicas at %d objects", p.ResourceReplicas, sys.name, len(b.gens))
 		r, err := b.resources(ctx, sys, p.ResourceReplicas)
 		if err != nil {

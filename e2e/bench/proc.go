@@ -20,12 +20,14 @@ import (
 	"github.com/kshard/kshard/manager/process"
 )
 
-// system is one of the two operators under test.
+// system is one of the operators under test: kshard-native, the
+// leader-elected controller-runtime baseline, or the baseline converted
+// with controller/crshard (the adapter).
 type system struct {
 	name   string // for reports
 	short  string // for identities and Lease names
 	bin    string
-	kshard bool
+	kshard bool // sharded: formed when every partition is active
 }
 
 // replica is one operator process, in its own process group.
@@ -196,15 +198,16 @@ series:
 
 // buildOperators builds both operator binaries into dir: kshardop from the
 // root module, the baseline from its own module.
-func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineBin string, err error) {
+func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineBin, adapterBin string, err error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return "", "", fmt.Errorf("the go tool is needed to build the operators: %w", err)
+		return "", "", "", fmt.Errorf("the go tool is needed to build the operators: %w", err)
 	}
-	kshardBin, baselineBin = filepath.Join(dir, "kshardop"), filepath.Join(dir, "baseline")
+	kshardBin, baselineBin, adapterBin = filepath.Join(dir, "kshardop"), filepath.Join(dir, "baseline"), filepath.Join(dir, "crshardop")
 	builds := []struct{ dir, out, pkg string }{
 		{root, kshardBin, "./e2e/bench/kshardop"},
 		{filepath.Join(root, "e2e", "bench", "baseline"), baselineBin, "."},
+		{filepath.Join(root, "e2e", "bench", "crshardop"), adapterBin, "."},
 	}
 	errs := make([]error, len(builds))
 	done := make(chan struct{}, len(builds))
@@ -221,5 +224,5 @@ func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineB
 	for range builds {
 		<-done
 	}
-	return kshardBin, baselineBin, errors.Join(errs...)
+	return kshardBin, baselineBin, adapterBin, errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type results struct {
 	Resources       []resourceResult       `json:"resources"`
 	Seconds         float64                `json:"run_seconds"`
 	Command         string                 `json:"command"`
+	// ChangedLines is the adapter conversion's size (adapter.go); nil when
+	// it could not be counted.
+	ChangedLines *int `json:"-"`
 	// Provenance names, per phase kept from earlier runs (a run of some
 	// phases merges into results.json, merge.go), the run that measured it.
 	Provenance map[string]provenance `json:"phases_from_earlier_runs,omitempty"`
@@ -137,6 +141,24 @@ func (set throughputSet) config(system string, n int) *tpSummary {
 	return nil
 }
 
+// perRoundRatio is the median over rounds of system a's rate ÷ system b's
+// at n replicas each, both measured in the same round.
+func (set throughputSet) perRoundRatio(a, b string, n int) *float64 {
+	rates := map[string]map[int]float64{a: {}, b: {}}
+	for _, t := range set.Samples {
+		if (t.System == a || t.System == b) && t.Replicas == n {
+			rates[t.System][t.Round] = t.ObjectsPerSec
+		}
+	}
+	var ratios []float64
+	for round, ra := range rates[a] {
+		if rb := rates[b][round]; rb > 0 {
+			ratios = append(ratios, ra/rb)
+		}
+	}
+	return medianPtr(ratios)
+}
+
 // Summary holds the headline figures; absent ones (a phase that did not
 // run) are null.
 type Summary struct {
@@ -162,6 +184,25 @@ type Summary struct {
 	RSSRatio                  *float64 `json:"rss_ratio"`
 	CPURatio                  *float64 `json:"cpu_ratio"`
 	APIRequestsRatio          *float64 `json:"api_requests_ratio"`
+	// Adapter is the controller-runtime operator converted with
+	// controller/crshard, measured in the same run (nil when it did not run).
+	Adapter *adapterSummary `json:"adapter,omitempty"`
+}
+
+// adapterSummary holds the converted operator's headline figures; ratios
+// are against the leader-elected baseline, as the native ones are.
+type adapterSummary struct {
+	ThroughputRatio1 *float64 `json:"throughput_ratio_1"`
+	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	// NativeRatio4 is the adapter's 4-replica throughput ÷ kshard-native's
+	// (median of per-round ratios); the goal is within 10 %.
+	NativeRatio4      *float64 `json:"throughput_ratio_4_to_native"`
+	HandoffP99Seconds *float64 `json:"handoff_p99_seconds"`
+	FailoverSeconds   *float64 `json:"failover_seconds"`
+	RSSRatio          *float64 `json:"rss_ratio"`
+	// ChangedLines is what the conversion changed in the operator's own Go
+	// file: lines added plus removed (adapter.go).
+	ChangedLines *int `json:"changed_lines"`
 }
 
 type env struct {
@@ -267,49 +308,66 @@ func (r *results) summarise() {
 	summariseSet(&r.Throughput, ceilings)
 	summariseSet(&r.WriteBound, ceilings)
 	for n, dst := range map[int]**float64{1: &s.ThroughputRatio1, 2: &s.ThroughputRatio2, 4: &s.ThroughputRatio4} {
-		if c := r.Throughput.config("kshard", n); c != nil {
+		if c := r.Throughput.config(nativeName, n); c != nil {
 			*dst = c.Ratio
 		}
 	}
-	if c := r.WriteBound.config("kshard", 4); c != nil {
+	if c := r.WriteBound.config(nativeName, 4); c != nil {
 		s.CeilingFraction4, s.WriteBoundRatio4 = c.CeilingFraction, c.Ratio
 	}
 	if c := r.WriteBound.config(baselineName, 0); c != nil {
 		s.CeilingFractionBaseline = c.CeilingFraction
 	}
+	ad := &adapterSummary{ChangedLines: r.ChangedLines}
 	for _, h := range r.Handoff {
 		if h.Rollout.Updates == 0 {
 			continue
 		}
-		if h.System != baselineName {
+		switch h.System {
+		case nativeName:
 			s.HandoffP99Seconds, s.HandoffMaxSeconds = ptr(h.Rollout.P99Seconds), ptr(h.Rollout.MaxSeconds)
-		} else {
+		case baselineName:
 			s.HandoffP99SecondsBaseline, s.HandoffMaxSecondsBaseline = ptr(h.Rollout.P99Seconds), ptr(h.Rollout.MaxSeconds)
+		case adapterName:
+			ad.HandoffP99Seconds = ptr(h.Rollout.P99Seconds)
 		}
 	}
 	for _, f := range r.Failover {
-		if f.System != baselineName {
+		switch f.System {
+		case nativeName:
 			s.FailoverSeconds = ptr(f.Seconds)
-		} else {
+		case baselineName:
 			s.FailoverSecondsBaseline = ptr(f.Seconds)
+		case adapterName:
+			ad.FailoverSeconds = ptr(f.Seconds)
 		}
 	}
 	if rf := r.RestartFailover; rf != nil && len(rf.InPlaceSeconds) > 0 {
 		s.RestartFailoverSeconds, s.RestartFailoverP99Seconds = ptr(rf.InPlaceP50), ptr(rf.InPlaceP99)
 		s.LeaseWaitFailoverP50, s.LeaseWaitFailoverP99 = ptr(rf.LeaseWaitP50), ptr(rf.LeaseWaitP99)
 	}
-	var kr, br *resourceResult
+	res := map[string]*resourceResult{}
 	for i := range r.Resources {
-		if r.Resources[i].System != baselineName {
-			kr = &r.Resources[i]
-		} else {
-			br = &r.Resources[i]
-		}
+		res[r.Resources[i].System] = &r.Resources[i]
 	}
-	if kr != nil && br != nil {
+	if kr, br := res[nativeName], res[baselineName]; kr != nil && br != nil {
 		s.RSSRatio = ratio(kr.MaxPeakRSSMiB, br.MaxPeakRSSMiB)
 		s.CPURatio = ratio(maxOf(kr.CPUSeconds), maxOf(br.CPUSeconds))
 		s.APIRequestsRatio = ratio(kr.APIRequestsPerMin, br.APIRequestsPerMin)
+	}
+	if ar, br := res[adapterName], res[baselineName]; ar != nil && br != nil {
+		ad.RSSRatio = ratio(ar.MaxPeakRSSMiB, br.MaxPeakRSSMiB)
+	}
+	if c := r.Throughput.config(adapterName, 1); c != nil {
+		ad.ThroughputRatio1 = c.Ratio
+	}
+	if c := r.Throughput.config(adapterName, 4); c != nil {
+		ad.ThroughputRatio4 = c.Ratio
+		ad.NativeRatio4 = r.Throughput.perRoundRatio(adapterName, nativeName, 4)
+	}
+	s.Adapter = nil
+	if *ad != (adapterSummary{ChangedLines: r.ChangedLines}) {
+		s.Adapter = ad
 	}
 }
 
@@ -370,6 +428,15 @@ func check(v *float64, f func(float64) bool) *bool {
 		return nil
 	}
 	b := f(*v)
+	return &b
+}
+
+// checkInt checks an optional count against a maximum.
+func checkInt(v *int, limit int) *bool {
+	if v == nil {
+		return nil
+	}
+	b := *v <= limit
 	return &b
 }
 
@@ -445,6 +512,14 @@ func (r *results) markdown() string {
 	lim := pr.LeaseDuration.Seconds() + 1
 	p("| crash failover ≤ LeaseDuration + 1 s = %.0f s | %s s (baseline %s s) | %s |", lim, f2(s.FailoverSeconds), f2(s.FailoverSecondsBaseline), goal(check(s.FailoverSeconds, func(v float64) bool { return v <= lim })))
 	p("| per-replica peak RSS ≤ 1.1× controller-runtime | %s× | %s |", f2(s.RSSRatio), goal(check(s.RSSRatio, func(v float64) bool { return v <= 1.1 })))
+	if a := s.Adapter; a != nil {
+		p("| adapter: 4 replicas within 10 %% of kshard-native (same rounds) | %s× | %s |", f2(a.NativeRatio4), goal(check(a.NativeRatio4, func(v float64) bool { return v >= 0.9 })))
+		lines := "—"
+		if a.ChangedLines != nil {
+			lines = strconv.Itoa(*a.ChangedLines)
+		}
+		p("| adapter: conversion ≤ 20 changed lines (`git diff --numstat`) | %s | %s |", lines, goal(checkInt(a.ChangedLines, 20)))
+	}
 	p("")
 	p("## 1. API server ceiling")
 	p("")
@@ -532,6 +607,11 @@ func (r *results) markdown() string {
 	}
 	p("")
 	p("Ratios (kshard ÷ controller-runtime, highest replica of each): peak RSS %s×, CPU %s×, API requests/min %s×.", f2(s.RSSRatio), f2(s.CPURatio), f2(s.APIRequestsRatio))
+	if a := s.Adapter; a != nil {
+		p("")
+		p("**Adapter** (the controller-runtime baseline converted with controller/crshard, e2e/bench/crshardop): throughput %s× (1 replica) and %s× (4 replicas) of the leader-elected baseline, %s× of kshard-native at 4 replicas; handoff p99 %s s; failover %s s; peak RSS %s× the baseline's.",
+			f2(a.ThroughputRatio1), f2(a.ThroughputRatio4), f2(a.NativeRatio4), f3(a.HandoffP99Seconds), f2(a.FailoverSeconds), f2(a.RSSRatio))
+	}
 	p("")
 	p("## How to read these figures")
 	p("")

@@ -229,6 +229,9 @@ func (e *Env) Ring() ringstatus.Ring {
 func (e *Env) AwaitConverged(timeout time.Duration, identities ...string) {
 	e.t.Helper()
 	e.await(timeout, fmt.Sprintf("the ring to converge on %v", identities), func(ctx context.Context) error {
+		if err := e.exitedAmong(identities); err != nil {
+			return err
+		}
 		r, err := ringstatus.Read(ctx, e.client, e.opts.Namespace, e.opts.Ring)
 		if err != nil {
 			return err
@@ -247,11 +250,43 @@ func (e *Env) await(timeout time.Duration, what string, cond func(context.Contex
 		defer cancel()
 		if err := cond(cctx); err != nil {
 			last = err
-			return false, nil
+			// A replica that ended by itself will not converge: say why
+			// now rather than after the timeout.
+			return false, stopAwait(err)
 		}
 		return true, nil
 	})
+	if errors.Is(err, errEnded) {
+		e.t.Fatalf("waiting for %s: %v", what, last)
+	}
 	if err != nil {
 		e.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
 	}
+}
+
+// errEnded marks a wait that cannot succeed because a replica it needs has
+// exited on its own.
+var errEnded = errors.New("a replica ended")
+
+func stopAwait(err error) error {
+	if errors.Is(err, errEnded) {
+		return err
+	}
+	return nil
+}
+
+// exitedAmong returns an errEnded error naming the first of identities
+// whose latest run ended by itself (not by Crash or Stop), with the end of
+// its log.
+func (e *Env) exitedAmong(identities []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range identities {
+		m := e.replicas[id]
+		if m == nil || m.crashed || m.stopped || m.running() {
+			continue
+		}
+		return fmt.Errorf("%w: %s exited%s", errEnded, id, m.endReport())
+	}
+	return nil
 }

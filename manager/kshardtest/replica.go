@@ -69,6 +69,18 @@ type member struct {
 	// crashed is set by crash: the member counts as dead, though in this
 	// process it may still be winding down.
 	crashed bool
+	// stopped is set by Stop: the member left on request.
+	stopped bool
+}
+
+// endReport says how a member that is no longer running ended: its exit
+// and the end of its log for a process, what run returned otherwise.
+func (m *member) endReport() string {
+	if m.proc != nil {
+		x, _ := m.proc.Exited()
+		return fmt.Sprintf(" (%s); last log lines:\n%s", x, m.proc.Tail(15))
+	}
+	return fmt.Sprintf(" (run returned %v)", m.err)
 }
 
 func (m *member) process() recorder.Process {
@@ -254,6 +266,9 @@ func (e *Env) Stop(identity string) {
 	e.t.Helper()
 	m := e.running("stop", identity)
 	_ = e.events.Append(recorder.Record{Kind: recorder.KindTerm, Process: m.process(), At: time.Now().UnixNano()})
+	e.mu.Lock()
+	m.stopped = true
+	e.mu.Unlock()
 	if err := m.stop(e.opts.StopTimeout); err != nil {
 		e.t.Fatalf("stop %s: %v", identity, err)
 	}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+func TestAdapterSummaryIsAgainstBaselineAndNative(t *testing.T) {
+	lines := 12
+	r := &results{Params: defaultParams(false), ChangedLines: &lines}
+	// Round 2 ran on a machine twice as loaded.
+	for round, scale := range map[int]float64{1: 1, 2: 0.5, 3: 1} {
+		r.Throughput.Samples = append(r.Throughput.Samples,
+			throughputResult{Round: round, System: baselineName, Replicas: 2, ObjectsPerSec: 200 * scale},
+			throughputResult{Round: round, System: nativeName, Replicas: 4, ObjectsPerSec: 800 * scale},
+			throughputResult{Round: round, System: adapterName, Replicas: 1, ObjectsPerSec: 180 * scale},
+			throughputResult{Round: round, System: adapterName, Replicas: 4, ObjectsPerSec: 720 * scale})
+	}
+	r.Handoff = []handoffResult{
+		{System: nativeName, Rollout: delayStats{Updates: 5, P99Seconds: 0.1}},
+		{System: adapterName, Rollout: delayStats{Updates: 5, P99Seconds: 0.3}},
+		{System: baselineName, Rollout: delayStats{Updates: 5, P99Seconds: 1.5}},
+	}
+	r.Failover = []failoverResult{{System: adapterName, Seconds: 9.7}, {System: nativeName, Seconds: 9.8}, {System: baselineName, Seconds: 16}}
+	r.Resources = []resourceResult{{System: baselineName, MaxPeakRSSMiB: 100}, {System: adapterName, MaxPeakRSSMiB: 120}, {System: nativeName, MaxPeakRSSMiB: 110}}
+	r.summarise()
+	a := r.Adapter
+	if a == nil {
+		t.Fatal("no adapter summary although the adapter ran")
+	}
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"adapter.throughput_ratio_1":           {a.ThroughputRatio1, 0.9},
+		"adapter.throughput_ratio_4":           {a.ThroughputRatio4, 3.6},
+		"adapter.throughput_ratio_4_to_native": {a.NativeRatio4, 0.9},
+		"adapter.handoff_p99_seconds":          {a.HandoffP99Seconds, 0.3},
+		"adapter.failover_seconds":             {a.FailoverSeconds, 9.7},
+		"adapter.rss_ratio":                    {a.RSSRatio, 1.2},
+		// The native figures are not overwritten by the adapter's.
+		"handoff_p99_seconds": {r.HandoffP99Seconds, 0.1},
+		"failover_seconds":    {r.FailoverSeconds, 9.8},
+		"rss_ratio":           {r.RSSRatio, 1.1},
+		"throughput_ratio_4":  {r.ThroughputRatio4, 4},
+	} {
+		if c.got == nil || *c.got < c.want-1e-9 || *c.got > c.want+1e-9 {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
+	}
+	if a.ChangedLines == nil || *a.ChangedLines != 12 {
+		t.Errorf("changed_lines = %v, want 12", a.ChangedLines)
+	}
+
+	none := &results{Params: defaultParams(false), ChangedLines: &lines}
+	none.summarise()
+	if none.Adapter != nil {
+		t.Errorf("adapter summary %+v for a run without the adapter", none.Adapter)
+	}
+}
+
+func TestParseNumstat(t *testing.T) {
+	n, err := parseNumstat([]byte("9\t3\te2e/bench/{baseline => crshardop}/main.go\n1\t0\tx.go\n"))
+	if err != nil || n != 13 {
+		t.Errorf("parseNumstat = %d, %v; want 13", n, err)
+	}
+	if _, err := parseNumstat([]byte("-\t-\tbinary.png\n")); err == nil {
+		t.Error("a binary file's numstat line was counted without error")
+	}
+}
+
+// TestConversionStaysSmall counts the real conversion: the bound is
+// 20 changed lines.
+func TestConversionStaysSmall(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is needed to count the conversion's lines")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	n, err := changedLines(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || n > 20 {
+		t.Errorf("the conversion changed %d lines of %s, want 1-20", n, conversionFiles[1])
+	}
+	t.Logf("conversion: %d changed lines", n)
+}
