@@ -54,6 +54,10 @@ type coordinator struct {
 	// prover reads pods for proofs of death (proof.go); nil when this
 	// replica cannot read them.
 	prover *prover
+	// cache is the sharded cache (CoordinatorOptions.Cache), nil for a
+	// full one; held is the last set handed to its Hold.
+	cache PartitionCache
+	held  shard.PartitionSet
 
 	// Seams for the deterministic simulation (internal/handoffsim), which
 	// steps the coordinator on its own schedule: now reads the clock the
@@ -110,6 +114,23 @@ func (c *coordinator) post(ctx context.Context, f func()) { c.postFn(ctx, f) }
 // Call it on the loop.
 func (c *coordinator) cachesSynced() { c.core.CachesSynced(); c.synced = true }
 
+// partitionsSynced feeds the core what the sharded cache has synced. Call
+// it on the loop.
+func (c *coordinator) partitionsSynced() { c.core.PartitionsSynced(c.cache.SyncedPartitions()) }
+
+// hold hands the partitions the core needs to the sharded cache when they
+// changed (Ready.Hold, given in full every time).
+func (c *coordinator) hold(set shard.PartitionSet) {
+	if c.cache == nil || set.Size() == 0 || set.Equal(c.held) {
+		return
+	}
+	c.held = set.Clone()
+	c.cache.Hold(set)
+	// Partitions the cache synced before they were held again (a release
+	// and a regain in quick succession) count at once.
+	c.partitionsSynced()
+}
+
 // beginLeave starts a graceful leave. Call it on the loop.
 func (c *coordinator) beginLeave() {
 	c.ready.Store(false)
@@ -133,6 +154,20 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 			c.post(ctx, c.cachesSynced)
 		}
 	}()
+	if c.cache != nil {
+		c.async.Add(1)
+		go func() {
+			defer c.async.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.cache.Changed():
+					c.post(ctx, c.partitionsSynced)
+				}
+			}
+		}()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	leaveCh := c.leaveCh
@@ -257,6 +292,8 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	if rd.Publish != nil {
 		c.member.SetDesired(*rd.Publish)
 	}
+	// Gained partitions start listing now, while their old owner drains.
+	c.hold(rd.Hold)
 	// What was carried out is acknowledged; the core asks again for the
 	// rest in its next Ready. An activation is acknowledged when its
 	// replay, off the loop, reports back (replayDone).
@@ -394,6 +431,9 @@ func (c *coordinator) observeState(now time.Time) {
 	c.metrics.setPartitions("active", core.Active())
 	c.metrics.setPartitions("draining", core.Draining())
 	c.metrics.setPartitions("blocked", core.Blocked())
+	if c.cache != nil {
+		c.metrics.setPartitions("caching", core.CacheWaiting())
+	}
 	if err := core.Err(); err != nil && err.Error() != c.lastErr {
 		c.log.Error(err, "ring condition")
 		c.lastErr = err.Error()

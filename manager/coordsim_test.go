@@ -20,6 +20,8 @@ var (
 	coordSimSeeds = flag.Int("handoff.seeds", 10000, "number of seeds the simulation of the real coordinator runs")
 	coordSimFirst = flag.Uint64("handoff.first", 0, "first seed of the run")
 	coordSimSeed  = flag.Int64("handoff.seed", -1, "replay this one seed and print its trace")
+	// coordSimCacheSeeds: TestCoordinatorSimulationPartitionCache's seeds.
+	coordSimCacheSeeds = flag.Int("handoff.cacheseeds", 2000, "seeds the coordinator simulation with partition caches runs")
 )
 
 // simMetrics is one set of ring metrics shared by every simulated
@@ -53,6 +55,11 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 	c.postFn = func(_ context.Context, f func()) { p.Post(f) }
 	// Proofs of death: the prover reads the world's pods.
 	c.prover = newProver(p, p.Config().Identity, logr.Discard())
+	if p.PartitionCached() {
+		// The world calls CacheChanged where run's watcher of Changed
+		// would post partitionsSynced.
+		c.cache = p
+	}
 	// Replays are owned by run in production; here, by the process, whose
 	// context ends with it.
 	_ = c.startReplays(p.Context())
@@ -62,6 +69,7 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 func (s *simShell) Core() *handoff.Core { return s.c.core }
 func (s *simShell) CachesSynced()       { s.c.cachesSynced() }
 func (s *simShell) Leave()              { s.c.beginLeave() }
+func (s *simShell) CacheChanged()       { s.c.partitionsSynced(); s.c.step(s.ctx) }
 func (s *simShell) Step()               { s.c.step(s.ctx) }
 
 // simParticipant is the simulated controllers as a participant.
@@ -80,8 +88,9 @@ func (s simParticipant) revoke(ctx context.Context, set shard.PartitionSet, fenc
 }
 
 var (
-	_ membership = (*handoffsim.Process)(nil)
-	_ podReader  = (*handoffsim.Process)(nil)
+	_ membership     = (*handoffsim.Process)(nil)
+	_ podReader      = (*handoffsim.Process)(nil)
+	_ PartitionCache = (*handoffsim.Process)(nil)
 )
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,
@@ -164,5 +173,38 @@ func TestCoordinatorSimulationFindsStaleViewsWithoutDefence(t *testing.T) {
 		s.Seeds, s.Violations, s.Safety, s.StaleViews, s.Elapsed.Round(time.Millisecond), s.First, s.FirstViolation)
 	if s.Safety == 0 {
 		t.Fatal("no safety violation with stale views and the defence off: the stale-view fault does not reach the coordinator's core")
+	}
+}
+
+// TestCoordinatorSimulationPartitionCache runs the coordinator simulation
+// with sharded caches (handoffsim.Options.PartitionCache): the coordinator
+// hands the core's Hold to the cache and feeds back what it synced, and the
+// world checks that no partition activates before its LIST succeeded.
+func TestCoordinatorSimulationPartitionCache(t *testing.T) {
+	opts := handoffsim.Options{Shell: newSimShell, PartitionCache: true}
+	if *coordSimSeed >= 0 {
+		opts.Trace = true
+		r := handoffsim.Run(uint64(*coordSimSeed), opts)
+		t.Logf("seed %d trace:\n%s", *coordSimSeed, r.Trace)
+		if r.Violation != "" {
+			t.Fatalf("seed %d: %s", *coordSimSeed, r.Violation)
+		}
+		return
+	}
+	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimCacheSeeds, opts)
+	t.Logf("coordinator simulation with partition caches: seeds=%d steps=%d violations=%d in %v; LISTs %d (%d of 1-8 s, %d failed and retried)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Lists, s.SlowLists, s.FailedLists)
+	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
+		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
+	}
+	for i, seed := range s.Failed {
+		if i == 3 {
+			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
+			break
+		}
+		opts.Trace = true
+		r := handoffsim.Run(seed, opts)
+		t.Errorf("seed %d: %s\nreplay: go test ./manager -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v\ntrace:\n%s",
+			seed, r.Violation, seed, r.Trace)
 	}
 }

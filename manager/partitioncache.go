@@ -17,12 +17,12 @@ type PartitionCache interface {
 	// returns at once; listing and watching happen in the background.
 	// Objects of partitions left out may leave the cache.
 	Hold(partitions shard.PartitionSet)
-	// Synced returns the held partitions whose objects are listed and
-	// watched now. A slow or failing LIST keeps a partition out; it must
+	// SyncedPartitions returns the held partitions whose objects are
+	// listed and watched now. A slow or failing LIST keeps a partition out; it must
 	// never be reported synced before every object of it is in the cache.
-	Synced() shard.PartitionSet
+	SyncedPartitions() shard.PartitionSet
 	// Changed receives a value (never blocking the cache: a buffered
-	// channel of one, or closed-and-replaced) whenever Synced may have
-	// changed.
+	// channel of one, or closed-and-replaced) whenever SyncedPartitions
+	// may have changed.
 	Changed() <-chan struct{}
 }

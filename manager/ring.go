@@ -119,6 +119,11 @@ type CoordinatorOptions struct {
 	// Clock is the clock the core decides on; default the real clock. It
 	// must be the Membership's clock (LastRenew is read on it).
 	Clock clock.PassiveClock
+	// Cache is a sharded cache that holds only the partitions this
+	// replica needs; a partition then activates only once the cache has
+	// synced it (handoff.Config.PartitionCache, set from this field).
+	// Default nil: a full cache, covered by Run's synced.
+	Cache PartitionCache
 }
 
 func (o *CoordinatorOptions) applyDefaults() {
@@ -162,6 +167,7 @@ func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
 		}
 		parts[i] = exported{p}
 	}
+	opts.Handoff.PartitionCache = opts.Cache != nil
 	core, err := handoff.New(opts.Handoff)
 	if err != nil {
 		return nil, fmt.Errorf("manager: CoordinatorOptions.Handoff: %w", err)
@@ -172,6 +178,7 @@ func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
 	}
 	c := newCoordinatorWith(core, opts.Membership, parts, metrics, opts.Logger.WithName("ring"), opts.Handoff.RenewDeadline, opts.Exit)
 	c.now = opts.Clock.Now
+	c.cache = opts.Cache
 	return &Coordinator{c: c, ran: make(chan struct{})}, nil
 }
 

@@ -41,6 +41,15 @@ type Options struct {
 	// peer voiding it), and the join wait leaves little active time in a
 	// short run.
 	LongFaults bool
+	// PartitionCache gives every process a sharded cache
+	// (handoff.Config.PartitionCache): the partitions its core holds are
+	// listed, slowly now and then, failing and retried while the faults
+	// last, and the oracle checks that none activates before its LIST
+	// succeeded.
+	PartitionCache bool
+	// IgnoreCacheSync makes the cores activate without waiting for their
+	// caches (the oracle still checks), to show the check finds it.
+	IgnoreCacheSync bool
 	// StopAtSafety makes RunSeeds stop at the first safety violation
 	// (liveness failures are counted but do not stop it): for runs meant
 	// to find one.
@@ -78,6 +87,9 @@ type Result struct {
 	// ClockFaults and StaleViews count clock-rate changes and stale views
 	// injected.
 	ClockFaults, StaleViews int
+	// Lists, SlowLists and FailedLists count the sharded caches' LISTs
+	// (Options.PartitionCache): all, those of a second or more, failures.
+	Lists, SlowLists, FailedLists int
 }
 
 // Run plays one seed to its end and checks, at every step, that no
@@ -90,7 +102,7 @@ func Run(seed uint64, opts Options) Result {
 	w.run()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
 		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
-		ClockFaults: w.clockFaults, StaleViews: w.staleViews}
+		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists}
 	if w.trace != nil {
 		r.Trace = w.trace.String()
 	}
@@ -106,6 +118,8 @@ type Summary struct {
 	Leaves, LeaveTombstones  int64
 	Proven, ForceDeletes     int64
 	ClockFaults, StaleViews  int64
+	Lists, SlowLists         int64
+	FailedLists              int64
 	// Safety counts the violations of a safety invariant (the others are
 	// liveness failures: a partition not settled in time).
 	Safety int64
@@ -132,6 +146,7 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 		leaves, tombstones      atomic.Int64
 		proven, forceDeletes    atomic.Int64
 		clockFaults, staleViews atomic.Int64
+		lists, slow, failed     atomic.Int64
 		stop                    atomic.Bool
 		mu                      sync.Mutex
 		sum                     Summary
@@ -155,6 +170,9 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 				forceDeletes.Add(int64(r.ForceDeletes))
 				clockFaults.Add(int64(r.ClockFaults))
 				staleViews.Add(int64(r.StaleViews))
+				lists.Add(int64(r.Lists))
+				slow.Add(int64(r.SlowLists))
+				failed.Add(int64(r.FailedLists))
 				if r.Violation == "" {
 					continue
 				}
@@ -180,6 +198,7 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 	sum.Tampers, sum.Pauses, sum.Leaves, sum.LeaveTombstones = tampers.Load(), pauses.Load(), leaves.Load(), tombstones.Load()
 	sum.ClockFaults, sum.StaleViews = clockFaults.Load(), staleViews.Load()
 	sum.Proven, sum.ForceDeletes = proven.Load(), forceDeletes.Load()
+	sum.Lists, sum.SlowLists, sum.FailedLists = lists.Load(), slow.Load(), failed.Load()
 	sum.Elapsed = time.Since(start)
 	return sum
 }

@@ -26,6 +26,9 @@ type Shell interface {
 	// caches synced, SIGTERM.
 	CachesSynced()
 	Leave()
+	// CacheChanged: the process's sharded cache (Process.SyncedPartitions) has
+	// changed; feed it to the core and step.
+	CacheChanged()
 	// Step observes, decides and carries out what was decided, as the
 	// shell's loop does after every input.
 	Step()
@@ -44,8 +47,15 @@ func (p *proc) Config() handoff.Config {
 	return handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
 		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
+		PartitionCache: w.p.partitionCache && !w.p.ignoreCacheSync,
 	}
 }
+
+// PartitionCached says whether the process has a sharded cache
+// (Options.PartitionCache): the shell must then pass Ready.Hold to the
+// process (Hold) and feed the core what SyncedPartitions returns whenever
+// CacheChanged is called.
+func (p *proc) PartitionCached() bool { return p.w.p.partitionCache }
 
 // RingBuilder builds rings for the core, shared across the seed's
 // processes (handoff.Core.SetRingBuilder).

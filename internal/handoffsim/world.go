@@ -48,6 +48,9 @@ type simParams struct {
 	// trustWatchOrder turns off the core's defence against stale views
 	// (Core.SetTrustWatchOrder), to show that the stale-view fault is real.
 	trustWatchOrder bool
+	// partitionCache: sharded caches (cache.go); ignoreCacheSync builds
+	// the cores without the synced-before-act rule.
+	partitionCache, ignoreCacheSync bool
 }
 
 // livenessBound is how long after the faults stop, or after the last replica
@@ -214,6 +217,8 @@ type world struct {
 	tampers    int           // third-party Lease edits injected
 	// Clock-rate and stale-view faults injected (assumptions.go).
 	clockFaults, staleViews int
+	// LISTs of the sharded caches (cache.go).
+	lists, slowLists, failedLists int
 	// Graceful leaves, and (observer, leaver) pairs in which the observer
 	// saw the leaver's Lease vanish with its claim still in force (its
 	// watch merged the empty claim with the deletion): a tombstone that
@@ -244,6 +249,7 @@ func newWorld(seed uint64, opts Options) *world {
 	w.p.clockSkewPPM = max(opts.ClockSkewPPM, 0)
 	w.p.staleView, w.p.staleAcross = !opts.NoStaleViews, opts.StaleAcross
 	w.p.trustWatchOrder = opts.TrustWatchOrder
+	w.p.partitionCache, w.p.ignoreCacheSync = opts.PartitionCache, opts.IgnoreCacheSync
 	if opts.LongFaults {
 		w.p.faultsEnd = 30*time.Second + 2*w.p.faultsEnd
 	}
@@ -372,6 +378,7 @@ func (w *world) start(i int) {
 		cache:    map[string]*storedLease{},
 		departed: map[string][]departure{},
 	}
+	p.pcache = newPartCache(len(w.runningBy))
 	w.initialClockRate(p)
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
@@ -379,6 +386,7 @@ func (w *world) start(i int) {
 	core, err := handoff.New(handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
 		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
+		PartitionCache: w.p.partitionCache && !w.p.ignoreCacheSync,
 	})
 	if err != nil {
 		w.fail("New: %v", err)
@@ -718,6 +726,9 @@ type proc struct {
 	// Departed report it.
 	snapshot, departedObs []lease.Observed
 
+	// Sharded cache (cache.go), with Options.PartitionCache.
+	pcache partCache
+
 	// Proof of death (proof.go).
 	pod     string                          // UID of the pod it runs in
 	proving map[handoff.Death]time.Duration // when each question was last read (built-in shell)
@@ -872,6 +883,9 @@ func (p *proc) step() {
 	if r.Publish != nil {
 		p.publish(*r.Publish)
 	}
+	if w.p.partitionCache {
+		p.holdCache(p.holdOf(r.Hold))
+	}
 	if !p.activate(r.Activate) {
 		return
 	}
@@ -941,6 +955,10 @@ func (p *proc) activate(set shard.PartitionSet) bool {
 		}
 		if p.inflight.Has(q) {
 			w.fail("%s activates %d while its own drain of it is in flight", p, q)
+		}
+		if w.p.partitionCache && !p.pcache.synced.Has(q) {
+			w.fail("%s activates %d before its cache has listed it (held %v, synced %v)", p, q, p.pcache.hold.Has(q), p.pcache.synced)
+			return false
 		}
 		w.runningBy[q] = p
 		p.active.Add(q)

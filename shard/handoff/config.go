@@ -39,6 +39,15 @@ type Config struct {
 	// GarbageCollectAfter is how long a peer's Lease must stay unchanged
 	// before the core asks to delete it. Defaults to 10×LeaseDuration.
 	GarbageCollectAfter time.Duration
+
+	// PartitionCache: the replica caches only the objects of the partitions
+	// it needs (a sharded cache). Every Ready then names them in Hold, and
+	// a partition activates only once PartitionsSynced has reported it:
+	// synced before act, beside claim before act, so that an activation's
+	// replay sees every object of the partition. Off (the default), the
+	// cache is full and CachesSynced covers every partition. Not part of
+	// the fingerprint: peers may differ in it safely.
+	PartitionCache bool
 }
 
 // WithDefaults returns c with every zero field replaced by its default.

@@ -97,6 +97,10 @@ type Core struct {
 	draining shard.PartitionSet
 	target   shard.PartitionSet
 	blocked  shard.PartitionSet
+	// With Config.PartitionCache: the partitions the cache reports synced,
+	// and the targeted ones free to activate that wait for it.
+	cacheSynced  shard.PartitionSet
+	cacheWaiting shard.PartitionSet
 
 	// Peers and the ring they form.
 	peers       map[string]*peer
@@ -323,6 +327,9 @@ func New(cfg Config) (*Core, error) {
 		draining:    empty.Clone(),
 		target:      empty.Clone(),
 		blocked:     empty.Clone(),
+
+		cacheSynced:  empty.Clone(),
+		cacheWaiting: empty.Clone(),
 
 		unackedActivate: empty.Clone(),
 		unackedRevoke:   empty.Clone(),
@@ -638,6 +645,19 @@ func (c *Core) loseOwn() {
 		c.ownLost, c.lostAt = true, c.now
 	}
 }
+
+// PartitionsSynced reports the partitions whose objects the cache has
+// listed and is watching now (Config.PartitionCache): it replaces the
+// previous report. A partition leaves it only when the cache stops holding
+// it; an active partition that leaves it stays active (its informer relists
+// and delivers every object again).
+func (c *Core) PartitionsSynced(set shard.PartitionSet) {
+	c.cacheSynced = shard.NewPartitionSet(c.partitions).Union(set)
+}
+
+// CacheWaiting returns the targeted partitions, free of other claims, that
+// wait only for the cache to sync them (Config.PartitionCache).
+func (c *Core) CacheWaiting() shard.PartitionSet { return c.cacheWaiting.Clone() }
 
 // CachesSynced reports that the controllers' caches have synced: the replica
 // may become a ring member.
@@ -973,6 +993,7 @@ func (c *Core) converge(r *Ready) {
 	others, blockAll := c.peerClaims()
 	candidates := c.target.Difference(c.active).Difference(c.draining)
 	c.blocked = shard.NewPartitionSet(c.partitions)
+	c.cacheWaiting = shard.NewPartitionSet(c.partitions)
 	// checkRenewal has fenced already if the renew deadline passed; the
 	// renew check stays so that no reordering of the step can lose it.
 	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && c.own != nil
@@ -984,8 +1005,17 @@ func (c *Core) converge(r *Ready) {
 		if !mayActivate || !c.readBack(p) {
 			continue
 		}
+		// Synced before act: the replay at activation reads the cache,
+		// which must hold every object of p by then.
+		if c.cfg.PartitionCache && !c.cacheSynced.Has(p) {
+			c.cacheWaiting.Add(p)
+			continue
+		}
 		c.active.Add(p)
 		r.Activate.Add(p)
+	}
+	if c.cfg.PartitionCache {
+		r.Hold = c.claim.Clone()
 	}
 }
 

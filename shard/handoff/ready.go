@@ -59,6 +59,14 @@ type Ready struct {
 	// the shell limits how often it reads each pod.
 	ProveDeath []Death
 
+	// Hold (Config.PartitionCache only): the partitions whose objects the
+	// cache must list and watch: those claimed, which are the target (so a
+	// gained partition is listed while its old owner drains), the active
+	// and the draining ones. Given in full in every Ready; pass it on when
+	// it changed, and report what the cache has synced with
+	// PartitionsSynced. Objects of other partitions may leave the cache.
+	Hold shard.PartitionSet
+
 	// DeleteLease: the graceful leave is complete; stop renewing, delete the
 	// own Lease if this process has written it (precondition: the version it
 	// wrote last), and exit. The core is done.

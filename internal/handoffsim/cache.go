@@ -1,0 +1,139 @@
+package handoffsim
+
+import (
+	"time"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// partCache is a process's sharded cache (Options.PartitionCache): every
+// partition its core holds (Ready.Hold) is listed — a LIST that takes a
+// random time, is now and then very slow and, while the faults last,
+// sometimes fails and is retried — and counts as synced only once its LIST
+// has succeeded. The oracle checks that no partition activates on a
+// process whose cache has not synced it (synced before act).
+type partCache struct {
+	hold, synced shard.PartitionSet
+	// token[q] changes whenever q's hold starts or ends, so a LIST
+	// outcome for an earlier hold is dropped.
+	token []uint64
+	// changed: SyncedPartitions differs from what the shell last read (an external
+	// shell's PartitionCache.Changed).
+	changed chan struct{}
+}
+
+func newPartCache(partitions int) partCache {
+	empty := shard.NewPartitionSet(partitions)
+	return partCache{hold: empty.Clone(), synced: empty.Clone(), token: make([]uint64, partitions), changed: make(chan struct{}, 1)}
+}
+
+// listTime is how long one LIST of a gained range takes, and whether it
+// fails: slow LISTs (a large range, a loaded API server) happen at any
+// time; failures only while the faults last.
+func (w *world) listTime() (time.Duration, bool) {
+	w.lists++
+	d := w.between(5*time.Millisecond, 200*time.Millisecond)
+	if w.rng.IntN(10) == 0 {
+		d = w.between(time.Second, 8*time.Second)
+		w.slowLists++
+	}
+	fails := !w.quiet && w.rng.IntN(100) < 15
+	if fails {
+		w.failedLists++
+	}
+	return d, fails
+}
+
+// holdCache makes the cache hold set: new partitions are listed, released
+// ones leave at once.
+func (p *proc) holdCache(set shard.PartitionSet) {
+	c := &p.pcache
+	if set.Size() == 0 || set.Equal(c.hold) {
+		return
+	}
+	gained, released := set.Difference(c.hold), c.hold.Difference(set)
+	c.hold = set.Clone()
+	for q := range released.All() {
+		c.token[q]++
+	}
+	if !released.Intersect(c.synced).IsEmpty() {
+		c.synced = c.synced.Difference(released)
+		// Reported after the Ready being applied, never inside it.
+		p.w.after(0, func() {
+			if p.alive {
+				p.cacheChanged()
+			}
+		})
+	}
+	for q := range gained.All() {
+		c.token[q]++
+		p.list(q, c.token[q])
+	}
+	if !gained.IsEmpty() || !released.IsEmpty() {
+		p.w.tracef("%s cache holds %v (+%v −%v)", p, set, gained, released)
+	}
+}
+
+// holdOf is what the process's cache holds after r: Ready.Hold, or the
+// core's claim when the core was built without the synced-before-act rule
+// (Options.IgnoreCacheSync), which names no Hold.
+func (p *proc) holdOf(hold shard.PartitionSet) shard.PartitionSet {
+	if hold.Size() != 0 {
+		return hold
+	}
+	return p.core.Claim()
+}
+
+// list runs one LIST of q's range for the hold marked tok, retrying while
+// it fails.
+func (p *proc) list(q int, tok uint64) {
+	w := p.w
+	d, fails := w.listTime()
+	var done func()
+	done = func() {
+		if !p.alive || p.pcache.token[q] != tok {
+			return
+		}
+		if p.frozen(done) {
+			return
+		}
+		if fails {
+			w.tracef("%s LIST of partition %d fails; retrying", p, q)
+			w.after(w.between(100*time.Millisecond, time.Second), func() { p.list(q, tok) })
+			return
+		}
+		p.pcache.synced.Add(q)
+		p.cacheChanged()
+	}
+	w.after(d, done)
+}
+
+// cacheChanged reports the cache's synced set to the core, through the
+// shell's PartitionCache when there is one.
+func (p *proc) cacheChanged() {
+	if p.shell != nil {
+		select {
+		case p.pcache.changed <- struct{}{}:
+		default:
+		}
+		p.shell.CacheChanged()
+		return
+	}
+	p.core.PartitionsSynced(p.pcache.synced.Clone())
+	p.step()
+}
+
+// ---- PartitionCache, for an external shell ----
+
+// Hold sets the partitions the cache must list and watch.
+func (p *proc) Hold(set shard.PartitionSet) {
+	if p.alive {
+		p.holdCache(set)
+	}
+}
+
+// SyncedPartitions returns the held partitions whose LIST has succeeded.
+func (p *proc) SyncedPartitions() shard.PartitionSet { return p.pcache.synced.Clone() }
+
+// Changed receives a value when SyncedPartitions may have changed.
+func (p *proc) Changed() <-chan struct{} { return p.pcache.changed }

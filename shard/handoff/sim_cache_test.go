@@ -1,0 +1,59 @@
+package handoff_test
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kshard/kshard/internal/handoffsim"
+)
+
+var simCacheSeeds = flag.Int("handoff.cacheseeds", 3000, "seeds TestSimulationPartitionCache runs")
+
+// TestSimulationPartitionCache runs the simulation with sharded caches:
+// every partition a core holds is listed (slow now and then, failing and
+// retried while the faults last), and besides the usual invariants the
+// world checks that no partition activates before its LIST succeeded and
+// that, once the faults stop, every partition still ends up active.
+func TestSimulationPartitionCache(t *testing.T) {
+	opts := simOptions()
+	opts.PartitionCache = true
+	if *simSeed >= 0 {
+		opts.Trace = true
+		r := handoffsim.Run(uint64(*simSeed), opts)
+		t.Logf("seed %d trace:\n%s", *simSeed, r.Trace)
+		if r.Violation != "" {
+			t.Fatalf("seed %d: %s", *simSeed, r.Violation)
+		}
+		return
+	}
+	s := handoffsim.RunSeeds(*simFirst, *simCacheSeeds, opts)
+	t.Logf("simulation with partition caches: seeds=%d steps=%d violations=%d in %v; LISTs %d (%d of 1-8 s, %d failed and retried)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Lists, s.SlowLists, s.FailedLists)
+	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
+		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
+	}
+	for i, seed := range s.Failed {
+		if i == 3 {
+			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
+			break
+		}
+		opts.Trace = true
+		r := handoffsim.Run(seed, opts)
+		t.Errorf("seed %d: %s\nreplay: go test ./shard/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v\ntrace:\n%s",
+			seed, r.Violation, seed, r.Trace)
+	}
+}
+
+// TestSimulationFindsActivationBeforeCacheSync shows the oracle catches a
+// core that activates without waiting for its cache.
+func TestSimulationFindsActivationBeforeCacheSync(t *testing.T) {
+	opts := handoffsim.Options{PartitionCache: true, IgnoreCacheSync: true, StopAtSafety: true}
+	r := handoffsim.RunSeeds(0, 200, opts)
+	t.Logf("partition caches, rule off: seeds=%d violations=%d (safety %d); first: seed %d: %s",
+		r.Seeds, r.Violations, r.Safety, r.First, r.FirstViolation)
+	if r.Safety == 0 || !strings.Contains(r.FirstViolation, "before its cache has listed it") {
+		t.Fatal("no activation before the cache synced was found with the synced-before-act rule off")
+	}
+}
