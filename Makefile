@@ -7,10 +7,10 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim sim-assumptions crshard-e2e
+.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
-test: binaries fmt-check vet unit fuzz image-check kit-check-ci bench-quick
+test: binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -75,12 +75,12 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation); `make test` runs 10,000 of each under -race. Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation), each with full caches and again with sharded caches whose LISTs are slow or fail (…PartitionCache); `make test` runs 10,000 of each under -race. Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
-	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation)$$' ./shard/handoff/ ./manager/ \
-		-handoff.seeds=$(SEEDS) -handoff.first=$(FIRST)
+	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache)$$' ./shard/handoff/ ./manager/ \
+		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.first=$(FIRST)
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000
@@ -98,6 +98,12 @@ kit-check-ci: binaries
 kit-check:
 	hack/kitcheck/run.sh
 
-## crshard-e2e: the controller-runtime adapter end to end: 3 replicas of the converted baseline operator (e2e/bench/crshardop, built with -tags kshardtest to record its reconciles) on a real control plane through a rolling restart and a SIGKILL, checked for overlaps and lost updates (~1 min with the binaries cached). Not yet in `make test`.
+## crshard-e2e: the controller-runtime adapter end to end: 3 replicas of the converted baseline operator (e2e/bench/crshardop, built with -tags kshardtest to record its reconciles) on a real control plane through a rolling restart and a SIGKILL, checked for overlaps and lost updates (~1 min with the binaries cached). Part of `make test`.
 crshard-e2e: binaries
 	cd e2e/bench/crshardop && $(GOTEST) -race -count=1 -timeout 15m -run TestConvertedOperatorHandsOff -v .
+
+## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); summary in $(CHAOS_SUMMARY).
+chaos-crshard: binaries
+	@rm -f $(CHAOS_SUMMARY)
+	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS)
+	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
