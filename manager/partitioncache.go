@@ -1,6 +1,9 @@
 package manager
 
-import "github.com/kshard/kshard/shard"
+import (
+	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard"
+)
 
 // PartitionCache is a cache that holds the objects of some partitions only:
 // the sharded cache built on the API server's sharded list and watch
@@ -26,3 +29,6 @@ type PartitionCache interface {
 	// may have changed.
 	Changed() <-chan struct{}
 }
+
+// cache.Segmented is the sharded cache of one resource.
+var _ PartitionCache = (*cache.Segmented)(nil)

@@ -5,8 +5,18 @@
 // ProbeShardSelector and ShardMatcher are the foundations of sharded caches
 // (Kubernetes 1.36 sharded list/watch, KEP-5866): the probe asks the API
 // server whether it applies a shard selector to a resource, trusting only an
-// exact ShardInfo echo; the matcher checks each object on the client. The
-// sharded informers themselves are the next step (shard/README.md).
+// exact ShardInfo echo; the matcher checks each object on the client.
+//
+// Segmented is the sharded informer of one resource (manager.PartitionCache):
+// it holds the partitions it is told to, one informer (segment) per gain, so
+// a gain lists only the gained ranges and nothing cached is listed again; a
+// release hides the partitions at once and stops a segment none of whose
+// partitions is held; more than MaxSegments (default 4) are compacted into
+// one informer of everything held, which replaces them once synced. So a
+// replica holds one to MaxSegments+1 watches per resource. Segments LIST
+// (watch-list off) so every response's ShardInfo echo is checked, and every
+// item and event passes a client-side partition check before the store.
+// Not wired into the Manager yet (shard/README.md, phase 2).
 //
 // Typed informers list and watch through a REST client built from the
 // caller's scheme, so custom resource types registered in that scheme work
