@@ -60,6 +60,7 @@ type Segmented struct {
 
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil before Run
+	stopped  bool            // Run has returned or is stopping: start nothing
 	wg       sync.WaitGroup
 	held     shard.PartitionSet
 	segments []*segment // oldest first
@@ -114,6 +115,7 @@ func (s *Segmented) Run(ctx context.Context) {
 	}
 	<-ctx.Done()
 	s.mu.Lock()
+	s.stopped = true
 	for _, seg := range s.segments {
 		seg.cancel()
 	}
@@ -128,6 +130,9 @@ func (s *Segmented) Run(ctx context.Context) {
 func (s *Segmented) Hold(set shard.PartitionSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
 	if s.ctx == nil {
 		s.held = set.Clone() // started by Run
 		return
