@@ -68,7 +68,7 @@ func defaultParams(quick bool) params {
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
-		ReadyTimeout: 2 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 15 * time.Minute,
+		ReadyTimeout: 2 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 30 * time.Minute,
 	}
 	if quick {
 		p.Quick = true
