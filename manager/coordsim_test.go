@@ -109,13 +109,7 @@ var (
 func TestCoordinatorSimulation(t *testing.T) {
 	opts := handoffsim.Options{Shell: newSimShell}
 	if *coordSimSeed >= 0 {
-		opts.Trace = true
-		r := handoffsim.Run(uint64(*coordSimSeed), opts)
-		t.Logf("seed %d trace:\n%s", *coordSimSeed, r.Trace)
-		t.Logf("coordinator simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
-		if r.Violation != "" {
-			t.Fatalf("seed %d: %s", *coordSimSeed, r.Violation)
-		}
+		handoffsim.Replay(t, uint64(*coordSimSeed), opts)
 		return
 	}
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimSeeds, opts)
@@ -126,16 +120,7 @@ func TestCoordinatorSimulation(t *testing.T) {
 	if s.Seeds >= 1000 && s.Proven == 0 {
 		t.Errorf("no coordinator was handed a proof of death in %d seeds: the prover did not run", s.Seeds)
 	}
-	for i, seed := range s.Failed {
-		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
-			break
-		}
-		opts.Trace = true
-		r := handoffsim.Run(seed, opts)
-		t.Errorf("seed %d: %s\nreplay: go test ./manager -run TestCoordinatorSimulation -handoff.seed=%d -v\ntrace:\n%s",
-			seed, r.Violation, seed, r.Trace)
-	}
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulation -handoff.seed=%d -v")
 }
 
 func btoi(b bool) int {
@@ -183,12 +168,7 @@ func TestCoordinatorSimulationFindsStaleViewsWithoutDefence(t *testing.T) {
 func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 	opts := handoffsim.Options{Shell: newSimShell, PartitionCache: true}
 	if *coordSimSeed >= 0 {
-		opts.Trace = true
-		r := handoffsim.Run(uint64(*coordSimSeed), opts)
-		t.Logf("seed %d trace:\n%s", *coordSimSeed, r.Trace)
-		if r.Violation != "" {
-			t.Fatalf("seed %d: %s", *coordSimSeed, r.Violation)
-		}
+		handoffsim.Replay(t, uint64(*coordSimSeed), opts)
 		return
 	}
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimCacheSeeds, opts)
@@ -197,14 +177,5 @@ func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
 	}
-	for i, seed := range s.Failed {
-		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
-			break
-		}
-		opts.Trace = true
-		r := handoffsim.Run(seed, opts)
-		t.Errorf("seed %d: %s\nreplay: go test ./manager -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v\ntrace:\n%s",
-			seed, r.Violation, seed, r.Trace)
-	}
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
 }

@@ -1,6 +1,7 @@
 package handoffsim
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -201,4 +202,48 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 	sum.Lists, sum.SlowLists, sum.FailedLists = lists.Load(), slow.Load(), failed.Load()
 	sum.Elapsed = time.Since(start)
 	return sum
+}
+
+// Reporter is the part of testing.TB that ReportFailed uses.
+type Reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// ReportFailed reports up to three of s's failing seeds with their replayed
+// traces; replay is the command that replays one, with %d for the seed.
+func ReportFailed(t Reporter, s Summary, opts Options, replay string) {
+	t.Helper()
+	opts.Trace = true
+	for i, seed := range s.Failed {
+		if i == 3 {
+			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
+			return
+		}
+		r := Run(seed, opts)
+		t.Errorf("seed %d: %s\nreplay: %s\ntrace:\n%s", seed, r.Violation, fmt.Sprintf(replay, seed), r.Trace)
+	}
+}
+
+// Replay runs one seed with its trace (for a -seed flag): it logs the trace
+// and fails on a violation.
+func Replay(t interface {
+	Reporter
+	Logf(format string, args ...any)
+}, seed uint64, opts Options) {
+	t.Helper()
+	opts.Trace = true
+	r := Run(seed, opts)
+	t.Logf("seed %d trace:\n%s", seed, r.Trace)
+	t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+	if r.Violation != "" {
+		t.Errorf("seed %d: %s", seed, r.Violation)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

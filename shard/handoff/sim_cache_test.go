@@ -20,12 +20,7 @@ func TestSimulationPartitionCache(t *testing.T) {
 	opts := simOptions()
 	opts.PartitionCache = true
 	if *simSeed >= 0 {
-		opts.Trace = true
-		r := handoffsim.Run(uint64(*simSeed), opts)
-		t.Logf("seed %d trace:\n%s", *simSeed, r.Trace)
-		if r.Violation != "" {
-			t.Fatalf("seed %d: %s", *simSeed, r.Violation)
-		}
+		handoffsim.Replay(t, uint64(*simSeed), opts)
 		return
 	}
 	s := handoffsim.RunSeeds(*simFirst, *simCacheSeeds, opts)
@@ -34,16 +29,7 @@ func TestSimulationPartitionCache(t *testing.T) {
 	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
 	}
-	for i, seed := range s.Failed {
-		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
-			break
-		}
-		opts.Trace = true
-		r := handoffsim.Run(seed, opts)
-		t.Errorf("seed %d: %s\nreplay: go test ./shard/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v\ntrace:\n%s",
-			seed, r.Violation, seed, r.Trace)
-	}
+	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v")
 }
 
 // TestSimulationFindsActivationBeforeCacheSync shows the oracle catches a

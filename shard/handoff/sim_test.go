@@ -24,14 +24,7 @@ var (
 // world with the real coordinator as the shell.
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		opts := simOptions()
-		opts.Trace = true
-		r := handoffsim.Run(uint64(*simSeed), opts)
-		t.Logf("seed %d trace:\n%s", *simSeed, r.Trace)
-		t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
-		if r.Violation != "" {
-			t.Fatalf("seed %d: %s", *simSeed, r.Violation)
-		}
+		handoffsim.Replay(t, uint64(*simSeed), simOptions())
 		return
 	}
 	s := handoffsim.RunSeeds(*simFirst, *simSeeds, simOptions())
@@ -44,17 +37,7 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
 		s.Leaves, s.LeaveTombstones)
-	for i, seed := range s.Failed {
-		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
-			break
-		}
-		opts := simOptions()
-		opts.Trace = true
-		r := handoffsim.Run(seed, opts)
-		t.Errorf("seed %d: %s\nreplay: go test ./shard/handoff -run TestSimulation -handoff.seed=%d -v\ntrace:\n%s",
-			seed, r.Violation, seed, r.Trace)
-	}
+	handoffsim.ReportFailed(t, s, simOptions(), "go test ./shard/handoff -run TestSimulation -handoff.seed=%d -v")
 }
 
 func btoi(b bool) int {
