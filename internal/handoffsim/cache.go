@@ -27,6 +27,13 @@ func newPartCache(partitions int) partCache {
 	return partCache{hold: empty.Clone(), synced: empty.Clone(), token: make([]uint64, partitions), changed: make(chan struct{}, 1)}
 }
 
+// The longest LIST of a gained range, and the longest wait before a failed
+// one is retried.
+const (
+	maxListTime  = 8 * time.Second
+	maxListRetry = time.Second
+)
+
 // listTime is how long one LIST of a gained range takes, and whether it
 // fails: slow LISTs (a large range, a loaded API server) happen at any
 // time; failures only while the faults last.
@@ -34,7 +41,7 @@ func (w *world) listTime() (time.Duration, bool) {
 	w.lists++
 	d := w.between(5*time.Millisecond, 200*time.Millisecond)
 	if w.rng.IntN(10) == 0 {
-		d = w.between(time.Second, 8*time.Second)
+		d = w.between(time.Second, maxListTime)
 		w.slowLists++
 	}
 	fails := !w.quiet && w.rng.IntN(100) < 15
@@ -99,7 +106,7 @@ func (p *proc) list(q int, tok uint64) {
 		}
 		if fails {
 			w.tracef("%s LIST of partition %d fails; retrying", p, q)
-			w.after(w.between(100*time.Millisecond, time.Second), func() { p.list(q, tok) })
+			w.after(w.between(100*time.Millisecond, maxListRetry), func() { p.list(q, tok) })
 			return
 		}
 		p.pcache.synced.Add(q)

@@ -61,7 +61,17 @@ type simParams struct {
 // flight; the drain of the handoffs that follow takes at most maxStuck; the
 // last second covers the few watch, write and confirm round trips between.
 func (p simParams) livenessBound() time.Duration {
-	return p.slowest(p.leaseDuration+p.clientTimeout+p.maxStuck) + time.Second
+	return p.slowest(p.leaseDuration+p.clientTimeout+p.maxStuck+p.maxListing()) + time.Second
+}
+
+// maxListing is how long a sharded cache may take to list a gained
+// partition once the faults have stopped: a slow LIST, after a failed one's
+// retry delay (cache.go); 0 without sharded caches.
+func (p simParams) maxListing() time.Duration {
+	if !p.partitionCache {
+		return 0
+	}
+	return maxListTime + maxListRetry
 }
 
 // falloutBound is how long after the faults stop a replica that lost its
