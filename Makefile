@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
+.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
 test: binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
@@ -66,6 +66,13 @@ chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
 		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
+	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## chaos-sharded: ROUNDS (default 20) rounds each of the chaos suite's kill, rolling-restart, scaling and API-server-outage scenarios on the sharded cache (feature gate ShardedListAndWatch, --partition-by=namespace, objects over 24 namespaces); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+chaos-sharded: binaries
+	@rm -f $(CHAOS_SUMMARY)
+	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).

@@ -38,7 +38,18 @@ type ReplayableSource interface {
 // for a *metav1.PartialObjectMetadata with TypeMeta set. The manager's cache
 // (*cache.Cache in package manager/cache) implements it.
 type Informers interface {
-	Informer(ctx context.Context, obj Object) (toolscache.SharedIndexInformer, error)
+	Informer(ctx context.Context, obj Object) (Informer, error)
+}
+
+// Informer is what a source uses of an informer: a client-go
+// SharedIndexInformer satisfies it, and so does the manager's sharded cache
+// of a kind (manager/cache.Segmented), whose handler registrations report
+// synced at once because it syncs per partition, before the ring activates
+// each. An alias of an interface literal, identical to manager/cache's.
+type Informer = interface {
+	AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+	RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error
+	GetStore() toolscache.Store
 }
 
 // Kind is a Source of events on obj's kind, from the informer that
@@ -48,7 +59,7 @@ func Kind(informers Informers, obj Object, h EventHandler, preds ...Predicate) S
 }
 
 // FromInformer is a Source of events from inf, which its owner runs.
-func FromInformer(inf toolscache.SharedIndexInformer, h EventHandler, preds ...Predicate) Source {
+func FromInformer(inf Informer, h EventHandler, preds ...Predicate) Source {
 	return &informerSource{informer: inf, handler: h, preds: compact(preds)}
 }
 
@@ -67,7 +78,7 @@ type informerSource struct {
 
 	// mu guards the fields set by Start.
 	mu       sync.Mutex
-	informer toolscache.SharedIndexInformer
+	informer Informer
 	reg      toolscache.ResourceEventHandlerRegistration
 	started  bool
 }

@@ -74,6 +74,9 @@ type coordinator struct {
 
 func newCoordinator(m *Manager, participants []participant) *coordinator {
 	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
+	if m.sharded {
+		c.cache = m.cache
+	}
 	m.coord.Store(c)
 	return c
 }
@@ -155,15 +158,19 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 		}
 	}()
 	if c.cache != nil {
+		// The watcher ends with run, not with ctx: after a graceful leave
+		// run returns while ctx still runs, and waits for its goroutines.
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch() // before the deferred async.Wait
 		c.async.Add(1)
 		go func() {
 			defer c.async.Done()
 			for {
 				select {
-				case <-ctx.Done():
+				case <-watchCtx.Done():
 					return
 				case <-c.cache.Changed():
-					c.post(ctx, c.partitionsSynced)
+					c.post(watchCtx, c.partitionsSynced)
 				}
 			}
 		}()

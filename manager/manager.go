@@ -61,6 +61,7 @@ type Manager struct {
 	mapper      meta.RESTMapper
 	cache       *cache.Cache
 	partitioner shard.Partitioner
+	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
 	member      *lease.Member
 	core        *handoff.Core
@@ -129,15 +130,25 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// server is still unreachable, and a miss refreshes (a CRD installed
 	// after start is found).
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	c, err := cache.New(cfg, cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace})
+	ringCfg := opts.ringConfig().WithDefaults()
+	partitioner, err := shard.PartitionerFor(ringCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
+	cacheOpts := cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace}
+	if ringCfg.Scheme.Ranged() {
+		rp, _ := partitioner.(shard.RangePartitioner)
+		cacheOpts.Sharding = &cache.Sharding{Partitioner: rp, Full: opts.FullCacheKinds, Logger: opts.Logger.WithName("cache")}
+	}
+	c, err := cache.New(cfg, cacheOpts)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
 	incarnation := newIncarnation()
 	core, err := handoff.New(handoff.Config{
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
 		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
+		PartitionCache: cacheOpts.Sharding != nil,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -157,13 +168,20 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
-		partitioner: shard.NewPartitioner(ringCfg.Partitions),
+		partitioner: partitioner,
+		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
 		member:      member, core: core, metrics: rm,
 		exit: os.Exit,
 	}
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
+	if m.sharded {
+		if err := opts.Registry.Register(cacheModeCollector{c}); err != nil {
+			return nil, fmt.Errorf("manager: registering metrics: %w", err)
+		}
+		m.readyz.addInfo("cache", m.cacheModes)
+	}
 	return m, nil
 }
 

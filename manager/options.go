@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -89,6 +90,27 @@ type Options struct {
 
 	// WatchNamespace restricts the cache to one namespace. Defaults to all.
 	WatchNamespace string
+
+	// PartitionBy is how objects map to partitions; every replica of a
+	// ring must agree (the Lease fingerprint carries it). Defaults to
+	// shard.SchemeKey: xxhash64 of "namespace/name", every kind cached
+	// whole on every replica. shard.SchemeNamespace makes the partitions
+	// ranges of the API server's hash of metadata.namespace and turns on
+	// the sharded cache: each namespaced kind holds only the namespaces of
+	// the partitions this replica needs, listed and watched with
+	// Kubernetes 1.36's shard selector (feature gate ShardedListAndWatch;
+	// where the server ignores it, the kind is listed whole and filtered
+	// on the client: the fallback, named by the kshard_cache_mode metric
+	// and /readyz?verbose). A partition activates only once every sharded
+	// kind has listed it. Reading an object of a namespace this replica
+	// does not hold fails with cache.ErrPartitionNotHeld: list such kinds
+	// in FullCacheKinds. shard.SchemeUID is refused: requests carry no UID,
+	// so the gate could not place them (shard/README.md).
+	PartitionBy shard.Scheme
+	// FullCacheKinds are kinds cached whole even with PartitionBy
+	// namespace: those reconcilers read in namespaces they do not own.
+	// Cluster-scoped and metadata-only kinds are always cached whole.
+	FullCacheKinds []cache.Object
 
 	// PodNamespace is the namespace of the pod this replica runs in, whose
 	// name is Identity. The replica reads its pod (RBAC: get on pods) so
@@ -230,8 +252,11 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("lease name %q (Ring-Identity) is not a valid object name: %s; shorten Ring or Identity", o.Ring+"-"+o.Identity, strings.Join(msgs, "; ")))
 		}
 	}
-	if err := (shard.Config{Partitions: o.Partitions, Load: o.Load}).Validate(); err != nil {
+	if err := o.ringConfig().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.PartitionBy == shard.SchemeUID {
+		errs = append(errs, errors.New("PartitionBy \"uid\" is not supported by the Manager: a request names an object by namespace and name, not UID, so the shard gate could not place it; use \"namespace\" (shard/README.md)"))
 	}
 	if err := o.timing().Validate(); err != nil {
 		errs = append(errs, err)
@@ -249,6 +274,11 @@ func (o *Options) validate() error {
 		return fmt.Errorf("manager: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ringConfig is the ring's shard configuration.
+func (o *Options) ringConfig() shard.Config {
+	return shard.Config{Partitions: o.Partitions, Load: o.Load, Scheme: o.PartitionBy}
 }
 
 // timing returns the lease timings; handoff.Timing holds their defaults and

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/shard"
 )
 
 // TestClientRateLimits: the manager raises client-go's 5 QPS / burst 10 only
@@ -89,5 +91,51 @@ func TestLeaseNamespace(t *testing.T) {
 				t.Errorf("WatchNamespace %q, want %q untouched", m.opts.WatchNamespace, tc.opts.WatchNamespace)
 			}
 		})
+	}
+}
+
+// TestPartitionByValidation: key and namespace are accepted; uid is refused
+// naming why, and an unknown scheme naming the field; a namespace ring has
+// the sharded cache on and another fingerprint than a key ring.
+func TestPartitionByValidation(t *testing.T) {
+	base := Options{Ring: "ring", Identity: "r-0", LeaseNamespace: "ns"}
+	for _, tc := range []struct {
+		by   shard.Scheme
+		want string // "" for valid
+	}{
+		{"", ""},
+		{shard.SchemeKey, ""},
+		{shard.SchemeNamespace, ""},
+		{shard.SchemeUID, "not UID"},
+		{"name", "Scheme"},
+	} {
+		o := base
+		o.PartitionBy = tc.by
+		o.applyDefaults()
+		err := o.validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("PartitionBy %q: %v", tc.by, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("PartitionBy %q: %v, want an error naming %q", tc.by, err, tc.want)
+		}
+	}
+	key, ns := base, base
+	ns.PartitionBy = shard.SchemeNamespace
+	key.applyDefaults()
+	ns.applyDefaults()
+	if key.ringConfig().WithDefaults().Fingerprint() == ns.ringConfig().WithDefaults().Fingerprint() {
+		t.Error("a namespace ring has the fingerprint of a key ring: replicas that differ would form one ring")
+	}
+	m, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{Ring: "ring", Identity: "r-0", LeaseNamespace: "ns", PartitionBy: shard.SchemeNamespace,
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.sharded || m.partitioner.Count() != shard.DefaultPartitions {
+		t.Errorf("namespace ring: sharded %v, %d partitions", m.sharded, m.partitioner.Count())
+	}
+	if _, ok := m.partitioner.(shard.RangePartitioner); !ok {
+		t.Errorf("namespace ring partitions with %T, want the RangePartitioner", m.partitioner)
 	}
 }

@@ -21,10 +21,22 @@ type Checker func(req *http.Request) error
 // Ping is a Checker that always passes.
 func Ping(*http.Request) error { return nil }
 
-// checks is a named set of Checkers served on one path.
+// checks is a named set of Checkers served on one path, with lines of
+// information that /readyz?verbose shows beside them (never failing).
 type checks struct {
 	mu     sync.RWMutex
 	checks map[string]Checker
+	infos  map[string]func() string
+}
+
+// addInfo adds a line of information named name to the verbose answer.
+func (c *checks) addInfo(name string, info func() string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.infos == nil {
+		c.infos = map[string]func() string{}
+	}
+	c.infos[name] = info
 }
 
 func (c *checks) add(name string, check Checker) error {
@@ -45,26 +57,50 @@ func (c *checks) add(name string, check Checker) error {
 
 // ServeHTTP answers 200 "ok" when every check passes, else 500 naming each
 // failing check, so `kubectl describe pod` shows why a replica is not ready.
+// With ?verbose it lists every check ("[+]name ok") and the information
+// lines ("[i]name: …"), as the API server's own /readyz?verbose does.
 func (c *checks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, verbose := r.URL.Query()["verbose"]
 	c.mu.RLock()
 	names := make([]string, 0, len(c.checks))
 	for n := range c.checks {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var failed []string
+	var failed, lines []string
 	for _, n := range names {
 		if err := c.checks[n](r); err != nil {
 			failed = append(failed, fmt.Sprintf("[-]%s failed: %v", n, err))
+			lines = append(lines, failed[len(failed)-1])
+		} else {
+			lines = append(lines, fmt.Sprintf("[+]%s ok", n))
+		}
+	}
+	if verbose {
+		infos := make([]string, 0, len(c.infos))
+		for n := range c.infos {
+			infos = append(infos, n)
+		}
+		sort.Strings(infos)
+		for _, n := range infos {
+			lines = append(lines, fmt.Sprintf("[i]%s: %s", n, c.infos[n]()))
 		}
 	}
 	c.mu.RUnlock()
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintln(w, strings.Join(failed, "\n"))
-		return
 	}
-	fmt.Fprint(w, "ok")
+	switch {
+	case verbose:
+		fmt.Fprintln(w, strings.Join(lines, "\n"))
+		if len(failed) == 0 {
+			fmt.Fprint(w, "ok")
+		}
+	case len(failed) > 0:
+		fmt.Fprintln(w, strings.Join(failed, "\n"))
+	default:
+		fmt.Fprint(w, "ok")
+	}
 }
 
 // httpServer is one listener the manager owns: bound at Start (so a busy

@@ -46,7 +46,7 @@ func NewInformers(scheme *runtime.Scheme) *Informers {
 
 // Informer returns the informer of obj's kind, creating it on first use; it
 // starts at once if Start is running.
-func (i *Informers) Informer(_ context.Context, obj controller.Object) (toolscache.SharedIndexInformer, error) {
+func (i *Informers) Informer(_ context.Context, obj controller.Object) (controller.Informer, error) {
 	k, err := i.kind(obj)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ func (f *fleet) start(id string) error {
 		"--renew-period=" + p.RenewPeriod.String(),
 		"--drain-grace=" + p.DrainGrace.String(),
 	}
+	args = append(args, f.b.fleetArgs...)
 	if f.withPods {
 		extra, err := f.b.preparePod(f, id)
 		if err != nil {

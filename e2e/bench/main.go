@@ -54,21 +54,27 @@ type params struct {
 	ResourceObjects  int           `json:"resource_objects"`
 	ResourceReplicas int           `json:"resource_replicas"`
 	SteadyWindow     time.Duration `json:"steady_window"`
-	ReadyTimeout     time.Duration `json:"-"`
-	StopTimeout      time.Duration `json:"-"`
-	Timeout          time.Duration `json:"-"`
+	// Phase 7 (sharded.go): object counts, namespaces they are spread
+	// over, and kshard replicas.
+	ShardedObjects    []int         `json:"sharded_objects"`
+	ShardedNamespaces int           `json:"sharded_namespaces"`
+	ShardedReplicas   int           `json:"sharded_replicas"`
+	ReadyTimeout      time.Duration `json:"-"`
+	StopTimeout       time.Duration `json:"-"`
+	Timeout           time.Duration `json:"-"`
 }
 
 func defaultParams(quick bool) params {
 	p := params{
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
-		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true}, RestartKills: 5,
+		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
-		ReadyTimeout: 2 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 30 * time.Minute,
+		ShardedObjects: []int{10000, 50000}, ShardedNamespaces: 500, ShardedReplicas: 3,
+		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 45 * time.Minute,
 	}
 	if quick {
 		p.Quick = true
@@ -82,7 +88,8 @@ func defaultParams(quick bool) params {
 		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
 		p.WriterRate = 50
 		p.RestartKills = 1
-		p.Timeout = 5 * time.Minute
+		p.ShardedObjects, p.ShardedNamespaces = []int{600}, 20
+		p.Timeout = 7 * time.Minute
 	}
 	return p
 }
@@ -97,6 +104,8 @@ type bench struct {
 	ns     string
 	epoch  int   // the epoch ConfigMap's value
 	gens   []int // each object's generation as last written
+	// fleetArgs are added to every replica's command line (phase 7).
+	fleetArgs []string
 
 	mu       sync.Mutex // guards warnings
 	warnings []string
@@ -122,7 +131,7 @@ func main() {
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
-	phases := flag.String("phases", "1,2,3,4,5,6", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover")
+	phases := flag.String("phases", "1,2,3,4,5,6,7", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
@@ -135,8 +144,8 @@ func main() {
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-6\n", f)
+		if err != nil || n < 1 || n > 7 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-7\n", f)
 			os.Exit(2)
 		}
 		p.Phases[n] = true
@@ -359,6 +368,14 @@ func run(p params, out string, keep, merge bool) (err error) {
 		}
 		progress("  restarted in place p50 %.2fs p99 %.2fs; lease wait p50 %.2fs p99 %.2fs", rf.InPlaceP50, rf.InPlaceP99, rf.LeaseWaitP50, rf.LeaseWaitP99)
 		res.RestartFailover = &rf
+	}
+
+	if p.Phases[7] {
+		runs, err := b.shardedPhase(ctx, kshard, baseline)
+		res.ShardedRuns = runs
+		if err != nil {
+			return fmt.Errorf("phase 7 (sharded cache): %w", err)
+		}
 	}
 
 	if !p.Phases[5] {

@@ -13,7 +13,7 @@ import (
 )
 
 // allPhases are the phase numbers a full run measures.
-var allPhases = []int{1, 2, 3, 4, 5, 6}
+var allPhases = []int{1, 2, 3, 4, 5, 6, 7}
 
 // provenance says which run measured a phase kept in results.json, so a
 // file assembled from several runs still names the command, parameters and
@@ -72,6 +72,8 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 			r.Resources = prev.Resources
 		case 6:
 			r.RestartFailover = prev.RestartFailover
+		case 7:
+			r.ShardedRuns = prev.ShardedRuns
 		}
 		if r.Provenance == nil {
 			r.Provenance = map[string]provenance{}
@@ -111,6 +113,8 @@ func (r *results) measured(ph int) bool {
 		return len(r.Resources) > 0
 	case 6:
 		return r.RestartFailover != nil
+	case 7:
+		return len(r.ShardedRuns) > 0
 	}
 	return false
 }

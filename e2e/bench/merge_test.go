@@ -20,6 +20,7 @@ func fullRun(t *testing.T, dir string) {
 	r.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.1}}}
 	r.Failover = []failoverResult{{System: "kshard", Seconds: 9.8}, {System: baselineName, Seconds: 16}}
 	r.Resources = []resourceResult{{System: "kshard", MaxPeakRSSMiB: 110}, {System: baselineName, MaxPeakRSSMiB: 100}}
+	r.ShardedRuns = []shardedResult{{System: nativeName, Gate: true, Objects: 50, MaxPeakRSSMiB: 35}, {System: baselineName, Gate: true, Objects: 50, MaxPeakRSSMiB: 100}}
 	if err := r.write(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func TestPartialRunKeepsEarlierPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(kept, []int{1, 2, 3, 5}) {
-		t.Errorf("kept phases %v, want [1 2 3 5]", kept)
+	if !slices.Equal(kept, []int{1, 2, 3, 5, 7}) {
+		t.Errorf("kept phases %v, want [1 2 3 5 7]", kept)
 	}
 	if err := r.write(dir); err != nil {
 		t.Fatal(err)
@@ -67,6 +68,9 @@ func TestPartialRunKeepsEarlierPhases(t *testing.T) {
 	}
 	if merged.RSSRatio == nil || merged.HandoffP99Seconds == nil || merged.CeilingWritesPerSec == nil {
 		t.Errorf("kept headline figures missing: rss %v handoff %v ceiling %v", merged.RSSRatio, merged.HandoffP99Seconds, merged.CeilingWritesPerSec)
+	}
+	if merged.Sharded == nil || merged.Sharded.RSSRatio == nil || *merged.Sharded.RSSRatio != 0.35 {
+		t.Errorf("kept phase 7 headline = %+v, want rss_ratio 0.35", merged.Sharded)
 	}
 	pv, ok := merged.Provenance["5"]
 	if !ok || pv.Command != "go run ./e2e/bench" || pv.Date != "2026-11-20" {

@@ -35,8 +35,10 @@ type results struct {
 	// RestartFailover is phase 6 (restart.go).
 	RestartFailover *restartFailoverResult `json:"restart_failover,omitempty"`
 	Resources       []resourceResult       `json:"resources"`
-	Seconds         float64                `json:"run_seconds"`
-	Command         string                 `json:"command"`
+	// Sharded is phase 7 (sharded.go).
+	ShardedRuns []shardedResult `json:"sharded_runs,omitempty"`
+	Seconds     float64         `json:"run_seconds"`
+	Command     string          `json:"command"`
 	// ChangedLines is the adapter conversion's size (adapter.go); nil when
 	// it could not be counted.
 	ChangedLines *int `json:"-"`
@@ -187,6 +189,9 @@ type Summary struct {
 	// Adapter is the controller-runtime operator converted with
 	// controller/crshard, measured in the same run (nil when it did not run).
 	Adapter *adapterSummary `json:"adapter,omitempty"`
+	// Sharded is phase 7's headline: the sharded cache against the
+	// controller-runtime leader (nil when phase 7 did not run).
+	Sharded *shardedSummary `json:"sharded,omitempty"`
 }
 
 // adapterSummary holds the converted operator's headline figures; ratios
@@ -369,6 +374,7 @@ func (r *results) summarise() {
 	if *ad != (adapterSummary{ChangedLines: r.ChangedLines}) {
 		s.Adapter = ad
 	}
+	s.Sharded = summariseSharded(r.ShardedRuns)
 }
 
 func maxOf(m map[string]float64) float64 {
@@ -611,6 +617,31 @@ func (r *results) markdown() string {
 		p("")
 		p("**Adapter** (the controller-runtime baseline converted with controller/crshard, e2e/bench/crshardop): throughput %s× (1 replica) and %s× (4 replicas) of the leader-elected baseline, %s× of kshard-native at 4 replicas; handoff p99 %s s; failover %s s; peak RSS %s× the baseline's.",
 			f2(a.ThroughputRatio1), f2(a.ThroughputRatio4), f2(a.NativeRatio4), f3(a.HandoffP99Seconds), f2(a.FailoverSeconds), f2(a.RSSRatio))
+	}
+	if len(r.ShardedRuns) > 0 {
+		sh := s.Sharded
+		p("")
+		p("## Sharded cache (phase 7)")
+		p("")
+		p("kshard with `PartitionBy: namespace` (%d replicas) beside the leader-elected controller-runtime operator (%d replicas), both caching every namespace; the objects are spread over %d namespaces. Each run starts the fleet, waits until it is formed and idle, updates every object once and waits until every update is reconciled. CPU is the whole fleet's, start to end. A control plane with the `ShardedListAndWatch` feature gate, and one without it for kshard's fallback.",
+			r.Params.ShardedReplicas, r.Params.BaselineReplicas, r.Params.ShardedNamespaces)
+		p("")
+		p("| system | gate | cache | objects | start → formed s | pass s | peak RSS per replica MiB | fleet CPU s | objects listed |")
+		p("|---|---|---|---|---|---|---|---|---|")
+		for _, sr := range r.ShardedRuns {
+			var rss []string
+			for _, id := range sortedKeys(sr.PeakRSSMiB) {
+				rss = append(rss, fmt.Sprintf("%s %.0f", id, sr.PeakRSSMiB[id]))
+			}
+			listed := "—"
+			if sr.ObjectsListed > 0 {
+				listed = fmt.Sprintf("%.0f", sr.ObjectsListed)
+			}
+			p("| %s | %t | %s | %d | %.1f | %.1f | %s | %.1f | %s |", sr.System, sr.Gate, sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds, strings.Join(rss, ", "), sr.FleetCPU, listed)
+		}
+		p("")
+		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): peak RSS %s×, fleet CPU %s×.",
+			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), f2(sh.FallbackRSSRatio), f2(sh.FallbackFleetCPURatio))
 	}
 	p("")
 	p("## How to read these figures")

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,5 +89,40 @@ func TestParseObserved(t *testing.T) {
 		if g, e := parseObserved(in); g != want[0] || e != want[1] {
 			t.Errorf("parseObserved(%q) = %d, %d; want %v", in, g, e, want)
 		}
+	}
+}
+
+// Phase 7's headline takes the largest object count, the controller-runtime
+// leader (its largest replica) as the reference, its standby as the idle
+// floor, and the fallback run beside the sharded one.
+func TestShardedSummary(t *testing.T) {
+	runs := []shardedResult{
+		{System: baselineName, Gate: true, Objects: 10, MaxPeakRSSMiB: 100, MinPeakRSSMiB: 30, FleetCPU: 10},
+		{System: nativeName, Gate: true, Objects: 10, MaxPeakRSSMiB: 50, FleetCPU: 12},
+		{System: baselineName, Gate: true, Objects: 50, MaxPeakRSSMiB: 400, MinPeakRSSMiB: 40, FleetCPU: 40},
+		{System: nativeName, Gate: true, Objects: 50, MaxPeakRSSMiB: 140, FleetCPU: 44},
+		{System: nativeName, Gate: false, Objects: 50, MaxPeakRSSMiB: 420, FleetCPU: 90},
+	}
+	s := summariseSharded(runs)
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"rss_ratio":                {s.RSSRatio, 0.35},
+		"rss_ratio_smallest":       {s.RSSRatioSmall, 0.5},
+		"idle_floor_ratio":         {s.IdleFloorRatio, 0.1},
+		"fleet_cpu_ratio":          {s.FleetCPURatio, 1.1},
+		"fallback_rss_ratio":       {s.FallbackRSSRatio, 1.05},
+		"fallback_fleet_cpu_ratio": {s.FallbackFleetCPURatio, 2.25},
+	} {
+		if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
+	}
+	if s.Objects != 50 {
+		t.Errorf("objects %d, want the largest count 50", s.Objects)
+	}
+	if summariseSharded(nil) != nil {
+		t.Error("no runs must give no headline")
 	}
 }

@@ -17,6 +17,11 @@ import (
 // (its seed is logged) in a fresh namespace and ring.
 var rounds = flag.Int("rounds", envInt(EnvRounds, 1), "rounds of every chaos scenario, each with new random timing (default $"+EnvRounds+" or 1)")
 
+// sharded runs every scenario on the sharded cache: the control plane with
+// the ShardedListAndWatch gate, replicas with PartitionBy namespace, and
+// the objects spread over namespaces (make chaos-sharded).
+var sharded = flag.Bool("sharded", false, "run the scenarios with the sharded cache: API server feature gate ShardedListAndWatch, --partition-by=namespace, objects spread over namespaces")
+
 // Environment variables for runs where test flags cannot be passed, as in
 // go test ./...: EnvRounds sets the default of -rounds, and EnvSummary names
 // a file the summary line is appended to (go test shows a passing package's

@@ -57,7 +57,7 @@ func scenario(t *testing.T, name string, body func(r *round)) {
 		t.Skip("e2e chaos: runs a control plane and replicas for about a minute per round")
 	}
 	t.Parallel()
-	cp := controlplane.ForTest(t, controlplane.Options{})
+	cp := controlplane.ForTest(t, controlplane.Options{ShardedListAndWatch: *sharded})
 	for i := range *rounds {
 		s := *seed
 		if s == 0 {
@@ -77,6 +77,9 @@ func scenario(t *testing.T, name string, body func(r *round)) {
 func (r *round) harness(opts harness.Options) *harness.Harness {
 	r.t.Helper()
 	opts.Ring, opts.Namespace = r.name, "chaos-"+r.name
+	if *sharded {
+		opts.PartitionBy = "namespace"
+	}
 	return harness.New(r.t, r.cp, opts)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,12 +76,19 @@ func (h *Harness) FinalValues() map[string]string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := h.client.CoreV1().ConfigMaps(h.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=1", labelKey)})
+	ns := h.opts.Namespace
+	if h.opts.spread() {
+		ns = metav1.NamespaceAll
+	}
+	list, err := h.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=1", labelKey)})
 	if err != nil {
 		h.t.Fatalf("listing the ConfigMaps: %v", err)
 	}
 	out := make(map[string]string, len(list.Items))
 	for _, cm := range list.Items {
+		if h.opts.spread() && !strings.HasSuffix(cm.Namespace, "-"+h.opts.Namespace) {
+			continue // another round's
+		}
 		out[shard.KeyOf(cm.Namespace, cm.Name)] = cm.Annotations[writtenKey]
 	}
 	return out

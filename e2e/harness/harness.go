@@ -62,7 +62,20 @@ type Options struct {
 	// status, so that replicas can prove a crashed process's death.
 	// Defaults to false: no pods, and crash failover waits the Lease out.
 	Pods bool
+	// PartitionBy is every replica's --partition-by: "" or "key" (the
+	// default: objects in Namespace), or "namespace": CreateConfigMaps
+	// spreads the objects over ObjectNamespaces namespaces
+	// o0-<Namespace>, o1-… and the replicas watch every namespace, with
+	// the sharded cache (give the control plane the ShardedListAndWatch
+	// gate to have the API server filter).
+	PartitionBy string
+	// ObjectNamespaces is how many namespaces hold the objects when
+	// PartitionBy is "namespace". Defaults to 24.
+	ObjectNamespaces int
 }
+
+// spread reports whether the objects live in namespaces of their own.
+func (o Options) spread() bool { return o.PartitionBy == "namespace" }
 
 func (o Options) withDefaults() Options {
 	def := func(d *time.Duration, v time.Duration) {
@@ -88,6 +101,9 @@ func (o Options) withDefaults() Options {
 	def(&o.ReadyTimeout, 60*time.Second)
 	if o.Workers == 0 {
 		o.Workers = 4
+	}
+	if o.spread() && o.ObjectNamespaces == 0 {
+		o.ObjectNamespaces = 24
 	}
 	return o
 }

@@ -105,6 +105,9 @@ func (h *Harness) Start(identity string) *Replica {
 		"--probe-addr=127.0.0.1:0",
 		"--metrics-addr=127.0.0.1:0",
 	}
+	if o.PartitionBy != "" {
+		args = append(args, "--partition-by="+o.PartitionBy)
+	}
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}

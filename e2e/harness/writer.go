@@ -2,6 +2,11 @@ package harness
 
 import (
 	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/manager/kshardtest"
 )
@@ -15,14 +20,43 @@ const labelKey = "kshard-e2e"
 type Writer = kshardtest.Writer
 
 // CreateConfigMaps creates n labelled ConfigMaps cm-0000… at generation 1
-// (recorded as writes) and returns their names.
+// (recorded as writes) and returns their names; with PartitionBy
+// "namespace", spread over the object namespaces (created here), and their
+// keys "namespace/name".
 func (h *Harness) CreateConfigMaps(n int) []string {
 	h.t.Helper()
-	names, err := kshardtest.CreateConfigMaps(context.Background(), h.client, h.opts.Namespace, map[string]string{labelKey: "1"}, n, h.RecordDir())
+	ctx := context.Background()
+	labels := map[string]string{labelKey: "1"}
+	var names []string
+	var err error
+	if h.opts.spread() {
+		namespaces := h.objectNamespaces()
+		for _, ns := range namespaces {
+			if _, err := h.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				h.t.Fatalf("creating namespace %s: %v", ns, err)
+			}
+		}
+		names, err = kshardtest.CreateConfigMapsAcross(ctx, h.client, namespaces, labels, n, h.RecordDir())
+	} else {
+		names, err = kshardtest.CreateConfigMaps(ctx, h.client, h.opts.Namespace, labels, n, h.RecordDir())
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return names
+}
+
+// objectNamespaces are the namespaces that hold the objects with
+// PartitionBy "namespace": o0-<Namespace>, o1-<Namespace>… The number
+// comes first because the API server's FNV-1a hash barely moves when only
+// the last characters differ: <Namespace>-o0… would share one or two
+// partitions (shard/README.md, "Balance").
+func (h *Harness) objectNamespaces() []string {
+	out := make([]string, h.opts.ObjectNamespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("o%d-%s", i, h.opts.Namespace)
+	}
+	return out
 }
 
 // StartWriter starts updating names (ConfigMaps from CreateConfigMaps) at

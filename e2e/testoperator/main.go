@@ -25,6 +25,7 @@ import (
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/shard"
 )
 
 // labelKey=labelValue marks the ConfigMaps the operator reconciles; others
@@ -58,6 +59,7 @@ func run() error {
 		workers       = flag.Int("workers", 4, "concurrent reconciles")
 		ignoreCancel  = flag.Bool("ignore-cancel", false, "run every reconcile's full --work even after its context is cancelled, like a reconciler that ignores cancellation")
 		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
+		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: \"key\" (default; ConfigMaps of --namespace) or \"namespace\" (ConfigMaps of every namespace, sharded cache)")
 		leaseDuration = flag.Duration("lease-duration", 4*time.Second, "Lease duration")
 		renewPeriod   = flag.Duration("renew-period", 500*time.Millisecond, "Lease renew period")
 		renewDeadline = flag.Duration("renew-deadline", 2600*time.Millisecond, "fence after failing to renew for this long")
@@ -93,6 +95,10 @@ func run() error {
 		cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &sendRecorder{next: next, rec: rec} })
 	}
 
+	watchNamespace := *namespace
+	if *partitionBy == string(shard.SchemeNamespace) {
+		watchNamespace = "" // the objects are spread over namespaces
+	}
 	ctx := manager.SetupSignalHandler()
 	mgr, err := manager.New(cfg, manager.Options{
 		Ring:                   *ring,
@@ -105,7 +111,8 @@ func run() error {
 		DrainGracePeriod:       *drainGrace,
 		HealthProbeBindAddress: *probeAddr,
 		MetricsBindAddress:     *metricsAddr,
-		WatchNamespace:         *namespace,
+		WatchNamespace:         watchNamespace,
+		PartitionBy:            shard.Scheme(*partitionBy),
 		TerminationMessagePath: *termPath,
 	})
 	if err != nil {

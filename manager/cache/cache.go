@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/shard"
 )
 
 // Object is a Kubernetes object: metadata plus a runtime type. It is an alias
@@ -48,6 +51,13 @@ type Options struct {
 	// ResyncPeriod is the informers' resync period.
 	// Defaults to 0 (no resync).
 	ResyncPeriod time.Duration
+
+	// Sharding, when set, caches each namespaced typed kind by partition:
+	// only the objects of the partitions given to Hold, listed and
+	// watched with the API server's shard selector where it filters
+	// (ModeSharded) and filtered on the client where it does not
+	// (ModeFallback). Default nil: every kind cached whole.
+	Sharding *Sharding
 }
 
 // Cache holds one shared informer per GroupVersionKind (and one per
@@ -60,6 +70,8 @@ type Cache struct {
 	mapper     meta.RESTMapper
 	namespace  string
 	resync     time.Duration
+	sharding   *Sharding
+	fullKinds  []schema.GroupVersionKind // Sharding.Full, resolved
 
 	// mu guards the fields below. It is never held across network I/O:
 	// mappings and clients are resolved before it is taken.
@@ -67,9 +79,11 @@ type Cache struct {
 	informers   map[informerKey]*entry
 	restClients map[restClientKey]*rest.RESTClient
 	metadata    metadata.Interface
-	runCtx      context.Context // set by Start; informers created later run on it
-	stopped     bool            // set when Start's context ends; no informer may start after
-	running     sync.WaitGroup  // one per running informer; Start waits for all
+	runCtx      context.Context    // set by Start; informers created later run on it
+	stopped     bool               // set when Start's context ends; no informer may start after
+	running     sync.WaitGroup     // one per running informer; Start waits for all
+	held        shard.PartitionSet // Hold's last set, for sharded kinds created later
+	changed     chan struct{}      // closed and replaced when SyncedPartitions may change
 }
 
 type informerKey struct {
@@ -77,9 +91,21 @@ type informerKey struct {
 	metadataOnly bool
 }
 
+// entry is one kind's informer: a SharedIndexInformer when the kind is
+// cached whole, a Segmented when it is sharded.
 type entry struct {
-	informer toolscache.SharedIndexInformer
+	informer toolscache.SharedIndexInformer // nil when seg is set
+	seg      *Segmented
 	mapping  *meta.RESTMapping
+	mode     KindMode
+}
+
+// asInformer is e's informer as sources use it.
+func (e *entry) asInformer() Informer {
+	if e.seg != nil {
+		return e.seg
+	}
+	return e.informer
 }
 
 // New returns a Cache reading through cfg. It contacts nothing until an
@@ -101,7 +127,31 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		}
 		mapper = newRefreshingMapper(dc)
 	}
+	var fullKinds []schema.GroupVersionKind
+	held := shard.NewPartitionSet(1)
+	if sh := opts.Sharding; sh != nil {
+		if sh.Partitioner.Count() == 0 || !sh.Partitioner.Scheme().Ranged() {
+			return nil, errors.New("cache: Options.Sharding.Partitioner is not set; use the ring's RangePartitioner (shard.SchemeNamespace or shard.SchemeUID)")
+		}
+		for _, obj := range sh.Full {
+			gvk, err := kindFromScheme(opts.Scheme, obj)
+			if err != nil {
+				return nil, fmt.Errorf("cache: Options.Sharding.Full: %w", err)
+			}
+			fullKinds = append(fullKinds, gvk)
+		}
+		if sh.Logger.GetSink() == nil {
+			cp := *sh
+			cp.Logger = logr.Discard()
+			opts.Sharding = &cp
+		}
+		held = shard.NewPartitionSet(sh.Partitioner.Count())
+	}
 	return &Cache{
+		sharding:    opts.Sharding,
+		fullKinds:   fullKinds,
+		held:        held,
+		changed:     make(chan struct{}),
 		config:      rest.CopyConfig(cfg),
 		httpClient:  httpClient,
 		scheme:      opts.Scheme,
@@ -126,7 +176,7 @@ func (o Options) withDefaults() Options {
 // use. obj's kind comes from the scheme; a *metav1.PartialObjectMetadata with
 // TypeMeta set asks for a metadata-only informer of that kind. Informers
 // created after Start are started at once. ctx bounds discovery calls.
-func (c *Cache) Informer(ctx context.Context, obj Object) (toolscache.SharedIndexInformer, error) {
+func (c *Cache) Informer(ctx context.Context, obj Object) (Informer, error) {
 	key, err := c.keyOf(obj)
 	if err != nil {
 		return nil, err
@@ -134,6 +184,24 @@ func (c *Cache) Informer(ctx context.Context, obj Object) (toolscache.SharedInde
 	e, err := c.informerFor(ctx, key)
 	if err != nil {
 		return nil, err
+	}
+	return e.asInformer(), nil
+}
+
+// SharedInformer returns the client-go informer of obj's kind, for code
+// that needs all of it (indexers, say). A sharded kind has none: it fails
+// with an error naming Options.Sharding.Full.
+func (c *Cache) SharedInformer(ctx context.Context, obj Object) (toolscache.SharedIndexInformer, error) {
+	key, err := c.keyOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.informerFor(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if e.seg != nil {
+		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.mode.Mode)
 	}
 	return e.informer, nil
 }
@@ -165,16 +233,24 @@ func (c *Cache) Start(ctx context.Context) error {
 // have checked c.stopped, so no Add races Start's final Wait.
 func (c *Cache) runLocked(e *entry) {
 	ctx := c.runCtx
+	if e.seg != nil {
+		c.running.Go(func() { e.seg.Run(ctx) })
+		c.running.Go(func() { c.forward(ctx, e.seg) })
+		return
+	}
 	c.running.Go(func() { e.informer.RunWithContext(ctx) })
 }
 
 // WaitForCacheSync waits until every informer created so far has synced,
-// returning false if ctx ends first.
+// returning false if ctx ends first. Sharded kinds sync per partition
+// (SyncedPartitions) and are not waited for here.
 func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
 	c.mu.Lock()
 	infs := make([]toolscache.SharedIndexInformer, 0, len(c.informers))
 	for _, e := range c.informers {
-		infs = append(infs, e.informer)
+		if e.informer != nil {
+			infs = append(infs, e.informer)
+		}
 	}
 	c.mu.Unlock()
 	for _, inf := range infs {
@@ -245,11 +321,14 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 		}
 		return nil, fmt.Errorf("cache: mapping %s to an API resource: %w", key.gvk, err)
 	}
-	var inf toolscache.SharedIndexInformer
-	if key.metadataOnly {
-		inf, err = c.newMetadataInformer(key.gvk, mapping)
-	} else {
-		inf, err = c.newTypedInformer(key.gvk, mapping)
+	e = &entry{mapping: mapping, mode: c.shardingFor(ctx, key, mapping)}
+	switch {
+	case e.mode.Mode != ModeFull:
+		e.seg, err = c.newSegmented(key.gvk, mapping, e.mode)
+	case key.metadataOnly:
+		e.informer, err = c.newMetadataInformer(key.gvk, mapping)
+	default:
+		e.informer, err = c.newTypedInformer(key.gvk, mapping)
 	}
 	if err != nil {
 		return nil, err
@@ -264,8 +343,14 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 		// Another caller created it meanwhile; ours was never started.
 		return existing, nil
 	}
-	e = &entry{informer: inf, mapping: mapping}
 	c.informers[key] = e
+	if c.sharding != nil {
+		c.sharding.Logger.Info("caching a kind", "kind", key.gvk.String(), "mode", e.mode.Mode, "reason", e.mode.Reason)
+	}
+	if e.seg != nil {
+		e.seg.Hold(c.held)
+		c.signalLocked() // a kind that has synced nothing yet narrows SyncedPartitions
+	}
 	if c.runCtx != nil {
 		c.runLocked(e)
 	}

@@ -16,7 +16,9 @@
 // replica holds one to MaxSegments+1 watches per resource. Segments LIST
 // (watch-list off) so every response's ShardInfo echo is checked, and every
 // item and event passes a client-side partition check before the store.
-// Not wired into the Manager yet (shard/README.md, phase 2).
+// Options.Sharding puts every namespaced typed kind of a Cache on Segmented
+// (probed per kind: sharded, or fallback where the server does not filter);
+// the manager turns it on with Options.PartitionBy namespace.
 //
 // Typed informers list and watch through a REST client built from the
 // caller's scheme, so custom resource types registered in that scheme work

@@ -21,17 +21,39 @@ import (
 // client for gvk's GroupVersion, decoding with the cache's scheme. That is
 // what lets custom resource types in a user's scheme be cached.
 func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+	lw, example, err := c.typedListWatch(gvk, mapping)
+	if err != nil {
+		return nil, err
+	}
+	// The REST client supports watch-list (streamed initial list with
+	// bookmarks); the reflector uses it when client-go's WatchListClient
+	// feature is on, and falls back to list+watch otherwise.
+	return toolscache.NewSharedIndexInformerWithOptions(
+		toolscache.ToListWatcherWithWatchListSemantics(lw.ListWatch, lw.rc),
+		example,
+		c.informerOptions(gvk),
+	), nil
+}
+
+// typedListWatch is the list and watch of gvk's resource through a REST
+// client of the cache's scheme, patient through outages of the API server.
+type typedListWatch struct {
+	*toolscache.ListWatch
+	rc *rest.RESTClient
+}
+
+func (c *Cache) typedListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (typedListWatch, runtime.Object, error) {
 	example, err := c.scheme.New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("cache: creating an object of kind %s from the scheme: %w", gvk, err)
+		return typedListWatch{}, nil, fmt.Errorf("cache: creating an object of kind %s from the scheme: %w", gvk, err)
 	}
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
 	if !c.scheme.Recognizes(listGVK) {
-		return nil, fmt.Errorf("cache: the scheme knows %s but not its list type %s; register the List type together with the kind", gvk, listGVK.Kind)
+		return typedListWatch{}, nil, fmt.Errorf("cache: the scheme knows %s but not its list type %s; register the List type together with the kind", gvk, listGVK.Kind)
 	}
 	rc, err := c.restClientFor(gvk.GroupVersion(), speaksProtobuf(example))
 	if err != nil {
-		return nil, err
+		return typedListWatch{}, nil, err
 	}
 	resource := mapping.Resource.Resource
 	ns, scoped := c.namespaceFor(mapping)
@@ -58,14 +80,7 @@ func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.REST
 				Watch(ctx)
 		},
 	}
-	// The REST client supports watch-list (streamed initial list with
-	// bookmarks); the reflector uses it when client-go's WatchListClient
-	// feature is on, and falls back to list+watch otherwise.
-	return toolscache.NewSharedIndexInformerWithOptions(
-		toolscache.ToListWatcherWithWatchListSemantics(patient(lw), rc),
-		example,
-		c.informerOptions(gvk),
-	), nil
+	return typedListWatch{patient(lw), rc}, example, nil
 }
 
 // newMetadataInformer builds an informer holding only object metadata

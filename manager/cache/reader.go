@@ -31,7 +31,16 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, obj Object) e
 	if key.Namespace != "" && e.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		storeKey = key.Namespace + "/" + key.Name
 	}
-	item, exists, err := e.informer.GetStore().GetByKey(storeKey)
+	var item any
+	var exists bool
+	if e.seg != nil {
+		item, exists, err = c.getSharded(ctx, e, storeKey, key.Namespace, key.Name)
+		if errors.Is(err, ErrPartitionNotHeld) {
+			return err
+		}
+	} else {
+		item, exists, err = e.informer.GetStore().GetByKey(storeKey)
+	}
 	if err != nil {
 		return fmt.Errorf("cache: reading %s %s: %w", ikey.gvk.Kind, storeKey, err)
 	}
@@ -64,7 +73,11 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, namespace string)
 		return err
 	}
 	var items []interface{}
-	if namespace != "" && e.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+	if e.seg != nil {
+		if items, err = c.listSharded(ctx, e, namespace); err != nil {
+			return err
+		}
+	} else if namespace != "" && e.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		items, err = e.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
 		if err != nil {
 			return fmt.Errorf("cache: listing %s in namespace %s: %w", ikey.gvk.Kind, namespace, err)
@@ -127,7 +140,7 @@ func (c *Cache) syncedInformer(ctx context.Context, key informerKey) (*entry, er
 	if err != nil {
 		return nil, err
 	}
-	if !waitSynced(ctx, e.informer) {
+	if e.informer != nil && !waitSynced(ctx, e.informer) {
 		return nil, fmt.Errorf("cache: waiting for the %s informer to sync: %w", key.gvk, ctx.Err())
 	}
 	return e, nil

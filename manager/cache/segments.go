@@ -64,7 +64,7 @@ type Segmented struct {
 	wg       sync.WaitGroup
 	held     shard.PartitionSet
 	segments []*segment // oldest first
-	handlers []toolscache.ResourceEventHandler
+	handlers []*segmentedHandler
 	changed  chan struct{}
 
 	listed     atomic.Int64 // objects the server returned to LISTs
@@ -143,6 +143,7 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 		s.segments = slices.DeleteFunc(s.segments, func(seg *segment) bool {
 			if seg.parts.Intersect(s.held).IsEmpty() {
 				seg.cancel()
+				s.forget(seg)
 				return true
 			}
 			return false
@@ -169,7 +170,9 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	seg := &segment{parts: parts, cancel: cancel, compacts: compacts}
-	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts), s.opts.Example, toolscache.SharedIndexInformerOptions{})
+	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts), s.opts.Example, toolscache.SharedIndexInformerOptions{
+		Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+	})
 	for _, h := range s.handlers {
 		s.register(seg, h)
 	}
@@ -193,6 +196,7 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 			s.segments = slices.DeleteFunc(s.segments, func(o *segment) bool {
 				if o != seg && o.parts.Difference(seg.parts).Intersect(s.held).IsEmpty() {
 					o.cancel()
+					s.forget(o)
 					return true
 				}
 				return false
@@ -357,23 +361,71 @@ func (s *Segmented) owns(seg *segment, obj any) bool {
 
 // AddEventHandler registers h with every segment, those running and those
 // started later. h sees each object of a held partition from one segment.
-func (s *Segmented) AddEventHandler(h toolscache.ResourceEventHandler) {
+// The registration reports synced at once: a sharded cache is synced per
+// partition (SyncedPartitions), and the ring activates a partition, and
+// replays its objects, only once it is; events of partitions not yet synced
+// reach h too, and the shard gate drops them.
+func (s *Segmented) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	if h == nil {
+		return nil, errors.New("cache: AddEventHandler(nil)")
+	}
+	reg := &segmentedHandler{h: h, regs: map[*segment]toolscache.ResourceEventHandlerRegistration{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.handlers = append(s.handlers, h)
+	s.handlers = append(s.handlers, reg)
 	for _, seg := range s.segments {
-		s.register(seg, h)
+		s.register(seg, reg)
 	}
+	return reg, nil
 }
 
-// register adds h to seg behind the ownership check. Call with s.mu held.
-func (s *Segmented) register(seg *segment, h toolscache.ResourceEventHandler) {
+// RemoveEventHandler stops deliveries to a handler AddEventHandler added.
+func (s *Segmented) RemoveEventHandler(r toolscache.ResourceEventHandlerRegistration) error {
+	reg, ok := r.(*segmentedHandler)
+	if !ok {
+		return fmt.Errorf("cache: RemoveEventHandler: %T was not returned by this Segmented's AddEventHandler", r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.handlers, reg)
+	if i < 0 {
+		return nil // removed before
+	}
+	s.handlers = slices.Delete(s.handlers, i, i+1)
+	for seg, sr := range reg.regs {
+		_ = seg.inf.RemoveEventHandler(sr)
+	}
+	clear(reg.regs)
+	return nil
+}
+
+// segmentedHandler is a handler of a Segmented and its registration with
+// each segment. Its regs are guarded by the Segmented's mu.
+type segmentedHandler struct {
+	h    toolscache.ResourceEventHandler
+	regs map[*segment]toolscache.ResourceEventHandlerRegistration
+}
+
+func (*segmentedHandler) HasSynced() bool                          { return true }
+func (*segmentedHandler) HasSyncedChecker() toolscache.DoneChecker { return alwaysDone{} }
+
+// alwaysDone is a DoneChecker that is done from the start.
+type alwaysDone struct{}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (alwaysDone) Name() string          { return "sharded cache (synced per partition)" }
+func (alwaysDone) Done() <-chan struct{} { return closedChan }
+
+// register adds reg to seg behind the ownership check. Call with s.mu held.
+func (s *Segmented) register(seg *segment, reg *segmentedHandler) {
 	pass := func(obj any) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.owns(seg, obj)
 	}
-	_, _ = seg.inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+	h := reg.h
+	sr, err := seg.inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if pass(obj) {
 				h.OnAdd(obj, initial)
@@ -390,6 +442,17 @@ func (s *Segmented) register(seg *segment, h toolscache.ResourceEventHandler) {
 			}
 		},
 	})
+	if err == nil {
+		reg.regs[seg] = sr
+	}
+}
+
+// forget drops seg from every handler's registrations (it stopped).
+// Call with s.mu held.
+func (s *Segmented) forget(seg *segment) {
+	for _, reg := range s.handlers {
+		delete(reg.regs, seg)
+	}
 }
 
 // List returns the cached objects of the held partitions, each once.
@@ -405,6 +468,76 @@ func (s *Segmented) List() []any {
 		}
 	}
 	return out
+}
+
+// ListNamespace returns the cached objects of namespace in the held
+// partitions, each once.
+func (s *Segmented) ListNamespace(namespace string) ([]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []any
+	for _, seg := range s.segments {
+		items, err := seg.inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range items {
+			if s.owns(seg, obj) {
+				out = append(out, obj)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Held returns the partitions the cache was last asked to hold.
+func (s *Segmented) Held() shard.PartitionSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held.Clone()
+}
+
+// GetStore returns a read-only view of the held objects (List, ListKeys,
+// Get, GetByKey), for code written against an informer's store, such as a
+// source's replay. Its writes fail: the segments own their stores.
+func (s *Segmented) GetStore() toolscache.Store { return segmentedStore{s} }
+
+// segmentedStore is the read-only Store of a Segmented.
+type segmentedStore struct{ s *Segmented }
+
+var errReadOnlyStore = errors.New("cache: the store of a sharded cache is read-only")
+
+func (v segmentedStore) Add(any) error               { return errReadOnlyStore }
+func (v segmentedStore) Update(any) error            { return errReadOnlyStore }
+func (v segmentedStore) Delete(any) error            { return errReadOnlyStore }
+func (v segmentedStore) Replace([]any, string) error { return errReadOnlyStore }
+func (v segmentedStore) Resync() error               { return nil }
+func (v segmentedStore) Bookmark(string)             {}
+func (v segmentedStore) LastStoreSyncResourceVersion() string {
+	return "" // one per segment; none speaks for the view
+}
+func (v segmentedStore) List() []any { return v.s.List() }
+func (v segmentedStore) GetByKey(key string) (any, bool, error) {
+	return v.s.GetByKey(key)
+}
+
+func (v segmentedStore) ListKeys() []string {
+	items := v.s.List()
+	keys := make([]string, 0, len(items))
+	for _, obj := range items {
+		if k, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func (v segmentedStore) Get(obj any) (any, bool, error) {
+	k, err := toolscache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false, err
+	}
+	return v.s.GetByKey(k)
 }
 
 // GetByKey returns the cached object of key ("namespace/name") if it is in

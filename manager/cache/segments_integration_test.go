@@ -48,7 +48,7 @@ func newSegmentedFixture(t *testing.T, gate, filtered bool, maxSegments int) *se
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.seg.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, _ = f.seg.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.note(obj, true) },
 		UpdateFunc: func(_, obj any) { f.note(obj, true) },
 		DeleteFunc: func(obj any) {

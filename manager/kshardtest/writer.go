@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,21 @@ func (e *Env) StartWriter(names []string, rate float64) *Writer {
 // "create") and returns their names. Env.CreateConfigMaps is the usual
 // entry; this one serves harnesses of their own.
 func CreateConfigMaps(ctx context.Context, client kubernetes.Interface, namespace string, labels map[string]string, n int, recordDir string) ([]string, error) {
+	return createConfigMaps(ctx, client, []string{namespace}, false, labels, n, recordDir)
+}
+
+// CreateConfigMapsAcross is CreateConfigMaps spreading the n ConfigMaps
+// round robin over namespaces (which must exist), for rings that partition
+// by namespace. It returns their keys "namespace/name", which StartWriter
+// takes in place of names.
+func CreateConfigMapsAcross(ctx context.Context, client kubernetes.Interface, namespaces []string, labels map[string]string, n int, recordDir string) ([]string, error) {
+	if len(namespaces) == 0 {
+		return nil, fmt.Errorf("kshardtest: CreateConfigMapsAcross needs at least one namespace")
+	}
+	return createConfigMaps(ctx, client, namespaces, true, labels, n, recordDir)
+}
+
+func createConfigMaps(ctx context.Context, client kubernetes.Interface, namespaces []string, qualified bool, labels map[string]string, n int, recordDir string) ([]string, error) {
 	rec, err := recorder.OpenNamed(recordDir, "create")
 	if err != nil {
 		return nil, err
@@ -89,17 +105,21 @@ func CreateConfigMaps(ctx context.Context, client kubernetes.Interface, namespac
 	defer cancel()
 	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("cm-%04d", i)
+		namespace, name := namespaces[i%len(namespaces)], fmt.Sprintf("cm-%04d", i)
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: namespace, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 			Data:       map[string]string{GenKey: "1"},
 		}
 		sent := time.Now()
 		if _, err := client.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("creating ConfigMap %s: %w", names[i], err)
+			return nil, fmt.Errorf("creating ConfigMap %s/%s: %w", namespace, name, err)
 		}
-		if err := rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(namespace, names[i]), Gen: 1, Start: sent.UnixNano(), At: time.Now().UnixNano()}); err != nil {
+		if err := rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(namespace, name), Gen: 1, Start: sent.UnixNano(), At: time.Now().UnixNano()}); err != nil {
 			return nil, err
+		}
+		names[i] = name
+		if qualified {
+			names[i] = namespace + "/" + name
 		}
 	}
 	return names, nil
@@ -125,7 +145,8 @@ type Writer struct {
 
 // StartWriter starts updating names (from CreateConfigMaps) in namespace
 // at about rate updates per second until Stop, recording into recordDir
-// (file "writer").
+// (file "writer"). A name "ns/name" (from CreateConfigMapsAcross) names
+// its own namespace.
 func StartWriter(client kubernetes.Interface, namespace string, names []string, rate float64, recordDir string) (*Writer, error) {
 	if len(names) == 0 || rate <= 0 {
 		return nil, fmt.Errorf("kshardtest: a writer needs objects and a positive rate (got %d objects, rate %v)", len(names), rate)
@@ -184,10 +205,14 @@ func (w *Writer) run(ctx context.Context) {
 // bump writes name back with data[GenKey] incremented, starting from the
 // object its last update returned or, after a failure, from a fresh GET: a
 // write whose outcome was unknown (a timeout) is then never undone.
-func (w *Writer) bump(ctx context.Context, name string, latest map[string]*corev1.ConfigMap) error {
-	cms := w.client.CoreV1().ConfigMaps(w.namespace)
-	cm, ok := latest[name]
-	delete(latest, name)
+func (w *Writer) bump(ctx context.Context, entry string, latest map[string]*corev1.ConfigMap) error {
+	namespace, name := w.namespace, entry
+	if ns, n, ok := strings.Cut(entry, "/"); ok {
+		namespace, name = ns, n
+	}
+	cms := w.client.CoreV1().ConfigMaps(namespace)
+	cm, ok := latest[entry]
+	delete(latest, entry)
 	if !ok {
 		var err error
 		if cm, err = cms.Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -216,6 +241,6 @@ func (w *Writer) bump(ctx context.Context, name string, latest map[string]*corev
 		}
 		return err
 	}
-	latest[name] = updated
-	return w.rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(w.namespace, name), Gen: gen, Start: sent.UnixNano(), At: time.Now().UnixNano()})
+	latest[entry] = updated
+	return w.rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(namespace, name), Gen: gen, Start: sent.UnixNano(), At: time.Now().UnixNano()})
 }

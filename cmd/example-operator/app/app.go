@@ -20,6 +20,7 @@ import (
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
 
@@ -54,6 +55,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.mgr.Identity, "identity", "", "this replica's unique, stable identity (default $POD_NAME, then the hostname)")
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
+	fs.StringVar((*string)(&c.mgr.PartitionBy), "partition-by", "key", "how objects map to partitions: \"key\" (namespace/name), or \"namespace\" (the API server's hash of the namespace: each replica caches only its namespaces, with Kubernetes 1.36 sharded list/watch where the server has it); all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
@@ -112,6 +114,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.burst)
 	case c.mgr.Partitions < 1:
 		return fmt.Errorf("--partitions must be at least 1, got %d", c.mgr.Partitions)
+	case c.mgr.PartitionBy != shard.SchemeKey && c.mgr.PartitionBy != shard.SchemeNamespace:
+		return fmt.Errorf("--partition-by must be \"key\" or \"namespace\", got %q", c.mgr.PartitionBy)
 	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod < 0 || c.mgr.RenewDeadline < 0:
 		return fmt.Errorf("--lease-duration (%s) must be positive, --renew-period (%s) and --renew-deadline (%s) positive or 0 for the default",
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/shard"
 )
 
 // TestHelpDocumentsEveryFlag: --help exits 0 and lists every flag the
@@ -56,5 +57,30 @@ func TestRateLimitFlags(t *testing.T) {
 	}
 	if c.mgr.QPS != 12.5 || c.mgr.Burst != 40 {
 		t.Errorf("QPS %v burst %d, want 12.5 and 40", c.mgr.QPS, c.mgr.Burst)
+	}
+}
+
+// TestPartitionByFlag: key (default) and namespace reach the manager; uid
+// and anything else fail naming the flag.
+func TestPartitionByFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want shard.Scheme
+		err  string
+	}{
+		{nil, shard.SchemeKey, ""},
+		{[]string{"--partition-by=namespace"}, shard.SchemeNamespace, ""},
+		{[]string{"--partition-by=uid"}, "", "--partition-by"},
+		{[]string{"--partition-by=name"}, "", "--partition-by"},
+	} {
+		c, err := parseFlags(tc.args)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err == "" && c.mgr.PartitionBy != tc.want:
+			t.Errorf("%v: PartitionBy %q, want %q", tc.args, c.mgr.PartitionBy, tc.want)
+		}
 	}
 }

@@ -71,6 +71,7 @@ func run() error {
 		_             = flag.Duration("drain-grace", 0, "ignored (kshard only)")
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
+		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -89,7 +90,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
+		Cache:                         cacheOptions(*namespace, *allNamespaces),
 		LeaderElection:                true,
 		LeaderElectionID:              *name,
 		LeaderElectionNamespace:       *namespace,
@@ -254,4 +255,12 @@ func writeHeapProfile(identity string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		fmt.Fprintln(os.Stderr, "heap profile:", err)
 	}
+}
+
+// cacheOptions caches namespace, or every namespace.
+func cacheOptions(namespace string, all bool) cache.Options {
+	if all {
+		return cache.Options{}
+	}
+	return cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard"
 )
 
 // The object contract shared with e2e/bench and e2e/bench/baseline (each
@@ -63,6 +64,8 @@ func run() error {
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address")
 		termPath      = flag.String("termination-message-path", "", "the container's termination message file (phase 6; default the manager's)")
 		podNamespace  = flag.String("pod-namespace", "", "namespace of this replica's Pod (phase 6; default the manager's)")
+		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
+		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: key (default) or namespace (the sharded cache, phase 7)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -73,8 +76,12 @@ func run() error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	watch := *namespace
+	if *allNamespaces {
+		watch = ""
+	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Ring: *name, Namespace: *namespace, Identity: *identity, WatchNamespace: *namespace,
+		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy),
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
 		TerminationMessagePath: *termPath, PodNamespace: *podNamespace,

@@ -1,0 +1,55 @@
+package manager
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kshard/kshard/manager/cache"
+)
+
+// cacheModeCollector exports how each kind is cached under a ranged
+// PartitionBy, read from the cache at scrape time: the kinds appear as the
+// controllers create their informers.
+type cacheModeCollector struct{ c *cache.Cache }
+
+var (
+	cacheModeDesc = prometheus.NewDesc("kshard_cache_mode",
+		"1 for the mode each kind is cached in: sharded (the API server filters by this replica's partitions), fallback (listed whole, filtered on the client) or full (cached whole).",
+		[]string{"kind", "mode"}, nil)
+	cacheListedDesc = prometheus.NewDesc("kshard_cache_listed_objects_total",
+		"Objects the API server returned to the LISTs of a sharded kind: the cost of partition moves.",
+		[]string{"kind"}, nil)
+)
+
+func (cacheModeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cacheModeDesc
+	ch <- cacheListedDesc
+}
+
+func (m cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range m.c.ModeReport() {
+		ch <- prometheus.MustNewConstMetric(cacheModeDesc, prometheus.GaugeValue, 1, k.Kind.String(), k.Mode)
+		if k.Mode != cache.ModeFull {
+			ch <- prometheus.MustNewConstMetric(cacheListedDesc, prometheus.CounterValue, float64(k.ObjectsListed), k.Kind.String())
+		}
+	}
+}
+
+// cacheModes is the /readyz?verbose line naming each kind's cache mode and,
+// for a kind not sharded, why.
+func (m *Manager) cacheModes() string {
+	var parts []string
+	for _, k := range m.cache.ModeReport() {
+		s := fmt.Sprintf("%s %s", k.Kind.String(), k.Mode)
+		if k.Reason != "" {
+			s += " (" + k.Reason + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "no kind cached yet"
+	}
+	return strings.Join(parts, "; ")
+}

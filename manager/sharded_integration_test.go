@@ -1,0 +1,216 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/shard"
+)
+
+// shardedRing starts a control plane (gate: ShardedListAndWatch), the
+// Lease namespace "it" and namespaces n0-sharded … with perNS
+// ConfigMaps each, and returns the keys of every ConfigMap on the server.
+func shardedRing(t *testing.T, gate bool, spaces, perNS int) (*rest.Config, kubernetes.Interface, []string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (starts an API server); -short runs unit tests only")
+	}
+	cfg := controlplane.ForTest(t, controlplane.Options{ShardedListAndWatch: gate}).Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	for i := -1; i < spaces; i++ {
+		ns := shardedNS(i)
+		if i < 0 {
+			ns = "it"
+		}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 0 {
+			createConfigMaps(t, cs, ns, perNS)
+		}
+	}
+	return cfg, cs, serverKeys(t, cs)
+}
+
+// serverKeys lists every ConfigMap on the server, sorted.
+func serverKeys(t *testing.T, cs kubernetes.Interface) []string {
+	t.Helper()
+	l, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, cm := range l.Items {
+		keys = append(keys, cm.Namespace+"/"+cm.Name)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// cachedKeys lists the ConfigMaps in r's cache, sorted.
+func cachedKeys(t *testing.T, r *replica) []string {
+	t.Helper()
+	var l corev1.ConfigMapList
+	if err := r.mgr.GetCache().List(context.Background(), &l, ""); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, cm := range l.Items {
+		keys = append(keys, cm.Namespace+"/"+cm.Name)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// shardedNS names the i-th object namespace: the number first, since names
+// that differ only at the end share a partition (shard/README.md, "Balance").
+func shardedNS(i int) string { return fmt.Sprintf("n%d-sharded", i) }
+
+func shardedByNamespace(o *Options) {
+	o.PartitionBy = shard.SchemeNamespace
+	o.Partitions = 16
+	o.WatchNamespace = ""
+}
+
+// With PartitionBy namespace and the API server's sharded list/watch on,
+// each replica caches only the namespaces of its partitions: the two caches
+// are disjoint and together hold every object; a Get of another replica's
+// namespace fails with ErrPartitionNotHeld (not NotFound); after a leave
+// the survivor lists the moved partitions, caches everything and
+// reconciles every key, with no reconcile on two replicas at once.
+func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
+	ctx := context.Background()
+	cfg, cs, all := shardedRing(t, true, 12, 5)
+	j := &journal{}
+	r0 := startReplica(t, cfg, "it", "r-0", j, 10*time.Millisecond, shardedByNamespace)
+	r1 := startReplica(t, cfg, "it", "r-1", j, 10*time.Millisecond, shardedByNamespace)
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	eventually(t, 30*time.Second, "every key reconciled", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, iv := range j.snapshot() {
+			seen[iv.key] = true
+		}
+		return len(seen) >= len(all), fmt.Sprintf("%d of %d keys", len(seen), len(all))
+	})
+	var k0, k1 []string
+	eventually(t, 10*time.Second, "the caches to hold disjoint halves of every object", func() (bool, string) {
+		k0, k1 = cachedKeys(t, r0), cachedKeys(t, r1)
+		union := map[string]int{}
+		for _, k := range append(append([]string(nil), k0...), k1...) {
+			union[k]++
+		}
+		for k, n := range union {
+			if n > 1 {
+				return false, k + " is in both caches"
+			}
+		}
+		return len(union) == len(all) && len(k0) > 0 && len(k1) > 0, fmt.Sprintf("r-0 %d, r-1 %d of %d", len(k0), len(k1), len(all))
+	})
+	t.Logf("r-0 caches %d, r-1 %d of %d ConfigMaps", len(k0), len(k1), len(all))
+	for _, r := range []*replica{r0, r1} {
+		modes := r.mgr.GetCache().ModeReport()
+		if len(modes) != 1 || modes[0].Mode != cache.ModeSharded {
+			t.Fatalf("%s: cache modes %+v, want ConfigMaps sharded", r.mgr.Identity(), modes)
+		}
+		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="sharded"} 1`) {
+			t.Errorf("%s: /metrics has no kshard_cache_mode line for sharded ConfigMaps", r.mgr.Identity())
+		}
+	}
+	// A key r-1 holds, read through r-0's cache.
+	ns, name, _ := strings.Cut(k1[0], "/")
+	err := r0.mgr.GetCache().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+	if !errors.Is(err, cache.ErrPartitionNotHeld) {
+		t.Fatalf("r-0 reading %s held by r-1: %v, want ErrPartitionNotHeld", k1[0], err)
+	}
+	ns, name, _ = strings.Cut(k0[0], "/")
+	if err := r0.mgr.GetCache().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("r-0 reading its own %s: %v", k0[0], err)
+	}
+	listedBefore := r1.mgr.GetCache().ModeReport()[0].ObjectsListed
+
+	mark := len(j.snapshot())
+	leaveStart := time.Now()
+	r0.stop(t)
+	// A graceful leave waits for nothing of the sharded cache (the
+	// manager's shutdown timeout here is 20s).
+	if took := time.Since(leaveStart); took > 10*time.Second {
+		t.Errorf("r-0's graceful leave took %s", took)
+	}
+	eventually(t, 15*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-1") })
+	eventually(t, 10*time.Second, "r-1 to cache every object", func() (bool, string) {
+		got := cachedKeys(t, r1)
+		return len(got) == len(all), fmt.Sprintf("%d of %d", len(got), len(all))
+	})
+	for i := 0; i < 12; i++ {
+		updateConfigMaps(t, cs, shardedNS(i), 5)
+	}
+	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
+		got := map[string]string{}
+		for _, iv := range j.snapshot()[mark:] {
+			got[iv.key] = iv.replica
+		}
+		for i := 0; i < 12; i++ {
+			for k := 0; k < 5; k++ {
+				if key := fmt.Sprintf("%s/cm-%d", shardedNS(i), k); got[key] != "r-1" {
+					return false, key + " not reconciled by r-1"
+				}
+			}
+		}
+		return true, ""
+	})
+	// The move listed r-0's objects, not everything again.
+	moved := r1.mgr.GetCache().ModeReport()[0].ObjectsListed - listedBefore
+	t.Logf("r-1 listed %d objects for the move of %d (total %d)", moved, len(k0), len(all))
+	if moved < int64(len(k0)) || moved >= int64(len(all)) {
+		t.Errorf("r-1 listed %d objects to take over %d (total %d): want the moved partitions' objects only", moved, len(k0), len(all))
+	}
+	if o := overlaps(j.snapshot()); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}
+
+// Without the feature gate the server ignores the selector: the kind falls
+// back to one full list and watch, filtered on the client, and says so on
+// /readyz?verbose and in kshard_cache_mode; every key is still reconciled.
+func TestShardedCacheFallsBackWithoutTheGate(t *testing.T) {
+	ctx := context.Background()
+	cfg, cs, all := shardedRing(t, false, 4, 3)
+	j := &journal{}
+	r0 := startReplica(t, cfg, "it", "r-0", j, time.Millisecond, shardedByNamespace)
+	eventually(t, 30*time.Second, "the ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0") })
+	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, iv := range j.snapshot() {
+			seen[iv.key] = true
+		}
+		return len(seen) >= len(all), fmt.Sprintf("%d of %d keys", len(seen), len(all))
+	})
+	modes := r0.mgr.GetCache().ModeReport()
+	if len(modes) != 1 || modes[0].Mode != cache.ModeFallback || !strings.Contains(modes[0].Reason, "ShardInfo") {
+		t.Fatalf("cache modes %+v, want ConfigMaps in fallback naming the missing ShardInfo", modes)
+	}
+	code, body := get("http://" + r0.mgr.ProbeAddr() + "/readyz?verbose")
+	if code != 200 || !strings.Contains(body, "[i]cache: /v1, Kind=ConfigMap fallback") || !strings.Contains(body, "[+]joined ok") {
+		t.Fatalf("/readyz?verbose = %d %q, want ready with the cache's fallback named", code, body)
+	}
+	if _, body := get("http://" + r0.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="fallback"} 1`) {
+		t.Errorf("/metrics has no kshard_cache_mode line for the fallback")
+	}
+	if got := cachedKeys(t, r0); len(got) != len(all) {
+		t.Fatalf("the only replica caches %d of %d objects", len(got), len(all))
+	}
+}
