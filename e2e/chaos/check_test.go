@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"testing"
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
@@ -59,7 +60,7 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 		})
 		t.Logf("%d reconcile and window overlaps involve a paused process and are judged by its writes instead", frozen-len(rep.Overlaps)-len(rep.PartitionOverlaps))
 	}
-	outside := outsideWindows(log, h.Options().Partitions)
+	outside := outsideWindows(r.t, log, h.Options())
 	handoffs := log.Handoffs()
 	var worst time.Duration
 	for _, g := range handoffs {
@@ -116,7 +117,14 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 // its activation until after its drain returned (or its death). One outside
 // is a drain that returned while the reconcile still ran — released early,
 // whether or not a peer happened to reconcile the key meanwhile.
-func outsideWindows(log *recorder.Log, partitions int) []string {
+func outsideWindows(t *testing.T, log *recorder.Log, opts harness.Options) []string {
+	t.Helper()
+	// The ring's own partition function: by key, or by the namespace's
+	// hash range when the round runs the sharded cache.
+	partitioner, err := shard.PartitionerFor(shard.Config{Partitions: opts.Partitions, Scheme: shard.Scheme(opts.PartitionBy)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	type procPart struct {
 		recorder.Process
 		part int
@@ -128,7 +136,6 @@ func outsideWindows(log *recorder.Log, partitions int) []string {
 			windows[id] = append(windows[id], w)
 		}
 	}
-	partitioner := shard.NewPartitioner(partitions)
 	var out []string
 	for _, iv := range log.Intervals {
 		id := procPart{iv.Process, partitioner.Partition(iv.Key)}
