@@ -640,8 +640,12 @@ func (r *results) markdown() string {
 			p("| %s | %t | %s | %d | %.1f | %.1f | %s | %.1f | %s |", sr.System, sr.Gate, sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds, strings.Join(rss, ", "), sr.FleetCPU, listed)
 		}
 		p("")
-		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): peak RSS %s×, fleet CPU %s×.",
-			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), f2(sh.FallbackRSSRatio), f2(sh.FallbackFleetCPURatio))
+		fallback := "not run (full runs only)"
+		if sh.FallbackRSSRatio != nil {
+			fallback = fmt.Sprintf("peak RSS %s×, fleet CPU %s×", f2(sh.FallbackRSSRatio), f2(sh.FallbackFleetCPURatio))
+		}
+		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): %s.",
+			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), fallback)
 	}
 	p("")
 	p("## How to read these figures")
