@@ -150,6 +150,9 @@ type peer struct {
 	// takingOver: (prior only) the shell has been asked to take the Lease
 	// over from this version.
 	takingOver bool
+	// joiningSince is when this core first saw the Lease's incarnation in
+	// state joining; zero when it is not joining (see awaitingJoiners).
+	joiningSince time.Time
 	// history: the newest Records of this identity seen (see
 	// staleObservation).
 	history leaseHistory
@@ -492,6 +495,12 @@ func (c *Core) observePeer(l Observed) (changed bool) {
 			np.obs = Observed{Record: latest.Clone(), Version: l.Version, UID: l.UID}
 		}
 		np.ghosts = c.ghostOf(old, np)
+	}
+	if np.obs.State == StateJoining {
+		np.joiningSince = c.now
+		if ok && old.obs.State == StateJoining && old.obs.Incarnation == np.obs.Incarnation && !old.joiningSince.IsZero() {
+			np.joiningSince = old.joiningSince
+		}
 	}
 	np.history.record(l)
 	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
@@ -965,7 +974,7 @@ func (c *Core) converge(r *Ready) {
 	c.updateRing()
 	self := c.state == StateActive && !c.fenced && c.own != nil && c.own.State == StateActive &&
 		c.own.Fingerprint == c.fingerprint
-	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) {
+	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
 		c.target = c.ring.Partitions(c.cfg.Identity)
 	} else {
 		c.target = shard.NewPartitionSet(c.partitions)
@@ -1021,6 +1030,36 @@ func (c *Core) converge(r *Ready) {
 
 // updateRing rebuilds the ring when the view changed. The view holds the
 // live active Leases of this fingerprint; the own Lease counts as observed.
+// awaitingJoiners reports whether this replica, active but holding
+// nothing yet, leaves every partition unclaimed a moment longer for peers
+// about to join: live peers of its configuration, claiming nothing, first
+// seen joining less than LeaseDuration ago. Replicas started together (a new ring, a fleet
+// restarted at once) finish their join waits moments apart; without this
+// the first would claim every partition and hand most of them on at once,
+// replaying them and, with a sharded cache, listing every object, only to
+// drop them again. With it each claims its own share once the last has
+// joined. A replica already holding partitions never waits (a scale-up
+// moves partitions as before), and a peer still joining LeaseDuration
+// after it was first seen (blocked, say) is not waited for: a delay of at
+// most LeaseDuration, never a stall. Claims, and so safety, are unchanged.
+func (c *Core) awaitingJoiners() bool {
+	if !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+		return false
+	}
+	for _, id := range c.peerIDs {
+		if c.joinerAwaited(c.peers[id]) {
+			return true
+		}
+	}
+	return false
+}
+
+// joinerAwaited: p is a peer awaitingJoiners waits for.
+func (c *Core) joinerAwaited(p *peer) bool {
+	return !p.gone && !p.void && c.live(p) && p.obs.State == StateJoining && p.obs.Claim.IsEmpty() &&
+		p.obs.Fingerprint == c.fingerprint && !p.joiningSince.IsZero() && c.now.Sub(p.joiningSince) < c.cfg.LeaseDuration
+}
+
 func (c *Core) updateRing() {
 	view := c.scratch[:0]
 	for _, id := range c.peerIDs {
@@ -1203,6 +1242,9 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	}
 	for _, p := range c.peers {
 		consider(p.lastChange.Add(c.cfg.LeaseDuration))
+		if c.joinerAwaited(p) {
+			consider(p.joiningSince.Add(c.cfg.LeaseDuration))
+		}
 		for _, g := range p.ghosts {
 			consider(g.lastChange.Add(c.cfg.LeaseDuration))
 		}

@@ -872,7 +872,10 @@ func TestDepartedObjectsOfOneNameAllKeepTheirClaims(t *testing.T) {
 			// each name in the order they left.
 			var lagged []Observed
 			if recreated {
-				lagged = append(lagged, b("inc-b1", StateJoining, "u3", false))
+				// Leaving, not joining: a fresh joiner would be awaited
+				// (TestJoiningPeersAreAwaitedAtFormation), which is not
+				// what this test is about.
+				lagged = append(lagged, b("inc-b1", StateLeaving, "u3", false))
 			}
 			lagged = append(lagged,
 				b("inc-b2", StateActive, "u1", true, 0, 1), // taken over by b2, which claimed {0,1}; deleted by hand
@@ -1057,5 +1060,51 @@ func TestStaleViewOfPeerKeepsNewestClaim(t *testing.T) {
 		if got := h.settle(); !got.Has(1) || got.Has(0) {
 			t.Fatalf("after b's newer Record claiming {0}: activated %v, want 1 and not 0", got)
 		}
+	}
+}
+
+// Replicas started together: one that turns active while a peer of its
+// configuration is still in its join wait (joining, claiming nothing)
+// claims nothing until that peer joins, then only its own share, instead of
+// every partition for a moment. A peer still joining after LeaseDuration is
+// not waited for, and a replica that already holds partitions never waits.
+func TestJoiningPeersAreAwaitedAtFormation(t *testing.T) {
+	h := newHarness(t, "a")
+	h.c.CachesSynced()
+	h.setPeer("b", StateJoining)
+	if got := h.settle(); !got.IsEmpty() || !h.c.Target().IsEmpty() {
+		t.Fatalf("with b joining: activated %v, target %v; want nothing yet", got, h.c.Target())
+	}
+	if next, ok := h.c.NextDeadline(); !ok || next.After(h.now.Add(testLease)) {
+		t.Fatalf("next deadline %v (%v); want one within LeaseDuration, when b stops being awaited", next, ok)
+	}
+	h.setPeer("b", StateActive)
+	got := h.settle()
+	if got.IsEmpty() || got.Len() == testRing.Partitions {
+		t.Fatalf("after b joined: a activated %v; want its share only", got)
+	}
+
+	// A peer stuck joining is waited for LeaseDuration only.
+	h2 := newHarness(t, "a")
+	h2.c.CachesSynced()
+	h2.setPeer("b", StateJoining)
+	h2.settle()
+	h2.renewFor(testLease - time.Millisecond)
+	h2.peer["b"].Version = h2.version() // b renews, still joining
+	if got := h2.settle(); !got.IsEmpty() {
+		t.Fatalf("b joining for less than LeaseDuration: activated %v", got)
+	}
+	h2.renewFor(2 * time.Millisecond)
+	h2.peer["b"].Version = h2.version()
+	if got := h2.settle(); got.Len() != testRing.Partitions {
+		t.Fatalf("b joining for LeaseDuration: activated %v; want every partition", got)
+	}
+
+	// Holding partitions, a replica does not wait for a new joiner.
+	h3 := activeAlone(t, "a")
+	h3.setPeer("c", StateJoining)
+	h3.settle()
+	if got := h3.c.Target(); got.Len() != testRing.Partitions {
+		t.Fatalf("a new joiner made an active replica drop its target to %v", got)
 	}
 }

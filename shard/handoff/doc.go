@@ -63,6 +63,13 @@
 //     (Exit) if any of them still runs at StopDeadline, halfway to
 //     LeaseDuration, whether or not renews have succeeded since.
 //
+// Formation (liveness, not safety): an active replica that holds nothing
+// yet leaves every partition unclaimed while a peer of its configuration is
+// in its join wait (joining, claiming nothing, first seen less than
+// LeaseDuration ago), so replicas started together each claim their own
+// share once the last has joined (awaitingJoiners); a delay of at most
+// LeaseDuration.
+//
 // Why it holds: if A and B were both active on p, take the one that activated
 // on the later snapshot, say B. A's claim of p landed before A's snapshot and
 // stays in A's Lease while A runs p, so B's snapshot shows it; B went ahead
