@@ -47,7 +47,7 @@ fuzz:
 bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
 
-## bench: the full benchmark (~25 min on 2 cores: kshard, the crshard adapter and controller-runtime; phase 7, the sharded cache, on control planes of its own); regenerates e2e/bench/results.json, RESULTS.md and throughput.png. PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and throughput.png. PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
 PHASES ?=
 bench: binaries
 	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))

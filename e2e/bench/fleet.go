@@ -25,6 +25,9 @@ type fleet struct {
 	// plays (phase 6, restart.go).
 	withPods bool
 	pods     podsOf
+	// goneListed sums kshard_cache_listed_objects_total as last read from
+	// the processes restart stopped (listedTotal).
+	goneListed float64
 }
 
 // startFleet starts n replicas of sys reconciling with latency.
@@ -212,6 +215,14 @@ func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTo
 // restart stops id gracefully, starts it again and waits for the fleet to
 // be formed again; it returns how long the graceful stop took.
 func (f *fleet) restart(ctx context.Context, id string) (time.Duration, error) {
+	if f.sys.kshard {
+		// Read last: the process leaves the ring and lists nothing more.
+		m, err := scrape(ctx, f.replicas[id].metricsAddr)
+		if err != nil {
+			return 0, err
+		}
+		f.goneListed += m.sum("kshard_cache_listed_objects_total", nil)
+	}
 	took, err := f.replicas[id].stop(f.b.p.StopTimeout)
 	if err != nil {
 		return took, err

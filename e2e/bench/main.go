@@ -56,25 +56,28 @@ type params struct {
 	SteadyWindow     time.Duration `json:"steady_window"`
 	// Phase 7 (sharded.go): object counts, namespaces they are spread
 	// over, and kshard replicas.
-	ShardedObjects    []int         `json:"sharded_objects"`
-	ShardedNamespaces int           `json:"sharded_namespaces"`
-	ShardedReplicas   int           `json:"sharded_replicas"`
-	ReadyTimeout      time.Duration `json:"-"`
-	StopTimeout       time.Duration `json:"-"`
-	Timeout           time.Duration `json:"-"`
+	ShardedObjects    []int `json:"sharded_objects"`
+	ShardedNamespaces int   `json:"sharded_namespaces"`
+	ShardedReplicas   int   `json:"sharded_replicas"`
+	// ShardedFallback: phases 7 and 8 also run kshard on a control plane
+	// without the feature gate (default in full runs).
+	ShardedFallback bool          `json:"sharded_fallback"`
+	ReadyTimeout    time.Duration `json:"-"`
+	StopTimeout     time.Duration `json:"-"`
+	Timeout         time.Duration `json:"-"`
 }
 
 func defaultParams(quick bool) params {
 	p := params{
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
-		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true}, RestartKills: 5,
+		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
-		ShardedObjects: []int{10000, 50000}, ShardedNamespaces: 500, ShardedReplicas: 3,
-		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 45 * time.Minute,
+		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick,
+		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
 	if quick {
 		p.Quick = true
@@ -104,8 +107,12 @@ type bench struct {
 	ns     string
 	epoch  int   // the epoch ConfigMap's value
 	gens   []int // each object's generation as last written
-	// fleetArgs are added to every replica's command line (phase 7).
+	// fleetArgs are added to every replica's command line (phases 7, 8).
 	fleetArgs []string
+	// spread: object i lives in shardedNamespace(i % spread), each of those
+	// namespaces with its own epoch ConfigMap (phase 8); 0: every object
+	// and the one epoch ConfigMap live in ns.
+	spread int
 
 	mu       sync.Mutex // guards warnings
 	warnings []string
@@ -131,9 +138,11 @@ func main() {
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
-	phases := flag.String("phases", "1,2,3,4,5,6,7", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources")
+	phases := flag.String("phases", "1,2,3,4,5,6,7,8", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
+	shardedObjects := flag.String("sharded-objects", "", "phase 7's object counts, comma-separated and rising (default 10000,50000,100000; 600 with -quick)")
+	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
 	p := defaultParams(*quick)
@@ -144,8 +153,8 @@ func main() {
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 7 {
-			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-7\n", f)
+		if err != nil || n < 1 || n > 8 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-8\n", f)
 			os.Exit(2)
 		}
 		p.Phases[n] = true
@@ -153,6 +162,15 @@ func main() {
 	if *resReplicas > 0 {
 		p.ResourceReplicas = *resReplicas
 	}
+	if *shardedObjects != "" {
+		counts, err := risingCounts(*shardedObjects)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -sharded-objects: %v\n", err)
+			os.Exit(2)
+		}
+		p.ShardedObjects = counts
+	}
+	p.ShardedFallback = p.ShardedFallback && *shardedFallback
 	if *rounds > 0 {
 		p.Rounds = *rounds
 	}
@@ -163,6 +181,22 @@ func main() {
 		progress("FAILED: %v", err)
 		os.Exit(1)
 	}
+}
+
+// risingCounts parses a comma-separated list of rising positive counts.
+func risingCounts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("%d does not follow %d: give the counts rising", n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func run(p params, out string, keep, merge bool) (err error) {
@@ -375,6 +409,14 @@ func run(p params, out string, keep, merge bool) (err error) {
 		res.ShardedRuns = runs
 		if err != nil {
 			return fmt.Errorf("phase 7 (sharded cache): %w", err)
+		}
+	}
+
+	if p.Phases[8] {
+		runs, err := b.shardedHandoffPhase(ctx, kshard, baseline)
+		res.ShardedHandoff = runs
+		if err != nil {
+			return fmt.Errorf("phase 8 (sharded cache handoff): %w", err)
 		}
 	}
 

@@ -13,7 +13,7 @@ import (
 )
 
 // allPhases are the phase numbers a full run measures.
-var allPhases = []int{1, 2, 3, 4, 5, 6, 7}
+var allPhases = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
 // provenance says which run measured a phase kept in results.json, so a
 // file assembled from several runs still names the command, parameters and
@@ -74,6 +74,8 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 			r.RestartFailover = prev.RestartFailover
 		case 7:
 			r.ShardedRuns = prev.ShardedRuns
+		case 8:
+			r.ShardedHandoff = prev.ShardedHandoff
 		}
 		if r.Provenance == nil {
 			r.Provenance = map[string]provenance{}
@@ -115,6 +117,8 @@ func (r *results) measured(ph int) bool {
 		return r.RestartFailover != nil
 	case 7:
 		return len(r.ShardedRuns) > 0
+	case 8:
+		return len(r.ShardedHandoff) > 0
 	}
 	return false
 }

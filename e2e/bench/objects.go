@@ -28,19 +28,44 @@ const (
 
 func objectName(i int) string { return fmt.Sprintf("obj-%05d", i) }
 
+// objectNamespace is the namespace of object i (see bench.spread).
+func (b *bench) objectNamespace(i int) string {
+	if b.spread == 0 {
+		return b.ns
+	}
+	return shardedNamespace(i % b.spread)
+}
+
+// epochNamespaces are the namespaces with an epoch ConfigMap, whose
+// objects it maps to.
+func (b *bench) epochNamespaces() []string {
+	if b.spread == 0 {
+		return []string{b.ns}
+	}
+	out := make([]string, b.spread)
+	for k := range out {
+		out[k] = shardedNamespace(k)
+	}
+	return out
+}
+
 // ensureObjects creates objects up to n (with the current epoch already
 // recorded, so a fresh operator's initial pass finds nothing to do) and the
-// epoch ConfigMap.
+// epoch ConfigMaps.
 func (b *bench) ensureObjects(ctx context.Context, n int) error {
-	cms := b.client.CoreV1().ConfigMaps(b.ns)
 	if b.epoch == 0 {
 		b.epoch = 1
-		ep := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: epochName, Labels: map[string]string{labelKey: labelEpoch}},
-			Data:       map[string]string{epochKey: "1"},
-		}
-		if _, err := cms.Create(ctx, ep, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating the epoch ConfigMap: %w", err)
+		namespaces := b.epochNamespaces()
+		err := parallel(ctx, 32, len(namespaces), func(ctx context.Context, k int) error {
+			ep := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: epochName, Labels: map[string]string{labelKey: labelEpoch}},
+				Data:       map[string]string{epochKey: "1"},
+			}
+			_, err := b.client.CoreV1().ConfigMaps(namespaces[k]).Create(ctx, ep, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("creating the epoch ConfigMaps: %w", err)
 		}
 	}
 	from := len(b.gens)
@@ -56,7 +81,7 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 			},
 			Data: map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)},
 		}
-		_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+		_, err := b.client.CoreV1().ConfigMaps(b.objectNamespace(i)).Create(ctx, cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -65,12 +90,17 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 }
 
 // bumpEpoch starts a new epoch: every object needs a reconcile. It returns
-// the new epoch and when the write was sent.
+// the new epoch and when the first write was sent (with objects spread,
+// one write per namespace, 32 at a time).
 func (b *bench) bumpEpoch(ctx context.Context) (int, time.Time, error) {
 	b.epoch++
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{epochKey: strconv.Itoa(b.epoch)}})
 	at := time.Now()
-	_, err := b.client.CoreV1().ConfigMaps(b.ns).Patch(ctx, epochName, types.MergePatchType, patch, metav1.PatchOptions{})
+	namespaces := b.epochNamespaces()
+	err := parallel(ctx, 32, len(namespaces), func(ctx context.Context, k int) error {
+		_, err := b.client.CoreV1().ConfigMaps(namespaces[k]).Patch(ctx, epochName, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 	return b.epoch, at, err
 }
 
@@ -82,7 +112,7 @@ func (b *bench) bumpGen(ctx context.Context, i int) error {
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{genKey: strconv.Itoa(gen)}})
 	at := time.Now()
 	b.obs.expect(objectName(i), gen, at)
-	_, err := b.client.CoreV1().ConfigMaps(b.ns).Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := b.client.CoreV1().ConfigMaps(b.objectNamespace(i)).Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

@@ -143,6 +143,9 @@ type handoffResult struct {
 	StopSeconds  []float64   `json:"stop_seconds"` // SIGTERM → exit, per replica (drain + leave)
 	RolloutTotal float64     `json:"rollout_seconds"`
 	Windows      [][2]string `json:"-"`
+	// ObjectsListed: objects kshard's processes listed during the rollout
+	// (kshard_cache_listed_objects_total; phase 8).
+	ObjectsListed float64 `json:"objects_listed,omitempty"`
 }
 
 // handoff runs a writer updating objects at a fixed rate while every
@@ -167,6 +170,10 @@ func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult,
 	if err := sleep(ctx, b.p.Settle); err != nil { // steady-state sample
 		return res, err
 	}
+	listedBefore, err := f.listedTotal(ctx)
+	if err != nil {
+		return res, err
+	}
 	rollStart := time.Now()
 	for i := n - 1; i >= 0; i-- {
 		took, err := f.restart(ctx, f.ids[i])
@@ -177,6 +184,11 @@ func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult,
 	}
 	rollEnd := time.Now()
 	res.RolloutTotal = rollEnd.Sub(rollStart).Seconds()
+	listedAfter, err := f.listedTotal(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.ObjectsListed = listedAfter - listedBefore
 	if err := sleep(ctx, b.p.Settle); err != nil {
 		return res, err
 	}

@@ -37,8 +37,10 @@ type results struct {
 	Resources       []resourceResult       `json:"resources"`
 	// Sharded is phase 7 (sharded.go).
 	ShardedRuns []shardedResult `json:"sharded_runs,omitempty"`
-	Seconds     float64         `json:"run_seconds"`
-	Command     string          `json:"command"`
+	// ShardedHandoff is phase 8 (shardedhandoff.go).
+	ShardedHandoff []shardedHandoffResult `json:"sharded_handoff_runs,omitempty"`
+	Seconds        float64                `json:"run_seconds"`
+	Command        string                 `json:"command"`
 	// ChangedLines is the adapter conversion's size (adapter.go); nil when
 	// it could not be counted.
 	ChangedLines *int `json:"-"`
@@ -189,9 +191,11 @@ type Summary struct {
 	// Adapter is the controller-runtime operator converted with
 	// controller/crshard, measured in the same run (nil when it did not run).
 	Adapter *adapterSummary `json:"adapter,omitempty"`
-	// Sharded is phase 7's headline: the sharded cache against the
-	// controller-runtime leader (nil when phase 7 did not run).
-	Sharded *shardedSummary `json:"sharded,omitempty"`
+	// Sharded is the headline of phases 7 and 8: the sharded cache against
+	// the controller-runtime leader (nil when neither ran);
+	// ShardedFallback the same with the feature gate off.
+	Sharded         *shardedSummary `json:"sharded,omitempty"`
+	ShardedFallback *shardedSummary `json:"sharded_fallback,omitempty"`
 }
 
 // adapterSummary holds the converted operator's headline figures; ratios
@@ -374,7 +378,7 @@ func (r *results) summarise() {
 	if *ad != (adapterSummary{ChangedLines: r.ChangedLines}) {
 		s.Adapter = ad
 	}
-	s.Sharded = summariseSharded(r.ShardedRuns)
+	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
 }
 
 func maxOf(m map[string]float64) float64 {
@@ -619,7 +623,7 @@ func (r *results) markdown() string {
 			f2(a.ThroughputRatio1), f2(a.ThroughputRatio4), f2(a.NativeRatio4), f3(a.HandoffP99Seconds), f2(a.FailoverSeconds), f2(a.RSSRatio))
 	}
 	if len(r.ShardedRuns) > 0 {
-		sh := s.Sharded
+		sh := orEmpty(s.Sharded)
 		p("")
 		p("## Sharded cache (phase 7)")
 		p("")
@@ -640,12 +644,35 @@ func (r *results) markdown() string {
 			p("| %s | %t | %s | %d | %.1f | %.1f | %s | %.1f | %s |", sr.System, sr.Gate, sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds, strings.Join(rss, ", "), sr.FleetCPU, listed)
 		}
 		p("")
-		fallback := "not run (full runs only)"
-		if sh.FallbackRSSRatio != nil {
-			fallback = fmt.Sprintf("peak RSS %s×, fleet CPU %s×", f2(sh.FallbackRSSRatio), f2(sh.FallbackFleetCPURatio))
+		fallback := "not run (-quick or -sharded-fallback=false)"
+		if fb := s.ShardedFallback; fb != nil && fb.RSSRatio != nil {
+			fallback = fmt.Sprintf("peak RSS %s×, fleet CPU %s×", f2(fb.RSSRatio), f2(fb.FleetCPURatio))
 		}
 		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): %s.",
 			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), fallback)
+	}
+	if len(r.ShardedHandoff) > 0 {
+		p("")
+		p("## Sharded cache: throughput, handoff and failover (phase 8)")
+		p("")
+		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects spread over %d namespaces (an epoch ConfigMap in each), on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run). Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
+			r.Params.Objects, r.Params.ShardedNamespaces, r.Params.Latency, r.Params.Rounds, r.Params.ShardedReplicas, r.Params.WriterRate)
+		p("")
+		p("| gate | kshard cache | 4-replica throughput ratio | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
+		p("|---|---|---|---|---|---|---|---|---|")
+		for i := range r.ShardedHandoff {
+			hr := &r.ShardedHandoff[i]
+			ms := summariseShardedMoves(hr)
+			p("| %t | %s | %s× | %s | %.3f | %.1f | %.0f (%d) | %s | %s |", hr.Gate, hr.CacheMode, f2(ms.ThroughputRatio4), f3(ms.HandoffP99Seconds), hr.Handoff.Rollout.MaxSeconds, hr.Handoff.RolloutTotal, hr.Handoff.ObjectsListed, hr.ConfigMaps, f2(ms.ListedPerMove), f2(ms.FailoverSeconds))
+		}
+		p("")
+		p("| gate | round | system | replicas | s | objects/s |")
+		p("|---|---|---|---|---|---|")
+		for _, hr := range r.ShardedHandoff {
+			for _, t := range hr.Throughput {
+				p("| %t | %d | %s | %d | %.2f | %.0f |", hr.Gate, t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec)
+			}
+		}
 	}
 	p("")
 	p("## How to read these figures")
@@ -663,6 +690,14 @@ func (r *results) markdown() string {
 		}
 	}
 	return w.String()
+}
+
+// orEmpty is *s, or an empty summary (every figure "—") when s is nil.
+func orEmpty(s *shardedSummary) *shardedSummary {
+	if s == nil {
+		return &shardedSummary{}
+	}
+	return s
 }
 
 func derefOr(p *float64) float64 {

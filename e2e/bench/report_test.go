@@ -92,9 +92,10 @@ func TestParseObserved(t *testing.T) {
 	}
 }
 
-// Phase 7's headline takes the largest object count, the controller-runtime
-// leader (its largest replica) as the reference, its standby as the idle
-// floor, and the fallback run beside the sharded one.
+// The sharded headlines take phase 7's largest object count, the
+// controller-runtime leader (its largest replica) as the reference, its
+// standby as the idle floor, and phase 8's run on the same control plane;
+// the fallback's divide by the gate-on controller-runtime runs.
 func TestShardedSummary(t *testing.T) {
 	runs := []shardedResult{
 		{System: baselineName, Gate: true, Objects: 10, MaxPeakRSSMiB: 100, MinPeakRSSMiB: 30, FleetCPU: 10},
@@ -103,17 +104,30 @@ func TestShardedSummary(t *testing.T) {
 		{System: nativeName, Gate: true, Objects: 50, MaxPeakRSSMiB: 140, FleetCPU: 44},
 		{System: nativeName, Gate: false, Objects: 50, MaxPeakRSSMiB: 420, FleetCPU: 90},
 	}
-	s := summariseSharded(runs)
+	moves := []shardedHandoffResult{
+		{Gate: true, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.7), Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.25}, ObjectsListed: 210}, Failover: failoverResult{Seconds: 9.5}},
+		{Gate: false, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.1), Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.5}, ObjectsListed: 400}, Failover: failoverResult{Seconds: 9.75}},
+	}
+	s, fb := summariseSharded(runs, moves)
+	if s == nil || fb == nil {
+		t.Fatalf("headlines %v, %v; want both", s, fb)
+	}
 	for name, c := range map[string]struct {
 		got  *float64
 		want float64
 	}{
-		"rss_ratio":                {s.RSSRatio, 0.35},
-		"rss_ratio_smallest":       {s.RSSRatioSmall, 0.5},
-		"idle_floor_ratio":         {s.IdleFloorRatio, 0.1},
-		"fleet_cpu_ratio":          {s.FleetCPURatio, 1.1},
-		"fallback_rss_ratio":       {s.FallbackRSSRatio, 1.05},
-		"fallback_fleet_cpu_ratio": {s.FallbackFleetCPURatio, 2.25},
+		"rss_ratio":                        {s.RSSRatio, 0.35},
+		"rss_ratio_smallest":               {s.RSSRatioSmall, 0.5},
+		"idle_floor_ratio":                 {s.IdleFloorRatio, 0.1},
+		"fleet_cpu_ratio":                  {s.FleetCPURatio, 1.1},
+		"throughput_ratio_4":               {s.ThroughputRatio4, 3.7},
+		"handoff_p99_seconds":              {s.HandoffP99Seconds, 0.25},
+		"failover_seconds":                 {s.FailoverSeconds, 9.5},
+		"objects_listed_per_move":          {s.ObjectsListedPerMove, 1.05},
+		"sharded_fallback.rss_ratio":       {fb.RSSRatio, 1.05},
+		"sharded_fallback.fleet_cpu_ratio": {fb.FleetCPURatio, 2.25},
+		"sharded_fallback.throughput_4":    {fb.ThroughputRatio4, 3.1},
+		"sharded_fallback.listed_per_move": {fb.ObjectsListedPerMove, 2},
 	} {
 		if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
 			t.Errorf("%s = %v, want %v", name, c.got, c.want)
@@ -122,7 +136,10 @@ func TestShardedSummary(t *testing.T) {
 	if s.Objects != 50 {
 		t.Errorf("objects %d, want the largest count 50", s.Objects)
 	}
-	if summariseSharded(nil) != nil {
+	if fb.IdleFloorRatio != nil || fb.RSSRatioSmall != nil {
+		t.Errorf("fallback idle floor %v, smallest-count ratio %v; want none (not measured without the gate)", fb.IdleFloorRatio, fb.RSSRatioSmall)
+	}
+	if s, fb := summariseSharded(nil, nil); s != nil || fb != nil {
 		t.Error("no runs must give no headline")
 	}
 }

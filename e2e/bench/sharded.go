@@ -47,9 +47,11 @@ type shardedResult struct {
 	ObjectsListed float64 `json:"objects_listed,omitempty"`
 }
 
-// shardedSummary is phase 7's headline, at the largest object count.
+// shardedSummary is the headline of phases 7 and 8 on one control plane
+// (with the feature gate: "sharded"; without: "sharded_fallback").
 type shardedSummary struct {
-	Objects int `json:"objects"`
+	// Objects is phase 7's largest object count, where the ratios are taken.
+	Objects int `json:"objects,omitempty"`
 	// RSSRatio: the largest kshard replica's peak RSS ÷ the
 	// controller-runtime leader's (goal ≤ 0.40, aim 0.35).
 	RSSRatio *float64 `json:"rss_ratio"`
@@ -57,13 +59,18 @@ type shardedSummary struct {
 	RSSRatioSmall *float64 `json:"rss_ratio_smallest"`
 	// IdleFloorRatio: the controller-runtime standby's peak RSS (caches
 	// nothing) ÷ its leader's: the floor no replica can go below.
-	IdleFloorRatio *float64 `json:"idle_floor_ratio"`
+	IdleFloorRatio *float64 `json:"idle_floor_ratio,omitempty"`
 	// FleetCPURatio: CPU seconds of the whole kshard fleet ÷ the
 	// controller-runtime fleet's, same work (goal ≤ 1.2).
 	FleetCPURatio *float64 `json:"fleet_cpu_ratio"`
-	// The same two ratios with the gate off (the fallback).
-	FallbackRSSRatio      *float64 `json:"fallback_rss_ratio"`
-	FallbackFleetCPURatio *float64 `json:"fallback_fleet_cpu_ratio"`
+	// Phase 8: kshard's 4-replica latency-bound throughput ÷ the
+	// controller-runtime leader's (goal ≥ 3.6), graceful handoff p99 in a
+	// rolling restart, crash failover, and objects listed per moved object
+	// in the rolling restart (shardedMoveSummary).
+	ThroughputRatio4     *float64 `json:"throughput_ratio_4"`
+	HandoffP99Seconds    *float64 `json:"handoff_p99_seconds"`
+	FailoverSeconds      *float64 `json:"failover_seconds"`
+	ObjectsListedPerMove *float64 `json:"objects_listed_per_move"`
 }
 
 // shardedNamespace names the k-th object namespace of phase 7. The number
@@ -75,7 +82,7 @@ func shardedNamespace(k int) string { return fmt.Sprintf("s%03d-kshard-bench", k
 func (b *bench) shardedPhase(ctx context.Context, kshard, baseline *system) ([]shardedResult, error) {
 	var out []shardedResult
 	gates := []bool{true}
-	if !b.p.Quick {
+	if b.p.ShardedFallback {
 		gates = append(gates, false)
 	}
 	for _, gate := range gates {
@@ -123,7 +130,7 @@ func (b *bench) shardedBench(ctx context.Context, gate bool) (*bench, func(), er
 		stop()
 		return nil, nil, err
 	}
-	sb := &bench{p: b.p, cp: cp, client: client, dir: b.dir, ns: b.ns}
+	sb := &bench{p: b.p, cp: cp, client: client, dir: b.dir, ns: b.ns, spread: b.p.ShardedNamespaces}
 	for k := -1; k < b.p.ShardedNamespaces; k++ {
 		ns := b.ns
 		if k >= 0 {
@@ -138,14 +145,15 @@ func (b *bench) shardedBench(ctx context.Context, gate bool) (*bench, func(), er
 }
 
 // createSpread creates objects from up to n round robin over the phase's
-// namespaces, each already marked reconciled at generation 1.
+// namespaces, each already marked reconciled at generation 1 and epoch 0
+// (phase 7 has no epoch ConfigMaps).
 func (b *bench) createSpread(ctx context.Context, from, n int) error {
 	for len(b.gens) < n {
 		b.gens = append(b.gens, 1)
 	}
 	return parallel(ctx, 32, n-from, func(ctx context.Context, k int) error {
 		i := from + k
-		ns := shardedNamespace(i % b.p.ShardedNamespaces)
+		ns := b.objectNamespace(i)
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: objectName(i), Namespace: ns, Labels: map[string]string{labelKey: labelObject},
@@ -240,7 +248,7 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 func (b *bench) bumpSpread(ctx context.Context, i int) error {
 	b.gens[i]++
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{genKey: strconv.Itoa(b.gens[i])}})
-	ns := shardedNamespace(i % b.p.ShardedNamespaces)
+	ns := b.objectNamespace(i)
 	_, err := b.client.CoreV1().ConfigMaps(ns).Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
@@ -258,11 +266,10 @@ func (f *fleet) reconciles(ctx context.Context) (float64, error) {
 	return total, nil
 }
 
-// summariseSharded fills phase 7's headline from its runs.
-func summariseSharded(runs []shardedResult) *shardedSummary {
-	if len(runs) == 0 {
-		return nil
-	}
+// summariseSharded fills the headlines of phases 7 and 8 from their runs:
+// with the gate and without it (the fallback; its ratios divide by the
+// controller-runtime runs of the gate-on control plane).
+func summariseSharded(runs []shardedResult, moves []shardedHandoffResult) (sharded, fallback *shardedSummary) {
 	find := func(system string, gate bool, n int) *shardedResult {
 		for i := range runs {
 			if r := &runs[i]; r.System == system && r.Gate == gate && r.Objects == n {
@@ -271,24 +278,34 @@ func summariseSharded(runs []shardedResult) *shardedSummary {
 		}
 		return nil
 	}
-	lo, hi := runs[0].Objects, runs[0].Objects
-	for _, r := range runs {
+	lo, hi := 0, 0
+	for i, r := range runs {
+		if i == 0 {
+			lo, hi = r.Objects, r.Objects
+		}
 		lo, hi = min(lo, r.Objects), max(hi, r.Objects)
 	}
-	s := &shardedSummary{Objects: hi}
-	if cr := find(baselineName, true, hi); cr != nil {
-		s.IdleFloorRatio = ratio(cr.MinPeakRSSMiB, cr.MaxPeakRSSMiB)
-		if ks := find(nativeName, true, hi); ks != nil {
+	cr, crSmall := find(baselineName, true, hi), find(baselineName, true, lo)
+	headline := func(gate bool) *shardedSummary {
+		s := &shardedSummary{Objects: hi}
+		if ks := find(nativeName, gate, hi); ks != nil && cr != nil {
 			s.RSSRatio = ratio(ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
 			s.FleetCPURatio = ratio(ks.FleetCPU, cr.FleetCPU)
 		}
-		if fb := find(nativeName, false, hi); fb != nil {
-			s.FallbackRSSRatio = ratio(fb.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
-			s.FallbackFleetCPURatio = ratio(fb.FleetCPU, cr.FleetCPU)
+		if ks := find(nativeName, gate, lo); ks != nil && crSmall != nil {
+			s.RSSRatioSmall = ratio(ks.MaxPeakRSSMiB, crSmall.MaxPeakRSSMiB)
 		}
+		if gate && cr != nil {
+			s.IdleFloorRatio = ratio(cr.MinPeakRSSMiB, cr.MaxPeakRSSMiB)
+		}
+		if m := shardedHandoffRun(moves, gate); m != nil {
+			ms := summariseShardedMoves(m)
+			s.ThroughputRatio4, s.HandoffP99Seconds, s.FailoverSeconds, s.ObjectsListedPerMove = ms.ThroughputRatio4, ms.HandoffP99Seconds, ms.FailoverSeconds, ms.ListedPerMove
+		}
+		if *s == (shardedSummary{Objects: hi}) {
+			return nil
+		}
+		return s
 	}
-	if cr, ks := find(baselineName, true, lo), find(nativeName, true, lo); cr != nil && ks != nil {
-		s.RSSRatioSmall = ratio(ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
-	}
-	return s
+	return headline(true), headline(false)
 }

@@ -57,9 +57,10 @@ const (
 	ModeSharded = "sharded"
 	// ModeFallback: sharding was asked for, but the API server does not
 	// filter the kind (no feature gate, an old server, a custom resource
-	// whose LIST echoes no ShardInfo in 1.36, or the probe failed): the
-	// kind is listed and watched whole and filtered on the client, so
-	// the cache still holds only the partitions held.
+	// whose LIST echoes no ShardInfo in 1.36, or the probe failed): one
+	// informer lists, watches and stores the whole kind, as a full cache
+	// does (the memory is not saved), and reads and events are filtered on
+	// the client, so the cache still answers only for held partitions.
 	ModeFallback = "fallback"
 	// ModeFull: the kind is cached whole (no sharding, Sharding.Full,
 	// cluster-scoped or metadata-only).

@@ -126,7 +126,8 @@ func (s *Segmented) Run(ctx context.Context) {
 
 // Hold sets the partitions whose objects the informer holds: gained ones
 // are listed by a new segment (synced once it is), released ones are hidden
-// at once and their segment stopped when nothing of it is held any more.
+// at once and their segment stopped when nothing of it is held any more,
+// or restarted for the rest when it has not synced yet.
 func (s *Segmented) Hold(set shard.PartitionSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -141,12 +142,24 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 	s.held = set.Clone()
 	if !released.IsEmpty() {
 		s.segments = slices.DeleteFunc(s.segments, func(seg *segment) bool {
-			if seg.parts.Intersect(s.held).IsEmpty() {
-				seg.cancel()
-				s.forget(seg)
-				return true
+			kept := seg.parts.Intersect(s.held)
+			switch {
+			case kept.IsEmpty():
+			case s.opts.Filtered && !seg.compacts && !seg.synced.Load() && !kept.Equal(seg.parts):
+				// Still listing partitions no longer held: restart it
+				// for the rest. Otherwise a segment caches its released
+				// partitions' objects (hidden, never served) until its last
+				// partition goes, and a ring that changes twice in a moment,
+				// as at formation, leaves a replica caching its first share
+				// (measured: 1.5× the memory of its final one). Its
+				// partitions were not synced, so none of them was active.
+				gained = gained.Union(kept)
+			default:
+				return false
 			}
-			return false
+			seg.cancel()
+			s.forget(seg)
+			return true
 		})
 		s.signal()
 	}
@@ -191,6 +204,9 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 		seg.synced.Store(true)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if !slices.Contains(s.segments, seg) {
+			return // stopped by Hold as it synced
+		}
 		if seg.compacts {
 			// The union is cached: the segments it replaces go.
 			s.segments = slices.DeleteFunc(s.segments, func(o *segment) bool {

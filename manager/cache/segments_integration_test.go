@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -32,7 +33,7 @@ type segmentedFixture struct {
 	seen map[string]bool
 }
 
-func newSegmentedFixture(t *testing.T, gate, filtered bool, maxSegments int) *segmentedFixture {
+func newSegmentedFixture(t *testing.T, gate, filtered bool, maxSegments int, wrap ...func(toolscache.ListerWatcherWithContext) toolscache.ListerWatcherWithContext) *segmentedFixture {
 	t.Helper()
 	cp := controlplane.ForTest(t, controlplane.Options{ShardedListAndWatch: gate})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -43,7 +44,10 @@ func newSegmentedFixture(t *testing.T, gate, filtered bool, maxSegments int) *se
 	if f.rp, err = shard.NewRangePartitioner(shard.SchemeUID, 8); err != nil {
 		t.Fatal(err)
 	}
-	lw := toolscache.NewListWatchFromClient(f.cs.CoreV1().RESTClient(), "configmaps", metav1.NamespaceAll, fields.Everything())
+	var lw toolscache.ListerWatcherWithContext = toolscache.NewListWatchFromClient(f.cs.CoreV1().RESTClient(), "configmaps", metav1.NamespaceAll, fields.Everything())
+	for _, w := range wrap {
+		lw = w(lw)
+	}
 	f.seg, err = cache.NewSegmented(cache.SegmentedOptions{Partitioner: f.rp, ListWatch: lw, Example: &corev1.ConfigMap{}, Filtered: filtered, MaxSegments: maxSegments})
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +196,52 @@ func TestIntegrationSegmentedListsOnlyWhatItGains(t *testing.T) {
 	}
 	if _, ok, _ := f.seg.GetByKey(inReleased); ok {
 		t.Fatalf("GetByKey(%s) found an object of a released partition", inReleased)
+	}
+}
+
+// TestIntegrationSegmentedRestartsAnUnsyncedSegment: a ring that changes
+// twice in a moment (formation) gains partitions and gives most of them up
+// while their LIST is still in flight; the segment is restarted for what
+// is still held, so the released partitions' objects are never listed or
+// cached (before, they stayed in the segment's store, hidden, until its
+// last partition went).
+func TestIntegrationSegmentedRestartsAnUnsyncedSegment(t *testing.T) {
+	blocked := make(chan struct{}, 8)
+	release := make(chan struct{})
+	f := newSegmentedFixture(t, true, true, 0, func(inner toolscache.ListerWatcherWithContext) toolscache.ListerWatcherWithContext {
+		first := true
+		return &toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				if first { // only the reflector of the first segment lists here before release
+					first = false
+					blocked <- struct{}{}
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+				return inner.ListWithContext(ctx, o)
+			},
+			WatchFuncWithContext: inner.WatchWithContext,
+		}
+	})
+	wide, narrow := shard.NewPartitionSet(8, 0, 1, 2, 3, 4, 5), shard.NewPartitionSet(8, 2, 5)
+	f.seg.Hold(wide)
+	select {
+	case <-blocked:
+	case <-time.After(time.Minute):
+		t.Fatal("the first segment never listed")
+	}
+	f.seg.Hold(narrow)
+	close(release)
+	f.holdAndSync(narrow)
+	f.expectCached(narrow)
+	if got, want := f.seg.ObjectsListed(), int64(len(f.inPartitions(narrow))); got != want {
+		t.Fatalf("listed %d objects, want only the %d of the partitions still held %v (the released ones were listed)", got, want, narrow)
+	}
+	if n := f.seg.Segments(); n != 1 {
+		t.Fatalf("%d segments, want 1: the restarted one", n)
 	}
 }
 

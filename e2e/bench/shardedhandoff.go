@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase 8 measures what phases 2-4 measure (latency-bound throughput at 4
+// replicas, graceful handoff in a rolling restart, crash failover) with
+// kshard on the sharded cache (PartitionBy namespace), and counts the
+// objects the fleet lists in the rolling restart: each move lists only the
+// moved partitions' objects. The objects are spread over namespaces, each
+// with its own epoch ConfigMap, on control planes of the phase's own: one
+// with the ShardedListAndWatch feature gate (kshard beside the
+// controller-runtime leader) and, in full runs, one without it (kshard's
+// fallback).
+
+// shardedHandoffResult is phase 8 on one control plane.
+type shardedHandoffResult struct {
+	Gate       bool   `json:"feature_gate"`
+	CacheMode  string `json:"cache_mode"` // kshard's: sharded or fallback
+	Objects    int    `json:"objects"`
+	Namespaces int    `json:"namespaces"`
+	// Throughput holds, per round, the controller-runtime run (gate on
+	// only: it ignores the gate) and kshard's 4-replica run.
+	Throughput []throughputResult `json:"throughput"`
+	// ThroughputRatio4 is the median over rounds of kshard's rate ÷ the
+	// controller-runtime run's of the same round (for the gate-off runs,
+	// the gate-on control plane's controller-runtime run of that round).
+	ThroughputRatio4 *float64       `json:"throughput_ratio_4"`
+	Handoff          handoffResult  `json:"handoff"`
+	Failover         failoverResult `json:"failover"`
+	// ConfigMaps is every ConfigMap on the control plane when the rolling
+	// restart starts (the objects, an epoch ConfigMap per namespace, and
+	// any other): what a full LIST returns.
+	ConfigMaps int `json:"configmaps"`
+}
+
+// shardedHandoffPhase runs phase 8 on each control plane.
+func (b *bench) shardedHandoffPhase(ctx context.Context, kshard, baseline *system) ([]shardedHandoffResult, error) {
+	gates := []bool{true}
+	if b.p.ShardedFallback {
+		gates = append(gates, false)
+	}
+	var out []shardedHandoffResult
+	var crRates map[int]float64 // gate-on controller-runtime objects/s per round
+	for _, gate := range gates {
+		r, rates, err := b.shardedHandoffOn(ctx, kshard, baseline, gate, crRates)
+		if err != nil {
+			return out, fmt.Errorf("feature gate %t: %w", gate, err)
+		}
+		if gate {
+			crRates = rates
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// shardedHandoffOn runs phase 8 on a new control plane with or without the
+// gate. crRates are the controller-runtime rates to divide by when it does
+// not run here (gate off); it returns the rates it measured.
+func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, gate bool, crRates map[int]float64) (shardedHandoffResult, map[int]float64, error) {
+	res := shardedHandoffResult{Gate: gate, Objects: b.p.Objects, Namespaces: b.p.ShardedNamespaces, CacheMode: "sharded"}
+	if !gate {
+		res.CacheMode = "fallback"
+	}
+	sb, stop, err := b.shardedBench(ctx, gate)
+	if err != nil {
+		return res, nil, err
+	}
+	defer stop()
+	sb.obs = newObserver()
+	obsCtx, stopObs := context.WithCancel(ctx)
+	obsDone, err := sb.obs.run(obsCtx, sb.client, "")
+	defer func() { stopObs(); <-obsDone }()
+	if err != nil {
+		return res, nil, err
+	}
+	progress("phase 8: %d objects over %d namespaces (feature gate %t)", b.p.Objects, sb.spread, gate)
+	if err := sb.ensureObjects(ctx, b.p.Objects); err != nil {
+		return res, nil, err
+	}
+	if err := sb.obs.wait(ctx, func() bool { return len(sb.obs.objs) >= b.p.Objects }); err != nil {
+		return res, nil, err
+	}
+
+	rates := map[int]float64{}
+	var ratios []float64
+	for round := 1; round <= b.p.Rounds; round++ {
+		systems := []struct {
+			sys  *system
+			n    int
+			args []string
+		}{{baseline, b.p.BaselineReplicas, []string{"--all-namespaces"}}, {kshard, 4, []string{"--all-namespaces", "--partition-by=namespace"}}}
+		if !gate {
+			systems = systems[1:]
+		}
+		for _, s := range systems {
+			sb.fleetArgs = s.args
+			progress("round %d/%d, phase 8: %s with %d replicas, %s latency (feature gate %t)", round, b.p.Rounds, s.sys.name, s.n, b.p.Latency, gate)
+			t, err := sb.throughput(ctx, s.sys, s.n, b.p.Latency, fmt.Sprintf("sh-%t-%d", gate, round))
+			if err != nil {
+				return res, nil, fmt.Errorf("throughput, %s: %w", s.sys.name, err)
+			}
+			t.Round = round
+			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+			res.Throughput = append(res.Throughput, t)
+			if !s.sys.kshard {
+				rates[round] = t.ObjectsPerSec
+			} else if cr := map[bool]map[int]float64{true: rates, false: crRates}[gate][round]; cr > 0 {
+				ratios = append(ratios, t.ObjectsPerSec/cr)
+			}
+		}
+	}
+	res.ThroughputRatio4 = medianPtr(ratios)
+
+	// Phase 7's fleet size: with 3 replicas a rolling restart of the
+	// fallback lists everything 3 times, the sharded cache only what moves.
+	n := b.p.ShardedReplicas
+	sb.fleetArgs = []string{"--all-namespaces", "--partition-by=namespace"}
+	defer func() { sb.fleetArgs = nil }()
+	all, err := sb.client.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, nil, err
+	}
+	res.ConfigMaps = len(all.Items)
+	progress("phase 8: graceful handoff, rolling restart of %d kshard replicas (feature gate %t)", n, gate)
+	if res.Handoff, err = sb.handoff(ctx, kshard, n); err != nil {
+		return res, nil, fmt.Errorf("handoff: %w", err)
+	}
+	progress("  rollout p99 %.3fs, max %.3fs over %d updates; %.0f objects listed in the rollout (%d ConfigMaps)", res.Handoff.Rollout.P99Seconds, res.Handoff.Rollout.MaxSeconds, res.Handoff.Rollout.Updates, res.Handoff.ObjectsListed, res.ConfigMaps)
+	progress("phase 8: crash failover (%d kshard replicas, feature gate %t)", n, gate)
+	if res.Failover, err = sb.failover(ctx, kshard, n); err != nil {
+		return res, nil, fmt.Errorf("failover: %w", err)
+	}
+	progress("  %s killed; %s reconciled again after %.2fs", res.Failover.Killed, res.Failover.Key, res.Failover.Seconds)
+	return res, rates, nil
+}
+
+// listedTotal is every object the fleet's processes have listed so far:
+// the live ones' kshard_cache_listed_objects_total and the last reading of
+// those restart stopped.
+func (f *fleet) listedTotal(ctx context.Context) (float64, error) {
+	total := f.goneListed
+	for _, r := range f.live() {
+		m, err := scrape(ctx, r.metricsAddr)
+		if err != nil {
+			return 0, err
+		}
+		total += m.sum("kshard_cache_listed_objects_total", nil)
+	}
+	return total, nil
+}
+
+// shardedMoveSummary is phase 8's headline for one control plane.
+type shardedMoveSummary struct {
+	ThroughputRatio4  *float64
+	HandoffP99Seconds *float64
+	FailoverSeconds   *float64
+	// ListedPerMove: objects listed in the rolling restart ÷ the objects
+	// whose partitions moved in it. Each replica's share moves away at its
+	// stop and back at its start, so a rolling restart moves every
+	// ConfigMap twice: 1.0 lists exactly the moved partitions; a full
+	// cache lists everything at every start (replicas ÷ 2).
+	ListedPerMove *float64
+}
+
+func summariseShardedMoves(r *shardedHandoffResult) shardedMoveSummary {
+	s := shardedMoveSummary{ThroughputRatio4: r.ThroughputRatio4}
+	if r.Handoff.Rollout.Updates > 0 {
+		s.HandoffP99Seconds = ptr(r.Handoff.Rollout.P99Seconds)
+	}
+	if r.Failover.Seconds > 0 {
+		s.FailoverSeconds = ptr(r.Failover.Seconds)
+	}
+	s.ListedPerMove = ratio(r.Handoff.ObjectsListed, float64(2*r.ConfigMaps))
+	return s
+}
+
+// shardedHandoffRun finds the phase 8 run on the control plane with or
+// without the gate.
+func shardedHandoffRun(runs []shardedHandoffResult, gate bool) *shardedHandoffResult {
+	i := slices.IndexFunc(runs, func(r shardedHandoffResult) bool { return r.Gate == gate })
+	if i < 0 {
+		return nil
+	}
+	return &runs[i]
+}
