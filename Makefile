@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
 
-.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
+.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
 ## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
 test: binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
@@ -51,6 +51,10 @@ bench-quick: binaries
 PHASES ?=
 bench: binaries
 	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))
+
+## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000); 20-40 min on 2 cores, never in CI; keeps the other phases' figures in e2e/bench/results.json.
+bench-scale: binaries
+	$(GO) run ./e2e/bench -phases 9 $(if $(SCALE_REPLICAS),-scale-replicas $(SCALE_REPLICAS)) $(if $(SCALE_OBJECTS),-scale-objects $(SCALE_OBJECTS))
 
 ## image: build the example operator's image without a container daemon (scratch base, user 65532) into _output/image/: an OCI layout (oci/) and a docker-load archive, tagged ghcr.io/kshard/example-operator:v0.1.0 as deploy/ runs it. REF=… to tag it otherwise.
 REF ?=

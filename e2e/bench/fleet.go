@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -25,9 +26,45 @@ type fleet struct {
 	// plays (phase 6, restart.go).
 	withPods bool
 	pods     podsOf
-	// goneListed sums kshard_cache_listed_objects_total as last read from
-	// the processes restart stopped (listedTotal).
-	goneListed float64
+	// gone sums fleetCounters as last read from the processes restart
+	// stopped (counters).
+	gone map[string]float64
+	// partitions is the ring's partition count (kshard; default
+	// shard.DefaultPartitions).
+	partitions int
+}
+
+// fleetCounters are the kshard counters counters sums over every process
+// a fleet has run.
+var fleetCounters = []string{
+	"kshard_cache_listed_objects_total", "kshard_handoff_seconds_count", "kshard_fences_total",
+	"kshard_coordinator_step_seconds_count", "kshard_coordinator_step_seconds_sum",
+}
+
+// counters sums fleetCounters over the live processes and the last reading
+// of those restart stopped: what the fleet's processes did so far.
+func (f *fleet) counters(ctx context.Context) (map[string]float64, error) {
+	total := maps.Clone(f.gone)
+	if total == nil {
+		total = map[string]float64{}
+	}
+	for _, r := range f.live() {
+		if err := f.addCounters(ctx, r, total); err != nil {
+			return nil, err
+		}
+	}
+	return total, nil
+}
+
+func (f *fleet) addCounters(ctx context.Context, r *replica, into map[string]float64) error {
+	m, err := scrape(ctx, r.metricsAddr)
+	if err != nil {
+		return err
+	}
+	for _, name := range fleetCounters {
+		into[name] += m.sum(name, nil)
+	}
+	return nil
 }
 
 // startFleet starts n replicas of sys reconciling with latency.
@@ -193,8 +230,8 @@ func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTo
 		}
 	}
 	switch {
-	case f.sys.kshard && int(activeParts) != shard.DefaultPartitions:
-		return fmt.Sprintf("%v of %d partitions active", activeParts, shard.DefaultPartitions)
+	case f.sys.kshard && int(activeParts) != f.partitionCount():
+		return fmt.Sprintf("%v of %d partitions active", activeParts, f.partitionCount())
 	case !f.sys.kshard && leaders != 1:
 		return fmt.Sprintf("%v leaders", leaders)
 	case !f.sys.kshard && leaderTotal < rd.leaderWarm:
@@ -216,12 +253,14 @@ func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTo
 // be formed again; it returns how long the graceful stop took.
 func (f *fleet) restart(ctx context.Context, id string) (time.Duration, error) {
 	if f.sys.kshard {
-		// Read last: the process leaves the ring and lists nothing more.
-		m, err := scrape(ctx, f.replicas[id].metricsAddr)
-		if err != nil {
+		// Read last: the process leaves the ring and does nothing more
+		// that counts.
+		if f.gone == nil {
+			f.gone = map[string]float64{}
+		}
+		if err := f.addCounters(ctx, f.replicas[id], f.gone); err != nil {
 			return 0, err
 		}
-		f.goneListed += m.sum("kshard_cache_listed_objects_total", nil)
 	}
 	took, err := f.replicas[id].stop(f.b.p.StopTimeout)
 	if err != nil {
@@ -231,6 +270,13 @@ func (f *fleet) restart(ctx context.Context, id string) (time.Duration, error) {
 		return took, err
 	}
 	return took, f.waitReady(ctx, readiness{leaderWarm: float64(len(f.b.gens))}, f.b.p.ReadyTimeout)
+}
+
+func (f *fleet) partitionCount() int {
+	if f.partitions == 0 {
+		return shard.DefaultPartitions
+	}
+	return f.partitions
 }
 
 // stats reads every live replica's CPU time and peak RSS.

@@ -61,7 +61,13 @@ type params struct {
 	ShardedReplicas   int   `json:"sharded_replicas"`
 	// ShardedFallback: phases 7 and 8 also run kshard on a control plane
 	// without the feature gate (default in full runs).
-	ShardedFallback bool          `json:"sharded_fallback"`
+	ShardedFallback bool `json:"sharded_fallback"`
+	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
+	// namespaces the objects are spread over.
+	ScaleReplicas   []int         `json:"scale_replicas"`
+	ScaleObjects    []int         `json:"scale_objects"`
+	ScalePartitions int           `json:"scale_partitions"`
+	ScaleNamespaces int           `json:"scale_namespaces"`
 	ReadyTimeout    time.Duration `json:"-"`
 	StopTimeout     time.Duration `json:"-"`
 	Timeout         time.Duration `json:"-"`
@@ -77,6 +83,7 @@ func defaultParams(quick bool) params {
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
 		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick,
+		ScaleReplicas: []int{3, 16, 32, 64}, ScaleObjects: []int{10000, 100000}, ScalePartitions: 1021, ScaleNamespaces: 2000,
 		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
 	if quick {
@@ -138,10 +145,12 @@ func main() {
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
-	phases := flag.String("phases", "1,2,3,4,5,6,7,8", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover")
+	phases := flag.String("phases", "1,2,3,4,5,6,7,8", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover, 9 the scale envelope (never by default: 20-40 minutes)")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
 	shardedObjects := flag.String("sharded-objects", "", "phase 7's object counts, comma-separated and rising (default 10000,50000,100000; 600 with -quick)")
+	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
+	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
@@ -153,8 +162,8 @@ func main() {
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 8 {
-			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-8\n", f)
+		if err != nil || n < 1 || n > 9 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-9\n", f)
 			os.Exit(2)
 		}
 		p.Phases[n] = true
@@ -162,15 +171,21 @@ func main() {
 	if *resReplicas > 0 {
 		p.ResourceReplicas = *resReplicas
 	}
-	if *shardedObjects != "" {
-		counts, err := risingCounts(*shardedObjects)
+	p.ShardedFallback = p.ShardedFallback && *shardedFallback
+	for _, c := range []struct {
+		flag, list string
+		dst        *[]int
+	}{{"sharded-objects", *shardedObjects, &p.ShardedObjects}, {"scale-replicas", *scaleReplicas, &p.ScaleReplicas}, {"scale-objects", *scaleObjects, &p.ScaleObjects}} {
+		if c.list == "" {
+			continue
+		}
+		counts, err := risingCounts(c.list)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: -sharded-objects: %v\n", err)
+			fmt.Fprintf(os.Stderr, "bench: -%s: %v\n", c.flag, err)
 			os.Exit(2)
 		}
-		p.ShardedObjects = counts
+		*c.dst = counts
 	}
-	p.ShardedFallback = p.ShardedFallback && *shardedFallback
 	if *rounds > 0 {
 		p.Rounds = *rounds
 	}
@@ -417,6 +432,14 @@ func run(p params, out string, keep, merge bool) (err error) {
 		res.ShardedHandoff = runs
 		if err != nil {
 			return fmt.Errorf("phase 8 (sharded cache handoff): %w", err)
+		}
+	}
+
+	if p.Phases[9] {
+		sc, err := b.scalePhase(ctx, kshard, baseline)
+		res.Scale = sc
+		if err != nil {
+			return fmt.Errorf("phase 9 (scale): %w", err)
 		}
 	}
 

@@ -13,7 +13,9 @@ import (
 )
 
 // allPhases are the phase numbers a full run measures.
-var allPhases = []int{1, 2, 3, 4, 5, 6, 7, 8}
+// Phase 9 (the scale envelope) runs only when asked for; a default run
+// keeps its figures from results.json.
+var allPhases = []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
 
 // provenance says which run measured a phase kept in results.json, so a
 // file assembled from several runs still names the command, parameters and
@@ -76,6 +78,8 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 			r.ShardedRuns = prev.ShardedRuns
 		case 8:
 			r.ShardedHandoff = prev.ShardedHandoff
+		case 9:
+			r.Scale = prev.Scale
 		}
 		if r.Provenance == nil {
 			r.Provenance = map[string]provenance{}
@@ -119,6 +123,8 @@ func (r *results) measured(ph int) bool {
 		return len(r.ShardedRuns) > 0
 	case 8:
 		return len(r.ShardedHandoff) > 0
+	case 9:
+		return r.Scale != nil && len(r.Scale.Runs) > 0
 	}
 	return false
 }

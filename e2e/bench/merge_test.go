@@ -122,8 +122,16 @@ func TestMergeRefusesAQuickFileForAFullRun(t *testing.T) {
 }
 
 func TestFullRunAndMergeOffReplace(t *testing.T) {
-	if got := mergeTarget(defaultParams(false), "/x", true); got != "" {
-		t.Errorf("a full run merges into %q", got)
+	all := defaultParams(false)
+	for _, ph := range allPhases {
+		all.Phases[ph] = true
+	}
+	if got := mergeTarget(all, "/x", true); got != "" {
+		t.Errorf("a run of every phase merges into %q", got)
+	}
+	// Phase 9 runs only when asked for: a default run keeps its figures.
+	if got := mergeTarget(defaultParams(false), "/x", true); got != filepath.Join("/x", "results.json") {
+		t.Errorf("a default run merges into %q, want /x/results.json (to keep phase 9)", got)
 	}
 	p := defaultParams(false)
 	p.Phases = map[int]bool{4: true}

@@ -181,15 +181,20 @@ func (o *observer) waitEpoch(ctx context.Context, e, n int) (time.Time, error) {
 func (o *observer) waitNoPending(ctx context.Context) error {
 	err := o.wait(ctx, func() bool { return len(o.pending) == 0 })
 	if err != nil {
-		o.mu.Lock()
-		n := 0
-		for _, ps := range o.pending {
-			n += len(ps)
-		}
-		o.mu.Unlock()
-		return fmt.Errorf("%d updates never seen reconciled: %w", n, err)
+		return fmt.Errorf("%d updates never seen reconciled: %w", o.pendingCount(), err)
 	}
 	return nil
+}
+
+// pendingCount is how many registered updates have not been seen yet.
+func (o *observer) pendingCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, ps := range o.pending {
+		n += len(ps)
+	}
+	return n
 }
 
 // takeDelays returns and forgets the delays recorded so far, by send time.

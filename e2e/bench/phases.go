@@ -170,7 +170,7 @@ func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult,
 	if err := sleep(ctx, b.p.Settle); err != nil { // steady-state sample
 		return res, err
 	}
-	listedBefore, err := f.listedTotal(ctx)
+	before, err := f.counters(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -184,11 +184,11 @@ func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult,
 	}
 	rollEnd := time.Now()
 	res.RolloutTotal = rollEnd.Sub(rollStart).Seconds()
-	listedAfter, err := f.listedTotal(ctx)
+	after, err := f.counters(ctx)
 	if err != nil {
 		return res, err
 	}
-	res.ObjectsListed = listedAfter - listedBefore
+	res.ObjectsListed = after["kshard_cache_listed_objects_total"] - before["kshard_cache_listed_objects_total"]
 	if err := sleep(ctx, b.p.Settle); err != nil {
 		return res, err
 	}

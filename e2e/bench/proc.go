@@ -164,8 +164,17 @@ func parseMetrics(in interface{ Read([]byte) (int, error) }) (metrics, error) {
 
 // sum adds the values of name's series whose labels include every pair of
 // match.
+// A histogram's name_count and name_sum read its sample count and sum, as
+// in the text format.
 func (m metrics) sum(name string, match map[string]string) float64 {
-	mf := m[name]
+	mf, part := m[name], ""
+	if mf == nil {
+		for _, suffix := range []string{"_count", "_sum"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && m[base].GetType() == dto.MetricType_HISTOGRAM {
+				mf, part = m[base], suffix
+			}
+		}
+	}
 	if mf == nil {
 		return 0
 	}
@@ -191,6 +200,10 @@ series:
 			total += s.GetGauge().GetValue()
 		case s.Untyped != nil:
 			total += s.GetUntyped().GetValue()
+		case part == "_count":
+			total += float64(s.GetHistogram().GetSampleCount())
+		case part == "_sum":
+			total += s.GetHistogram().GetSampleSum()
 		}
 	}
 	return total

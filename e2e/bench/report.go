@@ -196,6 +196,9 @@ type Summary struct {
 	// ShardedFallback the same with the feature gate off.
 	Sharded         *shardedSummary `json:"sharded,omitempty"`
 	ShardedFallback *shardedSummary `json:"sharded_fallback,omitempty"`
+	// Scale is phase 9 (scale.go): the scale envelope, a row per
+	// configuration.
+	Scale *scaleResults `json:"scale,omitempty"`
 }
 
 // adapterSummary holds the converted operator's headline figures; ratios
@@ -379,6 +382,9 @@ func (r *results) summarise() {
 		s.Adapter = ad
 	}
 	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
+	if s.Scale != nil {
+		s.Scale.summarise()
+	}
 }
 
 func maxOf(m map[string]float64) float64 {
@@ -672,6 +678,25 @@ func (r *results) markdown() string {
 			for _, t := range hr.Throughput {
 				p("| %t | %d | %s | %d | %.2f | %.0f |", hr.Gate, t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec)
 			}
+		}
+	}
+	if sc := s.Scale; sc != nil && len(sc.Runs) > 0 {
+		p("")
+		p("## Scale envelope (phase 9)")
+		p("")
+		p("kshard on `PartitionBy: namespace`, %d partitions, objects spread over %d namespaces, a control plane of its own with the `ShardedListAndWatch` gate; LeaseDuration %s, RenewPeriod %s. Per configuration: start → formed (every partition active, every initial reconcile done, idle); an idle window of %s (Lease writes and Lease watch events at the API server, CPU per replica); a rolling restart of every replica under a writer at %.0f updates/s (activations against the ideal 2 × partitions, fences, updates never reconciled). Every process records its reconciles and its partitions' activations and revokes; the recorder's check finds keys reconciled by two processes at once and partitions active in two at once.",
+			r.Params.ScalePartitions, r.Params.ScaleNamespaces, r.Params.LeaseDuration, r.Params.RenewPeriod, r.Params.SteadyWindow, r.Params.WriterRate)
+		p("")
+		p("| replicas | objects | formed s | Lease writes/s | Lease watch events/s | idle CPU cores per replica, max (median) | peak RSS MiB, max (median) | rollout s | handoff p99 s | activations (ideal) | coordinator step mean ms | fences | lost | overlaps (keys / partitions, of reconciles) |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, sr := range sc.Runs {
+			p("| %d | %d | %.1f | %.1f | %.0f | %.3f (%.3f) | %.0f (%.0f) | %.0f | %.3f | %.0f (%d) | %.2f | %.0f | %d | %d / %d of %d |", sr.Replicas, sr.Objects, sr.FormedSeconds, sr.LeaseWritesPerSec, sr.LeaseWatchEventsPerSec,
+				sr.IdleCPUCoresMax, sr.IdleCPUCoresMedian, sr.PeakRSSMiBMax, sr.PeakRSSMiBMedian, sr.RolloutSeconds, sr.Rollout.P99Seconds, sr.Activations, sr.IdealActivations, sr.CoordinatorStepSecondsMean*1000, sr.Fences, sr.Lost,
+				sr.Overlaps, sr.PartitionOverlaps, sr.Reconciles)
+		}
+		if sc.FormedSecondsRatio10k != nil {
+			p("")
+			p("Start → formed at 10,000 objects, 2 replicas each: kshard %.1f s, controller-runtime %.1f s (ratio %s×).", sc.KshardFormed10kSeconds, sc.CRFormed10kSeconds, f2(sc.FormedSecondsRatio10k))
 		}
 	}
 	p("")

@@ -86,7 +86,7 @@ func (b *bench) shardedPhase(ctx context.Context, kshard, baseline *system) ([]s
 		gates = append(gates, false)
 	}
 	for _, gate := range gates {
-		sb, stop, err := b.shardedBench(ctx, gate)
+		sb, stop, err := b.shardedBench(ctx, gate, b.p.ShardedNamespaces)
 		if err != nil {
 			return out, err
 		}
@@ -117,9 +117,10 @@ func (b *bench) shardedPhase(ctx context.Context, kshard, baseline *system) ([]s
 	return out, nil
 }
 
-// shardedBench starts a control plane of phase 7's own and returns a bench
-// on it (sharing the operators, logs and parameters) and its stop.
-func (b *bench) shardedBench(ctx context.Context, gate bool) (*bench, func(), error) {
+// shardedBench starts a control plane of its own for phases 7-9, with
+// namespaces spread objects over, and returns a bench on it (sharing the
+// operators, logs and parameters) and its stop.
+func (b *bench) shardedBench(ctx context.Context, gate bool, namespaces int) (*bench, func(), error) {
 	cp, err := controlplane.Start(ctx, controlplane.Options{ShardedListAndWatch: gate})
 	if err != nil {
 		return nil, nil, fmt.Errorf("phase 7: starting a control plane (feature gate %t): %w", gate, err)
@@ -130,8 +131,8 @@ func (b *bench) shardedBench(ctx context.Context, gate bool) (*bench, func(), er
 		stop()
 		return nil, nil, err
 	}
-	sb := &bench{p: b.p, cp: cp, client: client, dir: b.dir, ns: b.ns, spread: b.p.ShardedNamespaces}
-	for k := -1; k < b.p.ShardedNamespaces; k++ {
+	sb := &bench{p: b.p, cp: cp, client: client, dir: b.dir, ns: b.ns, spread: namespaces}
+	for k := -1; k < namespaces; k++ {
 		ns := b.ns
 		if k >= 0 {
 			ns = shardedNamespace(k)

@@ -68,7 +68,7 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	if !gate {
 		res.CacheMode = "fallback"
 	}
-	sb, stop, err := b.shardedBench(ctx, gate)
+	sb, stop, err := b.shardedBench(ctx, gate, b.p.ShardedNamespaces)
 	if err != nil {
 		return res, nil, err
 	}
@@ -139,21 +139,6 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	}
 	progress("  %s killed; %s reconciled again after %.2fs", res.Failover.Killed, res.Failover.Key, res.Failover.Seconds)
 	return res, rates, nil
-}
-
-// listedTotal is every object the fleet's processes have listed so far:
-// the live ones' kshard_cache_listed_objects_total and the last reading of
-// those restart stopped.
-func (f *fleet) listedTotal(ctx context.Context) (float64, error) {
-	total := f.goneListed
-	for _, r := range f.live() {
-		m, err := scrape(ctx, r.metricsAddr)
-		if err != nil {
-			return 0, err
-		}
-		total += m.sum("kshard_cache_listed_objects_total", nil)
-	}
-	return total, nil
 }
 
 // shardedMoveSummary is phase 8's headline for one control plane.

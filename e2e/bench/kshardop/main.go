@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +26,8 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/kshardtest"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -66,6 +71,8 @@ func run() error {
 		podNamespace  = flag.String("pod-namespace", "", "namespace of this replica's Pod (phase 6; default the manager's)")
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: key (default) or namespace (the sharded cache, phase 7)")
+		partitions    = flag.Int("partitions", 0, "the ring's partition count (default the manager's; phase 9 uses 1021)")
+		recordDir     = flag.String("record-dir", "", "record every reconcile's interval and every partition activation and revoke in this directory, for the recorder's overlap check (phase 9)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -81,7 +88,7 @@ func run() error {
 		watch = ""
 	}
 	mgr, err := manager.New(cfg, manager.Options{
-		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy),
+		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy), Partitions: *partitions,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
 		TerminationMessagePath: *termPath, PodNamespace: *podNamespace,
@@ -90,7 +97,18 @@ func run() error {
 		return err
 	}
 	r := &reconciler{cache: mgr.GetCache(), client: mgr.GetClient(), identity: *identity, latency: *latency}
-	err = controller.NewControllerManagedBy(mgr).
+	var built controller.Manager = mgr
+	if *recordDir != "" {
+		// The process's own incarnation in the records: a restarted
+		// replica is another process to the checker.
+		rec, err := recorder.Open(*recordDir, recorder.Process{Replica: *identity, Incarnation: randomID()})
+		if err != nil {
+			return err
+		}
+		defer rec.Close()
+		r.rec, built = rec, kshardtest.RecordRing(mgr, rec)
+	}
+	err = controller.NewControllerManagedBy(built).
 		Named("bench").
 		For(&corev1.ConfigMap{}, controller.Funcs{
 			CreateFunc: func(e controller.CreateEvent) bool { return isObject(e.Object) },
@@ -131,6 +149,7 @@ type reconciler struct {
 	client   kubernetes.Interface
 	identity string
 	latency  time.Duration
+	rec      *recorder.Writer // --record-dir; nil records nothing
 }
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
@@ -151,13 +170,28 @@ func (r *reconciler) allObjects(ctx context.Context, epoch controller.Object) []
 
 // Reconcile records "<gen>/<epoch>" in the object's annotation after the
 // simulated latency, unless it is already there.
-func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (controller.Result, error) {
+func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (res controller.Result, err error) {
+	// Taken before the read, so a recorded interval covers everything the
+	// reconcile did with the object.
+	start := time.Now()
 	var cm corev1.ConfigMap
 	if err := r.cache.Get(ctx, req.NamespacedName, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return controller.Result{}, nil
 		}
 		return controller.Result{}, err
+	}
+	if r.rec != nil {
+		gen, _ := strconv.ParseInt(cm.Data[genKey], 10, 64)
+		rc, err := r.rec.Started(req.Key(), gen, start)
+		if err != nil {
+			return controller.Result{}, err
+		}
+		defer func() {
+			if recErr := r.rec.Ended(rc, err); recErr != nil && err == nil {
+				err = recErr
+			}
+		}()
 	}
 	epoch := "0"
 	var ep corev1.ConfigMap
@@ -181,7 +215,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annObserved: want, annReconciler: r.identity}}})
-	_, err := r.client.CoreV1().ConfigMaps(req.Namespace).Patch(ctx, req.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = r.client.CoreV1().ConfigMaps(req.Namespace).Patch(ctx, req.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return controller.Result{}, nil
 	}
@@ -205,4 +239,10 @@ func writeHeapProfile(identity string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		fmt.Fprintln(os.Stderr, "heap profile:", err)
 	}
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b)
 }
