@@ -690,6 +690,10 @@ func (r *results) markdown() string {
 		p("| replicas | objects | formed s | Lease writes/s | Lease watch events/s | idle CPU cores per replica, max (median) | peak RSS MiB, max (median) | rollout s | handoff p99 s | activations (ideal) | coordinator step mean ms | fences | lost | overlaps (keys / partitions, of reconciles) |")
 		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, sr := range sc.Runs {
+			if sr.Failed != "" {
+				p("| %d | %d | not formed: %s | | | | | | | | | %.0f | | |", sr.Replicas, sr.Objects, strings.ReplaceAll(sr.Failed, "|", "/"), sr.Fences)
+				continue
+			}
 			p("| %d | %d | %.1f | %.1f | %.0f | %.3f (%.3f) | %.0f (%.0f) | %.0f | %.3f | %.0f (%d) | %.2f | %.0f | %d | %d / %d of %d |", sr.Replicas, sr.Objects, sr.FormedSeconds, sr.LeaseWritesPerSec, sr.LeaseWatchEventsPerSec,
 				sr.IdleCPUCoresMax, sr.IdleCPUCoresMedian, sr.PeakRSSMiBMax, sr.PeakRSSMiBMedian, sr.RolloutSeconds, sr.Rollout.P99Seconds, sr.Activations, sr.IdealActivations, sr.CoordinatorStepSecondsMean*1000, sr.Fences, sr.Lost,
 				sr.Overlaps, sr.PartitionOverlaps, sr.Reconciles)

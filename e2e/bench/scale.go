@@ -62,15 +62,21 @@ type scaleRun struct {
 	Reconciles        int `json:"reconciles"`
 	Overlaps          int `json:"overlaps"`
 	PartitionOverlaps int `json:"partition_overlaps"`
+	// Failed says why the configuration did not complete (Fences then
+	// counts the fences until it was given up).
+	Failed string `json:"failed,omitempty"`
 }
 
 // scaleResults is phase 9: results.json's "scale", its headline figures
 // (summarise fills them) beside a row per configuration.
 type scaleResults struct {
-	MaxReplicas int     `json:"max_replicas"`
-	MaxObjects  int     `json:"max_objects"`
-	Lost        int     `json:"lost"`
-	Fences      float64 `json:"fences"`
+	// MaxReplicas and MaxObjects: the largest configuration completed.
+	MaxReplicas int `json:"max_replicas"`
+	MaxObjects  int `json:"max_objects"`
+	// FailedRuns counts configurations that did not complete.
+	FailedRuns int     `json:"failed_runs"`
+	Lost       int     `json:"lost"`
+	Fences     float64 `json:"fences"`
 	// Overlaps counts reconciles of one key by two processes at once and
 	// partitions active in two processes at once, over every run.
 	Overlaps int `json:"overlaps"`
@@ -84,10 +90,14 @@ type scaleResults struct {
 
 // summarise fills the headline figures from the runs.
 func (s *scaleResults) summarise() {
-	s.MaxReplicas, s.MaxObjects, s.Lost, s.Fences, s.Overlaps = 0, 0, 0, 0, 0
+	s.MaxReplicas, s.MaxObjects, s.FailedRuns, s.Lost, s.Fences, s.Overlaps = 0, 0, 0, 0, 0, 0
 	for _, r := range s.Runs {
-		s.MaxReplicas = max(s.MaxReplicas, r.Replicas)
-		s.MaxObjects = max(s.MaxObjects, r.Objects)
+		if r.Failed != "" {
+			s.FailedRuns++
+		} else {
+			s.MaxReplicas = max(s.MaxReplicas, r.Replicas)
+			s.MaxObjects = max(s.MaxObjects, r.Objects)
+		}
 		s.Lost += r.Lost
 		s.Fences += r.Fences
 		s.Overlaps += r.Overlaps + r.PartitionOverlaps
@@ -125,6 +135,9 @@ func (b *bench) scalePhase(ctx context.Context, kshard, baseline *system) (*scal
 		}
 		for _, replicas := range b.p.ScaleReplicas {
 			r, err := sb.scaleRun(ctx, kshard, replicas, n)
+			if err != nil {
+				r.Failed = err.Error()
+			}
 			out.Runs = append(out.Runs, r)
 			if err != nil {
 				return out, fmt.Errorf("%d replicas, %d objects: %w", replicas, n, err)
@@ -187,7 +200,10 @@ func (b *bench) scaleRun(ctx context.Context, kshard *system, n, objects int) (s
 	defer f.kill()
 	f.partitions = b.p.ScalePartitions
 	if err := f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout); err != nil {
-		return res, err
+		if c, cerr := f.counters(ctx); cerr == nil {
+			res.Fences = c["kshard_fences_total"]
+		}
+		return res, fmt.Errorf("not formed (%.0f fences so far): %w", res.Fences, err)
 	}
 	res.FormedSeconds = time.Since(start).Seconds()
 	progress("  formed in %.1fs", res.FormedSeconds)

@@ -65,10 +65,11 @@
 //
 // Formation (liveness, not safety): an active replica that holds nothing
 // yet leaves every partition unclaimed while a peer of its configuration is
-// in its join wait (joining, claiming nothing, first seen less than
-// LeaseDuration ago), so replicas started together each claim their own
-// share once the last has joined (awaitingJoiners); a delay of at most
-// LeaseDuration.
+// in its join wait (joining, claiming nothing, first seen joining less
+// than 1.5×LeaseDuration ago), so replicas started together each claim
+// their own share once the last has joined (awaitingJoiners); a delay of
+// at most 1.5×LeaseDuration. With a sharded cache, a joining replica holds (caches)
+// the share it expects during its join wait (warmShare), claiming nothing.
 //
 // Why it holds: if A and B were both active on p, take the one that activated
 // on the later snapshot, say B. A's claim of p landed before A's snapshot and
