@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"testing"
-	"time"
 
 	"github.com/kshard/kshard/shard"
 )
@@ -96,78 +95,5 @@ func TestFullCacheNeedsNoPartitionReports(t *testing.T) {
 	h := activeAlone(t, "a")
 	if r := h.sync(); r.Hold.Size() != 0 {
 		t.Fatalf("Hold = %v without a partitioned cache", r.Hold)
-	}
-}
-
-// A joining replica holds the share it expects while it waits to join, so
-// that its cache lists those objects during the wait: once it joins and
-// the old owner releases them, they activate at once, with no LIST left
-// to wait for. Its claim stays empty meanwhile.
-func TestJoinerWarmsItsShareDuringTheJoinWait(t *testing.T) {
-	h := newCachedHarness(t, "b")
-	h.c.firstSeen = time.Time{} // its first Observe starts the join wait
-	h.c.CachesSynced()
-	all := shard.FullPartitionSet(testRing.Partitions)
-	h.setPeer("a", StateActive, all.Slice()...)
-	ring, err := shard.New(testRing, []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	share := ring.Partitions("b")
-	if share.IsEmpty() || share.Equal(all) {
-		t.Fatalf("b's share of a ring with a is %v; the test needs a proper subset", share)
-	}
-	r := h.sync()
-	if !r.Hold.Equal(share) {
-		t.Fatalf("joining, Hold = %v; want the expected share %v", r.Hold, share)
-	}
-	if h.c.State() != StateJoining || !h.own.Claim.IsEmpty() {
-		t.Fatalf("warming claimed: state %s, claim %v", h.c.State(), h.own.Claim)
-	}
-	h.c.PartitionsSynced(share)
-
-	// A peer joining too is part of the ring b expects.
-	h.setPeer("c", StateJoining)
-	ring3, err := shard.New(testRing, []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := h.sync(); !r.Hold.Equal(ring3.Partitions("b")) {
-		t.Fatalf("with c joining too, Hold = %v; want %v", r.Hold, ring3.Partitions("b"))
-	}
-	delete(h.peer, "c")
-	h.sync()
-
-	// The join wait ends; a still claims everything, so b is blocked.
-	for range int(testLease/time.Second) + 1 {
-		h.renewFor(time.Second)
-		h.peer["a"].Version = h.version()
-		if r := h.sync(); !r.Activate.IsEmpty() {
-			t.Fatalf("activated %v while a claims everything", r.Activate)
-		}
-	}
-	if h.c.State() != StateActive || !h.c.Target().Equal(share) {
-		t.Fatalf("after the join wait: state %s, target %v; want active on %v", h.c.State(), h.c.Target(), share)
-	}
-	// a releases b's share: it activates in that step, its cache synced
-	// long before.
-	h.setPeer("a", StateActive, all.Difference(share).Slice()...)
-	if r := h.sync(); !r.Activate.Equal(share) {
-		t.Fatalf("once a released %v, b activated %v", share, r.Activate)
-	}
-
-	// Fenced, b drains and releases its share but keeps it cached, so
-	// that rejoining lists nothing again.
-	h.advance(testDeadline + time.Millisecond)
-	if r := h.c.Ready(h.now); !r.Fence {
-		t.Fatal("no fence after RenewDeadline without a renew")
-	} else {
-		h.c.Advance(r)
-	}
-	h.c.Drained(share)
-	h.peer["a"].Version = h.version()
-	r = h.sync()
-	if !h.c.Claim().IsEmpty() || !r.Hold.Equal(share) {
-		t.Fatalf("fenced and drained: claim %v, Hold %v; want no claim and %v held", h.c.Claim(), r.Hold, share)
 	}
 }

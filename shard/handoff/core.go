@@ -112,13 +112,8 @@ type Core struct {
 	newRing     func(shard.Config, []string) (*shard.Ring, error) // shard.New; the simulation memoises it across replicas
 	ring        *shard.Ring
 	ringErr     error
-	// warmView and warm: the members a joining replica expects to join
-	// with and its share of their ring (warmShare), kept to rebuild the
-	// ring only when they change.
-	warmView []string
-	warm     shard.PartitionSet
-	foreign  *peer // a live active peer with another fingerprint, if any
-	err      error
+	foreign     *peer // a live active peer with another fingerprint, if any
+	err         error
 	// decided holds the identities whose main Lease the current Observe
 	// has settled (reused between calls).
 	decided map[string]bool
@@ -1029,43 +1024,8 @@ func (c *Core) converge(r *Ready) {
 		r.Activate.Add(p)
 	}
 	if c.cfg.PartitionCache {
-		r.Hold = c.claim.Union(c.warmShare())
+		r.Hold = c.claim.Clone()
 	}
-}
-
-// warmShare is what a joining replica expects to own once it has joined:
-// its share of the ring of the active members, the peers joining with it
-// and itself (empty in any other state). Holding it during the join wait
-// lets the sharded cache list those objects while the replica waits, so
-// that when it joins its cache is synced and the handoff waits only for
-// the old owners' drains, not for a LIST as well. A fenced replica is
-// joining again and keeps its share cached the same way, so that a fence
-// under an overloaded API server does not add a LIST of everything it
-// held when it rejoins. Caching only: claims, and so safety, are
-// unchanged; a guess that turns out wrong costs a LIST of partitions
-// released again.
-func (c *Core) warmShare() shard.PartitionSet {
-	if c.state != StateJoining || c.leaving || c.foreign != nil || !c.observed {
-		c.warmView, c.warm = nil, shard.NewPartitionSet(c.partitions)
-		return c.warm
-	}
-	view := []string{c.cfg.Identity}
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if !p.gone && !p.void && c.live(p) && p.obs.Fingerprint == c.fingerprint &&
-			(p.obs.State == StateActive || p.obs.State == StateJoining) {
-			view = append(view, id)
-		}
-	}
-	slices.Sort(view)
-	if c.warmView != nil && slices.Equal(view, c.warmView) {
-		return c.warm
-	}
-	c.warmView, c.warm = view, shard.NewPartitionSet(c.partitions)
-	if ring, err := c.newRing(c.cfg.Ring, view); err == nil {
-		c.warm = ring.Partitions(c.cfg.Identity)
-	}
-	return c.warm
 }
 
 // updateRing rebuilds the ring when the view changed. The view holds the

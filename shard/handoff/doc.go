@@ -68,8 +68,7 @@
 // in its join wait (joining, claiming nothing, first seen joining less
 // than 1.5×LeaseDuration ago), so replicas started together each claim
 // their own share once the last has joined (awaitingJoiners); a delay of
-// at most 1.5×LeaseDuration. With a sharded cache, a joining replica holds (caches)
-// the share it expects during its join wait (warmShare), claiming nothing.
+// at most 1.5×LeaseDuration.
 //
 // Why it holds: if A and B were both active on p, take the one that activated
 // on the later snapshot, say B. A's claim of p landed before A's snapshot and

@@ -62,9 +62,7 @@ type Ready struct {
 	// Hold (Config.PartitionCache only): the partitions whose objects the
 	// cache must list and watch: those claimed, which are the target (so a
 	// gained partition is listed while its old owner drains), the active
-	// and the draining ones, and while the replica waits to join (and
-	// while fenced) the share it expects to own, so that it joins with its
-	// cache synced (warmShare). Given in full in every Ready; pass it on when
+	// and the draining ones. Given in full in every Ready; pass it on when
 	// it changed, and report what the cache has synced with
 	// PartitionsSynced. Objects of other partitions may leave the cache.
 	Hold shard.PartitionSet
