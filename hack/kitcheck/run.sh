@@ -20,6 +20,10 @@ cleanup() {
     "$modcache/cache/download/github.com/kshard/kshard/@v/$version".* "$work"
 }
 trap cleanup EXIT
+# The scratch module's go mod tidy reads the go.mod of every module in
+# kshard's module graph; a module cache filled by builds alone lacks those no
+# build needed (seen: go-spew v1.1.1), so fetch them the usual way first.
+go -C "$root" mod graph > /dev/null
 echo "kit-check: publishing $root as github.com/kshard/kshard@$version in file://$work/proxy"
 go -C "$root/hack/kitcheck" run . -root "$root" -proxy "$work/proxy" -version "$version"
 
