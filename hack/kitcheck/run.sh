@@ -20,10 +20,11 @@ cleanup() {
     "$modcache/cache/download/github.com/kshard/kshard/@v/$version".* "$work"
 }
 trap cleanup EXIT
-# The scratch module's go mod tidy reads the go.mod of every module in
-# kshard's module graph; a module cache filled by builds alone lacks those no
-# build needed (seen: go-spew v1.1.1), so fetch them the usual way first.
-go -C "$root" mod graph > /dev/null
+# The scratch module's go mod tidy needs what tidying kshard needs (every
+# go.mod of the graph, and the modules of its dependencies' tests); a module
+# cache filled by builds alone lacks some (seen: go-spew v1.1.1's go.mod,
+# gopkg.in/check.v1), so let a dry tidy of the checkout fetch them first.
+go -C "$root" mod tidy -diff > /dev/null
 echo "kit-check: publishing $root as github.com/kshard/kshard@$version in file://$work/proxy"
 go -C "$root/hack/kitcheck" run . -root "$root" -proxy "$work/proxy" -version "$version"
 
