@@ -23,6 +23,7 @@
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters
 //	annotation kshard.io/pod-uid      UID of the writer's pod (optional: only when
 //	                                  its death can be proven, see TerminationMarker)
+//	finalizer kshard.io/member        FinalizerMember, on every Lease this version writes
 //
 // A Lease carrying the ring label that does not follow this format is
 // reported with Observed.Problem and counted in kshard_lease_invalid_total;
@@ -62,4 +63,19 @@
 // another incarnation writes the Lease, Run stops writing and waits: the
 // core decides that this is a duplicate identity. Only a name used by
 // something that is not this identity's Lease (ErrNameTaken) stops Run.
+//
+// # The member finalizer
+//
+// A Lease deleted by hand (kubectl delete lease, a namespace deletion) stays,
+// terminating, until the finalizer goes: the holder removes it (Finalize)
+// once the core has fenced and nothing of it runs, and then creates the
+// Lease afresh; a graceful leave removes it in an update of the Lease with
+// the empty claim, then deletes; a peer collecting a long-expired Lease
+// removes it together with the claim (DeletePeer). So a Lease's absence
+// tells a starting replica that nobody still works under it, and after a
+// scan of the namespace for member Leases relabelled out of the ring
+// (JoinScanClean) the replica joins without watching the ring for
+// LeaseDuration first. A ring whose replicas are all gone leaves its
+// Leases, and a namespace being deleted, waiting: `kshard release`
+// removes the finalizer of Leases nobody renews.
 package lease

@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,13 @@ const (
 	// AnnotationPod is the UID of the pod the writer runs in, present
 	// when the writer can have its death proven (see proof.go).
 	AnnotationPod = "kshard.io/pod-uid"
+
+	// FinalizerMember is on every member Lease this version writes: a
+	// deletion by hand then leaves the Lease in every view, terminating,
+	// until its holder has stopped everything (or a peer found it
+	// expired), so a replica that starts later cannot miss a holder still
+	// at work, and joins without watching the ring for LeaseDuration first.
+	FinalizerMember = "kshard.io/member"
 )
 
 // Reasons a Lease with the ring label is malformed or foreign: the values of
@@ -78,6 +86,8 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	o := Observed{Name: l.Name}
 	o.Version = l.ResourceVersion
 	o.UID = string(l.UID)
+	o.Finalized = slices.Contains(l.Finalizers, FinalizerMember)
+	o.Terminating = l.DeletionTimestamp != nil
 	o.Claim = shard.NewPartitionSet(partitions)
 	var problems, reasons []string
 	fault := func(reason, format string, args ...any) {
@@ -168,6 +178,12 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
+	// A terminating Lease must not gain a finalizer (the API server refuses
+	// it); one without ours otherwise gets it (written by an earlier
+	// kshard, or edited by hand).
+	if l.DeletionTimestamp == nil && !slices.Contains(l.Finalizers, FinalizerMember) {
+		l.Finalizers = append(l.Finalizers, FinalizerMember)
+	}
 	l.Labels[LabelRing] = m.opts.Ring
 	l.Labels[LabelState] = string(r.State)
 	l.Labels[LabelPartitions] = strconv.Itoa(r.Claim.Len())
@@ -214,4 +230,30 @@ func isEmptyClaim(text string) bool {
 	}
 	set, err := shard.DecodePartitionSet(text, size)
 	return err == nil && set.IsEmpty()
+}
+
+// Released returns a copy of l without the member finalizer, in state
+// leaving, with an empty claim over partitions (the claim is left as it is
+// when partitions is 0): what a peer collecting a long-expired Lease, or
+// `kshard release`, writes before letting the Lease go. Every replica that
+// sees that version releases its claims at once, and none takes its dead
+// holder for a live member again.
+func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
+	u := withoutFinalizer(l)
+	if u.Labels == nil {
+		u.Labels = map[string]string{}
+	}
+	u.Labels[LabelState] = string(handoff.StateLeaving)
+	if _, ok := u.Annotations[AnnotationClaim]; ok && partitions > 0 {
+		u.Annotations[AnnotationClaim] = shard.NewPartitionSet(partitions).Encode()
+		u.Labels[LabelPartitions] = "0"
+	}
+	return u
+}
+
+// withoutFinalizer returns a copy of l without the member finalizer.
+func withoutFinalizer(l *coordinationv1.Lease) *coordinationv1.Lease {
+	out := l.DeepCopy()
+	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == FinalizerMember })
+	return out
 }

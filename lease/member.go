@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,8 @@ type Member struct {
 	renewed   bool // lastRenew is set
 	acquired  bool
 	left      bool   // Delete was called: never write the own Lease again
+	scanClean bool   // the join scan found the ring clean (scan.go)
+	scanDone  bool   // the join scan has returned
 	takeOver  string // TakeOver: a version of another writer that may be overwritten
 	fatal     error
 	cancelRun context.CancelCauseFunc
@@ -286,17 +289,14 @@ func (m *Member) Delete(ctx context.Context) error {
 		if cur == nil {
 			return nil
 		}
-		uid, version := cur.UID, cur.ResourceVersion
-		err := m.leases.Delete(ctx, m.name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version},
-		})
+		version, verb, err := m.deleteOwn(ctx, cur)
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			m.released()
 			m.log.Info("deleted own Lease", "version", version)
 			return nil
 		case apierrors.IsForbidden(err):
-			return newForbiddenError(err, "delete", m.opts.Namespace, m.name)
+			return newForbiddenError(err, verb, m.opts.Namespace, m.name)
 		case !apierrors.IsConflict(err):
 			return fmt.Errorf("lease: deleting own Lease %s/%s: %w", m.opts.Namespace, m.name, err)
 		}
@@ -323,6 +323,28 @@ func (m *Member) Delete(ctx context.Context) error {
 	return fmt.Errorf("lease: deleting own Lease %s/%s: it kept changing (three conflicts); something else is writing it", m.opts.Namespace, m.name)
 }
 
+// deleteOwn deletes the own Lease cur, conditioned on its UID and version.
+// The member finalizer goes first, in an update conditioned on that version
+// (which carries the empty claim of the leave), so that the delete completes
+// at once. It returns the version the failing or last request was
+// conditioned on, and that request's verb.
+func (m *Member) deleteOwn(ctx context.Context, cur *coordinationv1.Lease) (version, verb string, err error) {
+	if slices.Contains(cur.Finalizers, FinalizerMember) {
+		out, err := m.leases.Update(ctx, withoutFinalizer(cur), metav1.UpdateOptions{})
+		if err != nil {
+			return cur.ResourceVersion, "update", err
+		}
+		m.mu.Lock()
+		m.current = out
+		m.mu.Unlock()
+		cur = out
+	}
+	uid, version := cur.UID, cur.ResourceVersion
+	return version, "delete", m.leases.Delete(ctx, m.name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version},
+	})
+}
+
 // released records that the own Lease is no longer ours.
 func (m *Member) released() {
 	m.mu.Lock()
@@ -343,7 +365,11 @@ func (m *Member) DeletePeer(ctx context.Context, identity, version string) error
 		return errors.New("lease: DeletePeer needs the resourceVersion the expiry judgement rests on")
 	}
 	name := LeaseName(m.opts.Ring, identity)
-	err := m.leases.Delete(ctx, name, metav1.DeleteOptions{
+	version, done, err := m.releasePeer(ctx, name, version)
+	if done || err != nil {
+		return err
+	}
+	err = m.leases.Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{ResourceVersion: &version},
 	})
 	switch {
@@ -360,6 +386,80 @@ func (m *Member) DeletePeer(ctx context.Context, identity, version string) error
 	default:
 		return fmt.Errorf("lease: deleting peer Lease %s/%s: %w", m.opts.Namespace, name, err)
 	}
+}
+
+// releasePeer prepares the deletion of a long-expired peer's Lease that
+// carries the member finalizer: one update, conditioned on version, removes
+// the finalizer and publishes an empty claim in state leaving (Released),
+// so that peers who see that version release its claims at once instead of
+// keeping a tombstone when it leaves, and none takes it for a member. It returns the version to delete, or done when nothing is left to
+// do (the Lease changed, is gone, or the update deleted it).
+func (m *Member) releasePeer(ctx context.Context, name, version string) (next string, done bool, err error) {
+	l, err := m.leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", true, nil
+	case apierrors.IsForbidden(err):
+		return "", true, newForbiddenError(err, "get", m.opts.Namespace, name)
+	case err != nil:
+		return "", true, fmt.Errorf("lease: reading peer Lease %s/%s before deleting it: %w", m.opts.Namespace, name, err)
+	case l.ResourceVersion != version:
+		m.log.Info("not deleting a peer's Lease: it changed since it was judged expired", "peer", name, "version", version)
+		return "", true, nil
+	case !slices.Contains(l.Finalizers, FinalizerMember):
+		return version, false, nil
+	}
+	u := Released(l, m.opts.Partitions)
+	out, err := m.leases.Update(ctx, u, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", true, nil
+	case apierrors.IsConflict(err):
+		m.log.Info("not deleting a peer's Lease: it changed since it was judged expired", "peer", name, "version", version)
+		return "", true, nil
+	case apierrors.IsForbidden(err):
+		return "", true, newForbiddenError(err, "update", m.opts.Namespace, name)
+	case err != nil:
+		return "", true, fmt.Errorf("lease: removing the finalizer of peer Lease %s/%s: %w", m.opts.Namespace, name, err)
+	case out.DeletionTimestamp != nil:
+		return "", true, nil // it was being deleted: the update completed it
+	}
+	return out.ResourceVersion, false, nil
+}
+
+// Finalize removes the member finalizer from the own Lease if it still has
+// version (handoff.Ready.Finalize: someone is deleting it and nothing of
+// this process runs any more). The deletion then completes, and the next
+// renew creates the Lease afresh.
+func (m *Member) Finalize(ctx context.Context, version string) error {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	l, err := m.getOwn(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		return newForbiddenError(err, "get", m.opts.Namespace, m.name)
+	case err != nil:
+		return fmt.Errorf("lease: reading own Lease %s/%s to remove its finalizer: %w", m.opts.Namespace, m.name, err)
+	case l.ResourceVersion != version:
+		return fmt.Errorf("lease: own Lease %s/%s changed (version %s, expected %s) before its finalizer could be removed", m.opts.Namespace, m.name, l.ResourceVersion, version)
+	case !slices.Contains(l.Finalizers, FinalizerMember):
+		return nil
+	}
+	out, err := m.leases.Update(ctx, withoutFinalizer(l), metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		return newForbiddenError(err, "update", m.opts.Namespace, m.name)
+	case err != nil:
+		return fmt.Errorf("lease: removing the finalizer of own Lease %s/%s: %w", m.opts.Namespace, m.name, err)
+	}
+	m.mu.Lock()
+	m.current = out
+	m.mu.Unlock()
+	return nil
 }
 
 func (m *Member) hasLeft() bool {
@@ -384,4 +484,13 @@ func (m *Member) fail(err error) {
 		}
 		m.notify()
 	}
+}
+
+// JoinScanClean reports that the join scan came out clean (scan.go): the
+// handoff core may skip its join wait if every Lease it first saw carries
+// the member finalizer.
+func (m *Member) JoinScanClean() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.scanClean
 }

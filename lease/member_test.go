@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -480,6 +481,57 @@ func TestDeletePeerIsConditional(t *testing.T) {
 	}
 	if err := m.DeletePeer(ctx, "a", v2); err == nil {
 		t.Error("DeletePeer deleted the own Lease")
+	}
+}
+
+// A long-expired peer's Lease with the member finalizer: one update,
+// conditioned on the judged version, drops the finalizer and publishes an
+// empty claim in state leaving (so no peer takes the dead holder for a
+// member again), then the delete is conditioned on that update's version.
+func TestDeletePeerReleasesAFinalizedLeaseFirst(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	ctx := context.Background()
+	v1 := u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
+		l.Finalizers = []string{"other.io/keep", FinalizerMember}
+		l.Annotations[AnnotationClaim] = shard.NewPartitionSet(7, 1, 2).Encode()
+		l.Labels[LabelPartitions] = "2"
+	})).ResourceVersion
+	var updated *coordinationv1.Lease
+	var deleted bool
+	u.api.setHook(func(verb, name string, obj *coordinationv1.Lease) error {
+		switch verb {
+		case "update":
+			if deleted {
+				t.Error("an update after the delete")
+			}
+			updated = obj.DeepCopy()
+		case "delete":
+			if updated == nil {
+				t.Error("deleted before the finalizer was removed")
+			}
+			deleted = true
+		}
+		return nil
+	})
+	if err := m.DeletePeer(ctx, "b", v1); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case updated == nil:
+		t.Fatal("no update before the delete")
+	case updated.ResourceVersion != v1:
+		t.Errorf("update conditioned on %q; want the judged version %q", updated.ResourceVersion, v1)
+	case !slices.Equal(updated.Finalizers, []string{"other.io/keep"}):
+		t.Errorf("finalizers after the update %v; want only the other one kept", updated.Finalizers)
+	case updated.Labels[LabelState] != string(handoff.StateLeaving) || updated.Labels[LabelPartitions] != "0":
+		t.Errorf("labels after the update %v; want state leaving, 0 partitions", updated.Labels)
+	}
+	if o := Parse(updated, "r", 7); o.Problem != "" || !o.Claim.IsEmpty() || o.Incarnation != "inc-b" {
+		t.Errorf("the released Lease reads as %+v; want inc-b's well-formed empty claim", o)
+	}
+	if !deleted {
+		t.Error("not deleted after the update")
 	}
 }
 

@@ -301,6 +301,26 @@ func (p *peers) departedSnapshot(now time.Time) []Observed {
 	return out
 }
 
+// holdsAll reports whether every Lease object (UID) in uids is in the view
+// or has departed from it.
+func (p *peers) holdsAll(uids []string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[string]bool, len(p.byName)+len(p.departed))
+	for _, o := range p.byName {
+		seen[o.UID] = true
+	}
+	for key := range p.departed {
+		seen[key.uid] = true
+	}
+	for _, uid := range uids {
+		if !seen[uid] {
+			return false
+		}
+	}
+	return true
+}
+
 // departedFor: departed Leases are reported for this many LeaseDurations,
 // more than the 2 the handoff core needs.
 const departedFor = 4

@@ -52,6 +52,7 @@ func (m *Member) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { m.peers.run(ctx) })
+	wg.Go(func() { m.joinScan(ctx) })
 
 	var err error
 	for ctx.Err() == nil {

@@ -58,6 +58,10 @@ type coordinator struct {
 	// full one; held is the last set handed to its Hold.
 	cache PartitionCache
 	held  shard.PartitionSet
+	// scanReported: the member's join scan came out clean and the core
+	// knows (JoinScanClean); finalizing: a Finalize is in flight.
+	scanReported bool
+	finalizing   bool
 
 	// Seams for the deterministic simulation (internal/handoffsim), which
 	// steps the coordinator on its own schedule: now reads the clock the
@@ -220,6 +224,10 @@ func (c *coordinator) step(ctx context.Context) {
 	// over.
 	if c.member.Listed() {
 		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.member.Departed()))
+		if !c.scanReported && c.member.JoinScanClean() {
+			c.scanReported = true
+			c.core.JoinScanClean()
+		}
 	}
 	if sent, ok := c.member.LastRenew(); ok && sent.After(c.lastRenew) {
 		c.lastRenew = sent
@@ -318,6 +326,9 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 	if c.prover != nil {
 		c.prover.ask(ctx, c, rd.ProveDeath)
 	}
+	if rd.Finalize != nil {
+		c.finalize(ctx, *rd.Finalize)
+	}
 	if rd.DeleteLease {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -404,6 +415,27 @@ func (c *coordinator) collect(ctx context.Context, ref handoff.LeaseRef) {
 		} else {
 			c.log.Info("garbage-collected a long-expired Lease", "peer", ref.Identity)
 		}
+	})
+}
+
+// finalize lets the deletion of the own Lease by someone else complete, now
+// that nothing of this replica runs (handoff.Ready.Finalize). One at a time:
+// the core asks again in every Ready until the Lease is gone.
+func (c *coordinator) finalize(ctx context.Context, ref handoff.LeaseRef) {
+	if c.finalizing {
+		return
+	}
+	c.finalizing = true
+	c.goAsync(ctx, func(ctx context.Context) {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err := c.member.Finalize(fctx, ref.Version)
+		if err != nil {
+			c.log.Error(err, "removing the finalizer of the own Lease, which someone deleted; will retry", "version", ref.Version)
+		} else {
+			c.log.Info("own Lease was deleted by someone else: nothing of this replica runs any more, so its finalizer is removed; it will be created afresh", "version", ref.Version)
+		}
+		c.post(ctx, func() { c.finalizing = false })
 	})
 }
 

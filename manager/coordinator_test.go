@@ -28,6 +28,10 @@ type fakeMembership struct {
 	renewed  time.Time
 	changes  chan struct{}
 	takeOver []string
+	// terminating: the own Lease is being deleted (it stays, with the
+	// finalizer, until Finalize); finalized lists Finalize's versions.
+	terminating bool
+	finalized   []string
 }
 
 func newFakeMembership(identity string) *fakeMembership {
@@ -72,6 +76,7 @@ func (f *fakeMembership) SetDesired(r handoff.Record) {
 	f.version++
 	o := lease.Observed{Name: "ring-" + f.identity}
 	o.Record, o.Version, o.UID = r.Clone(), strconv.Itoa(f.version), "uid-"+f.identity
+	o.Finalized, o.Terminating = true, f.terminating
 	f.own, f.renewed = &o, time.Now()
 	f.mu.Unlock()
 	f.notify()
@@ -86,6 +91,25 @@ func (f *fakeMembership) TakeOver(version string) {
 func (f *fakeMembership) Confirm(context.Context, string, string) (bool, error) { return true, nil }
 func (f *fakeMembership) DeletePeer(context.Context, string, string) error      { return nil }
 func (f *fakeMembership) Delete(context.Context) error                          { return nil }
+func (f *fakeMembership) JoinScanClean() bool                                   { return false }
+
+// Finalize ends a deletion by hand: the Lease goes, and (as lease.Member's
+// next renew does) comes back as a new object with the latest Record.
+func (f *fakeMembership) Finalize(_ context.Context, version string) error {
+	f.mu.Lock()
+	f.finalized = append(f.finalized, version)
+	if f.own == nil || !f.terminating || f.own.Version != version {
+		f.mu.Unlock()
+		return errors.New("not the terminating version")
+	}
+	f.version++
+	o := *f.own
+	o.Version, o.UID, o.Terminating = strconv.Itoa(f.version), "uid-"+f.identity+"-again", false
+	f.own, f.terminating = &o, false
+	f.mu.Unlock()
+	f.notify()
+	return nil
+}
 
 // flakyParticipant fails its first failures replays.
 type flakyParticipant struct {
@@ -216,6 +240,41 @@ func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
 	member.notify()
 	waitFor(t, "a fence", func() bool { return part.fenced() })
 }
+
+// The own Lease deleted by hand with the member finalizer: it stays,
+// terminating; the coordinator fences, and only once everything has drained
+// and the Lease shows the empty claim does it remove the finalizer (of the
+// version it saw); the Lease is created afresh and the replica rejoins.
+func TestCoordinatorFinalizesItsHandDeletedLeaseOnceDrained(t *testing.T) {
+	member := newFakeMembership("a")
+	part := &revokeRecorder{}
+	startCoordinator(t, "a", member, part)
+	keepRenewing(t, member)
+	waitFor(t, "activation", func() bool { return part.activated().Len() == 7 })
+	member.mu.Lock()
+	member.terminating = true // kubectl delete lease: deletionTimestamp set
+	member.version++
+	own := *member.own
+	own.Version, own.Terminating = strconv.Itoa(member.version), true
+	member.own = &own
+	member.mu.Unlock()
+	member.notify()
+	waitFor(t, "a fence", func() bool { return part.fenced() })
+	waitFor(t, "Finalize", func() bool {
+		member.mu.Lock()
+		defer member.mu.Unlock()
+		return len(member.finalized) > 0
+	})
+	member.mu.Lock()
+	first := member.finalized[0]
+	member.mu.Unlock()
+	if v, deleted := atoi(first), atoi(own.Version); v <= deleted {
+		t.Fatalf("Finalize of version %s, the one that showed the deletion; want a later one, with the empty claim", first)
+	}
+	waitFor(t, "rejoin on the recreated Lease", func() bool { return part.activated().Len() == 7 })
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 type revokeRecorder struct {
 	mu     sync.Mutex

@@ -120,6 +120,9 @@ func TestCoordinatorSimulation(t *testing.T) {
 	if s.Seeds >= 1000 && s.Proven == 0 {
 		t.Errorf("no coordinator was handed a proof of death in %d seeds: the prover did not run", s.Seeds)
 	}
+	// The coordinator's JoinScanClean, Finalize and DeletePeer paths must
+	// run, not only the core's.
+	handoffsim.CheckFinalizerPaths(t, s)
 	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulation -handoff.seed=%d -v")
 }
 

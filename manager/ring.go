@@ -48,6 +48,17 @@ type Membership interface {
 	DeletePeer(ctx context.Context, identity, version string) error
 	// Delete stops writing the own Lease and deletes it (graceful leave).
 	Delete(ctx context.Context) error
+	// JoinScanClean reports that, after the first list, a list of every
+	// Lease of the namespace found none carrying the member finalizer
+	// outside the ring, and that Snapshot holds every ring Lease it
+	// listed (handoff.Core.JoinScanClean: the replica may skip its join
+	// wait).
+	JoinScanClean() bool
+	// Finalize removes the member finalizer from the own Lease, which
+	// someone else is deleting, if it still has version
+	// (handoff.Ready.Finalize); the deletion then completes, and the own
+	// Lease is created afresh.
+	Finalize(ctx context.Context, version string) error
 }
 
 // membership is the name the coordinator's code uses.

@@ -1,5 +1,5 @@
-// Command kshard inspects kshard rings (`kshard status`, `kshard owner`) and
-// runs a self-contained demo of sharded reconciliation and handoff
+// Command kshard inspects kshard rings (`kshard status`, `kshard owner`),
+// releases the Leases of replicas that are gone (`kshard release`) and runs a self-contained demo of sharded reconciliation and handoff
 // (`kshard demo`). Installed as `kubectl-shard` on the PATH, it is also the
 // kubectl plugin `kubectl shard`. `kshard --help` lists the commands.
 package main

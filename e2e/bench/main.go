@@ -64,10 +64,14 @@ type params struct {
 	ShardedFallback bool `json:"sharded_fallback"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
-	ScaleReplicas   []int         `json:"scale_replicas"`
-	ScaleObjects    []int         `json:"scale_objects"`
-	ScalePartitions int           `json:"scale_partitions"`
-	ScaleNamespaces int           `json:"scale_namespaces"`
+	ScaleReplicas   []int `json:"scale_replicas"`
+	ScaleObjects    []int `json:"scale_objects"`
+	ScalePartitions int   `json:"scale_partitions"`
+	ScaleNamespaces int   `json:"scale_namespaces"`
+	// ScaleLeaseFixed: -lease-duration was given, so every phase 9
+	// configuration runs with it instead of the README's recommendation
+	// for its size (scaleLeaseDuration).
+	ScaleLeaseFixed bool          `json:"scale_lease_fixed"`
 	ReadyTimeout    time.Duration `json:"-"`
 	StopTimeout     time.Duration `json:"-"`
 	Timeout         time.Duration `json:"-"`
@@ -152,7 +156,7 @@ func main() {
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
-	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick)")
+	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the README's recommendation per fleet size)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
 	p := defaultParams(*quick)
@@ -189,6 +193,7 @@ func main() {
 	}
 	if *leaseDuration > 0 {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = *leaseDuration, *leaseDuration*2/3, *leaseDuration/5
+		p.ScaleLeaseFixed = true
 	}
 	if *rounds > 0 {
 		p.Rounds = *rounds

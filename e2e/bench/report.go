@@ -684,17 +684,17 @@ func (r *results) markdown() string {
 		p("")
 		p("## Scale envelope (phase 9)")
 		p("")
-		p("kshard on `PartitionBy: namespace`, %d partitions, objects spread over %d namespaces, a control plane of its own with the `ShardedListAndWatch` gate; LeaseDuration %s, RenewPeriod %s. Per configuration: start → formed (every partition active, every initial reconcile done, idle); an idle window of %s (Lease writes and Lease watch events at the API server, CPU per replica); a rolling restart of every replica under a writer at %.0f updates/s (activations against the ideal 2 × partitions, fences, updates never reconciled). Every process records its reconciles and its partitions' activations and revokes; the recorder's check finds keys reconciled by two processes at once and partitions active in two at once.",
-			r.Params.ScalePartitions, r.Params.ScaleNamespaces, r.Params.LeaseDuration, r.Params.RenewPeriod, r.Params.SteadyWindow, r.Params.WriterRate)
+		p("kshard on `PartitionBy: namespace`, %d partitions, objects spread over %d namespaces, a control plane of its own with the `ShardedListAndWatch` gate; LeaseDuration per configuration (column LD; RenewDeadline 2/3 and RenewPeriod 1/5 of it). Per configuration: start → formed (every partition active, every initial reconcile done, idle); an idle window of %s (Lease writes and Lease watch events at the API server, CPU per replica); a rolling restart of every replica under a writer at %.0f updates/s (activations against the ideal 2 × partitions, fences, updates never reconciled). Every process records its reconciles and its partitions' activations and revokes; the recorder's check finds keys reconciled by two processes at once and partitions active in two at once.",
+			r.Params.ScalePartitions, r.Params.ScaleNamespaces, r.Params.SteadyWindow, r.Params.WriterRate)
 		p("")
-		p("| replicas | objects | formed s | Lease writes/s | Lease watch events/s | idle CPU cores per replica, max (median) | peak RSS MiB, max (median) | rollout s | handoff p99 s | activations (ideal) | coordinator step mean ms | fences | lost | overlaps (keys / partitions, of reconciles) |")
-		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		p("| replicas | objects | LD s | formed s | Lease writes/s | Lease watch events/s | idle CPU cores per replica, max (median) | peak RSS MiB, max (median) | rollout s | handoff p99 s | activations (ideal) | coordinator step mean ms | fences | lost | overlaps (keys / partitions, of reconciles) |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, sr := range sc.Runs {
 			if sr.Failed != "" {
-				p("| %d | %d | not formed: %s | | | | | | | | | %.0f | | |", sr.Replicas, sr.Objects, strings.ReplaceAll(sr.Failed, "|", "/"), sr.Fences)
+				p("| %d | %d | %.0f | not formed: %s | | | | | | | | | %.0f | | |", sr.Replicas, sr.Objects, sr.LeaseDurationSeconds, strings.ReplaceAll(sr.Failed, "|", "/"), sr.Fences)
 				continue
 			}
-			p("| %d | %d | %.1f | %.1f | %.0f | %.3f (%.3f) | %.0f (%.0f) | %.0f | %.3f | %.0f (%d) | %.2f | %.0f | %d | %d / %d of %d |", sr.Replicas, sr.Objects, sr.FormedSeconds, sr.LeaseWritesPerSec, sr.LeaseWatchEventsPerSec,
+			p("| %d | %d | %.0f | %.1f | %.1f | %.0f | %.3f (%.3f) | %.0f (%.0f) | %.0f | %.3f | %.0f (%d) | %.2f | %.0f | %d | %d / %d of %d |", sr.Replicas, sr.Objects, sr.LeaseDurationSeconds, sr.FormedSeconds, sr.LeaseWritesPerSec, sr.LeaseWatchEventsPerSec,
 				sr.IdleCPUCoresMax, sr.IdleCPUCoresMedian, sr.PeakRSSMiBMax, sr.PeakRSSMiBMedian, sr.RolloutSeconds, sr.Rollout.P99Seconds, sr.Activations, sr.IdealActivations, sr.CoordinatorStepSecondsMean*1000, sr.Fences, sr.Lost,
 				sr.Overlaps, sr.PartitionOverlaps, sr.Reconciles)
 		}

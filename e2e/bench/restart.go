@@ -127,7 +127,7 @@ func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) 
 			res.LeaseWaitSeconds = append(res.LeaseWaitSeconds, s)
 		}
 		progress("  %s killed (%s); %s reconciled again after %.2fs", owner, kind, res.Key, s)
-		// The restarted replica joins after its join wait; the next kill
+		// The restarted replica rejoins (at once, or after its join wait); the next kill
 		// starts from a settled ring.
 		if err := f.waitReady(ctx, readiness{quiet: true}, b.p.ReadyTimeout); err != nil {
 			return res, err

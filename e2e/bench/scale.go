@@ -26,6 +26,9 @@ type scaleRun struct {
 	Replicas   int `json:"replicas"`
 	Objects    int `json:"objects"`
 	Partitions int `json:"partitions"`
+	// LeaseDurationSeconds is the configuration's LeaseDuration
+	// (RenewDeadline 2/3 and RenewPeriod 1/5 of it).
+	LeaseDurationSeconds float64 `json:"lease_duration_seconds"`
 	// FormedSeconds: start of the first process → every replica active in
 	// a ring of all, every partition active, every object's initial
 	// reconcile done and the fleet idle.
@@ -181,9 +184,30 @@ func (b *bench) scaleFormed10k(ctx context.Context, kshard, baseline *system, ou
 	return nil
 }
 
+// scaleLeaseDuration is the LeaseDuration the README recommends for n
+// replicas over objects objects (its "Recommended settings"): the default
+// 10 s, and 20 s once 48 or more replicas each list 1,500 objects or more at
+// once when the fleet forms, whose LIST wave on a small control plane
+// outlasts a 10 s Lease's renew timeout (64 × 100,000 did not form at 10 s).
+func scaleLeaseDuration(n, objects int) time.Duration {
+	if n >= 48 && objects >= 1500*n {
+		return 20 * time.Second
+	}
+	return 10 * time.Second
+}
+
 // scaleRun measures one configuration.
 func (b *bench) scaleRun(ctx context.Context, kshard *system, n, objects int) (scaleRun, error) {
 	res := scaleRun{Replicas: n, Objects: objects, Partitions: b.p.ScalePartitions, IdealActivations: 2 * b.p.ScalePartitions}
+	if !b.p.ScaleLeaseFixed {
+		saved := b.p
+		ld := scaleLeaseDuration(n, objects)
+		b.p.LeaseDuration, b.p.RenewDeadline, b.p.RenewPeriod = ld, ld*2/3, ld/5
+		defer func() {
+			b.p.LeaseDuration, b.p.RenewDeadline, b.p.RenewPeriod = saved.LeaseDuration, saved.RenewDeadline, saved.RenewPeriod
+		}()
+	}
+	res.LeaseDurationSeconds = b.p.LeaseDuration.Seconds()
 	name := fmt.Sprintf("scale-%d-%d", n, objects)
 	recordDir := filepath.Join(b.dir, "record", name)
 	if err := os.MkdirAll(recordDir, 0o755); err != nil {
@@ -191,7 +215,7 @@ func (b *bench) scaleRun(ctx context.Context, kshard *system, n, objects int) (s
 	}
 	b.fleetArgs = []string{"--all-namespaces", "--partition-by=namespace", fmt.Sprintf("--partitions=%d", b.p.ScalePartitions), "--record-dir=" + recordDir}
 	defer func() { b.fleetArgs = nil }()
-	progress("phase 9: %d replicas, %d objects, %d partitions", n, objects, b.p.ScalePartitions)
+	progress("phase 9: %d replicas, %d objects, %d partitions, LeaseDuration %s", n, objects, b.p.ScalePartitions, b.p.LeaseDuration)
 	start := time.Now()
 	f, err := b.startFleet(kshard, name, n, 0)
 	if err != nil {

@@ -51,6 +51,11 @@ type Options struct {
 	// IgnoreCacheSync makes the cores activate without waiting for their
 	// caches (the oracle still checks), to show the check finds it.
 	IgnoreCacheSync bool
+	// CollectEarly sets the cores' GarbageCollectAfter to 1–2
+	// LeaseDurations in every seed, so that expired Leases are collected
+	// within it; without it a quarter of the seeds do (the others keep the
+	// default, 10, later than seeds end).
+	CollectEarly bool
 	// StopAtSafety makes RunSeeds stop at the first safety violation
 	// (liveness failures are counted but do not stop it): for runs meant
 	// to find one.
@@ -91,6 +96,21 @@ type Result struct {
 	// Lists, SlowLists and FailedLists count the sharded caches' LISTs
 	// (Options.PartitionCache): all, those of a second or more, failures.
 	Lists, SlowLists, FailedLists int
+	// Finalizers: the seed's fleet writes the member finalizer (3 seeds in
+	// 4). Terminations counts finalized Leases deleted by hand (left
+	// terminating); Finalizes, own Leases whose deletion their holder
+	// completed (Ready.Finalize); CollectedTerminating, terminating Leases
+	// a peer's garbage collection deleted; FastJoins, processes that
+	// became members without the join wait; UncleanScans, join scans that
+	// found a finalized Lease outside the ring.
+	Finalizers                                    bool
+	Terminations, Finalizes, CollectedTerminating int
+	FastJoins, UncleanScans                       int
+	// CollectEarly: the seed's cores collect expired Leases within it
+	// (Options.CollectEarly); Collections counts the Leases a peer's
+	// collection deleted.
+	CollectEarly bool
+	Collections  int
 }
 
 // Run plays one seed to its end and checks, at every step, that no
@@ -103,7 +123,9 @@ func Run(seed uint64, opts Options) Result {
 	w.run()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
 		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
-		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists}
+		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists,
+		Finalizers: w.p.finalizers, Terminations: w.terminations, Finalizes: w.finalizes, CollectedTerminating: w.collectedTerminating,
+		FastJoins: w.fastJoins, UncleanScans: w.uncleanScans, CollectEarly: w.p.gcAfter != 0, Collections: w.collections}
 	if w.trace != nil {
 		r.Trace = w.trace.String()
 	}
@@ -121,6 +143,14 @@ type Summary struct {
 	ClockFaults, StaleViews  int64
 	Lists, SlowLists         int64
 	FailedLists              int64
+	// FinalizerSeeds counts the seeds whose fleet writes the member
+	// finalizer; FastJoinsWithoutFinalizers, fast joins in the others.
+	FinalizerSeeds, Terminations, Finalizes  int64
+	CollectedTerminating, FastJoins          int64
+	FastJoinsWithoutFinalizers, UncleanScans int64
+	// CollectSeeds counts the seeds whose cores collect within the seed;
+	// Collections, the Leases a peer's collection deleted.
+	CollectSeeds, Collections int64
 	// Safety counts the violations of a safety invariant (the others are
 	// liveness failures: a partition not settled in time).
 	Safety int64
@@ -148,6 +178,11 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 		proven, forceDeletes    atomic.Int64
 		clockFaults, staleViews atomic.Int64
 		lists, slow, failed     atomic.Int64
+		finSeeds, terminations  atomic.Int64
+		finalizes, collected    atomic.Int64
+		fastJoins, fastNoFin    atomic.Int64
+		uncleanScans            atomic.Int64
+		collectSeeds, collects  atomic.Int64
 		stop                    atomic.Bool
 		mu                      sync.Mutex
 		sum                     Summary
@@ -174,6 +209,18 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 				lists.Add(int64(r.Lists))
 				slow.Add(int64(r.SlowLists))
 				failed.Add(int64(r.FailedLists))
+				if r.Finalizers {
+					finSeeds.Add(1)
+				} else {
+					fastNoFin.Add(int64(r.FastJoins))
+				}
+				terminations.Add(int64(r.Terminations))
+				finalizes.Add(int64(r.Finalizes))
+				collected.Add(int64(r.CollectedTerminating))
+				fastJoins.Add(int64(r.FastJoins))
+				uncleanScans.Add(int64(r.UncleanScans))
+				collectSeeds.Add(int64(btoi(r.CollectEarly)))
+				collects.Add(int64(r.Collections))
 				if r.Violation == "" {
 					continue
 				}
@@ -200,6 +247,10 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 	sum.ClockFaults, sum.StaleViews = clockFaults.Load(), staleViews.Load()
 	sum.Proven, sum.ForceDeletes = proven.Load(), forceDeletes.Load()
 	sum.Lists, sum.SlowLists, sum.FailedLists = lists.Load(), slow.Load(), failed.Load()
+	sum.FinalizerSeeds, sum.Terminations, sum.Finalizes = finSeeds.Load(), terminations.Load(), finalizes.Load()
+	sum.CollectedTerminating, sum.FastJoins = collected.Load(), fastJoins.Load()
+	sum.FastJoinsWithoutFinalizers, sum.UncleanScans = fastNoFin.Load(), uncleanScans.Load()
+	sum.CollectSeeds, sum.Collections = collectSeeds.Load(), collects.Load()
 	sum.Elapsed = time.Since(start)
 	return sum
 }
@@ -208,6 +259,29 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 type Reporter interface {
 	Helper()
 	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// CheckFinalizerPaths logs how often the member finalizer's paths ran (fast
+// join, terminating Leases, Finalize, collection) and, over 5,000 seeds or
+// more, fails when one never did: the simulation would no longer exercise
+// it.
+func CheckFinalizerPaths(t Reporter, s Summary) {
+	t.Helper()
+	t.Logf("member finalizer: %d of %d seeds; fast joins %d (%d without finalizers), join scans unclean %d; Leases deleted by hand left terminating %d, deletions completed by their holder (Finalize) %d, by a peer's collection %d",
+		s.FinalizerSeeds, s.Seeds, s.FastJoins, s.FastJoinsWithoutFinalizers, s.UncleanScans, s.Terminations, s.Finalizes, s.CollectedTerminating)
+	t.Logf("garbage collection within the seed: %d of %d seeds; Leases collected %d", s.CollectSeeds, s.Seeds, s.Collections)
+	if s.Seeds < 5000 {
+		return
+	}
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"fast join", s.FastJoins}, {"Lease left terminating", s.Terminations}, {"Finalize", s.Finalizes}, {"unclean join scan", s.UncleanScans}, {"garbage collection", s.Collections}} {
+		if c.n == 0 {
+			t.Errorf("no %s in %d seeds: the simulation does not exercise it", c.name, s.Seeds)
+		}
+	}
 }
 
 // ReportFailed reports up to three of s's failing seeds with their replayed

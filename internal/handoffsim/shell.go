@@ -47,7 +47,8 @@ func (p *proc) Config() handoff.Config {
 	return handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
 		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
-		PartitionCache: w.p.partitionCache && !w.p.ignoreCacheSync,
+		PartitionCache:      w.p.partitionCache && !w.p.ignoreCacheSync,
+		GarbageCollectAfter: w.p.gcAfter,
 	}
 }
 
@@ -189,17 +190,19 @@ func (p *proc) stepShell() {
 		p.exit("stopped")
 		return
 	}
+	p.countJoin()
 	p.scheduleWake()
 }
 
 // renewSucceeded reports a renew sent at sent (local time) that succeeded.
+// The world keeps the latest for either shell: it is the lease validity's
+// start (resume).
 func (p *proc) renewSucceeded(sent time.Time) {
-	if p.shell == nil {
-		p.core.RenewSucceeded(sent)
-		return
-	}
 	if !p.renewed || sent.After(p.renewSent) {
 		p.renewed, p.renewSent = true, sent
+	}
+	if p.shell == nil {
+		p.core.RenewSucceeded(sent)
 	}
 }
 

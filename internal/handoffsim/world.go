@@ -51,6 +51,16 @@ type simParams struct {
 	// partitionCache: sharded caches (cache.go); ignoreCacheSync builds
 	// the cores without the synced-before-act rule.
 	partitionCache, ignoreCacheSync bool
+	// finalizers: the fleet puts the member finalizer on its Leases
+	// (fast join, terminating Leases, Finalize); without it, as with an
+	// older kshard, a deletion by hand is immediate and no core may skip
+	// its join wait.
+	finalizers bool
+	// gcAfter is the cores' GarbageCollectAfter: 1–2 LeaseDurations in a
+	// quarter of the seeds (Options.CollectEarly: all), so that expired
+	// Leases are collected within the seed; 0 in the others, the default
+	// (10× LeaseDuration, later than seeds end: nothing is collected).
+	gcAfter time.Duration
 }
 
 // livenessBound is how long after the faults stop, or after the last replica
@@ -145,6 +155,9 @@ type storedLease struct {
 	// deleted: (informer caches only) the Lease's last state before the
 	// deletion at rv.
 	deleted bool
+	// finalized: it carries the member finalizer; terminating: deleted
+	// while finalized, it stays until the finalizer is removed.
+	finalized, terminating bool
 }
 
 type logEntry struct {
@@ -163,14 +176,18 @@ type apiServer struct {
 }
 
 // put creates (base 0) or updates (base = current resourceVersion) a Lease.
-func (s *apiServer) put(identity string, rec handoff.Record, base uint64) (uint64, bool) {
+// With finalize, as lease.Member does, it creates the Lease with the member
+// finalizer and adds it back on an update, except to a terminating Lease
+// (the API server forbids that); an update keeps a Lease terminating.
+func (s *apiServer) put(identity string, rec handoff.Record, base uint64, finalize bool) (uint64, bool) {
 	cur := s.leases[identity]
 	if (base == 0) != (cur == nil) || (cur != nil && cur.rv != base) {
 		return 0, false
 	}
-	l := &storedLease{rec: rec}
+	l := &storedLease{rec: rec, finalized: finalize}
 	if cur != nil {
-		l.uid = cur.uid
+		l.uid, l.terminating = cur.uid, cur.terminating
+		l.finalized = cur.finalized || finalize && !cur.terminating
 	}
 	s.write(identity, l)
 	return s.rv, true
@@ -188,18 +205,71 @@ func (s *apiServer) write(identity string, l *storedLease) {
 	s.log = append(s.log, logEntry{identity: identity, lease: l})
 }
 
-// del deletes a Lease if it is at resourceVersion rv.
+// del deletes a Lease if it is at resourceVersion rv. A finalized one
+// becomes terminating instead (same uid and content, a new version), or
+// stays so.
 func (s *apiServer) del(identity string, rv uint64) bool {
 	cur := s.leases[identity]
 	if cur == nil || cur.rv != rv {
 		return false
 	}
+	if cur.finalized {
+		if !cur.terminating {
+			l := *cur
+			l.rec, l.terminating = cur.rec.Clone(), true
+			s.write(identity, &l)
+		}
+		return true
+	}
+	s.remove(identity)
+	return true
+}
+
+// unfinalize removes the member finalizer from the Lease at rv (a leave's
+// or Finalize's write): a terminating Lease is then deleted. deleted says
+// so; nv is the new version otherwise.
+func (s *apiServer) unfinalize(identity string, rv uint64) (nv uint64, deleted, ok bool) {
+	return s.update(identity, rv, nil)
+}
+
+// release writes lease.Released over the Lease at rv (a peer's
+// collection): the member finalizer removed, state leaving, an empty claim
+// over partitions; a terminating Lease is then deleted, in that state.
+func (s *apiServer) release(identity string, rv uint64, partitions int) (nv uint64, deleted, ok bool) {
+	return s.update(identity, rv, func(r *handoff.Record) {
+		r.State, r.Claim = handoff.StateLeaving, shard.NewPartitionSet(partitions)
+	})
+}
+
+// update removes the finalizer from the Lease at rv and applies edit to a
+// copy of its Record (nil: none); a terminating Lease is then deleted.
+func (s *apiServer) update(identity string, rv uint64, edit func(*handoff.Record)) (nv uint64, deleted, ok bool) {
+	cur := s.leases[identity]
+	if cur == nil || cur.rv != rv {
+		return 0, false, false
+	}
+	l := *cur
+	l.rec, l.finalized = cur.rec.Clone(), false
+	if edit != nil {
+		edit(&l.rec)
+	}
+	if cur.terminating {
+		s.leases[identity] = &l // the deletion's last state
+		s.remove(identity)
+		return s.rv, true, true
+	}
+	s.write(identity, &l)
+	return s.rv, false, true
+}
+
+// remove deletes the Lease of identity.
+func (s *apiServer) remove(identity string) {
+	cur := s.leases[identity]
 	s.rv++
 	delete(s.leases, identity)
 	last := *cur
 	last.rv, last.deleted = s.rv, true
 	s.log = append(s.log, logEntry{identity: identity, gone: &last})
-	return true
 }
 
 // ---- world ----
@@ -229,6 +299,13 @@ type world struct {
 	clockFaults, staleViews int
 	// LISTs of the sharded caches (cache.go).
 	lists, slowLists, failedLists int
+	// Finalizers (finalize.go): Leases deleted by hand that became
+	// terminating, Finalizes that completed a deletion, peers' collections
+	// that did, processes that joined without the join wait, and join
+	// scans that found a finalized Lease outside the ring.
+	terminations, finalizes, collectedTerminating, fastJoins, uncleanScans int
+	// collections: Leases a peer's garbage collection deleted.
+	collections int
 	// Graceful leaves, and (observer, leaver) pairs in which the observer
 	// saw the leaver's Lease vanish with its claim still in force (its
 	// watch merged the empty claim with the deletion): a tombstone that
@@ -264,6 +341,13 @@ func newWorld(seed uint64, opts Options) *world {
 		w.p.faultsEnd = 30*time.Second + 2*w.p.faultsEnd
 	}
 	w.newShell = opts.Shell
+	w.p.finalizers = rng.IntN(4) != 0
+	// Drawn from a stream of their own, so that the seed's other choices
+	// stay what they were before collection ran in some seeds.
+	gc := rand.New(rand.NewPCG(seed, 0x636f6c6c656374))
+	if gc.IntN(4) == 0 || opts.CollectEarly {
+		w.p.gcAfter = w.p.leaseDuration + time.Duration(gc.Int64N(int64(w.p.leaseDuration)))
+	}
 	tracing := opts.Trace
 	w.server.leases = map[string]*storedLease{}
 	w.rings = map[string]*shard.Ring{}
@@ -393,11 +477,7 @@ func (w *world) start(i int) {
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
-	core, err := handoff.New(handoff.Config{
-		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
-		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
-		PartitionCache: w.p.partitionCache && !w.p.ignoreCacheSync,
-	})
+	core, err := handoff.New(p.Config())
 	if err != nil {
 		w.fail("New: %v", err)
 		return
@@ -564,18 +644,22 @@ func (w *world) tamper(identity string) {
 	w.tampers++
 	switch w.rng.IntN(3) {
 	case 0:
-		w.tracef("THIRD PARTY deletes %s's Lease (rv %d)", identity, cur.rv)
+		w.tracef("THIRD PARTY deletes %s's Lease (rv %d, finalized %v, terminating %v)", identity, cur.rv, cur.finalized, cur.terminating)
+		if cur.finalized && !cur.terminating {
+			w.terminations++
+		}
 		w.server.del(identity, cur.rv)
 	case 1:
 		w.tracef("THIRD PARTY relabels %s's Lease (rv %d)", identity, cur.rv)
-		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true, damaged: cur.damaged})
+		w.server.write(identity, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, relabelled: true, damaged: cur.damaged,
+			finalized: cur.finalized, terminating: cur.terminating})
 	default:
 		rec := cur.rec.Clone()
 		if w.rng.IntN(2) == 0 {
 			rec.Incarnation = ""
 		}
 		w.tracef("THIRD PARTY damages %s's Lease (rv %d, incarnation %q)", identity, cur.rv, rec.Incarnation)
-		w.server.write(identity, &storedLease{rec: rec, uid: cur.uid, damaged: true})
+		w.server.write(identity, &storedLease{rec: rec, uid: cur.uid, damaged: true, finalized: cur.finalized, terminating: cur.terminating})
 	}
 	w.afterMutation(identity, true)
 }
@@ -691,6 +775,9 @@ type proc struct {
 	writing    bool
 	dirty      bool // a newer Record is waiting for the write in flight
 	released   bool // DeleteLease: write no more
+	// unfinalized: the graceful leave removed the finalizer (baseRV is
+	// that write's version); finalizing: a Finalize is in flight.
+	unfinalized, finalizing bool
 
 	// Informer.
 	cursor int // log entries delivered
@@ -716,6 +803,12 @@ type proc struct {
 	// reconcile of them in flight.
 	pausedUntil time.Duration
 	overrun     shard.PartitionSet
+	// disarmed holds partitions whose reconcile in flight ran into a pause
+	// that outlasted the lease validity, from the resume until it returns:
+	// the worker starts none after it and the client transport refuses
+	// every write of one started before it (README, "How handoff works"
+	// item 7), so it runs on writing nothing, and is not active.
+	disarmed shard.PartitionSet
 
 	wakeAt  time.Duration // pending deadline wake-up; 0: none
 	fenceAt time.Duration // when the last Fence was applied
@@ -738,6 +831,16 @@ type proc struct {
 
 	// Sharded cache (cache.go), with Options.PartitionCache.
 	pcache partCache
+
+	// Join scan (finalize.go): its state, the ring Lease uids it listed,
+	// when the first Observe was, and whether the join was counted.
+	scan          int
+	scanUIDs      []uint64
+	firstObserved time.Time // local
+	joined        bool
+	// firstUnfinalized: the first Observe showed a Lease without the
+	// finalizer, so the core must wait.
+	firstUnfinalized bool
 
 	// Proof of death (proof.go).
 	pod     string                          // UID of the pod it runs in
@@ -776,6 +879,9 @@ func (p *proc) globalAt(local time.Time) time.Duration {
 
 func (p *proc) running() shard.PartitionSet { return p.active.Union(p.inflight) }
 
+// armed is what p runs that may still write: all but the disarmed.
+func (p *proc) armed() shard.PartitionSet { return p.running().Difference(p.disarmed) }
+
 func (p *proc) paused() bool { return p.w.now < p.pausedUntil }
 
 // frozen defers fn to the end of a pause; it reports whether it did.
@@ -804,11 +910,17 @@ func (p *proc) resume() {
 		w.settledAt = max(w.settledAt, w.now)
 	}
 	fencedBefore, coreFenced := p.fenceAt, p.core.Fenced()
+	// The validity (the last successful renew's sending time plus
+	// RenewDeadline, on the process's clock) as it stands before anything
+	// runs: a renew sent after it passed starts a new epoch, which does not
+	// revive the reconciles of the old one.
+	expired := !p.renewed || !p.local().Before(p.renewSent.Add(w.p.renewDeadline))
+	frozen := p.running()
 	if !p.writing && p.rec != nil && !p.released && w.rng.IntN(2) == 0 {
 		// The Lease client runs before the core: a renew sent after the
 		// pause has succeeded by the core's first step, so the core sees
 		// itself recently renewed. It must fence all the same.
-		if rv, ok := w.server.put(p.id, p.rec.Clone(), p.baseRV); ok {
+		if rv, ok := w.server.put(p.id, p.rec.Clone(), p.baseRV, w.p.finalizers); ok {
 			w.tracef("%s renews first on resuming rv=%d", p, rv)
 			w.afterMutation(p.id)
 			p.baseRV = rv
@@ -822,6 +934,15 @@ func (p *proc) resume() {
 		w.fail("%s resumed after peers took over %v but did not fence at once", p, p.overrun)
 	}
 	p.overrun = shard.NewPartitionSet(len(p.stuck))
+	if expired {
+		// Those the first step revoked: the gate admits nothing of them
+		// in the new epoch, so what drains is what the pause froze. One
+		// still active may start reconciles that write: not disarmed.
+		p.disarmed = frozen.Intersect(p.inflight)
+		if !p.disarmed.IsEmpty() {
+			w.tracef("%s resumed past its lease validity: the reconciles of %v write nothing more", p, p.disarmed)
+		}
+	}
 }
 
 // step runs the core and carries out its Ready.
@@ -911,6 +1032,9 @@ func (p *proc) step() {
 	for _, d := range r.ProveDeath {
 		p.proveDeath(d)
 	}
+	if r.Finalize != nil {
+		p.finalize(*r.Finalize)
+	}
 	p.core.Advance(r) // everything above was carried out
 	if r.DeleteLease {
 		p.leaveComplete()
@@ -920,6 +1044,7 @@ func (p *proc) step() {
 		p.exit("stopped")
 		return
 	}
+	p.countJoin()
 	p.scheduleWake()
 }
 
@@ -955,13 +1080,17 @@ func (p *proc) activate(set shard.PartitionSet) bool {
 	w := p.w
 	for q := range set.All() {
 		if other := w.runningBy[q]; other != nil && other != p {
-			if !other.paused() {
+			switch {
+			case other.paused():
+				// A frozen reconcile: it must send nothing after resuming.
+				w.tracef("%s activates %d while %s is frozen running it", p, q, other)
+				other.overrun.Add(q)
+			case other.disarmed.Has(q):
+				w.tracef("%s activates %d while %s's reconcile of it, frozen past its validity, returns", p, q, other)
+			default:
 				w.fail("partition %d active on %s while %s still runs it", q, p, other)
 				return false
 			}
-			// A frozen reconcile: it must send nothing after resuming.
-			w.tracef("%s activates %d while %s is frozen running it", p, q, other)
-			other.overrun.Add(q)
 		}
 		if p.inflight.Has(q) {
 			w.fail("%s activates %d while its own drain of it is in flight", p, q)
@@ -1116,6 +1245,7 @@ func (p *proc) finishDrainAfter(q int, d time.Duration) {
 			return
 		}
 		p.inflight.Remove(q)
+		p.disarmed.Remove(q)
 		p.stuck[q] = false
 		if p.w.runningBy[q] == p && !p.active.Has(q) {
 			p.w.runningBy[q] = nil
@@ -1153,7 +1283,7 @@ func (p *proc) sendWrite() {
 	p.writing, p.dirty = true, false
 	rec, base, sent := p.rec.Clone(), p.baseRV, p.local()
 	land := func() (uint64, bool) {
-		rv, ok := w.server.put(p.id, rec, base)
+		rv, ok := w.server.put(p.id, rec, base, w.p.finalizers)
 		if ok {
 			w.tracef("%s write lands rv=%d gen=%d %s claim=%v", p, rv, rec.Generation, rec.State, rec.Claim)
 			w.afterMutation(p.id)
@@ -1240,7 +1370,8 @@ func (p *proc) writeConflict() {
 				// and waits it out (lease.Member does the same).
 				w.tracef("%s restores the ring label of its identity's Lease (rv %d)", p, cur.rv)
 				if w.server.leases[p.id] == cur {
-					w.server.write(p.id, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, damaged: cur.damaged})
+					w.server.write(p.id, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, damaged: cur.damaged,
+						finalized: cur.finalized, terminating: cur.terminating})
 					w.afterMutation(p.id)
 				}
 				return
@@ -1264,12 +1395,27 @@ func (p *proc) deleteOwn(tries int) {
 		return
 	}
 	w.after(w.latency(), func() {
-		ok := w.server.del(p.id, p.baseRV)
+		var ok bool
+		if w.p.finalizers && !p.unfinalized {
+			// As lease.Member leaves: remove the finalizer over the last
+			// version (which deletes a terminating Lease), then delete
+			// the version that wrote.
+			rv, _, done := w.server.unfinalize(p.id, p.baseRV)
+			if ok = done; ok && w.server.leases[p.id] != nil {
+				w.tracef("%s removes its Lease's finalizer rv=%d", p, rv)
+				w.afterMutation(p.id)
+				p.baseRV, p.unfinalized = rv, true
+				w.after(w.latency(), func() { p.deleteOwn(tries) })
+				return
+			}
+		} else {
+			ok = w.server.del(p.id, p.baseRV)
+		}
 		if ok {
 			w.tracef("%s Lease deleted", p)
 			w.afterMutation(p.id)
 		} else if cur := w.server.leases[p.id]; cur != nil && cur.rec.Incarnation == p.inc {
-			p.baseRV = cur.rv
+			p.baseRV, p.unfinalized = cur.rv, !cur.finalized
 			w.after(w.latency(), func() { p.deleteOwn(tries - 1) })
 			return
 		}
@@ -1344,8 +1490,8 @@ func (p *proc) readLease(ref handoff.LeaseRef, answer func(cur *storedLease, fai
 			// identity may still run. (A Lease that was in its view
 			// becomes a tombstone on this answer.)
 			for _, o := range w.procs {
-				if o.alive && o.id == ref.Identity && !o.running().IsEmpty() && !o.paused() {
-					w.fail("%s confirms %s gone while %s still runs %v (fenced %v ago)", p, ref.Identity, o, o.running(), w.now-o.fenceAt)
+				if o.alive && o.id == ref.Identity && !o.armed().IsEmpty() && !o.paused() {
+					w.fail("%s confirms %s gone while %s still runs %v (fenced %v ago)", p, ref.Identity, o, o.armed(), w.now-o.fenceAt)
 				}
 			}
 		}
@@ -1353,8 +1499,8 @@ func (p *proc) readLease(ref handoff.LeaseRef, answer func(cur *storedLease, fai
 			// The requester will void these claims: their holder must have
 			// stopped everything already.
 			for _, o := range w.procs {
-				if o.alive && o.id == ref.Identity && o.inc == cur.rec.Incarnation && !o.running().IsEmpty() && !o.paused() {
-					w.fail("%s confirms %s expired (rv %d) while it still runs %v (fenced %v ago)", p, o, want, o.running(), w.now-o.fenceAt)
+				if o.alive && o.id == ref.Identity && o.inc == cur.rec.Incarnation && !o.armed().IsEmpty() && !o.paused() {
+					w.fail("%s confirms %s expired (rv %d) while it still runs %v (fenced %v ago)", p, o, want, o.armed(), w.now-o.fenceAt)
 				}
 			}
 		}
@@ -1376,12 +1522,7 @@ func (p *proc) garbageCollect(ref handoff.LeaseRef) {
 		return
 	}
 	rv, _ := strconv.ParseUint(ref.Version, 10, 64)
-	w.after(w.latency(), func() {
-		if w.server.del(ref.Identity, rv) {
-			w.tracef("%s garbage-collected %s@%d", p, ref.Identity, rv)
-			w.afterMutation(ref.Identity)
-		}
-	})
+	w.after(w.latency(), func() { p.collect(ref.Identity, rv) })
 }
 
 // ---- informer ----
@@ -1465,6 +1606,7 @@ func (p *proc) observeCache() {
 		}
 		p.observed = append(p.observed, observedOf(p.cache[id]))
 	}
+	first := !p.listed
 	p.listed = true
 	if p.shell == nil {
 		p.core.Observe(p.local(), p.observed)
@@ -1472,6 +1614,14 @@ func (p *proc) observeCache() {
 	} else {
 		p.splitObserved()
 	}
+	if first {
+		p.firstObserved = p.local()
+		p.firstUnfinalized = slices.ContainsFunc(p.observed, func(o handoff.Observed) bool { return !o.Gone && !o.Finalized })
+		if p.w.p.finalizers {
+			p.joinScan() // an older kshard (no finalizers) has none: it never skips the wait
+		}
+	}
+	p.checkScan()
 	p.step()
 }
 
@@ -1484,7 +1634,8 @@ type departure struct {
 
 // observedOf is what the shell reports of l.
 func observedOf(l *storedLease) handoff.Observed {
-	o := handoff.Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10)}
+	o := handoff.Observed{Record: l.rec, Version: strconv.FormatUint(l.rv, 10), UID: strconv.FormatUint(l.uid, 10),
+		Finalized: l.finalized, Terminating: l.terminating}
 	// Out of the label selector (the watch's delete event) or deleted:
 	// reported as gone, with its last state.
 	o.Gone = l.relabelled || l.deleted

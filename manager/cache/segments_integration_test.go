@@ -280,3 +280,55 @@ func TestIntegrationSegmentedNeverTrustsAnUnfilteredServer(t *testing.T) {
 		})
 	}
 }
+
+// countingLW counts the LISTs a ListerWatcher is asked for, and those that
+// continue a paginated one.
+type countingLW struct {
+	toolscache.ListerWatcherWithContext
+	mu               sync.Mutex
+	lists, continues int
+}
+
+func (c *countingLW) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	c.mu.Lock()
+	c.lists++
+	if o.Continue != "" {
+		c.continues++
+	}
+	c.mu.Unlock()
+	return c.ListerWatcherWithContext.ListWithContext(ctx, o)
+}
+
+// A segment's first LIST comes page by page (a LIST at resourceVersion 0
+// would be answered whole from the watch cache), the server applying the
+// selector to every page.
+func TestIntegrationSegmentedListsInPages(t *testing.T) {
+	counter := &countingLW{}
+	f := newSegmentedFixture(t, true, true, 0, func(lw toolscache.ListerWatcherWithContext) toolscache.ListerWatcherWithContext {
+		counter.ListerWatcherWithContext = lw
+		return counter
+	})
+	ctx := context.Background()
+	const extra = 1100
+	if _, err := f.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "paged"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range extra {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%04d-cm", i), Labels: map[string]string{shardTestLabel: "true"}}}
+		if _, err := f.cs.CoreV1().ConfigMaps("paged").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := shard.FullPartitionSet(8)
+	f.holdAndSync(all)
+	f.expectCached(all)
+	counter.mu.Lock()
+	lists, continues := counter.lists, counter.continues
+	counter.mu.Unlock()
+	if continues < 2 {
+		t.Errorf("%d LISTs, %d of them continuing a page, for %d objects; want pages of 500", lists, continues, len(f.inPartitions(all)))
+	}
+	if n := f.seg.UnfilteredLists(); n != 0 {
+		t.Errorf("%d pages came back without the shard selector echoed", n)
+	}
+}

@@ -65,6 +65,8 @@ func (r *Ring) Converged(want ...string) error {
 			return fmt.Errorf("%s has no live Lease", id)
 		case m.Problem != "":
 			return fmt.Errorf("%s's Lease %s is malformed: %s", id, m.Lease, m.Problem)
+		case m.Terminating:
+			return fmt.Errorf("%s's Lease %s is being deleted", id, m.Lease)
 		case m.State != string(handoff.StateActive):
 			return fmt.Errorf("%s is %s, not active", id, m.State)
 		case m.Params != r.Params:

@@ -93,6 +93,10 @@ type Member struct {
 	// ring's Params (e.g. "partitions 1021, not 271"); empty when it does
 	// not, or when either carries no params.
 	Foreign string `json:"foreign,omitempty"`
+	// Terminating: the Lease is being deleted and waits for the member
+	// finalizer (lease.FinalizerMember): its holder fences and removes it
+	// once nothing of it runs. It is no ring member meanwhile.
+	Terminating bool `json:"terminating,omitempty"`
 	// PartitionsLabel is the Lease's kshard.io/partitions label, the claim's
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
@@ -153,6 +157,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			Incarnation: o.Incarnation, Epoch: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
+			Terminating:          o.Terminating,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
 		}
 		m.Health = Expired
@@ -188,10 +193,13 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 
 	claimers := make([]int, r.Partitions)
 	for _, m := range r.Members {
+		if m.Terminating && !m.Live() {
+			r.Problems = append(r.Problems, fmt.Sprintf("Lease %s is being deleted but its holder is not renewing it: a peer removes its finalizer %s once it has been expired for long; if no replica of the ring runs, `kshard release` does", m.Lease, lease.FinalizerMember))
+		}
 		if !m.Live() {
 			continue
 		}
-		if m.Problem == "" && m.State == string(handoff.StateActive) && m.Params == r.Params {
+		if m.Problem == "" && !m.Terminating && m.State == string(handoff.StateActive) && m.Params == r.Params {
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params != r.Params && m.Params != "" {

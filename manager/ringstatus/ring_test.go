@@ -492,6 +492,13 @@ func TestConverged(t *testing.T) {
 				l.Annotations[lease.AnnotationClaim] = shard.FullPartitionSet(1021).Encode()
 			}},
 		), []string{"a"}, "runs ring params"},
+		{"member whose Lease is being deleted", build(
+			spec{id: "a", state: "active", claim: ab("a"), mutate: func(l *coordinationv1.Lease) {
+				t := metav1.NewTime(now)
+				l.DeletionTimestamp, l.Finalizers = &t, []string{lease.FinalizerMember}
+			}},
+			spec{id: "b", state: "active", claim: ab("b")},
+		), []string{"a", "b"}, "a's Lease ops-a is being deleted"},
 		{"nothing wanted", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
 		), nil, "no member is wanted"},
@@ -534,5 +541,32 @@ func TestRead(t *testing.T) {
 	}
 	if err := empty.Converged("a"); err == nil || !strings.Contains(err.Error(), "a has no live Lease") {
 		t.Errorf("empty ring Converged = %v", err)
+	}
+}
+
+func TestTerminatingLeaseIsNoRingMember(t *testing.T) {
+	deleting := func(l *coordinationv1.Lease) {
+		at := metav1.NewTime(now)
+		l.DeletionTimestamp, l.Finalizers = &at, []string{lease.FinalizerMember}
+	}
+	r := only(t, build(
+		spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
+		spec{id: "b", state: "active", mutate: deleting},
+		spec{id: "c", state: "active", renewAgo: time.Hour, mutate: deleting},
+	))
+	if !slices.Equal(r.RingMembers, []string{"a"}) {
+		t.Errorf("ring members %v; want [a]: Leases being deleted are no members", r.RingMembers)
+	}
+	if !r.Members[1].Terminating || r.Members[0].Terminating {
+		t.Errorf("Terminating of a, b = %v, %v; want false, true", r.Members[0].Terminating, r.Members[1].Terminating)
+	}
+	stuck := 0
+	for _, p := range r.Problems {
+		if strings.Contains(p, "ops-c") && strings.Contains(p, "kshard release") {
+			stuck++
+		}
+	}
+	if stuck != 1 {
+		t.Errorf("problems %q; want one naming ops-c, expired while being deleted, and kshard release", r.Problems)
 	}
 }

@@ -26,7 +26,17 @@ type Core struct {
 	// so its holder's claims may be hidden; after LeaseDuration they have
 	// either reappeared or their holder has stopped (it fences when its
 	// renews fail or it sees its Lease gone).
-	firstSeen   time.Time
+	firstSeen time.Time
+	// firstViewFinalized: every Lease of the first Observe carried the
+	// member finalizer and was well-formed; with joinScanClean it lets
+	// the replica join at once (fastJoin).
+	firstViewFinalized bool
+	// joinScanClean: the shell found no Lease with the member finalizer
+	// outside the ring after its first list (JoinScanClean).
+	joinScanClean bool
+	// terminating is the version of the own Lease, held by this
+	// incarnation, that someone else is deleting (Terminating), if any.
+	terminating string
 	observation uint64    // count of Observe calls, to find Leases that disappeared
 	own         *Observed // own Lease as last observed, when this incarnation wrote it
 	held        bool      // this incarnation's Lease has been observed at least once
@@ -352,6 +362,12 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	c.advance(now)
 	if c.firstSeen.IsZero() {
 		c.firstSeen = c.now
+		// Well-formed too: the defence against a stale view of a peer
+		// needs the Generation of the newest state seen, which a damaged
+		// Lease does not show.
+		c.firstViewFinalized = !slices.ContainsFunc(leases, func(l Observed) bool {
+			return !l.Gone && (!l.Finalized || l.Problem != "" || l.ClaimUnknown)
+		})
 	}
 	c.observed = true
 	c.observation++
@@ -359,7 +375,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		c.decided = map[string]bool{}
 	}
 	clear(c.decided)
-	ownSeen, changed := false, false
+	ownSeen, changed, priorDeparted := false, false, false
 	// The Leases in the view first: each is its identity's main Lease.
 	for _, l := range leases {
 		if l.Identity == "" || l.Gone {
@@ -397,6 +413,11 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 				if m := c.meaning(l); !m.Claim.IsEmpty() {
 					c.ownGhosts = c.addGhost(c.ownGhosts, m, c.observation, false)
 				}
+				// The previous incarnation's Lease left in this state, newer
+				// than any seen of it (its claim emptied when a peer
+				// collected it, say): that claim, not an older one,
+				// is what stays in force.
+				priorDeparted = priorDeparted || c.prior != nil && l.Incarnation == c.prior.obs.Incarnation && sameObject(c.prior.obs, l)
 			}
 			continue
 		}
@@ -408,8 +429,11 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		changed = c.observeGhost(l) || changed
 	}
 	if !ownSeen {
+		c.terminating = ""
 		c.own = nil
-		c.priorLeft(nil)
+		if !priorDeparted {
+			c.priorLeft(nil)
+		}
 		c.prior = nil
 		if c.held {
 			c.loseOwn() // deleted or relabelled by someone else
@@ -557,7 +581,8 @@ func (c *Core) observeGhost(l Observed) (changed bool) {
 // when such a Lease's claim is a well-formed empty one (it refuses to join
 // itself), it blocks nothing.
 func (c *Core) meaning(l Observed) Observed {
-	o := Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID, Problem: l.Problem, ClaimUnknown: l.ClaimUnknown, ClaimEmpty: l.ClaimEmpty}
+	o := Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID, Problem: l.Problem, ClaimUnknown: l.ClaimUnknown, ClaimEmpty: l.ClaimEmpty,
+		Finalized: l.Finalized, Terminating: l.Terminating}
 	if l.Problem == "" && !l.ClaimUnknown {
 		return o
 	}
@@ -606,7 +631,16 @@ func (c *Core) observeOwn(l Observed) {
 	if l.Incarnation == c.cfg.Incarnation {
 		own := Observed{Record: l.Record.Clone(), Version: l.Version}
 		c.own, c.held, c.prior = &own, true, nil
-		c.ownLost, c.repair, c.takeOver = false, "", nil
+		c.repair, c.takeOver, c.terminating = "", nil, ""
+		if l.Terminating {
+			// Deleted by someone else; the finalizer keeps it in every
+			// view. Lost until it is gone and created afresh: fence, and
+			// remove the finalizer once nothing runs (Ready.Finalize).
+			c.loseOwn()
+			c.terminating = l.Version
+			return
+		}
+		c.ownLost = false
 		return
 	}
 	c.own = nil
@@ -814,8 +848,22 @@ func (c *Core) step(now time.Time) Ready {
 	c.commit()
 	c.finishLeave(&r)
 	c.publish(&r)
+	c.finalize(&r)
 	c.explain()
 	return r
+}
+
+// finalize asks the shell to let the deletion of the own Lease complete once
+// this replica has fenced, nothing it ran is in flight, and the Lease shows
+// its empty claim: from then on the Lease's absence hides nothing from a
+// replica that starts without seeing it, and peers that saw the empty claim
+// keep no tombstone.
+func (c *Core) finalize(r *Ready) {
+	if c.terminating == "" || !c.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
+		c.own == nil || !c.own.Claim.IsEmpty() {
+		return
+	}
+	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.terminating}
 }
 
 func (c *Core) advance(now time.Time) {
@@ -950,10 +998,30 @@ func (c *Core) judgePeers(r *Ready) {
 }
 
 // watchedLongEnough reports whether this replica has watched the ring for
-// LeaseDuration (see firstSeen).
+// LeaseDuration (see firstSeen), or may join at once (fastJoin).
 func (c *Core) watchedLongEnough() bool {
-	return c.observed && c.now.Sub(c.firstSeen) >= c.cfg.LeaseDuration
+	return c.observed && (c.fastJoin() || c.now.Sub(c.firstSeen) >= c.cfg.LeaseDuration)
 }
+
+// fastJoin reports whether the join wait can be skipped: every Lease of the
+// first view carried the member finalizer and was well-formed, and the
+// shell's scan found no finalized Lease outside the ring. The wait exists for a Lease deleted or relabelled by
+// hand before this process first listed the ring, whose holder may still be
+// reconciling: a finalized Lease deleted by hand stays in the view,
+// terminating, until its holder has stopped everything (Finalize) or a
+// peer has seen it expired; one relabelled keeps its finalizer, and the
+// scan finds it. A ring with a Lease that lacks the finalizer (written by
+// an earlier kshard, say) gets the wait: such a Lease deleted by hand just
+// before this process started would be invisible.
+func (c *Core) fastJoin() bool { return c.firstViewFinalized && c.joinScanClean }
+
+// JoinScanClean reports that the shell, after the informer's first list,
+// listed every Lease of the namespace without the ring's label selector and
+// found none that carries the member finalizer without belonging to the
+// ring (a member's Lease relabelled out of it by hand), and that the
+// informer holds every ring Lease that list showed. With every Lease of the
+// first view finalized, the replica joins without the join wait.
+func (c *Core) JoinScanClean() { c.joinScanClean = true }
 
 // updateState moves joining → active → leaving.
 func (c *Core) updateState() {
@@ -1056,7 +1124,7 @@ func (c *Core) awaitingJoiners() bool {
 
 // joinerAwaited: p is a peer awaitingJoiners waits for.
 func (c *Core) joinerAwaited(p *peer) bool {
-	return !p.gone && !p.void && c.live(p) && p.obs.State == StateJoining && p.obs.Claim.IsEmpty() &&
+	return !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateJoining && p.obs.Claim.IsEmpty() &&
 		p.obs.Fingerprint == c.fingerprint && !p.joiningSince.IsZero() && c.now.Before(c.joinerAwaitedUntil(p))
 }
 
@@ -1081,7 +1149,7 @@ func (c *Core) updateRing() {
 		p := c.peers[id]
 		// A void Lease is not live, unless its holder was proven dead
 		// before it expired.
-		if !p.gone && !p.void && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
+		if !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
 			view = append(view, id)
 		}
 	}
@@ -1274,7 +1342,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 		consider(g.lastChange.Add(c.cfg.LeaseDuration))
 	}
 	c.nextSuspects(consider)
-	if c.observed && c.state == StateJoining {
+	if c.observed && c.state == StateJoining && !c.fastJoin() {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
 	}
 	return next, !next.IsZero()

@@ -1007,6 +1007,34 @@ func TestPriorIncarnationsClaimOutlivesItsLease(t *testing.T) {
 	}
 }
 
+// The previous incarnation's Lease, collected by a peer (its claim emptied
+// in the write before the delete), leaves with that empty claim: nothing of
+// the older claim stays in force, while a departure in a state that still
+// claims keeps that claim for LeaseDuration.
+func TestPriorIncarnationsCollectedLeaseReleasesItsClaim(t *testing.T) {
+	for _, emptied := range []bool{true, false} {
+		t.Run("emptied "+strconv.FormatBool(emptied), func(t *testing.T) {
+			h := newHarness(t, "a")
+			h.c.CachesSynced()
+			old := Observed{Record: Record{Identity: "a", Incarnation: "old", State: StateActive,
+				Claim: set(0, 1, 2), Generation: 4, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}
+			h.c.Observe(h.now, []Observed{old})
+			h.ready()
+			h.advance(time.Second)
+			gone := old
+			gone.Gone, gone.Version = true, h.version()
+			if emptied {
+				gone.State, gone.Claim = StateLeaving, set()
+			}
+			h.c.Observe(h.now, []Observed{gone})
+			activated := h.settle().Union(h.pass(2 * time.Second).Activate).Union(h.settle())
+			if want := emptied; activated.Has(1) != want {
+				t.Fatalf("departed with its claim emptied %v: activated %v within 2s; want partition 1 active %v", emptied, activated, want)
+			}
+		})
+	}
+}
+
 // A watch that shows an older state of a peer's Lease after a newer one
 // (reordered events, a relist from a lagging API server) must not make the
 // claims added since look released: the core keeps the newest Record of

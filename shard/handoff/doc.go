@@ -44,12 +44,23 @@
 //     another object or was written over by yet another incarnation,
 //     unless its expiry was confirmed. A replica joins the ring only
 //     after watching it for LeaseDuration, because a Lease that vanished
-//     before it started leaves it no tombstone.
-//   - Own Lease lost. A replica that sees its own Lease gone, or damaged, or
-//     rewritten by someone else after it held it, fences at once and stays
-//     fenced until a renew sent after that moment has succeeded (the shell
-//     recreates a deleted Lease, puts back a removed ring label, and rewrites
-//     a damaged one only over the version the core names in TakeOver). A
+//     before it started leaves it no tombstone, unless it can tell that
+//     none vanished (fast join): every Lease of its first view carries
+//     the member finalizer, so a deletion by hand leaves the Lease in
+//     every view, Terminating, until its holder has stopped everything
+//     and lets it go (Finalize) or a peer collects it after confirmed
+//     expiry; and the shell's scan of the namespace, after the first
+//     list, found no finalized Lease relabelled out of the ring
+//     (JoinScanClean). A Lease of a kshard that adds no finalizer keeps
+//     the wait for everyone. Residual risk: a finalizer removed by hand.
+//   - Own Lease lost. A replica that sees its own Lease gone, terminating,
+//     damaged, or rewritten by someone else after it held it, fences at
+//     once and stays fenced until a renew sent after that moment has
+//     succeeded and the Lease is whole again (the shell recreates a deleted
+//     Lease, lets a terminating one go only once nothing runs and its empty
+//     claim shows (Finalize) and then recreates it, puts back a removed
+//     ring label, and rewrites a damaged one only over the version the core
+//     names in TakeOver). A
 //     Lease written by another incarnation after this one held it is a
 //     duplicate identity: the core stops.
 //   - Proof of death (proof.go). A Lease whose writer the kubelet reports
@@ -160,8 +171,8 @@
 // StopDeadline later. On a graceful leave: one watch round trip plus the
 // drain (a peer whose watch merged the leaver's empty claim with its
 // deletion sees a tombstone and waits LeaseDuration instead). A new replica
-// joins LeaseDuration after its first list; the members cover its
-// partitions meanwhile. A Lease deleted or relabelled by hand delays the
+// joins LeaseDuration after its first list, or at once after a fast join;
+// the members cover its partitions meanwhile. A Lease deleted or relabelled by hand delays the
 // handoff of its claims by up to LeaseDuration plus a confirming read, and
 // not at all when its holder repairs it first.
 //

@@ -67,6 +67,14 @@ type Ready struct {
 	// PartitionsSynced. Objects of other partitions may leave the cache.
 	Hold shard.PartitionSet
 
+	// Finalize: the own Lease at Version is being deleted by someone else
+	// (it is Terminating), this replica has fenced, and nothing it ran is
+	// in flight any more: remove the member finalizer with an update
+	// conditioned on Version so that the deletion completes, then create
+	// the Lease afresh as after any deletion. Asked for in every Ready
+	// while it holds; a failed update needs nothing but the next Ready.
+	Finalize *LeaseRef
+
 	// DeleteLease: the graceful leave is complete; stop renewing, delete the
 	// own Lease if this process has written it (precondition: the version it
 	// wrote last), and exit. The core is done.
@@ -76,5 +84,5 @@ type Ready struct {
 // IsEmpty reports whether r asks for nothing.
 func (r Ready) IsEmpty() bool {
 	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.TakeOver == nil && r.Publish == nil && r.Activate.IsEmpty() &&
-		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && len(r.ProveDeath) == 0 && !r.DeleteLease
+		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && len(r.ProveDeath) == 0 && r.Finalize == nil && !r.DeleteLease
 }

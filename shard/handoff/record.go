@@ -94,6 +94,16 @@ type Observed struct {
 	// ClaimEmpty: the claim annotation is a well-formed claim of no
 	// partition, over any partition count.
 	ClaimEmpty bool
+	// Finalized: the Lease carries the member finalizer, so a deletion by
+	// hand leaves it in the view, Terminating, until its holder (once
+	// nothing of it runs) or a peer (once it is expired) removes the
+	// finalizer. A ring whose every Lease is Finalized lets a new replica
+	// join without watching it for LeaseDuration first (JoinScanClean).
+	Finalized bool
+	// Terminating: the Lease is being deleted (its deletionTimestamp is
+	// set) and waits for its finalizer. It is never a member, but its
+	// claim counts like any other; its holder fences when it sees it.
+	Terminating bool
 }
 
 // LeaseRef names one version of a member's Lease.

@@ -23,6 +23,7 @@ var (
 	simAcross     = flag.Bool("handoff.staleacross", false, "stale views may show an earlier incarnation's state (a case the core does not defend against), to measure it")
 	simTrustOrder = flag.Bool("handoff.trustorder", false, "turn off the core's defence against stale views of a peer's Lease")
 	simClockLong  = flag.Bool("handoff.clocklong", false, "run as the clock-rate tests do: 30–70 s of faults, no stale views")
+	simCollect    = flag.Bool("handoff.collect", false, "every seed collects expired Leases within it (handoffsim.Options.CollectEarly; by default a quarter do)")
 	simSweep      = flag.String("handoff.sweep", "", "TestSimulationClockRateSweep: comma-separated clock skews in percent (e.g. 5,8,9,10,12,15,20)")
 )
 
@@ -35,7 +36,7 @@ func simOptions() handoffsim.Options {
 	if *simClockLong {
 		return clockOptions(skew)
 	}
-	return handoffsim.Options{ClockSkewPPM: skew, StaleAcross: *simAcross, TrustWatchOrder: *simTrustOrder}
+	return handoffsim.Options{ClockSkewPPM: skew, StaleAcross: *simAcross, TrustWatchOrder: *simTrustOrder, CollectEarly: *simCollect}
 }
 
 // clockOptions set up a run for the clock-rate measurements: clocks within

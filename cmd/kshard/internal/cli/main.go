@@ -22,6 +22,9 @@ type env struct {
 	prog   string // "kshard" or "kubectl shard", for messages and help
 	stdout io.Writer
 	stderr io.Writer
+	// connect, when set, replaces connect for the commands that write
+	// (tests run them against a fake clientset).
+	connect func(*globals) (*cluster, error)
 }
 
 type command struct {
@@ -34,16 +37,31 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{statusCommand(), ownerCommand(), demoCommand(), versionCommand()}
+	return []*command{statusCommand(), ownerCommand(), releaseCommand(), demoCommand(), versionCommand()}
+}
+
+// commandNames lists the commands for messages: "status, owner, ...".
+func commandNames() string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Main runs the command line args (args[0] is the program name) and returns
 // the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return (&env{stdout: stdout, stderr: stderr}).main(args)
+}
+
+// main is Main with e's writers (and, in tests, its connect).
+func (e *env) main(args []string) int {
 	// client-go logs some failures through klog on top of returning them
 	// (discovery does); the error we print is the one line the user needs.
 	klog.SetLogger(logr.Discard())
-	e := &env{prog: "kshard", stdout: stdout, stderr: stderr}
+	stdout := e.stdout
+	e.prog = "kshard"
 	if len(args) > 0 {
 		e.prog = progName(args[0])
 	}
@@ -72,7 +90,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		rest = []string{"version"}
 	}
 	if len(rest) == 0 {
-		return e.exit(nil, usagef("missing command: one of status, owner, demo, version"))
+		return e.exit(nil, usagef("missing command: one of %s", commandNames()))
 	}
 	name := rest[0]
 	if name == "help" {
@@ -96,7 +114,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		return e.exit(c, c.run(e, g, append(slices.Clone(before), rest[1:]...)))
 	}
-	return e.exit(nil, usagef("unknown command %q: one of status, owner, demo, version", name))
+	return e.exit(nil, usagef("unknown command %q: one of %s", name, commandNames()))
 }
 
 // exit reports err in one line on stderr and returns the exit code.
@@ -158,7 +176,7 @@ Commands:
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 	}
 	fmt.Fprintf(&b, `
-Flags of status and owner (before or after the command):
+Flags of status, owner and release (before or after the command):
 %s
 Run '%s <command> --help' for a command's flags and details.
 `, globalFlagsHelp, e.prog)
@@ -169,7 +187,8 @@ const globalFlagsHelp = `      --kubeconfig PATH   kubeconfig file (default: $KU
       --context NAME      kubeconfig context to use (default: the current context)
   -n, --namespace NS      namespace of the ring's Leases (default: the context's namespace)
       --ring NAME         ring name, the Leases' kshard.io/ring label (default: status shows
-                          every ring of the namespace; owner uses the only one)
+                          every ring of the namespace; owner uses the only one; release
+                          needs it)
   -o, --output FORMAT     table or json (default: table)
   and kubectl's other connection flags, which override the kubeconfig as in kubectl:
       --cluster, --user, --server, --tls-server-name, --insecure-skip-tls-verify,

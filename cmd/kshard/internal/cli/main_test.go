@@ -63,6 +63,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"owner", "widgets", "/b"}, []string{`"/b" is not`}},
 		{[]string{"owner", "widgets", "Bad_NS/b"}, []string{`"Bad_NS/b" is not`}},
 		{[]string{"owner", "widgets", "a/"}, []string{`"a/" is not`}},
+		{[]string{"release", "a"}, []string{"kshard release: release needs --ring", "kshard release --help"}},
+		{[]string{"release", "--ring", "ops"}, []string{"give the identities of the Leases to release, or --all"}},
+		{[]string{"release", "--ring", "ops", "--all", "a"}, []string{"give identities or --all, not both"}},
+		{[]string{"release", "--ring", "ops", "a", "--wait", "0s"}, []string{"--wait 0s: give a positive duration"}},
+		{[]string{"release", "--ring", "ops", "a", "--wait", "soon"}, []string{`invalid value "soon" for --wait`}},
+		{[]string{"release", "--ring", "ops", "a", "--wait", "1s", "--force"}, []string{"--wait and --force contradict each other"}},
+		{[]string{"release", "--ring", "ops", "A_B"}, []string{`identity "A_B" does not make a valid Lease name "ops-A_B"`}},
+		{[]string{"release", "--ring", "Not A Ring!", "a"}, []string{"not a valid ring name"}},
+		{[]string{"release", "--ring", "ops", "a", "-o", "yaml"}, []string{`-o "yaml"`}},
 		{[]string{"demo", "--timeout", "abc"}, []string{`invalid value "abc" for --timeout`, "90s or 10m"}},
 		{[]string{"demo", "--timeout=-1s"}, []string{"--timeout -1s", "positive"}},
 		{[]string{"demo", "--replicas", "x"}, []string{`invalid value "x" for --replicas`, "whole number"}},
@@ -89,7 +98,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"status", "--help"}, {"owner", "-h"}, {"demo", "--help"},
-		{"version", "--help"}, {"help", "owner"}, {"-n", "x", "status", "--help"}} {
+		{"version", "--help"}, {"help", "owner"}, {"release", "--help"}, {"help", "release"}, {"-n", "x", "status", "--help"}} {
 		code, stdout, stderr := run(t, args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage:") {
 			t.Errorf("%v: code %d, stderr %q, stdout %q", args, code, stderr, stdout)
@@ -98,6 +107,16 @@ func TestHelp(t *testing.T) {
 	_, stdout, _ := run(t, "status", "--help")
 	if !strings.Contains(stdout, "observed a") || !strings.Contains(stdout, "-n, --namespace") {
 		t.Errorf("status help does not explain liveness or list the flags:\n%s", stdout)
+	}
+	_, stdout, _ = run(t, "release", "--help")
+	for _, want := range []string{"release --ring NAME <identity>...", "stays terminating for ever", "--force skips the wait", "--wait D", "-n, --namespace"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("release help does not contain %q:\n%s", want, stdout)
+		}
+	}
+	_, stdout, _ = run(t, "--help")
+	if !strings.Contains(stdout, "  release ") {
+		t.Errorf("help does not list release:\n%s", stdout)
 	}
 }
 
