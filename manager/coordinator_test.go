@@ -226,14 +226,21 @@ func TestCoordinatorReissuesFailedActivation(t *testing.T) {
 	}
 }
 
-// The own Lease deleted by someone else: the coordinator fences at once,
-// revoking everything, although its renews are recent.
-func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
+// activeAlone runs a coordinator alone in its ring until it has activated
+// every partition.
+func activeAlone(t *testing.T) (*fakeMembership, *revokeRecorder) {
 	member := newFakeMembership("a")
 	part := &revokeRecorder{}
 	startCoordinator(t, "a", member, part)
 	keepRenewing(t, member)
 	waitFor(t, "activation", func() bool { return part.activated().Len() == 7 })
+	return member, part
+}
+
+// The own Lease deleted by someone else: the coordinator fences at once,
+// revoking everything, although its renews are recent.
+func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
+	member, part := activeAlone(t)
 	member.mu.Lock()
 	member.own = nil // kubectl delete lease
 	member.mu.Unlock()
@@ -246,11 +253,7 @@ func TestCoordinatorFencesWhenOwnLeaseDisappears(t *testing.T) {
 // and the Lease shows the empty claim does it remove the finalizer (of the
 // version it saw); the Lease is created afresh and the replica rejoins.
 func TestCoordinatorFinalizesItsHandDeletedLeaseOnceDrained(t *testing.T) {
-	member := newFakeMembership("a")
-	part := &revokeRecorder{}
-	startCoordinator(t, "a", member, part)
-	keepRenewing(t, member)
-	waitFor(t, "activation", func() bool { return part.activated().Len() == 7 })
+	member, part := activeAlone(t)
 	member.mu.Lock()
 	member.terminating = true // kubectl delete lease: deletionTimestamp set
 	member.version++

@@ -700,7 +700,8 @@ func (r *results) markdown() string {
 		}
 		if sc.FormedSecondsRatio10k != nil {
 			p("")
-			p("Start → formed at 10,000 objects, 2 replicas each: kshard %.1f s, controller-runtime %.1f s (ratio %s×).", sc.KshardFormed10kSeconds, sc.CRFormed10kSeconds, f2(sc.FormedSecondsRatio10k))
+			p("Start → formed at 10,000 objects, 2 replicas each, median of %d starts each, alternating: kshard %.2f s, controller-runtime %.2f s (ratio %s×); samples kshard %s, controller-runtime %s.",
+				len(sc.KshardFormed10kSamples), sc.KshardFormed10kSeconds, sc.CRFormed10kSeconds, f2(sc.FormedSecondsRatio10k), seconds(sc.KshardFormed10kSamples), seconds(sc.CRFormed10kSamples))
 		}
 	}
 	p("")
@@ -737,3 +738,12 @@ func derefOr(p *float64) float64 {
 }
 
 func sortedKeys(m map[string]float64) []string { return slices.Sorted(maps.Keys(m)) }
+
+// seconds formats samples as "0.61, 0.72 s".
+func seconds(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ") + " s"
+}

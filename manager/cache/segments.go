@@ -250,15 +250,6 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatc
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.ShardSelector = selector
-			if o.ResourceVersion == "0" {
-				// The watch cache answers a LIST at resourceVersion 0 in
-				// one response whatever the limit: the whole share's
-				// body and its decoding garbage at once, which set the
-				// replica's peak memory. The latest state instead is
-				// served page by page (the reflector's pager asks for
-				// 500 objects at a time) from the watch cache's snapshot.
-				o.ResourceVersion = ""
-			}
 			list, err := inner.ListWithContext(ctx, o)
 			if err != nil {
 				return nil, err
