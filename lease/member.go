@@ -392,8 +392,9 @@ func (m *Member) DeletePeer(ctx context.Context, identity, version string) error
 // carries the member finalizer: one update, conditioned on version, removes
 // the finalizer and publishes an empty claim in state leaving (Released),
 // so that peers who see that version release its claims at once instead of
-// keeping a tombstone when it leaves, and none takes it for a member. It returns the version to delete, or done when nothing is left to
-// do (the Lease changed, is gone, or the update deleted it).
+// keeping a tombstone when it leaves, and none takes it for a member. It
+// returns the version to delete, or done when nothing is left to do (the
+// Lease changed, is gone, or the update deleted it).
 func (m *Member) releasePeer(ctx context.Context, name, version string) (next string, done bool, err error) {
 	l, err := m.leases.Get(ctx, name, metav1.GetOptions{})
 	switch {

@@ -171,22 +171,11 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 	opts.Trace = false
 	start := time.Now()
 	var (
-		next, seeds, steps      atomic.Int64
-		violations, safety      atomic.Int64
-		tampers, pauses         atomic.Int64
-		leaves, tombstones      atomic.Int64
-		proven, forceDeletes    atomic.Int64
-		clockFaults, staleViews atomic.Int64
-		lists, slow, failed     atomic.Int64
-		finSeeds, terminations  atomic.Int64
-		finalizes, collected    atomic.Int64
-		fastJoins, fastNoFin    atomic.Int64
-		uncleanScans            atomic.Int64
-		collectSeeds, collects  atomic.Int64
-		stop                    atomic.Bool
-		mu                      sync.Mutex
-		sum                     Summary
-		wg                      sync.WaitGroup
+		next atomic.Int64
+		stop atomic.Bool
+		mu   sync.Mutex
+		sum  Summary
+		wg   sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
@@ -196,63 +185,60 @@ func RunSeeds(first uint64, n int, opts Options) Summary {
 					return
 				}
 				r := Run(first+uint64(i), opts)
-				seeds.Add(1)
-				steps.Add(int64(r.Steps))
-				tampers.Add(int64(r.Tampers))
-				pauses.Add(int64(r.Pauses))
-				leaves.Add(int64(r.Leaves))
-				tombstones.Add(int64(r.LeaveTombstones))
-				proven.Add(int64(r.Proven))
-				forceDeletes.Add(int64(r.ForceDeletes))
-				clockFaults.Add(int64(r.ClockFaults))
-				staleViews.Add(int64(r.StaleViews))
-				lists.Add(int64(r.Lists))
-				slow.Add(int64(r.SlowLists))
-				failed.Add(int64(r.FailedLists))
-				if r.Finalizers {
-					finSeeds.Add(1)
-				} else {
-					fastNoFin.Add(int64(r.FastJoins))
-				}
-				terminations.Add(int64(r.Terminations))
-				finalizes.Add(int64(r.Finalizes))
-				collected.Add(int64(r.CollectedTerminating))
-				fastJoins.Add(int64(r.FastJoins))
-				uncleanScans.Add(int64(r.UncleanScans))
-				collectSeeds.Add(int64(btoi(r.CollectEarly)))
-				collects.Add(int64(r.Collections))
-				if r.Violation == "" {
-					continue
-				}
-				violations.Add(1)
-				isSafety := !strings.Contains(r.Violation, "liveness:")
-				if isSafety {
-					safety.Add(1)
-				}
 				mu.Lock()
-				sum.Failed = append(sum.Failed, r.Seed)
-				if sum.FirstViolation == "" || isSafety && strings.Contains(sum.FirstViolation, "liveness:") {
-					sum.First, sum.FirstViolation = r.Seed, r.Violation
-				}
+				safety := sum.add(r)
 				mu.Unlock()
-				if isSafety && opts.StopAtSafety {
+				if safety && opts.StopAtSafety {
 					stop.Store(true)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	sum.Seeds, sum.Steps, sum.Violations, sum.Safety = seeds.Load(), steps.Load(), violations.Load(), safety.Load()
-	sum.Tampers, sum.Pauses, sum.Leaves, sum.LeaveTombstones = tampers.Load(), pauses.Load(), leaves.Load(), tombstones.Load()
-	sum.ClockFaults, sum.StaleViews = clockFaults.Load(), staleViews.Load()
-	sum.Proven, sum.ForceDeletes = proven.Load(), forceDeletes.Load()
-	sum.Lists, sum.SlowLists, sum.FailedLists = lists.Load(), slow.Load(), failed.Load()
-	sum.FinalizerSeeds, sum.Terminations, sum.Finalizes = finSeeds.Load(), terminations.Load(), finalizes.Load()
-	sum.CollectedTerminating, sum.FastJoins = collected.Load(), fastJoins.Load()
-	sum.FastJoinsWithoutFinalizers, sum.UncleanScans = fastNoFin.Load(), uncleanScans.Load()
-	sum.CollectSeeds, sum.Collections = collectSeeds.Load(), collects.Load()
 	sum.Elapsed = time.Since(start)
 	return sum
+}
+
+// add counts r into s and reports whether r broke a safety invariant.
+func (s *Summary) add(r Result) (safety bool) {
+	s.Seeds++
+	s.Steps += int64(r.Steps)
+	s.Tampers += int64(r.Tampers)
+	s.Pauses += int64(r.Pauses)
+	s.Leaves += int64(r.Leaves)
+	s.LeaveTombstones += int64(r.LeaveTombstones)
+	s.Proven += int64(r.Proven)
+	s.ForceDeletes += int64(r.ForceDeletes)
+	s.ClockFaults += int64(r.ClockFaults)
+	s.StaleViews += int64(r.StaleViews)
+	s.Lists += int64(r.Lists)
+	s.SlowLists += int64(r.SlowLists)
+	s.FailedLists += int64(r.FailedLists)
+	if r.Finalizers {
+		s.FinalizerSeeds++
+	} else {
+		s.FastJoinsWithoutFinalizers += int64(r.FastJoins)
+	}
+	s.Terminations += int64(r.Terminations)
+	s.Finalizes += int64(r.Finalizes)
+	s.CollectedTerminating += int64(r.CollectedTerminating)
+	s.FastJoins += int64(r.FastJoins)
+	s.UncleanScans += int64(r.UncleanScans)
+	s.CollectSeeds += int64(btoi(r.CollectEarly))
+	s.Collections += int64(r.Collections)
+	if r.Violation == "" {
+		return false
+	}
+	s.Violations++
+	safety = !strings.Contains(r.Violation, "liveness:")
+	if safety {
+		s.Safety++
+	}
+	s.Failed = append(s.Failed, r.Seed)
+	if s.FirstViolation == "" || safety && strings.Contains(s.FirstViolation, "liveness:") {
+		s.First, s.FirstViolation = r.Seed, r.Violation
+	}
+	return safety
 }
 
 // Reporter is the part of testing.TB that ReportFailed uses.
