@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,12 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
-
-// defaultLeaseDuration is kshard's default LeaseDuration: the wait for a
-// Lease that states no spec.leaseDurationSeconds (kshard always writes one).
-const defaultLeaseDuration = 10 * time.Second
 
 func releaseCommand() *command {
 	return &command{
@@ -43,9 +38,9 @@ each identity given, or with --all each Lease labelled kshard.io/ring=<ring>,
 it waits for a sign of life first: it reads the Lease, waits --wait (by
 default the longest spec.leaseDurationSeconds of those Leases), reads it
 again, and releases it only if its resourceVersion did not change, in one
-update conditioned on that resourceVersion that removes the finalizer and
-publishes an empty claim (annotation kshard.io/claim, label
-kshard.io/partitions=0). A pending deletion then completes; a Lease not
+update conditioned on that resourceVersion that removes the finalizer,
+sets state leaving and publishes an empty claim (annotation kshard.io/claim,
+label kshard.io/partitions=0). A pending deletion then completes; a Lease not
 being deleted stays, released. --force skips the wait: if a holder is in
 fact alive, it goes on reconciling its partitions while a new replica,
 no longer held back by its Lease, joins and claims them, so that the same
@@ -362,26 +357,11 @@ func released(l *coordinationv1.Lease) (*coordinationv1.Lease, string) {
 	if !ok {
 		return lease.Released(l, 0), ""
 	}
-	p, ok := claimPartitions(text)
+	p, ok := lease.ClaimPartitions(text)
 	if !ok {
 		return lease.Released(l, 0), fmt.Sprintf(", claim annotation %s left as it was (it does not decode)", lease.AnnotationClaim)
 	}
 	return lease.Released(l, p), ", claim emptied"
-}
-
-// claimPartitions returns the partition count a claim annotation states
-// (v1:<P>:<bitmap>), if the claim decodes with it.
-func claimPartitions(text string) (int, bool) {
-	_, rest, _ := strings.Cut(text, ":")
-	sizeText, _, _ := strings.Cut(rest, ":")
-	p, err := strconv.Atoi(sizeText)
-	if err != nil {
-		return 0, false
-	}
-	if _, err := shard.DecodePartitionSet(text, p); err != nil {
-		return 0, false
-	}
-	return p, true
 }
 
 // leaseDuration is l's spec.leaseDurationSeconds, or kshard's default.
@@ -389,7 +369,7 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		return time.Duration(*d) * time.Second
 	}
-	return defaultLeaseDuration
+	return handoff.DefaultLeaseDuration // a Lease that states none; kshard always writes one
 }
 
 // releaseAPIError is apiError for release, whose RBAC needs differ from

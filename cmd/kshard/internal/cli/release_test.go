@@ -440,23 +440,3 @@ func TestReleaseForbidden(t *testing.T) {
 	}
 	oneLineErr(t, stderr, "kshard release:", `reading Lease "ops-a"`, "it needs get on leases.coordination.k8s.io", "kubectl auth can-i get leases -n from-context")
 }
-
-func TestClaimPartitions(t *testing.T) {
-	for _, tc := range []struct {
-		text string
-		p    int
-		ok   bool
-	}{
-		{shard.FullPartitionSet(271).Encode(), 271, true},
-		{shard.NewPartitionSet(1021, 5).Encode(), 1021, true},
-		{"v1:271:", 0, false},
-		{"v1:x:AA", 0, false},
-		{"garbage", 0, false},
-		{"", 0, false},
-	} {
-		p, ok := claimPartitions(tc.text)
-		if p != tc.p || ok != tc.ok {
-			t.Errorf("claimPartitions(%q) = %d, %v; want %d, %v", tc.text, p, ok, tc.p, tc.ok)
-		}
-	}
-}
