@@ -82,7 +82,44 @@ func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Dur
 	return f, nil
 }
 
+// startFleetTogether starts n replicas of sys at once, as the pods of a
+// StatefulSet with podManagementPolicy Parallel (deploy/statefulset.yaml) or
+// of a Deployment start, rather than one after the other as startFleet does.
+func (b *bench) startFleetTogether(sys *system, scenario string, n int) (*fleet, error) {
+	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), replicas: map[string]*replica{}}
+	started := make([]*replica, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprintf("r-%d", i)
+		f.ids = append(f.ids, id)
+		wg.Go(func() { started[i], errs[i] = f.launch(id) })
+	}
+	wg.Wait()
+	for i, r := range started {
+		if r != nil {
+			f.replicas[f.ids[i]] = r
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		f.kill()
+		return nil, err
+	}
+	return f, nil
+}
+
 func (f *fleet) start(id string) error {
+	r, err := f.launch(id)
+	if err != nil {
+		return err
+	}
+	f.replicas[id] = r
+	return nil
+}
+
+// launch starts replica id and waits until it serves its metrics and
+// probes.
+func (f *fleet) launch(id string) (*replica, error) {
 	p := f.b.p
 	args := []string{
 		"--kubeconfig=" + f.b.cp.KubeconfigPath(),
@@ -101,17 +138,12 @@ func (f *fleet) start(id string) error {
 	if f.withPods {
 		extra, err := f.b.preparePod(f, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		args = append(args, extra...)
 	}
 	logPath := filepath.Join(f.b.dir, "logs", fmt.Sprintf("%s-%s-%d.log", f.name, id, time.Now().UnixNano()))
-	r, err := startReplica(context.Background(), id, f.sys.bin, logPath, args)
-	if err != nil {
-		return err
-	}
-	f.replicas[id] = r
-	return nil
+	return startReplica(context.Background(), id, f.sys.bin, logPath, args)
 }
 
 // stopAll stops every replica at once, gracefully.
@@ -158,6 +190,8 @@ type readiness struct {
 	// quiet also waits for empty queues, idle workers and no reconcile
 	// between two polls.
 	quiet bool
+	// poll is the interval between polls (default 100ms).
+	poll time.Duration
 }
 
 // waitReady polls the live replicas until the fleet is formed as r asks. It
@@ -165,7 +199,10 @@ type readiness struct {
 func (f *fleet) waitReady(ctx context.Context, rd readiness, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
+	if rd.poll == 0 {
+		rd.poll = 100 * time.Millisecond
+	}
+	tick := time.NewTicker(rd.poll)
 	defer tick.Stop()
 	prevTotal := -1.0
 	var why string

@@ -700,8 +700,13 @@ func (r *results) markdown() string {
 		}
 		if sc.FormedSecondsRatio10k != nil {
 			p("")
-			p("Start → formed at 10,000 objects, 2 replicas each, median of %d starts each, alternating: kshard %.2f s, controller-runtime %.2f s (ratio %s×); samples kshard %s, controller-runtime %s.",
-				len(sc.KshardFormed10kSamples), sc.KshardFormed10kSeconds, sc.CRFormed10kSeconds, f2(sc.FormedSecondsRatio10k), seconds(sc.KshardFormed10kSamples), seconds(sc.CRFormed10kSamples))
+			p("Start → formed at 10,000 objects, 2 replicas each started together (as a StatefulSet with podManagementPolicy Parallel or a Deployment starts its pods), median of %d starts each, alternating, polled every %s: kshard %.2f s, controller-runtime %.2f s (ratio %s×); samples kshard %s, controller-runtime %s.",
+				len(sc.KshardFormed10kSamples), formedPoll, sc.KshardFormed10kSeconds, sc.CRFormed10kSeconds, f2(sc.FormedSecondsRatio10k), seconds(sc.KshardFormed10kSamples), seconds(sc.CRFormed10kSamples))
+		}
+		if st := sc.Formed10kStaggered; st != nil && len(st.Kshard) > 0 {
+			p("")
+			p("Started one after the other (the second once the first serves its probes, about 50 ms later, so the first kshard replica forms the ring alone, starts listing every object and restarts that list for its half when the second joins): kshard %.2f s, controller-runtime %.2f s (ratio %s×); samples kshard %s, controller-runtime %s.",
+				st.KshardSeconds, st.CRSeconds, f2(st.Ratio), seconds(st.Kshard), seconds(st.CR))
 		}
 	}
 	p("")

@@ -84,15 +84,42 @@ type scaleResults struct {
 	// partitions active in two processes at once, over every run.
 	Overlaps int `json:"overlaps"`
 	// FormedSecondsRatio10k: kshard's start → formed ÷ controller-runtime's
-	// at 10,000 objects, 2 replicas each, on this phase's control plane:
-	// medians of formedTrials starts of each, alternating (single
-	// sub-second samples swing by ±0.2 s on 2 shared cores).
-	FormedSecondsRatio10k  *float64   `json:"formed_seconds_ratio_10k"`
-	CRFormed10kSeconds     float64    `json:"controller_runtime_formed_10k_seconds,omitempty"`
-	KshardFormed10kSeconds float64    `json:"kshard_formed_10k_seconds,omitempty"`
-	CRFormed10kSamples     []float64  `json:"controller_runtime_formed_10k_samples,omitempty"`
-	KshardFormed10kSamples []float64  `json:"kshard_formed_10k_samples,omitempty"`
-	Runs                   []scaleRun `json:"runs"`
+	// at 10,000 objects, 2 replicas each started together (the pods of a
+	// StatefulSet with podManagementPolicy Parallel, as deploy/ ships, or of
+	// a Deployment), on this phase's control plane: medians of formedTrials
+	// starts of each, alternating (single sub-second samples swing by
+	// ±0.2 s on 2 shared cores).
+	FormedSecondsRatio10k  *float64  `json:"formed_seconds_ratio_10k"`
+	CRFormed10kSeconds     float64   `json:"controller_runtime_formed_10k_seconds,omitempty"`
+	KshardFormed10kSeconds float64   `json:"kshard_formed_10k_seconds,omitempty"`
+	CRFormed10kSamples     []float64 `json:"controller_runtime_formed_10k_samples,omitempty"`
+	KshardFormed10kSamples []float64 `json:"kshard_formed_10k_samples,omitempty"`
+	// Formed10kStaggered: the same, the second replica started once the
+	// first serves its probes (about 50 ms later), so that the first
+	// kshard replica forms the ring alone and starts listing everything.
+	Formed10kStaggered *formedSamples `json:"formed_10k_staggered,omitempty"`
+	Runs               []scaleRun     `json:"runs"`
+}
+
+// formedSamples are one way of starting's start → formed samples and
+// their medians.
+type formedSamples struct {
+	Ratio         *float64  `json:"ratio"`
+	CRSeconds     float64   `json:"controller_runtime_seconds"`
+	KshardSeconds float64   `json:"kshard_seconds"`
+	CR            []float64 `json:"controller_runtime_samples"`
+	Kshard        []float64 `json:"kshard_samples"`
+}
+
+// add records one sample of sys.
+func (f *formedSamples) add(sys *system, took float64) {
+	if sys.kshard {
+		f.Kshard = append(f.Kshard, took)
+	} else {
+		f.CR = append(f.CR, took)
+	}
+	f.CRSeconds, f.KshardSeconds = quantile(f.CR, 0.5), quantile(f.Kshard, 0.5)
+	f.Ratio = ratio(f.KshardSeconds, f.CRSeconds)
 }
 
 // summarise fills the headline figures from the runs.
@@ -154,47 +181,65 @@ func (b *bench) scalePhase(ctx context.Context, kshard, baseline *system) (*scal
 	return out, nil
 }
 
-// formedTrials is how many times scaleFormed10k starts each system.
-const formedTrials = 5
+// formedTrials is how many times scaleFormed10k starts each system each
+// way.
+const formedTrials = 11
 
 // scaleFormed10k times start → formed at 10,000 objects for 2 replicas of
 // each system, the comparison issue 16 asks for: formedTrials starts of
-// each, alternating, and their medians.
+// each, alternating, started together and staggered, and their medians.
 func (b *bench) scaleFormed10k(ctx context.Context, kshard, baseline *system, out *scaleResults) error {
 	defer func() { b.fleetArgs = nil }()
+	var together formedSamples
+	out.Formed10kStaggered = &formedSamples{}
 	for range formedTrials {
-		for _, sys := range []*system{baseline, kshard} {
-			took, err := b.formedOnce(ctx, sys)
-			if err != nil {
-				return err
+		for _, staggered := range []bool{false, true} {
+			for _, sys := range []*system{baseline, kshard} {
+				took, err := b.formedOnce(ctx, sys, staggered)
+				if err != nil {
+					return err
+				}
+				how := "together"
+				if staggered {
+					how = "staggered"
+					out.Formed10kStaggered.add(sys, took)
+				} else {
+					together.add(sys, took)
+				}
+				progress("  %s: 2 replicas started %s formed in %.2fs at 10,000 objects", sys.name, how, took)
 			}
-			if sys.kshard {
-				out.KshardFormed10kSamples = append(out.KshardFormed10kSamples, took)
-			} else {
-				out.CRFormed10kSamples = append(out.CRFormed10kSamples, took)
-			}
-			progress("  %s: 2 replicas formed in %.2fs at 10,000 objects", sys.name, took)
 		}
 	}
-	out.CRFormed10kSeconds = quantile(out.CRFormed10kSamples, 0.5)
-	out.KshardFormed10kSeconds = quantile(out.KshardFormed10kSamples, 0.5)
+	out.CRFormed10kSamples, out.KshardFormed10kSamples = together.CR, together.Kshard
+	out.CRFormed10kSeconds, out.KshardFormed10kSeconds = together.CRSeconds, together.KshardSeconds
 	return nil
 }
 
-// formedOnce starts 2 replicas of sys and returns how long they took to
-// form, then stops them.
-func (b *bench) formedOnce(ctx context.Context, sys *system) (float64, error) {
+// formedPoll is how often formedOnce polls the replicas: formation at
+// 10,000 objects takes about half a second, which the default 100ms would
+// round up by as much as a fifth of it.
+const formedPoll = 10 * time.Millisecond
+
+// formedOnce starts 2 replicas of sys, together or one after the other,
+// and returns how long they took to form, then stops them.
+func (b *bench) formedOnce(ctx context.Context, sys *system, staggered bool) (float64, error) {
 	b.fleetArgs = []string{"--all-namespaces"}
 	if sys.kshard {
 		b.fleetArgs = append(b.fleetArgs, "--partition-by=namespace", fmt.Sprintf("--partitions=%d", b.p.ScalePartitions))
 	}
 	start := time.Now()
-	f, err := b.startFleet(sys, "scale-formed", 2, 0)
+	var f *fleet
+	var err error
+	if staggered {
+		f, err = b.startFleet(sys, "scale-formed", 2, 0)
+	} else {
+		f, err = b.startFleetTogether(sys, "scale-formed", 2)
+	}
 	if err != nil {
 		return 0, err
 	}
 	f.partitions = b.p.ScalePartitions
-	err = f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), leaderWarm: float64(len(b.gens)), quiet: true}, b.p.ReadyTimeout)
+	err = f.waitReady(ctx, readiness{minReconciles: float64(len(b.gens)), leaderWarm: float64(len(b.gens)), quiet: true, poll: formedPoll}, b.p.ReadyTimeout)
 	took := time.Since(start).Seconds()
 	if err != nil {
 		f.kill()
