@@ -143,3 +143,23 @@ func TestShardedSummary(t *testing.T) {
 		t.Error("no runs must give no headline")
 	}
 }
+
+func TestFormedSamplesKeepEachSystemsMedian(t *testing.T) {
+	var f formedSamples
+	kshard, baseline := &system{kshard: true}, &system{}
+	for _, s := range []struct {
+		sys  *system
+		took float64
+	}{{baseline, 0.9}, {kshard, 0.5}, {baseline, 0.6}, {kshard, 2.0}, {baseline, 0.7}, {kshard, 0.4}} {
+		f.add(s.sys, s.took)
+	}
+	if f.KshardSeconds != 0.5 || f.CRSeconds != 0.7 {
+		t.Errorf("medians kshard %v, controller-runtime %v; want 0.5 and 0.7", f.KshardSeconds, f.CRSeconds)
+	}
+	if f.Ratio == nil || math.Abs(*f.Ratio-0.5/0.7) > 1e-12 {
+		t.Errorf("ratio %v, want %v", f.Ratio, 0.5/0.7)
+	}
+	if len(f.Kshard) != 3 || len(f.CR) != 3 {
+		t.Errorf("samples kshard %v, controller-runtime %v; want 3 each", f.Kshard, f.CR)
+	}
+}
