@@ -40,7 +40,20 @@ func newSegmentedFixture(t *testing.T, gate, filtered bool, maxSegments int, wra
 	defer cancel()
 	f := &segmentedFixture{t: t, cs: kubernetes.NewForConfigOrDie(cp.Config()), seen: map[string]bool{}}
 	createShardingFixture(t, ctx, f.cs, 12, 10)
-	var err error
+	// A segment's first LIST (resourceVersion 0) is served from the API
+	// server's watch cache, which may not hold the last creates yet; those
+	// would then arrive as watch events, not in the LIST the tests count.
+	all, err := f.cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		cached, err := f.cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err == nil && len(cached.Items) >= len(all.Items), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the watch cache to hold the fixture's ConfigMaps: %v", err)
+	}
 	if f.rp, err = shard.NewRangePartitioner(shard.SchemeUID, 8); err != nil {
 		t.Fatal(err)
 	}
