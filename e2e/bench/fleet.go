@@ -67,10 +67,15 @@ func (f *fleet) addCounters(ctx context.Context, r *replica, into map[string]flo
 	return nil
 }
 
+// newFleet is an empty fleet of sys named after scenario.
+func (b *bench) newFleet(sys *system, scenario string, latency time.Duration) *fleet {
+	return &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{}}
+}
+
 // startFleet starts n replicas of sys reconciling with latency.
 func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Duration, withPods ...bool) (*fleet, error) {
-	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{},
-		withPods: len(withPods) > 0 && withPods[0]}
+	f := b.newFleet(sys, scenario, latency)
+	f.withPods = len(withPods) > 0 && withPods[0]
 	for i := range n {
 		id := fmt.Sprintf("r-%d", i)
 		f.ids = append(f.ids, id)
@@ -86,7 +91,7 @@ func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Dur
 // StatefulSet with podManagementPolicy Parallel (deploy/statefulset.yaml) or
 // of a Deployment start, rather than one after the other as startFleet does.
 func (b *bench) startFleetTogether(sys *system, scenario string, n int) (*fleet, error) {
-	f := &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), replicas: map[string]*replica{}}
+	f := b.newFleet(sys, scenario, 0)
 	started := make([]*replica, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

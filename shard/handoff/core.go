@@ -1007,8 +1007,8 @@ func (c *Core) watchedLongEnough() bool {
 // first view carried the member finalizer and was well-formed, and the
 // shell's scan found no finalized Lease outside the ring. The wait exists
 // for a Lease deleted or relabelled by hand before this process first
-// listed the ring, whose holder may still be reconciling: a finalized Lease deleted by hand stays in the view,
-// terminating, until its holder has stopped everything (Finalize) or a
+// listed the ring, whose holder may still be reconciling: a finalized
+// Lease deleted by hand stays in the view, terminating, until its holder has stopped everything (Finalize) or a
 // peer has seen it expired; one relabelled keeps its finalizer, and the
 // scan finds it. A ring with a Lease that lacks the finalizer (written by
 // an earlier kshard, say) gets the wait: such a Lease deleted by hand just
