@@ -1,8 +1,10 @@
 package handoffsim
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,14 +156,21 @@ type Summary struct {
 	// Safety counts the violations of a safety invariant (the others are
 	// liveness failures: a partition not settled in time).
 	Safety int64
-	// Failed lists the seeds that broke an invariant, in no order.
-	Failed []uint64
+	// Failed lists the seeds that broke an invariant, in no order, each
+	// with what broke.
+	Failed []Failure
 	// First is a seed that broke a safety invariant if one did, else one
 	// that broke liveness; FirstViolation, what broke.
 	First          uint64
 	FirstViolation string
 	// Elapsed is the wall-clock time of the run.
 	Elapsed time.Duration
+}
+
+// Failure is a seed that broke an invariant, and what broke.
+type Failure struct {
+	Seed      uint64
+	Violation string
 }
 
 // RunSeeds runs the n seeds from first on, on GOMAXPROCS goroutines (each
@@ -230,11 +239,12 @@ func (s *Summary) add(r Result) (safety bool) {
 		return false
 	}
 	s.Violations++
-	safety = !strings.Contains(r.Violation, "liveness:")
+	f := Failure{Seed: r.Seed, Violation: r.Violation}
+	safety = f.safety()
 	if safety {
 		s.Safety++
 	}
-	s.Failed = append(s.Failed, r.Seed)
+	s.Failed = append(s.Failed, f)
 	if s.FirstViolation == "" || safety && strings.Contains(s.FirstViolation, "liveness:") {
 		s.First, s.FirstViolation = r.Seed, r.Violation
 	}
@@ -270,18 +280,34 @@ func CheckFinalizerPaths(t Reporter, s Summary) {
 	}
 }
 
-// ReportFailed reports up to three of s's failing seeds with their replayed
-// traces; replay is the command that replays one, with %d for the seed.
+// safety reports whether f broke a safety invariant (else liveness).
+func (f Failure) safety() bool { return !strings.Contains(f.Violation, "liveness:") }
+
+// tracedFailures is how many failing seeds ReportFailed replays with their
+// traces: a trace runs to thousands of lines.
+const tracedFailures = 3
+
+// ReportFailed reports every failing seed of s with what it broke, safety
+// violations first, then in seed order (a long run finds several kinds at
+// once), and the replayed traces of the first few; replay is the command that replays one, with %d for the
+// seed.
 func ReportFailed(t Reporter, s Summary, opts Options, replay string) {
 	t.Helper()
+	if len(s.Failed) == 0 {
+		return
+	}
+	failed := slices.SortedFunc(slices.Values(s.Failed), func(a, b Failure) int {
+		return cmp.Or(-cmp.Compare(btoi(a.safety()), btoi(b.safety())), cmp.Compare(a.Seed, b.Seed))
+	})
+	var list strings.Builder
+	for _, f := range failed {
+		fmt.Fprintf(&list, "\n  seed %d: %s", f.Seed, f.Violation)
+	}
+	t.Errorf("%d failing seeds (%d safety):%s\nreplay one: %s", len(failed), s.Safety, list.String(), fmt.Sprintf(replay, failed[0].Seed))
 	opts.Trace = true
-	for i, seed := range s.Failed {
-		if i == 3 {
-			t.Errorf("... and %d more failing seeds", len(s.Failed)-i)
-			return
-		}
-		r := Run(seed, opts)
-		t.Errorf("seed %d: %s\nreplay: %s\ntrace:\n%s", seed, r.Violation, fmt.Sprintf(replay, seed), r.Trace)
+	for _, f := range failed[:min(len(failed), tracedFailures)] {
+		r := Run(f.Seed, opts)
+		t.Errorf("seed %d: %s\ntrace:\n%s", f.Seed, r.Violation, r.Trace)
 	}
 }
 

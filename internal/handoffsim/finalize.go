@@ -58,6 +58,11 @@ func (p *proc) collect(identity string, rv uint64) {
 	if deleted {
 		w.collections++
 		w.collectedTerminating++
+		if cur.damaged {
+			// Released empties the claim but does not mend the rest:
+			// the deleted state still reads as a claim of everything.
+			w.tombstoneLeft()
+		}
 		w.tracef("%s garbage-collected %s@%d: terminating, released", p, identity, rv)
 		w.afterMutation(identity, true)
 		return
@@ -84,19 +89,27 @@ func (p *proc) collectDelete(identity string, rv uint64) {
 	}
 	if w.server.leases[identity] == nil {
 		w.collections++
-		if w.quiet && (cur.damaged || !cur.rec.Claim.IsEmpty()) {
-			// Its last state still counts as a claim (no finalizer, so
-			// not released first; or malformed, which Released does not
-			// mend): a peer that had not judged it expired keeps a
-			// tombstone, a delay of up to LeaseDuration and a confirming
-			// read, as after a deletion by hand (shard/handoff's package
-			// documentation, Liveness). Liveness counts from here.
-			w.settledAt = max(w.settledAt, w.now)
-			w.end = max(w.end, w.now+w.p.livenessBound()+time.Second)
+		if cur.damaged || !cur.rec.Claim.IsEmpty() {
+			// No finalizer, so not released first; or malformed, which
+			// Released does not mend.
+			w.tombstoneLeft()
 		}
 	}
 	w.tracef("%s garbage-collected %s@%d", p, identity, rv)
 	w.afterMutation(identity, true)
+}
+
+// tombstoneLeft accounts for a collection whose deleted state still counts
+// as a claim: a peer that had not judged the Lease expired keeps a
+// tombstone, a delay of up to LeaseDuration and a confirming read, as after
+// a deletion by hand (shard/handoff's package documentation, Liveness).
+// After the faults, liveness counts from here.
+func (w *world) tombstoneLeft() {
+	if !w.quiet {
+		return
+	}
+	w.settledAt = max(w.settledAt, w.now)
+	w.end = max(w.end, w.now+w.p.livenessBound()+time.Second)
 }
 
 var errConflict = errors.New("handoffsim: conflict (the Lease is not at that version)")

@@ -84,6 +84,16 @@ func (p simParams) maxListing() time.Duration {
 	return maxListTime + maxListRetry
 }
 
+// takeoverBound is how long after the faults stop a process may still learn
+// that another process of its identity took its Lease over: when the faults
+// left that Lease damaged (no incarnation to tell whose it is), the taker
+// waits for it to expire, one LeaseDuration after its last write, which may
+// land up to a client timeout after the faults stop; the last second covers
+// the takeover's write and its watch event.
+func (p simParams) takeoverBound() time.Duration {
+	return p.slowest(p.leaseDuration+p.clientTimeout) + time.Second
+}
+
 // falloutBound is how long after the faults stop a replica that lost its
 // renewals during them may still exit: at its stop deadline, counted from a
 // renew sent before the faults stopped.
@@ -1159,7 +1169,12 @@ func (p *proc) exit(why string) {
 		// process took the identity) ends at the shutdown timeout; with
 		// nothing running that is no fallout of the faults.
 		late := why != "shutdown timeout" || !p.running().IsEmpty()
-		if late && w.now-w.faultsOver > w.p.falloutBound() {
+		bound := w.p.falloutBound()
+		if why == "stopped" {
+			// Only a duplicate identity stops a core by itself.
+			bound = max(bound, w.p.takeoverBound())
+		}
+		if late && w.now-w.faultsOver > bound {
 			w.fail("%s exits (%s) %v after the faults stopped, later than the stop deadline allows", p, why, w.now-w.faultsOver)
 		}
 		w.settledAt = w.now
