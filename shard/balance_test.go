@@ -115,3 +115,39 @@ func TestSweepReplicationFactor(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepLoad reruns the measurement behind the README's advice on Load:
+// how much more than the mean the busiest member owns (it caps the fleet's
+// throughput, and with the sharded cache its memory), against how many
+// partitions move when one replica joins or leaves. Opt-in, like
+// TestSweepReplicationFactor:
+//
+//	KSHARD_SWEEP=1 go test -run TestSweepLoad -v ./shard/
+func TestSweepLoad(t *testing.T) {
+	if os.Getenv("KSHARD_SWEEP") == "" {
+		t.Skip("set KSHARD_SWEEP=1 to rerun the sweep behind the README's Load figures")
+	}
+	for _, p := range []int{271, 1021} {
+		for _, load := range []float64{1.02, 1.05, 1.1, 1.15, 1.25} {
+			cfg := Config{Partitions: p, Load: load}.WithDefaults()
+			var sum, worst float64
+			rings := 0
+			for _, prefix := range namingSamples {
+				for n := 2; n <= 32; n++ {
+					r := mustRing(t, cfg, statefulSetNames(prefix, n))
+					most := 0
+					for _, m := range r.Members() {
+						most = max(most, r.Partitions(m).Len())
+					}
+					busiest := float64(most) / (float64(p) / float64(n))
+					sum += busiest
+					worst = max(worst, busiest)
+					rings++
+				}
+			}
+			m := measureMovement(t, cfg, namingSamples, 32)
+			t.Logf("P=%4d load=%.2f  busiest ÷ mean avg %.3f worst %.3f  join avg %.3f worst %.2f  leave avg %.3f worst %.2f",
+				p, load, sum/float64(rings), worst, m.upAvg, m.upWorst, m.downAvg, m.downWorst)
+		}
+	}
+}
