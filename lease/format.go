@@ -222,27 +222,31 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 // isEmptyClaim reports whether text is a well-formed claim of no partition
 // over the partition count it states, whatever that count is.
 func isEmptyClaim(text string) bool {
-	size, ok := ClaimPartitions(text)
-	if !ok {
-		return false
-	}
-	set, _ := shard.DecodePartitionSet(text, size)
-	return set.IsEmpty()
+	set, ok := decodeStatedClaim(text)
+	return ok && set.IsEmpty()
 }
 
 // ClaimPartitions returns the partition count a claim annotation states
 // (<version>:<P>:…), if the claim decodes over it.
 func ClaimPartitions(text string) (int, bool) {
+	set, ok := decodeStatedClaim(text)
+	return set.Size(), ok
+}
+
+// decodeStatedClaim decodes a claim annotation over the partition count it
+// states (<version>:<P>:…), whatever that count is.
+func decodeStatedClaim(text string) (shard.PartitionSet, bool) {
 	version, rest, _ := strings.Cut(text, ":")
 	sizeText, _, _ := strings.Cut(rest, ":")
 	size, err := strconv.Atoi(sizeText)
 	if version == "" || err != nil {
-		return 0, false
+		return shard.PartitionSet{}, false
 	}
-	if _, err := shard.DecodePartitionSet(text, size); err != nil {
-		return 0, false
+	set, err := shard.DecodePartitionSet(text, size)
+	if err != nil {
+		return shard.PartitionSet{}, false
 	}
-	return size, true
+	return set, true
 }
 
 // Released returns a copy of l without the member finalizer, in state
