@@ -23,6 +23,8 @@
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters
 //	annotation kshard.io/pod-uid      UID of the writer's pod (optional: only when
 //	                                  its death can be proven, see TerminationMarker)
+//	annotation kshard.io/warm         partitions of the writer's target its sharded
+//	                                  cache holds (optional: sharded caches only)
 //	finalizer kshard.io/member        FinalizerMember, on every Lease this version writes
 //
 // A Lease carrying the ring label that does not follow this format is

@@ -28,6 +28,11 @@ const (
 	// AnnotationPod is the UID of the pod the writer runs in, present
 	// when the writer can have its death proven (see proof.go).
 	AnnotationPod = "kshard.io/pod-uid"
+	// AnnotationWarm is the writer's Record.Warm, encoded like the claim:
+	// the partitions of its target its sharded cache holds. Absent on
+	// writers with a full cache; advisory, so an undecodable one is read
+	// as absent rather than making the Lease malformed.
+	AnnotationWarm = "kshard.io/warm"
 
 	// FinalizerMember is on every member Lease this version writes: a
 	// deletion by hand then leaves the Lease in every view, terminating,
@@ -145,6 +150,11 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 		o.ClaimEmpty = set.IsEmpty()
 	}
 	o.ClaimUnknown = memberShaped && !claimOK
+	if text, ok := l.Annotations[AnnotationWarm]; ok {
+		if set, err := shard.DecodePartitionSet(text, partitions); err == nil {
+			o.Warm = set
+		}
+	}
 	o.Problem = strings.Join(problems, "; ")
 	return o, reasons
 }
@@ -191,6 +201,11 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 	l.Annotations[AnnotationIncarnation] = m.opts.Incarnation
 	l.Annotations[AnnotationEpoch] = strconv.FormatUint(r.Generation, 10)
 	l.Annotations[AnnotationParams] = m.opts.Params
+	if r.Warm.Size() > 0 {
+		l.Annotations[AnnotationWarm] = r.Warm.Encode()
+	} else {
+		delete(l.Annotations, AnnotationWarm)
+	}
 	if r.Pod != "" {
 		l.Annotations[AnnotationPod] = r.Pod
 	} else {
@@ -261,6 +276,7 @@ func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 		u.Labels = map[string]string{}
 	}
 	u.Labels[LabelState] = string(handoff.StateLeaving)
+	delete(u.Annotations, AnnotationWarm)
 	if _, ok := u.Annotations[AnnotationClaim]; ok && partitions > 0 {
 		u.Annotations[AnnotationClaim] = shard.NewPartitionSet(partitions).Encode()
 		u.Labels[LabelPartitions] = "0"

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
@@ -122,6 +123,40 @@ func TestRenderPublishesRecord(t *testing.T) {
 	}
 	if base.Annotations[AnnotationIncarnation] != "old" {
 		t.Error("render mutated its base")
+	}
+}
+
+// Record.Warm travels in its own annotation: written when reported, removed
+// when not (a replica that turned its sharded cache off), and read as not
+// reported when it cannot be decoded: it is advisory, so it never makes a
+// Lease malformed.
+func TestWarmRoundTrips(t *testing.T) {
+	o := validOptions()
+	o.Partitions, o.Params = 7, "fp"
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Generation: 9, Warm: shard.NewPartitionSet(7, 6)}
+	l := m.render(nil, rec, time.Unix(1000, 0), false)
+	if got := Parse(l, "r", 7); got.Problem != "" || !got.Warm.Equal(rec.Warm) {
+		t.Fatalf("warm %v (problem %q), want %v", got.Warm, got.Problem, rec.Warm)
+	}
+	rec.Warm = shard.PartitionSet{}
+	l = m.render(l, rec, time.Unix(1001, 0), false)
+	if _, ok := l.Annotations[AnnotationWarm]; ok {
+		t.Fatalf("annotation %s kept after warm stopped being reported", AnnotationWarm)
+	}
+	if got := Parse(l, "r", 7); got.Warm.Size() != 0 {
+		t.Fatalf("warm %v read from a Lease without it; want not reported", got.Warm)
+	}
+	l.Annotations[AnnotationWarm] = "v1:11:AA"
+	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 {
+		t.Fatalf("undecodable warm: problem %q, warm %v; want no problem and not reported", got.Problem, got.Warm)
+	}
+	l.Annotations[AnnotationWarm] = shard.NewPartitionSet(7, 1).Encode()
+	if _, ok := Released(l, 7).Annotations[AnnotationWarm]; ok {
+		t.Fatalf("Released kept %s", AnnotationWarm)
 	}
 }
 

@@ -470,6 +470,7 @@ func (c *coordinator) observeState(now time.Time) {
 	c.metrics.setPartitions("active", core.Active())
 	c.metrics.setPartitions("draining", core.Draining())
 	c.metrics.setPartitions("blocked", core.Blocked())
+	c.metrics.setPartitions("handing_over", core.HandingOver())
 	if c.cache != nil {
 		c.metrics.setPartitions("caching", core.CacheWaiting())
 	}

@@ -149,6 +149,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
 		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
 		PartitionCache: cacheOpts.Sharding != nil,
+		// A leave waits for handovers too: leave it two thirds of the
+		// shutdown for the drain and the release.
+		HandoverTimeout: min(opts.LeaseDuration, opts.GracefulShutdownTimeout/3),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

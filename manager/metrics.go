@@ -28,7 +28,7 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 			Name: "kshard_ring_members", Help: "Members of the ring (live Leases in state active) in this replica's view.",
 		}),
 		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kshard_partitions", Help: "Partitions of this replica by state: target (owned under the current view), claimed (published in its Lease), active (being reconciled), draining (revoked, reconciles still running), blocked (targeted but still claimed by a peer).",
+			Name: "kshard_partitions", Help: "Partitions of this replica by state: target (owned under the current view), claimed (published in its Lease), active (being reconciled), draining (revoked, reconciles still running), blocked (targeted but still claimed by a peer), handing_over (out of the target, kept active until the new owner's sharded cache holds them), caching (free to activate, waiting for this replica's sharded cache).",
 		}, []string{"state"}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kshard_rebalances_total", Help: "Changes of this replica's target partitions.",

@@ -98,6 +98,9 @@ type Result struct {
 	// Lists, SlowLists and FailedLists count the sharded caches' LISTs
 	// (Options.PartitionCache): all, those of a second or more, failures.
 	Lists, SlowLists, FailedLists int
+	// Handovers counts partitions a core kept active until their new
+	// owner's cache held them (or HandoverTimeout passed) before revoking.
+	Handovers int
 	// Finalizers: the seed's fleet writes the member finalizer (3 seeds in
 	// 4). Terminations counts finalized Leases deleted by hand (left
 	// terminating); Finalizes, own Leases whose deletion their holder
@@ -125,7 +128,7 @@ func Run(seed uint64, opts Options) Result {
 	w.run()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
 		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
-		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists,
+		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists, Handovers: w.handovers,
 		Finalizers: w.p.finalizers, Terminations: w.terminations, Finalizes: w.finalizes, CollectedTerminating: w.collectedTerminating,
 		FastJoins: w.fastJoins, UncleanScans: w.uncleanScans, CollectEarly: w.p.gcAfter != 0, Collections: w.collections}
 	if w.trace != nil {
@@ -144,6 +147,7 @@ type Summary struct {
 	Proven, ForceDeletes     int64
 	ClockFaults, StaleViews  int64
 	Lists, SlowLists         int64
+	Handovers                int64
 	FailedLists              int64
 	// FinalizerSeeds counts the seeds whose fleet writes the member
 	// finalizer; FastJoinsWithoutFinalizers, fast joins in the others.
@@ -222,6 +226,7 @@ func (s *Summary) add(r Result) (safety bool) {
 	s.StaleViews += int64(r.StaleViews)
 	s.Lists += int64(r.Lists)
 	s.SlowLists += int64(r.SlowLists)
+	s.Handovers += int64(r.Handovers)
 	s.FailedLists += int64(r.FailedLists)
 	if r.Finalizers {
 		s.FinalizerSeeds++

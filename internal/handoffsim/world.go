@@ -309,6 +309,9 @@ type world struct {
 	clockFaults, staleViews int
 	// LISTs of the sharded caches (cache.go).
 	lists, slowLists, failedLists int
+	// handovers counts partitions revoked after staying active until
+	// their new owner's cache held them (Core.HandingOver).
+	handovers int
 	// Finalizers (finalize.go): Leases deleted by hand that became
 	// terminating, Finalizes that completed a deletion, peers' collections
 	// that did, processes that joined without the join wait, and join
@@ -965,6 +968,7 @@ func (p *proc) step() {
 		p.stepShell()
 		return
 	}
+	waited := p.core.HandingOver()
 	r := p.core.Ready(p.local())
 	if !w.quiet && !r.IsEmpty() && w.rng.IntN(100) < 2 {
 		// The shell drops this Ready (a failed application): nothing is
@@ -1017,6 +1021,10 @@ func (p *proc) step() {
 	}
 	if !r.Revoke.IsEmpty() {
 		w.tracef("%s revoke %v", p, r.Revoke)
+		if held := r.Revoke.Intersect(waited); !held.IsEmpty() {
+			w.handovers += held.Len()
+			w.tracef("%s handed %v over after waiting for the new owner's cache", p, held)
+		}
 	}
 	if r.TakeOver != nil && p.mayTakeOver(r.TakeOver.Version) {
 		defer p.sendWrite()

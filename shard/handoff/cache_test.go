@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kshard/kshard/shard"
 )
@@ -95,5 +96,128 @@ func TestFullCacheNeedsNoPartitionReports(t *testing.T) {
 	h := activeAlone(t, "a")
 	if r := h.sync(); r.Hold.Size() != 0 {
 		t.Fatalf("Hold = %v without a partitioned cache", r.Hold)
+	}
+}
+
+// warmPeer sets peer id active, reporting its cache: warm holds the
+// partitions its cache has listed.
+func (h *harness) warmPeer(id string, warm ...int) {
+	o := h.setPeer(id, StateActive)
+	o.Warm = set(warm...)
+}
+
+// Make before break: a partition leaving the target stays active until the
+// new owner's Lease shows its cache holds it, then is revoked; claims do
+// not change meanwhile, so the new owner cannot activate it early.
+func TestHandoverWaitsForTheNewOwnersCache(t *testing.T) {
+	h := newCachedHarness(t, "a")
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	h.warmPeer("b")
+	r := h.sync()
+	moving := h.c.HandingOver()
+	if moving.IsEmpty() || !r.Revoke.IsEmpty() {
+		t.Fatalf("revoked %v, handing over %v, when b joined with nothing cached; want its share kept active", r.Revoke, moving)
+	}
+	if !h.c.Active().Equal(shard.FullPartitionSet(7)) || !h.c.Claim().Equal(shard.FullPartitionSet(7)) {
+		t.Fatalf("active %v, claim %v while handing over; want everything", h.c.Active(), h.c.Claim())
+	}
+	if got := h.own.Warm; !got.Equal(h.c.Target()) {
+		t.Fatalf("published warm %v; want the target %v (every partition is cached)", got, h.c.Target())
+	}
+	// b's cache lists the first partition: that one goes, the rest stay.
+	first := moving.Slice()[0]
+	h.warmPeer("b", first)
+	r = h.sync()
+	if !r.Revoke.Equal(set(first)) || !h.c.HandingOver().Equal(moving.Difference(set(first))) {
+		t.Fatalf("revoked %v, still handing over %v after b cached %d", r.Revoke, h.c.HandingOver(), first)
+	}
+	h.warmPeer("b", moving.Slice()...)
+	if r = h.sync(); !r.Revoke.Equal(moving.Difference(set(first))) || !h.c.HandingOver().IsEmpty() {
+		t.Fatalf("revoked %v, still handing over %v once b cached everything", r.Revoke, h.c.HandingOver())
+	}
+}
+
+// The wait is bounded: a new owner whose cache never lists a partition gets
+// it after HandoverTimeout, and NextDeadline wakes the shell for that.
+func TestHandoverGivesUpAfterItsTimeout(t *testing.T) {
+	h := newCachedHarness(t, "a")
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	h.warmPeer("b")
+	h.sync()
+	moving := h.c.HandingOver()
+	if moving.IsEmpty() {
+		t.Fatal("nothing is handed over to b")
+	}
+	if next, ok := h.c.NextDeadline(); !ok || next.After(h.now.Add(testLease)) {
+		t.Fatalf("NextDeadline = %v, %v; want the handover's timeout within %v", next, ok, testLease)
+	}
+	h.renewFor(testLease - time.Second)
+	// b renews without caching anything: still waiting.
+	h.warmPeer("b")
+	if r := h.sync(); !r.Revoke.IsEmpty() {
+		t.Fatalf("revoked %v before the handover timeout", r.Revoke)
+	}
+	h.renewFor(time.Second)
+	h.warmPeer("b")
+	if r := h.sync(); !r.Revoke.Equal(moving) || !h.c.HandingOver().IsEmpty() {
+		t.Fatalf("revoked %v at the handover timeout; want %v", r.Revoke, moving)
+	}
+}
+
+// A new owner that does not report its cache (a full cache, an older
+// kshard), or a replica with the wait turned off, hands over at once, as
+// before make before break.
+func TestHandoverIsImmediateWithoutWarmReports(t *testing.T) {
+	h := newCachedHarness(t, "a")
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	h.setPeer("b", StateActive) // no Warm: size 0
+	if r := h.sync(); r.Revoke.IsEmpty() || !h.c.HandingOver().IsEmpty() {
+		t.Fatalf("revoked %v, handing over %v to a peer that reports no cache", r.Revoke, h.c.HandingOver())
+	}
+
+	h = newCachedHarness(t, "a")
+	cfg := h.c.cfg
+	cfg.HandoverTimeout = -1
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.firstSeen = h.c.firstSeen
+	h.c = c
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	h.warmPeer("b")
+	if r := h.sync(); r.Revoke.IsEmpty() || !h.c.HandingOver().IsEmpty() {
+		t.Fatalf("revoked %v, handing over %v with HandoverTimeout < 0", r.Revoke, h.c.HandingOver())
+	}
+}
+
+// A graceful leave hands over the same way: everything stays active until
+// the new owners' caches hold it, and the leave completes after that.
+func TestLeaveHandsOverToWarmOwners(t *testing.T) {
+	h := newCachedHarness(t, "a")
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	h.warmPeer("b", 0, 1, 2, 3, 4, 5, 6)
+	h.settle() // b takes its share
+	h.c.Drained(h.c.Draining())
+	h.settle()
+	mine := h.c.Active()
+	h.c.Leave()
+	h.warmPeer("b")
+	if r := h.sync(); !r.Revoke.IsEmpty() || !h.c.Active().Equal(mine) {
+		t.Fatalf("leaving, revoked %v (active %v) before b cached anything", r.Revoke, h.c.Active())
+	}
+	h.warmPeer("b", mine.Slice()...)
+	if r := h.sync(); !r.Revoke.Equal(mine) {
+		t.Fatalf("leaving, revoked %v once b cached %v", r.Revoke, mine)
 	}
 }

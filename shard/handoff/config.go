@@ -48,6 +48,14 @@ type Config struct {
 	// cache is full and CachesSynced covers every partition. Not part of
 	// the fingerprint: peers may differ in it safely.
 	PartitionCache bool
+
+	// HandoverTimeout bounds how long a partition leaving this replica's
+	// target stays active here while its new owner's cache lists its
+	// objects (make before break; see Record.Warm). It must be shorter
+	// than the shell's graceful shutdown timeout less its drain, since a
+	// leave waits for it too. Defaults to LeaseDuration; negative turns
+	// the wait off (break before make).
+	HandoverTimeout time.Duration
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
@@ -57,6 +65,9 @@ func (c Config) WithDefaults() Config {
 	c.LeaseDuration, c.RenewDeadline = t.LeaseDuration, t.RenewDeadline
 	if c.GarbageCollectAfter == 0 {
 		c.GarbageCollectAfter = gcFactor * c.LeaseDuration
+	}
+	if c.HandoverTimeout == 0 {
+		c.HandoverTimeout = c.LeaseDuration
 	}
 	return c
 }

@@ -111,6 +111,14 @@ type Core struct {
 	// and the targeted ones free to activate that wait for it.
 	cacheSynced  shard.PartitionSet
 	cacheWaiting shard.PartitionSet
+	// warm: with Config.PartitionCache, the targeted partitions the cache
+	// holds, published in the Record (Record.Warm).
+	warm shard.PartitionSet
+	// handingOver: active partitions out of the target kept active until
+	// their new owner's cache holds them (see handOverLater), each since
+	// handingOverSince[p].
+	handingOver      shard.PartitionSet
+	handingOverSince []time.Time
 
 	// Peers and the ring they form.
 	peers       map[string]*peer
@@ -343,6 +351,10 @@ func New(cfg Config) (*Core, error) {
 
 		cacheSynced:  empty.Clone(),
 		cacheWaiting: empty.Clone(),
+		warm:         empty.Clone(),
+
+		handingOver:      empty.Clone(),
+		handingOverSince: make([]time.Time, p),
 
 		unackedActivate: empty.Clone(),
 		unackedRevoke:   empty.Clone(),
@@ -1048,7 +1060,7 @@ func (c *Core) converge(r *Ready) {
 		c.target = shard.NewPartitionSet(c.partitions)
 	}
 
-	if revoke := c.active.Difference(c.target); !revoke.IsEmpty() {
+	if revoke := c.handOver(c.active.Difference(c.target)); !revoke.IsEmpty() {
 		c.active = c.active.Difference(revoke)
 		c.draining = c.draining.Union(revoke)
 		r.Revoke = r.Revoke.Union(revoke)
@@ -1093,7 +1105,57 @@ func (c *Core) converge(r *Ready) {
 	}
 	if c.cfg.PartitionCache {
 		r.Hold = c.claim.Clone()
+		if warm := c.target.Intersect(c.cacheSynced); !warm.Equal(c.warm) {
+			c.warm, c.bump = warm, true
+		}
 	}
+}
+
+// handOver returns the partitions of leaving (active, out of the target) to
+// revoke now. Break before make would leave a partition unreconciled while
+// its new owner lists its objects (with a sharded cache, seconds at tens of
+// thousands of objects), so each one stays active here until the new owner's
+// Lease shows its cache holds it (Record.Warm), for at most
+// HandoverTimeout. The new owner cannot activate it before that anyway;
+// claims are unchanged (an active partition stays claimed), so this delays
+// a handoff but never lets two replicas run a partition. A new owner that
+// does not report its cache (a full cache, an older kshard), one not live
+// and active, or a ring that cannot be built, gets it at once.
+func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) {
+	for p := range c.handingOver.Difference(leaving).All() {
+		c.handingOver.Remove(p) // back in the target, or revoked (a fence)
+	}
+	revoke = leaving.Clone()
+	if c.cfg.HandoverTimeout < 0 || c.ring == nil || c.ringErr != nil {
+		return revoke
+	}
+	for p := range leaving.All() {
+		if !c.handingOver.Has(p) {
+			c.handingOver.Add(p)
+			c.handingOverSince[p] = c.now
+		}
+		if c.now.Sub(c.handingOverSince[p]) < c.cfg.HandoverTimeout && c.successorListing(p) {
+			revoke.Remove(p)
+			continue
+		}
+		c.handingOver.Remove(p)
+	}
+	return revoke
+}
+
+// successorListing reports whether p's owner under the current ring is a
+// live active peer that reports its cache (Record.Warm) without p yet.
+func (c *Core) successorListing(p int) bool {
+	id, ok := c.ring.Owner(p)
+	if !ok || id == c.cfg.Identity {
+		return false
+	}
+	q := c.peers[id]
+	if q == nil || q.gone || q.void || q.obs.Terminating || !c.live(q) || q.obs.State != StateActive ||
+		q.obs.Fingerprint != c.fingerprint || q.obs.Warm.Size() != c.partitions {
+		return false
+	}
+	return !q.obs.Warm.Has(p)
 }
 
 // updateRing rebuilds the ring when the view changed. The view holds the
@@ -1285,7 +1347,17 @@ func (c *Core) record() Record {
 		Generation:  c.generation,
 		Fingerprint: c.fingerprint,
 		Pod:         c.pod,
+		Warm:        c.publishedWarm(),
 	}
+}
+
+// publishedWarm is Record.Warm: empty of size 0 (not reported) without a
+// partition cache.
+func (c *Core) publishedWarm() shard.PartitionSet {
+	if !c.cfg.PartitionCache {
+		return shard.PartitionSet{}
+	}
+	return c.warm.Clone()
 }
 
 // explain sets Err to the condition the shell should report.
@@ -1341,6 +1413,9 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	for _, g := range c.ownGhosts {
 		consider(g.lastChange.Add(c.cfg.LeaseDuration))
 	}
+	for p := range c.handingOver.All() {
+		consider(c.handingOverSince[p].Add(c.cfg.HandoverTimeout))
+	}
 	c.nextSuspects(consider)
 	if c.observed && c.state == StateJoining && !c.fastJoin() {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
@@ -1368,6 +1443,10 @@ func (c *Core) Active() shard.PartitionSet { return c.active.Clone() }
 
 // Draining returns the revoked partitions not reported Drained yet.
 func (c *Core) Draining() shard.PartitionSet { return c.draining.Clone() }
+
+// HandingOver returns the active partitions out of the target kept active
+// until their new owner's cache holds them (Config.HandoverTimeout).
+func (c *Core) HandingOver() shard.PartitionSet { return c.handingOver.Clone() }
 
 // Blocked returns the targeted partitions that another live Lease still
 // claims.

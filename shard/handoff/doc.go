@@ -81,6 +81,14 @@
 // their own share once the last has joined (awaitingJoiners); a delay of
 // at most 1.5×LeaseDuration.
 //
+// Handover (liveness, not safety): with a partition cache, a replica
+// publishes the partitions of its target its cache holds (Record.Warm), and
+// an owner keeps a partition that left its target active until the new
+// owner's Lease shows it there, for at most HandoverTimeout: make before
+// break, so a move does not leave the partition unreconciled while the new
+// owner lists it. The partition stays in the old owner's claim throughout,
+// so the new owner could not activate it earlier anyway.
+//
 // Why it holds: if A and B were both active on p, take the one that activated
 // on the later snapshot, say B. A's claim of p landed before A's snapshot and
 // stays in A's Lease while A runs p, so B's snapshot shows it; B went ahead

@@ -43,18 +43,26 @@ type Record struct {
 	// message: what lets a peer or the next incarnation prove its death
 	// (proof.go). Empty: its death can only be waited out.
 	Pod string
+	// Warm: with a partition cache (Config.PartitionCache), the partitions
+	// of the writer's target whose objects its cache holds, listed and
+	// watched. A replica handing a partition over to the writer keeps it
+	// active until it shows here (Config.HandoverTimeout). A set of size 0
+	// means the writer does not report it (a full cache, or an older
+	// kshard). Advisory: it never decides who may run a partition.
+	Warm shard.PartitionSet
 }
 
 // Clone returns a copy of r that shares no storage with it.
 func (r Record) Clone() Record {
 	r.Claim = r.Claim.Clone()
+	r.Warm = r.Warm.Clone()
 	return r
 }
 
 // Equal reports whether r and o publish the same Lease content.
 func (r Record) Equal(o Record) bool {
 	return r.Identity == o.Identity && r.Incarnation == o.Incarnation && r.State == o.State &&
-		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim)
+		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim) && r.Warm.Equal(o.Warm)
 }
 
 // Observed is one Lease of the ring as this replica's informer holds it,

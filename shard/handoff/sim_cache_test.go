@@ -24,10 +24,13 @@ func TestSimulationPartitionCache(t *testing.T) {
 		return
 	}
 	s := handoffsim.RunSeeds(*simFirst, *simCacheSeeds, opts)
-	t.Logf("simulation with partition caches: seeds=%d steps=%d violations=%d in %v; LISTs %d (%d of 1-8 s, %d failed and retried)",
-		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Lists, s.SlowLists, s.FailedLists)
+	t.Logf("simulation with partition caches: seeds=%d steps=%d violations=%d in %v; LISTs %d (%d of 1-8 s, %d failed and retried); partitions handed over after waiting for the new owner's cache %d",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.Lists, s.SlowLists, s.FailedLists, s.Handovers)
 	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
+	}
+	if s.Seeds >= 100 && s.Handovers == 0 {
+		t.Errorf("no partition was kept active for its new owner's cache in %d seeds: make before break did not run", s.Seeds)
 	}
 	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v")
 }
