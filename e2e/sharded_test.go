@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/process"
 )
@@ -85,6 +88,20 @@ func TestShardedCacheHandOffWithoutOverlap(t *testing.T) {
 			t.Errorf("%s listed %d objects while it only lost partitions; want none", id, after[id]-n)
 		}
 	}
+	// Make before break: each replica publishes the partitions its cache
+	// holds, which once settled is everything it claims.
+	h.Await(convergeTimeout, "every Lease's warm set equal to its claim", func() error {
+		for _, id := range h.Live() {
+			l, err := h.Client().CoordinationV1().Leases(h.Options().Namespace).Get(context.Background(), h.LeaseName(id), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if warm, claim := l.Annotations[lease.AnnotationWarm], l.Annotations[lease.AnnotationClaim]; warm != claim {
+				return fmt.Errorf("%s: %s=%q, claim %q", id, lease.AnnotationWarm, warm, claim)
+			}
+		}
+		return nil
+	})
 
 	exit := h.Stop(harness.Identity(3))
 	gap, held := awaitTakeover(t, h, exit, convergeTimeout)
