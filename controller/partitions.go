@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -30,16 +31,16 @@ func (e *eventQueue) Add(req Request) {
 }
 
 // replayQueue receives the requests of a replay. It keeps those of the
-// partitions being replayed, each once, and passes them to the gate, which
-// refuses those of partitions revoked since the replay started: a revoke
-// that lands between the gate's check and the queue's Add lets that one
-// request into the queue, where it is dropped when dequeued, as for a live
-// event.
+// partitions being replayed, each once, and puts them in the replay backlog,
+// from which the workers feed them to the gate as the queue runs low
+// (feedReplay). The gate refuses those of partitions revoked since: a
+// revoke that lands between the gate's check and the queue's Add lets that
+// one request into the queue, where it is dropped when dequeued, as for a
+// live event.
 type replayQueue struct {
-	c      *controller
-	events *eventQueue
-	parts  shard.PartitionSet
-	seen   map[Request]struct{}
+	c     *controller
+	parts shard.PartitionSet
+	seen  map[Request]struct{}
 }
 
 func (r *replayQueue) Add(req Request) {
@@ -50,7 +51,74 @@ func (r *replayQueue) Add(req Request) {
 		return
 	}
 	r.seen[req] = struct{}{}
-	r.events.Add(req)
+	r.c.backlog.push(req)
+}
+
+// replayBacklog holds the requests of replays not queued yet, oldest first.
+// An activation replays every cached object of its partitions: tens of
+// thousands of requests when a partition set moves at scale. Queued at once
+// they would stand in front of every live event for as long as the workers
+// take to get through them; fed a few at a time, a live event waits behind
+// at most feedDepth of them, and the workers are never idle while the
+// backlog lasts.
+type replayBacklog struct {
+	mu   sync.Mutex
+	reqs []Request
+	next int // reqs[:next] are fed
+	in   map[Request]struct{}
+}
+
+func (b *replayBacklog) push(req Request) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, dup := b.in[req]; dup {
+		return
+	}
+	if b.in == nil {
+		b.in = map[Request]struct{}{}
+	}
+	b.in[req] = struct{}{}
+	b.reqs = append(b.reqs, req)
+}
+
+func (b *replayBacklog) pop() (Request, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == len(b.reqs) {
+		return Request{}, false
+	}
+	req := b.reqs[b.next]
+	b.reqs[b.next] = Request{}
+	b.next++
+	delete(b.in, req)
+	if b.next == len(b.reqs) {
+		b.reqs, b.next = b.reqs[:0], 0 // keep the array for the next replay
+	}
+	return req, true
+}
+
+func (b *replayBacklog) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.reqs) - b.next
+}
+
+// feedDepth is how many requests the workers keep queued while a replay
+// backlog lasts: two per worker, so that none waits for the next.
+func (c *controller) feedDepth() int { return 2 * c.opts.MaxConcurrentReconciles }
+
+// feedReplay moves requests from the replay backlog through the gate into
+// the queue until feedDepth are queued or the backlog is empty. Workers
+// call it after every request; Replay, when it has filled the backlog.
+func (c *controller) feedReplay(events *eventQueue) {
+	for events.queue.Len() < c.feedDepth() {
+		req, ok := c.backlog.pop()
+		if !ok {
+			break
+		}
+		events.Add(req)
+	}
+	c.metrics.ReplayBacklog.Set(float64(c.backlog.len()))
 }
 
 func (c *controller) checkSet(op string, set shard.PartitionSet) error {
@@ -117,7 +185,8 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 		// events when they start, so only started ones are replayed.
 		return nil
 	}
-	rq := &replayQueue{c: c, events: events, parts: parts, seen: map[Request]struct{}{}}
+	rq := &replayQueue{c: c, parts: parts, seen: map[Request]struct{}{}}
+	defer c.feedReplay(events)
 	for _, src := range sources {
 		if r, ok := src.(ReplayableSource); ok {
 			if err := r.Replay(ctx, rq); err != nil {

@@ -323,10 +323,10 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 	if err := h.c.Activate(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "replayed keys reconciled", func() bool { return calls.total() == len(want) })
 	if got := h.decision("admitted"); got != float64(len(want)) {
 		t.Fatalf("Activate admitted %v requests, want %d (each key of partitions 1 and 3 once)", got, len(want))
 	}
-	eventually(t, "replayed keys reconciled", func() bool { return calls.total() == len(want) })
 	for r := range want {
 		if calls.get(r) != 1 {
 			t.Fatalf("%s reconciled %d times, want 1", r, calls.get(r))
@@ -345,6 +345,7 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 	if err := h.c.Activate(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the second replay's keys reconciled", func() bool { return calls.total() == len(want)+extra })
 	if got := h.decision("admitted"); got != float64(len(want)+extra) {
 		t.Fatalf("second Activate admitted %v in total, want %d", got, len(want)+extra)
 	}

@@ -61,6 +61,8 @@ type controller struct {
 	replayMu      sync.Mutex
 	pendingMu     sync.Mutex
 	pendingReplay shard.PartitionSet
+	// backlog holds replayed requests not queued yet (feedReplay).
+	backlog replayBacklog
 
 	// synced is closed once the sources synced and the workers started.
 	synced chan struct{}
@@ -224,7 +226,10 @@ func (c *controller) processNext(ctx context.Context, queue workqueue.TypedRateL
 	if shutdown {
 		return false
 	}
-	defer queue.Done(req)
+	defer func() {
+		queue.Done(req)
+		c.feedReplay(c.events)
+	}()
 	c.handle(ctx, queue, s, req)
 	return true
 }

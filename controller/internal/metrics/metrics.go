@@ -36,6 +36,7 @@ type Families struct {
 	activeWorkers     *prometheus.GaugeVec
 	gateDecisions     *prometheus.CounterVec
 	partitionInflight *prometheus.GaugeVec
+	replayBacklog     *prometheus.GaugeVec
 	drainOverdue      *prometheus.CounterVec
 	refused           *prometheus.CounterVec
 
@@ -87,6 +88,7 @@ func Register(reg prometheus.Registerer) (*Families, error) {
 		"Shard gate decisions per controller: admitted (event request of an active partition, queued), foreign (event request of a partition not active here, dropped before the queue), inactive (queued request dropped when dequeued because its partition was revoked meanwhile)",
 		[]string{"controller", "decision"})
 	gauge(&f.partitionInflight, "kshard_partition_inflight", "Number of reconciles in flight per controller, summed over its partitions", ctl)
+	gauge(&f.replayBacklog, "kshard_replay_backlog", "Requests of an activation's replay not queued yet per controller: fed to the queue a few at a time, so live events do not wait behind them", ctl)
 	counter(&f.refused, "kshard_reconcile_refused_total",
 		"Reconciles not started because the replica's lease validity (last renewal sent + RenewDeadline) had passed, after failed renewals or a pause; the request was requeued", ctl)
 	counter(&f.drainOverdue, "kshard_drain_overdue_total", "Number of partition drains (Revoke calls) that took longer than DrainReportAfter", ctl)
@@ -151,7 +153,7 @@ type Controller struct {
 	ReconcileTime                         prometheus.Observer
 	MaxConcurrent, ActiveWorkers          prometheus.Gauge
 	Admitted, Foreign, Inactive           prometheus.Counter
-	Inflight                              prometheus.Gauge
+	Inflight, ReplayBacklog               prometheus.Gauge
 	DrainOverdue                          prometheus.Counter
 	Refused                               prometheus.Counter
 }
@@ -173,6 +175,7 @@ func (f *Families) For(controller string) *Controller {
 		Foreign:        f.gateDecisions.WithLabelValues(controller, DecisionForeign),
 		Inactive:       f.gateDecisions.WithLabelValues(controller, DecisionInactive),
 		Inflight:       f.partitionInflight.WithLabelValues(controller),
+		ReplayBacklog:  f.replayBacklog.WithLabelValues(controller),
 		DrainOverdue:   f.drainOverdue.WithLabelValues(controller),
 		Refused:        f.refused.WithLabelValues(controller),
 	}
