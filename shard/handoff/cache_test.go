@@ -7,12 +7,16 @@ import (
 	"github.com/kshard/kshard/shard"
 )
 
-// newCachedHarness is newHarness with Config.PartitionCache on.
-func newCachedHarness(t *testing.T, identity string) *harness {
+// newCachedHarness is newHarness with Config.PartitionCache on, and the
+// Config edited by edits.
+func newCachedHarness(t *testing.T, identity string, edits ...func(*Config)) *harness {
 	t.Helper()
 	h := newHarness(t, identity)
 	cfg := h.c.cfg
 	cfg.PartitionCache = true
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -70,10 +74,7 @@ func TestPartitionActivatesOnlyOnceItsCacheSynced(t *testing.T) {
 // A partition gained in a rebalance is held (listed) while its old owner
 // still drains it, and released partitions leave Hold only once drained.
 func TestHoldFollowsTheClaim(t *testing.T) {
-	h := newCachedHarness(t, "a")
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h := cachedAlone(t)
 	peer := "b"
 	h.setPeer(peer, StateActive)
 	r := h.sync()
@@ -99,6 +100,17 @@ func TestFullCacheNeedsNoPartitionReports(t *testing.T) {
 	}
 }
 
+// cachedAlone brings a core with a partition cache (Config edited by
+// edits) to active on all partitions, every one of them cached.
+func cachedAlone(t *testing.T, edits ...func(*Config)) *harness {
+	t.Helper()
+	h := newCachedHarness(t, "a", edits...)
+	h.c.CachesSynced()
+	h.c.PartitionsSynced(shard.FullPartitionSet(7))
+	h.settle()
+	return h
+}
+
 // warmPeer sets peer id active, reporting its cache: warm holds the
 // partitions its cache has listed.
 func (h *harness) warmPeer(id string, warm ...int) {
@@ -110,10 +122,7 @@ func (h *harness) warmPeer(id string, warm ...int) {
 // new owner's Lease shows its cache holds it, then is revoked; claims do
 // not change meanwhile, so the new owner cannot activate it early.
 func TestHandoverWaitsForTheNewOwnersCache(t *testing.T) {
-	h := newCachedHarness(t, "a")
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h := cachedAlone(t)
 	h.warmPeer("b")
 	r := h.sync()
 	moving := h.c.HandingOver()
@@ -142,10 +151,7 @@ func TestHandoverWaitsForTheNewOwnersCache(t *testing.T) {
 // The wait is bounded: a new owner whose cache never lists a partition gets
 // it after HandoverTimeout, and NextDeadline wakes the shell for that.
 func TestHandoverGivesUpAfterItsTimeout(t *testing.T) {
-	h := newCachedHarness(t, "a")
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h := cachedAlone(t)
 	h.warmPeer("b")
 	h.sync()
 	moving := h.c.HandingOver()
@@ -172,27 +178,13 @@ func TestHandoverGivesUpAfterItsTimeout(t *testing.T) {
 // kshard), or a replica with the wait turned off, hands over at once, as
 // before make before break.
 func TestHandoverIsImmediateWithoutWarmReports(t *testing.T) {
-	h := newCachedHarness(t, "a")
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h := cachedAlone(t)
 	h.setPeer("b", StateActive) // no Warm: size 0
 	if r := h.sync(); r.Revoke.IsEmpty() || !h.c.HandingOver().IsEmpty() {
 		t.Fatalf("revoked %v, handing over %v to a peer that reports no cache", r.Revoke, h.c.HandingOver())
 	}
 
-	h = newCachedHarness(t, "a")
-	cfg := h.c.cfg
-	cfg.HandoverTimeout = -1
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.firstSeen = h.c.firstSeen
-	h.c = c
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h = cachedAlone(t, func(c *Config) { c.HandoverTimeout = -1 })
 	h.warmPeer("b")
 	if r := h.sync(); r.Revoke.IsEmpty() || !h.c.HandingOver().IsEmpty() {
 		t.Fatalf("revoked %v, handing over %v with HandoverTimeout < 0", r.Revoke, h.c.HandingOver())
@@ -202,10 +194,7 @@ func TestHandoverIsImmediateWithoutWarmReports(t *testing.T) {
 // A graceful leave hands over the same way: everything stays active until
 // the new owners' caches hold it, and the leave completes after that.
 func TestLeaveHandsOverToWarmOwners(t *testing.T) {
-	h := newCachedHarness(t, "a")
-	h.c.CachesSynced()
-	h.c.PartitionsSynced(shard.FullPartitionSet(7))
-	h.settle()
+	h := cachedAlone(t)
 	h.warmPeer("b", 0, 1, 2, 3, 4, 5, 6)
 	h.settle() // b takes its share
 	h.c.Drained(h.c.Draining())
