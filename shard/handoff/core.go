@@ -115,7 +115,7 @@ type Core struct {
 	// holds, published in the Record (Record.Warm).
 	warm shard.PartitionSet
 	// handingOver: active partitions out of the target kept active until
-	// their new owner's cache holds them (see handOverLater), each since
+	// their new owner's cache holds them (see handOver), each since
 	// handingOverSince[p].
 	handingOver      shard.PartitionSet
 	handingOverSince []time.Time
