@@ -32,15 +32,17 @@ func (e *eventQueue) Add(req Request) {
 
 // replayQueue receives the requests of a replay. It keeps those of the
 // partitions being replayed, each once, and puts them in the replay backlog,
-// from which the workers feed them to the gate as the queue runs low
-// (feedReplay). The gate refuses those of partitions revoked since: a
+// from which it and the workers feed them to the gate whenever the queue
+// runs low (feedReplay), so the workers start on a replay as soon as it
+// starts. The gate refuses those of partitions revoked since: a
 // revoke that lands between the gate's check and the queue's Add lets that
 // one request into the queue, where it is dropped when dequeued, as for a
 // live event.
 type replayQueue struct {
-	c     *controller
-	parts shard.PartitionSet
-	seen  map[Request]struct{}
+	c      *controller
+	events *eventQueue
+	parts  shard.PartitionSet
+	seen   map[Request]struct{}
 }
 
 func (r *replayQueue) Add(req Request) {
@@ -52,6 +54,7 @@ func (r *replayQueue) Add(req Request) {
 	}
 	r.seen[req] = struct{}{}
 	r.c.backlog.push(req)
+	r.c.feedReplay(r.events)
 }
 
 // replayBacklog holds the requests of replays not queued yet, oldest first.
@@ -185,7 +188,7 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 		// events when they start, so only started ones are replayed.
 		return nil
 	}
-	rq := &replayQueue{c: c, parts: parts, seen: map[Request]struct{}{}}
+	rq := &replayQueue{c: c, events: events, parts: parts, seen: map[Request]struct{}{}}
 	defer c.feedReplay(events)
 	for _, src := range sources {
 		if r, ok := src.(ReplayableSource); ok {

@@ -192,8 +192,8 @@ type readiness struct {
 	// only once its controller has started and gone through its initial
 	// list, as a kshard partition counts only once active.
 	leaderWarm float64
-	// quiet also waits for empty queues, idle workers and no reconcile
-	// between two polls.
+	// quiet also waits for empty queues (and, for kshard, replay
+	// backlogs), idle workers and no reconcile between two polls.
 	quiet bool
 	// poll is the interval between polls (default 100ms).
 	poll time.Duration
@@ -252,7 +252,7 @@ func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTo
 		if err != nil {
 			return err.Error()
 		}
-		depth += m.sum("workqueue_depth", nil)
+		depth += m.sum("workqueue_depth", nil) + m.sum("kshard_replay_backlog", nil)
 		active += m.sum("controller_runtime_active_workers", nil)
 		total += m.sum("controller_runtime_reconcile_total", nil)
 		if f.sys.kshard {
