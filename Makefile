@@ -52,7 +52,7 @@ PHASES ?=
 bench: binaries
 	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))
 
-## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the README's recommendation per size); about 21 min on 2 cores, never in CI; keeps the other phases' figures in e2e/bench/results.json.
+## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the README's recommendation per size); about 24 min on 2 cores (rolling restarts wait for make before break), never in CI; keeps the other phases' figures in e2e/bench/results.json.
 LEASE_DURATION ?=
 bench-scale: binaries
 	$(GO) run ./e2e/bench -phases 9 $(if $(SCALE_REPLICAS),-scale-replicas $(SCALE_REPLICAS)) $(if $(SCALE_OBJECTS),-scale-objects $(SCALE_OBJECTS)) $(if $(LEASE_DURATION),-lease-duration $(LEASE_DURATION))
