@@ -63,41 +63,35 @@ func (r *replayQueue) Add(req Request) {
 // they would stand in front of every live event for as long as the workers
 // take to get through them; fed a few at a time, a live event waits behind
 // at most feedDepth of them, and the workers are never idle while the
-// backlog lasts.
+// backlog lasts. It de-duplicates nothing: a replay passes each request
+// once (replayQueue), and the queue merges a request already in it.
 type replayBacklog struct {
 	mu   sync.Mutex
 	reqs []Request
 	next int // reqs[:next] are fed
-	in   map[Request]struct{}
 }
 
 func (b *replayBacklog) push(req Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, dup := b.in[req]; dup {
-		return
-	}
-	if b.in == nil {
-		b.in = map[Request]struct{}{}
-	}
-	b.in[req] = struct{}{}
 	b.reqs = append(b.reqs, req)
 }
 
-func (b *replayBacklog) pop() (Request, bool) {
+// pop returns the oldest request and how many are left after it.
+func (b *replayBacklog) pop() (req Request, left int, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.next == len(b.reqs) {
-		return Request{}, false
+		return Request{}, 0, false
 	}
-	req := b.reqs[b.next]
-	b.reqs[b.next] = Request{}
+	req = b.reqs[b.next]
 	b.next++
-	delete(b.in, req)
 	if b.next == len(b.reqs) {
-		b.reqs, b.next = b.reqs[:0], 0 // keep the array for the next replay
+		b.reqs, b.next = nil, 0 // a large replay's array goes with it
+	} else {
+		b.reqs[b.next-1] = Request{}
 	}
-	return req, true
+	return req, len(b.reqs) - b.next, true
 }
 
 func (b *replayBacklog) len() int {
@@ -111,17 +105,18 @@ func (b *replayBacklog) len() int {
 func (c *controller) feedDepth() int { return 2 * c.opts.MaxConcurrentReconciles }
 
 // feedReplay moves requests from the replay backlog through the gate into
-// the queue until feedDepth are queued or the backlog is empty. Workers
-// call it after every request; Replay, when it has filled the backlog.
+// the queue until feedDepth are queued or the backlog is empty. A replay
+// calls it after every request it adds, the workers after every request
+// they finish.
 func (c *controller) feedReplay(events *eventQueue) {
 	for events.queue.Len() < c.feedDepth() {
-		req, ok := c.backlog.pop()
+		req, left, ok := c.backlog.pop()
 		if !ok {
-			break
+			return
 		}
+		c.metrics.ReplayBacklog.Set(float64(left))
 		events.Add(req)
 	}
-	c.metrics.ReplayBacklog.Set(float64(c.backlog.len()))
 }
 
 func (c *controller) checkSet(op string, set shard.PartitionSet) error {
@@ -189,7 +184,6 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 		return nil
 	}
 	rq := &replayQueue{c: c, events: events, parts: parts, seen: map[Request]struct{}{}}
-	defer c.feedReplay(events)
 	for _, src := range sources {
 		if r, ok := src.(ReplayableSource); ok {
 			if err := r.Replay(ctx, rq); err != nil {

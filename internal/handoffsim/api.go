@@ -250,7 +250,7 @@ func (s *Summary) add(r Result) (safety bool) {
 		s.Safety++
 	}
 	s.Failed = append(s.Failed, f)
-	if s.FirstViolation == "" || safety && strings.Contains(s.FirstViolation, "liveness:") {
+	if s.FirstViolation == "" || safety && !(Failure{Violation: s.FirstViolation}).safety() {
 		s.First, s.FirstViolation = r.Seed, r.Violation
 	}
 	return safety

@@ -1122,9 +1122,7 @@ func (c *Core) converge(r *Ready) {
 // does not report its cache (a full cache, an older kshard), one not live
 // and active, or a ring that cannot be built, gets it at once.
 func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) {
-	for p := range c.handingOver.Difference(leaving).All() {
-		c.handingOver.Remove(p) // back in the target, or revoked (a fence)
-	}
+	c.handingOver = c.handingOver.Intersect(leaving) // drop those back in the target, or revoked (a fence)
 	revoke = leaving.Clone()
 	if c.cfg.HandoverTimeout < 0 || c.ring == nil || c.ringErr != nil {
 		return revoke
