@@ -54,7 +54,7 @@ func (r *replayQueue) Add(req Request) {
 	}
 	r.seen[req] = struct{}{}
 	r.c.backlog.push(req)
-	r.c.feedReplay(r.events)
+	r.c.feedReplay(r.events, false)
 }
 
 // replayBacklog holds the requests of replays not queued yet, oldest first.
@@ -65,11 +65,23 @@ func (r *replayQueue) Add(req Request) {
 // at most feedDepth of them, and the workers are never idle while the
 // backlog lasts. It de-duplicates nothing: a replay passes each request
 // once (replayQueue), and the queue merges a request already in it.
+//
+// Under a sustained overload live events alone would keep the queue at
+// feedDepth, and the backlog would wait as long as the overload lasts while
+// it holds exactly the events the old owner may have dropped: so it also
+// gets one in every replayShare requests the workers finish (popOverdue).
 type replayBacklog struct {
-	mu   sync.Mutex
-	reqs []Request
-	next int // reqs[:next] are fed
+	mu      sync.Mutex
+	reqs    []Request
+	next    int // reqs[:next] are fed
+	starved int // requests finished since the last one fed, with the queue full
 }
+
+// replayShare is the least share of the workers' requests a replay backlog
+// gets while live events keep the queue full: one in every replayShare. A
+// quarter leaves live events most of the workers and still drains a replay
+// of n requests within 4n of them.
+const replayShare = 4
 
 func (b *replayBacklog) push(req Request) {
 	b.mu.Lock()
@@ -81,9 +93,28 @@ func (b *replayBacklog) push(req Request) {
 func (b *replayBacklog) pop() (req Request, left int, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.popLocked()
+}
+
+// popOverdue is pop for a worker that finished a request while the queue was
+// full: it returns the oldest request only on every replayShare-th such call.
+func (b *replayBacklog) popOverdue() (req Request, left int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.next == len(b.reqs) {
 		return Request{}, 0, false
 	}
+	if b.starved++; b.starved < replayShare {
+		return Request{}, len(b.reqs) - b.next, false
+	}
+	return b.popLocked()
+}
+
+func (b *replayBacklog) popLocked() (req Request, left int, ok bool) {
+	if b.next == len(b.reqs) {
+		return Request{}, 0, false
+	}
+	b.starved = 0
 	req = b.reqs[b.next]
 	b.next++
 	if b.next == len(b.reqs) {
@@ -106,9 +137,11 @@ func (c *controller) feedDepth() int { return 2 * c.opts.MaxConcurrentReconciles
 
 // feedReplay moves requests from the replay backlog through the gate into
 // the queue until feedDepth are queued or the backlog is empty. A replay
-// calls it after every request it adds, the workers after every request
-// they finish.
-func (c *controller) feedReplay(events *eventQueue) {
+// calls it after every request it adds, the workers (finished) after every
+// request they finish; a worker that finds the queue full still feeds the
+// backlog its share (replayShare).
+func (c *controller) feedReplay(events *eventQueue, finished bool) {
+	fed := false
 	for events.queue.Len() < c.feedDepth() {
 		req, left, ok := c.backlog.pop()
 		if !ok {
@@ -116,6 +149,13 @@ func (c *controller) feedReplay(events *eventQueue) {
 		}
 		c.metrics.ReplayBacklog.Set(float64(left))
 		events.Add(req)
+		fed = true
+	}
+	if finished && !fed {
+		if req, left, ok := c.backlog.popOverdue(); ok {
+			c.metrics.ReplayBacklog.Set(float64(left))
+			events.Add(req)
+		}
 	}
 }
 

@@ -228,7 +228,7 @@ func (c *controller) processNext(ctx context.Context, queue workqueue.TypedRateL
 	}
 	defer func() {
 		queue.Done(req)
-		c.feedReplay(c.events)
+		c.feedReplay(c.events, true)
 	}()
 	c.handle(ctx, queue, s, req)
 	return true

@@ -268,3 +268,76 @@ func TestLiveEventsDoNotWaitBehindAReplay(t *testing.T) {
 		t.Fatalf("the live event was reconciled at position %d of %d (want within the first %d): it waited behind the replay", at, len(order), h.c.feedDepth()+2)
 	}
 }
+
+// A sustained overload of live events does not hold a replay back: with the
+// queue kept full by live keys that queue themselves again, the backlog still
+// gets one in every replayShare requests the workers finish.
+func TestReplayGetsItsShareUnderOverload(t *testing.T) {
+	replayed, _ := keysIn(testPartitioner, set(2), 40)
+	isLive := map[Request]bool{}
+	var live []Request // keys of partition 1, not cached
+	for i := 0; len(live) < 10; i++ {
+		if r := req("live", fmt.Sprintf("obj-%d", i)); partitionOf(r) == 1 {
+			live = append(live, r)
+			isLive[r] = true
+		}
+	}
+	var (
+		mu                 sync.Mutex
+		liveRuns           int
+		replayedDone       = map[Request]bool{}
+		liveRunsAtActivate int
+		liveRunsAtDone     int
+		requeue            func(Request)
+	)
+	h := startController(t, ReconcilerFunc(func(ctx context.Context, r Request) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if isLive[r] {
+			liveRuns++
+			requeue(r) // queued again once done: the queue never runs low
+			return Result{}, nil
+		}
+		replayedDone[r] = true
+		if len(replayedDone) == len(replayed) {
+			liveRunsAtDone = liveRuns
+		}
+		return Result{}, nil
+	}), Options{Partitioner: testPartitioner, StartInactive: true}, newPausedSource(replayed, -1))
+	mu.Lock()
+	requeue = h.src.Add
+	mu.Unlock()
+
+	if err := h.c.Activate(context.Background(), set(1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range live {
+		h.src.Add(r)
+	}
+	eventually(t, "the live keys cycling", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return liveRuns > 5*len(live)
+	})
+	if got := h.c.events.queue.Len(); got < h.c.feedDepth() {
+		t.Fatalf("queue holds %d requests; the test needs it full (≥ %d)", got, h.c.feedDepth())
+	}
+	mu.Lock()
+	liveRunsAtActivate = liveRuns
+	mu.Unlock()
+	if err := h.c.Activate(context.Background(), set(2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every replayed request reconciled while live events keep the queue full", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(replayedDone) == len(replayed)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	beside := liveRunsAtDone - liveRunsAtActivate
+	if beside < len(replayed) {
+		t.Fatalf("only %d live reconciles ran beside the replay of %d: the queue was not kept full", beside, len(replayed))
+	}
+	t.Logf("replay of %d drained beside %d live reconciles (one in %d for the replay)", len(replayed), beside, replayShare)
+}
