@@ -76,6 +76,12 @@ type Member struct {
 	// unless it is a ring member. It differs from Partitions while the
 	// member takes over or hands off partitions.
 	Target int `json:"target"`
+	// Warm is how many partitions of its target the member's sharded cache
+	// holds, listed and synced (lease.AnnotationWarm): below Target, it is
+	// still listing what it takes over, and its predecessors keep those
+	// partitions meanwhile. Absent for a member that publishes no warm set
+	// (a full cache, warm for every partition).
+	Warm *int `json:"warm,omitempty"`
 	// RenewTime is spec.renewTime, absent when unset.
 	RenewTime *time.Time `json:"renewTime,omitempty"`
 	// RenewAgeSeconds is the reader's clock minus RenewTime (negative when
@@ -159,6 +165,10 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
+		}
+		if o.Warm.Size() > 0 {
+			warm := o.Warm.Len()
+			m.Warm = &warm
 		}
 		m.Health = Expired
 		if !o.RenewTime.IsZero() {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -259,20 +260,34 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{
-		member("a", "active", ring.Partitions("a")),
-		member("b", "active", ring.Partitions("b").Union(shard.NewPartitionSet(271, 0, 1, 2))),
-	}, http.StatusOK)
+	// b's sharded cache holds all of its target but three partitions: it
+	// is still listing them. a publishes no warm set (a full cache).
+	b := member("b", "active", ring.Partitions("b").Union(shard.NewPartitionSet(271, 0, 1, 2)))
+	warm := ring.Partitions("b").Difference(shard.NewPartitionSet(271, ring.Partitions("b").Slice()[:3]...))
+	b.Annotations[lease.AnnotationWarm] = warm.Encode()
+	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{member("a", "active", ring.Partitions("a")), b}, http.StatusOK)
 
 	code, stdout, stderr := run(t, "status", "--kubeconfig", kc)
 	if code != 0 || stderr != "" {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}
 	for _, want := range []string{"RING ops  namespace from-context  partitions 271", "members 2 (live and active) of 2 Leases",
-		"IDENTITY", "a  ", "active", "live", "i-b"} {
+		"IDENTITY", "WARM", "a  ", "active", "live", "i-b"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table does not contain %q:\n%s", want, stdout)
 		}
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 4 { // IDENTITY STATE PARTITIONS TARGET WARM …
+			rows[f[0]] = f
+		}
+	}
+	if got, want := rows["a"][4], "-"; got != want {
+		t.Errorf("a's WARM column %q, want %q (no warm set):\n%s", got, want, stdout)
+	}
+	if got, want := rows["b"][4], strconv.Itoa(warm.Len()); got != want {
+		t.Errorf("b's WARM column %q, want %q:\n%s", got, want, stdout)
 	}
 
 	code, stdout, stderr = run(t, "-o", "json", "status", "--kubeconfig", kc)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -104,9 +105,9 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d  foreign %d\n",
 			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed, r.Foreign)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tRENEWED\tHEALTH\tINCARNATION")
+		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tRENEWED\tHEALTH\tINCARNATION")
 		for _, m := range r.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, renewed(m), m.Health, orDash(m.Incarnation))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, warm(m), renewed(m), m.Health, orDash(m.Incarnation))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -137,6 +138,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// warm prints how many partitions of its target the member's sharded cache
+// holds, or "-" for a member that publishes no warm set (a full cache).
+func warm(m ringstatus.Member) string {
+	if m.Warm == nil {
+		return "-"
+	}
+	return strconv.Itoa(*m.Warm)
 }
 
 // renewed says how long ago the member's Lease was renewed, as kubectl
