@@ -14,7 +14,8 @@ import (
 
 // eventQueue is the shard gate on the event path: handlers add requests to
 // it, and it queues only those whose partition is active. It costs one hash
-// and one atomic load per request, and allocates nothing.
+// and one atomic load per request, and allocates nothing; a refused request
+// costs a short lock more (refusedRequests).
 type eventQueue struct {
 	c     *controller
 	queue workqueue.TypedRateLimitingInterface[Request]
@@ -24,6 +25,7 @@ func (e *eventQueue) Add(req Request) {
 	c := e.c
 	if !c.gate.Active(c.parts.Of(req.Namespace, req.Name)) {
 		c.metrics.Foreign.Inc()
+		c.refused.add(req)
 		return
 	}
 	c.metrics.Admitted.Inc()
@@ -55,6 +57,54 @@ func (r *replayQueue) Add(req Request) {
 	r.seen[req] = struct{}{}
 	r.c.backlog.push(req)
 	r.c.feedReplay(r.events, false)
+}
+
+// refusedRequests remembers, in a ring of refusedRemembered, the latest
+// requests the gate refused. When a partition moves, the updates that
+// arrive between the old owner's revoke and the new owner's activation are
+// refused by both, and so are those the new owner's cache sees while it
+// waits for the old owner to drain: the activation's replay reaches them,
+// but in cache order, behind every other object of the partitions gained
+// (tens of thousands at scale). Replayed first, the changes most likely to
+// need work wait for no other key. The replay still passes every cached
+// object, so a request pushed out of the ring only loses its place, never
+// its reconcile.
+type refusedRequests struct {
+	mu   sync.Mutex
+	reqs []Request // allocated on the first refusal; a ring once full
+	next int       // where the next refusal goes
+}
+
+// refusedRemembered bounds refusedRequests: 4,096 requests (about 128 KiB
+// of string headers) hold more than a second of refusals at thousands of
+// events per second.
+const refusedRemembered = 4096
+
+func (r *refusedRequests) add(req Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reqs == nil {
+		r.reqs = make([]Request, 0, refusedRemembered)
+	}
+	if len(r.reqs) < refusedRemembered {
+		r.reqs = append(r.reqs, req)
+		return
+	}
+	r.reqs[r.next] = req
+	r.next = (r.next + 1) % refusedRemembered
+}
+
+// in returns the remembered requests for which keep holds, oldest first.
+func (r *refusedRequests) in(keep func(Request) bool) []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Request
+	for i := range r.reqs {
+		if req := r.reqs[(r.next+i)%len(r.reqs)]; keep(req) {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 // replayBacklog holds the requests of replays not queued yet, oldest first.
@@ -224,6 +274,13 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 		return nil
 	}
 	rq := &replayQueue{c: c, events: events, parts: parts, seen: map[Request]struct{}{}}
+	// Refused recently first (refusedRequests); the replay below then
+	// skips them as seen. A remembered request whose object is gone meets
+	// the reconciler's usual not-found.
+	recent := c.refused.in(func(req Request) bool { return parts.Has(c.parts.Of(req.Namespace, req.Name)) })
+	for _, req := range recent {
+		rq.Add(req)
+	}
 	for _, src := range sources {
 		if r, ok := src.(ReplayableSource); ok {
 			if err := r.Replay(ctx, rq); err != nil {
@@ -234,7 +291,7 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 			}
 		}
 	}
-	c.log.V(1).Info("Replayed activated partitions", "partitions", parts.Len(), "replayed", len(rq.seen))
+	c.log.V(1).Info("Replayed activated partitions", "partitions", parts.Len(), "replayed", len(rq.seen), "refusedFirst", len(recent))
 	return nil
 }
 

@@ -63,6 +63,9 @@ type controller struct {
 	pendingReplay shard.PartitionSet
 	// backlog holds replayed requests not queued yet (feedReplay).
 	backlog replayBacklog
+	// refused remembers the latest requests the gate refused, for the
+	// next activation to replay first.
+	refused refusedRequests
 
 	// synced is closed once the sources synced and the workers started.
 	synced chan struct{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -340,4 +341,67 @@ func TestReplayGetsItsShareUnderOverload(t *testing.T) {
 		t.Fatalf("only %d live reconciles ran beside the replay of %d: the queue was not kept full", beside, len(replayed))
 	}
 	t.Logf("replay of %d drained beside %d live reconciles (one in %d for the replay)", len(replayed), beside, replayShare)
+}
+
+// Requests the gate refused while their partition was inactive (updates
+// that arrived between the old owner's revoke and this activation) are
+// replayed before the rest of the cache, and only for the partitions
+// activated.
+func TestRecentlyRefusedRequestsAreReplayedFirst(t *testing.T) {
+	in, _ := keysIn(testPartitioner, set(2), 300)
+	other, _ := keysIn(testPartitioner, set(3), 1)
+	var (
+		mu    sync.Mutex
+		order []Request
+	)
+	h := startController(t, ReconcilerFunc(func(ctx context.Context, r Request) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, r)
+		return Result{}, nil
+	}), Options{Partitioner: testPartitioner, StartInactive: true}, newPausedSource(in, -1))
+
+	late := in[len(in)-1] // the last in cache order
+	h.src.Add(late)
+	h.src.Add(other[0])
+	if err := h.c.Activate(context.Background(), set(2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every cached request of partition 2 reconciled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) >= len(in)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if order[0] != late {
+		t.Fatalf("first reconcile after the activation: %v; want %v, refused before it and last in cache order (at %d)", order[0], late, slices.Index(order, late))
+	}
+	if n := len(order); n != len(in) {
+		t.Fatalf("%d reconciles for %d cached requests: the refused one was replayed twice, or partition 3's with it", n, len(in))
+	}
+	if slices.Contains(order, other[0]) {
+		t.Fatalf("%v of partition 3, never activated, was reconciled", other[0])
+	}
+}
+
+// The ring of refused requests keeps the latest refusedRemembered, oldest
+// first.
+func TestRefusedRequestsKeepsTheLatest(t *testing.T) {
+	var r refusedRequests
+	all := func(Request) bool { return true }
+	if got := r.in(all); len(got) != 0 {
+		t.Fatalf("empty ring returned %v", got)
+	}
+	for i := range refusedRemembered + 10 {
+		r.add(req("ns", strconv.Itoa(i)))
+	}
+	got := r.in(all)
+	if len(got) != refusedRemembered || got[0] != req("ns", "10") || got[len(got)-1] != req("ns", strconv.Itoa(refusedRemembered+9)) {
+		t.Fatalf("ring holds %d requests from %v to %v; want the latest %d, oldest first", len(got), got[0], got[len(got)-1], refusedRemembered)
+	}
+	even := r.in(func(q Request) bool { n, _ := strconv.Atoi(q.Name); return n%2 == 0 })
+	if len(even) != refusedRemembered/2 || even[0] != req("ns", "10") {
+		t.Fatalf("filtered: %d requests starting at %v", len(even), even[0])
+	}
 }
