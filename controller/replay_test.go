@@ -272,7 +272,8 @@ func TestLiveEventsDoNotWaitBehindAReplay(t *testing.T) {
 
 // A sustained overload of live events does not hold a replay back: with the
 // queue kept full by live keys that queue themselves again, the backlog still
-// gets one in every replayShare requests the workers finish.
+// gets one in every replayShare requests the workers finish once the queue
+// has been full for overloadAfter.
 func TestReplayGetsItsShareUnderOverload(t *testing.T) {
 	replayed, _ := keysIn(testPartitioner, set(2), 40)
 	isLive := map[Request]bool{}
@@ -340,7 +341,7 @@ func TestReplayGetsItsShareUnderOverload(t *testing.T) {
 	if beside < len(replayed) {
 		t.Fatalf("only %d live reconciles ran beside the replay of %d: the queue was not kept full", beside, len(replayed))
 	}
-	t.Logf("replay of %d drained beside %d live reconciles (one in %d for the replay)", len(replayed), beside, replayShare)
+	t.Logf("replay of %d drained beside %d live reconciles (its share of one in %d starts once the queue has been full for %v)", len(replayed), beside, replayShare, overloadAfter)
 }
 
 // Requests the gate refused while their partition was inactive (updates
@@ -403,5 +404,41 @@ func TestRefusedRequestsKeepsTheLatest(t *testing.T) {
 	even := r.in(func(q Request) bool { n, _ := strconv.Atoi(q.Name); return n%2 == 0 })
 	if len(even) != refusedRemembered/2 || even[0] != req("ns", "10") {
 		t.Fatalf("filtered: %d requests starting at %v", len(even), even[0])
+	}
+}
+
+// The backlog takes its share only once the queue has stayed full for
+// overloadAfter: a shorter burst of live events keeps the replay behind
+// them, and a feed (the queue ran low) starts the wait again.
+func TestReplayBacklogShareWaitsForASustainedOverload(t *testing.T) {
+	var b replayBacklog
+	for i := range 3 {
+		b.push(req("ns", strconv.Itoa(i)))
+	}
+	t0 := time.Unix(1000, 0)
+	for i := range 10 * replayShare {
+		if _, _, ok := b.popOverdue(t0.Add(time.Duration(i) * time.Millisecond)); ok {
+			t.Fatalf("overdue feed %d ms into a full queue; want none before %v", i, overloadAfter)
+		}
+	}
+	later := t0.Add(overloadAfter)
+	got, left, ok := b.popOverdue(later)
+	if !ok || got != req("ns", "0") || left != 2 {
+		t.Fatalf("after %v of a full queue: popOverdue = %v, %d left, %v; want the oldest, 2 left", overloadAfter, got, left, ok)
+	}
+	for i := 1; i < replayShare; i++ {
+		if _, _, ok := b.popOverdue(later); ok {
+			t.Fatalf("overdue feed %d of %d after the last one; want one in %d", i, replayShare, replayShare)
+		}
+	}
+	if _, _, ok := b.popOverdue(later); !ok {
+		t.Fatalf("no overdue feed after %d finished requests", replayShare)
+	}
+	if _, _, ok := b.pop(); !ok { // the queue ran low: the last request
+		t.Fatal("pop found the backlog empty")
+	}
+	b.push(req("ns", "3"))
+	if _, _, ok := b.popOverdue(later.Add(time.Millisecond)); ok {
+		t.Fatal("overdue feed right after the queue ran low")
 	}
 }
