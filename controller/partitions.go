@@ -21,15 +21,27 @@ type eventQueue struct {
 	queue workqueue.TypedRateLimitingInterface[Request]
 }
 
+// Add is the event path: a request the gate refuses is remembered for the
+// next activation's replay (refusedRequests).
 func (e *eventQueue) Add(req Request) {
+	if !e.admit(req) {
+		e.c.refused.add(req)
+	}
+}
+
+// admit queues req if its partition is active and reports whether it did.
+// The replay backlog feeds through it, not Add: its requests come from the
+// cache, and one its gate refuses (revoked during the replay) is no recent
+// change to replay first.
+func (e *eventQueue) admit(req Request) bool {
 	c := e.c
 	if !c.gate.Active(c.parts.Of(req.Namespace, req.Name)) {
 		c.metrics.Foreign.Inc()
-		c.refused.add(req)
-		return
+		return false
 	}
 	c.metrics.Admitted.Inc()
 	e.queue.Add(req)
+	return true
 }
 
 // replayQueue receives the requests of a replay. It keeps those of the
@@ -154,7 +166,11 @@ func (b *replayBacklog) push(req Request) {
 func (b *replayBacklog) pop() (req Request, left int, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.popLocked()
+	if b.next == len(b.reqs) {
+		return Request{}, 0, false
+	}
+	b.fullFrom, b.starved = time.Time{}, 0 // the queue ran low: no overload
+	return b.take()
 }
 
 // popOverdue is pop for a worker that finished a request at now while the
@@ -173,14 +189,6 @@ func (b *replayBacklog) popOverdue(now time.Time) (req Request, left int, ok boo
 		return Request{}, len(b.reqs) - b.next, false
 	}
 	b.starved = 0
-	return b.take()
-}
-
-func (b *replayBacklog) popLocked() (req Request, left int, ok bool) {
-	if b.next == len(b.reqs) {
-		return Request{}, 0, false
-	}
-	b.fullFrom, b.starved = time.Time{}, 0 // the queue ran low: no overload
 	return b.take()
 }
 
@@ -220,13 +228,13 @@ func (c *controller) feedReplay(events *eventQueue, finished bool) {
 			return
 		}
 		c.metrics.ReplayBacklog.Set(float64(left))
-		events.Add(req)
+		events.admit(req)
 		fed = true
 	}
 	if finished && !fed {
 		if req, left, ok := c.backlog.popOverdue(time.Now()); ok {
 			c.metrics.ReplayBacklog.Set(float64(left))
-			events.Add(req)
+			events.admit(req)
 		}
 	}
 }

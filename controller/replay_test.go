@@ -442,3 +442,27 @@ func TestReplayBacklogShareWaitsForASustainedOverload(t *testing.T) {
 		t.Fatal("overdue feed right after the queue ran low")
 	}
 }
+
+// Requests the replay backlog feeds to a closed gate (a partition revoked
+// during its replay) are not remembered as refused: they come from the
+// cache, and would otherwise push the live refusals out of the ring and go
+// first at the next activation.
+func TestBacklogRefusalsAreNotRemembered(t *testing.T) {
+	in, _ := keysIn(testPartitioner, set(2), 50)
+	h := startController(t, ReconcilerFunc(noop), Options{Partitioner: testPartitioner, StartInactive: true})
+	for _, r := range in {
+		h.c.backlog.push(r)
+	}
+	h.c.feedReplay(h.c.events, false)
+	if got := h.c.backlog.len(); got != 0 {
+		t.Fatalf("backlog holds %d after feeding a closed gate, want 0", got)
+	}
+	if got := h.c.refused.in(func(Request) bool { return true }); len(got) != 0 {
+		t.Fatalf("%d backlog requests remembered as refused, want none", len(got))
+	}
+	live, _ := keysIn(testPartitioner, set(3), 1)
+	h.src.Add(live[0])
+	if got := h.c.refused.in(func(Request) bool { return true }); len(got) != 1 || got[0] != live[0] {
+		t.Fatalf("after a live refusal the ring holds %v, want only %v", got, live[0])
+	}
+}
