@@ -138,7 +138,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts := cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace}
 	if ringCfg.Scheme.Ranged() {
 		rp, _ := partitioner.(shard.RangePartitioner)
-		cacheOpts.Sharding = &cache.Sharding{Partitioner: rp, Full: opts.FullCacheKinds, Logger: opts.Logger.WithName("cache")}
+		cacheOpts.Sharding = &cache.Sharding{Partitioner: rp, Full: opts.FullCacheKinds, SharedNamespaces: opts.SharedNamespaces, Logger: opts.Logger.WithName("cache")}
 	}
 	c, err := cache.New(cfg, cacheOpts)
 	if err != nil {

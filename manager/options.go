@@ -111,6 +111,16 @@ type Options struct {
 	// namespace: those reconcilers read in namespaces they do not own.
 	// Cluster-scoped and metadata-only kinds are always cached whole.
 	FullCacheKinds []cache.Object
+	// SharedNamespaces are namespaces every replica caches whole, for every
+	// kind, with PartitionBy namespace: where reconcilers read objects
+	// shared by all partitions (a settings ConfigMap in the operator's
+	// namespace, say) of kinds that stay sharded elsewhere. Each costs its
+	// partition on every replica (the other namespaces of that partition,
+	// about 1/Partitions of them, come along), and the shared objects'
+	// events reach every replica's sources, where mapped requests pass the
+	// gate as usual. Reconciles of keys in a shared namespace still run on
+	// its partition's owner only.
+	SharedNamespaces []string
 
 	// PodNamespace is the namespace of the pod this replica runs in, whose
 	// name is Identity. The replica reads its pod (RBAC: get on pods) so
@@ -254,6 +264,14 @@ func (o *Options) validate() error {
 	}
 	if err := o.ringConfig().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if len(o.SharedNamespaces) > 0 && o.PartitionBy != shard.SchemeNamespace {
+		errs = append(errs, fmt.Errorf("SharedNamespaces %v needs PartitionBy %q: with PartitionBy %q every replica already caches every namespace", o.SharedNamespaces, shard.SchemeNamespace, o.ringConfig().WithDefaults().Scheme))
+	}
+	for _, ns := range o.SharedNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("SharedNamespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	if o.PartitionBy == shard.SchemeUID {
 		errs = append(errs, errors.New("PartitionBy \"uid\" is not supported by the Manager: a request names an object by namespace and name, not UID, so the shard gate could not place it; use \"namespace\" (shard/README.md)"))

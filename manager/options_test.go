@@ -139,3 +139,26 @@ func TestPartitionByValidation(t *testing.T) {
 		t.Errorf("namespace ring partitions with %T, want the RangePartitioner", m.partitioner)
 	}
 }
+
+func TestSharedNamespacesValidation(t *testing.T) {
+	for _, tc := range []struct {
+		by     shard.Scheme
+		shared []string
+		want   string // "" for valid
+	}{
+		{shard.SchemeNamespace, []string{"operator-system", "kube-system"}, ""},
+		{"", []string{"operator-system"}, `needs PartitionBy "namespace"`},
+		{shard.SchemeNamespace, []string{"Operator_System"}, `"Operator_System" is not a namespace name`},
+		{shard.SchemeNamespace, []string{""}, `"" is not a namespace name`},
+	} {
+		o := Options{Ring: "ring", Identity: "r-0", LeaseNamespace: "ns", PartitionBy: tc.by, SharedNamespaces: tc.shared}
+		o.applyDefaults()
+		err := o.validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("SharedNamespaces %q with PartitionBy %q: %v", tc.shared, tc.by, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("SharedNamespaces %q with PartitionBy %q: %v, want an error naming %q", tc.shared, tc.by, err, tc.want)
+		}
+	}
+}

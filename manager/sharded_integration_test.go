@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -212,5 +214,134 @@ func TestShardedCacheFallsBackWithoutTheGate(t *testing.T) {
 	}
 	if got := cachedKeys(t, r0); len(got) != len(all) {
 		t.Fatalf("the only replica caches %d of %d objects", len(got), len(all))
+	}
+}
+
+// A namespace in SharedNamespaces is cached by every replica: each reads
+// the shared settings ConfigMap from its cache, whatever partitions it
+// owns, and a change of it reaches every replica's mapped source, so every
+// key is reconciled again, by its owner only, with the new settings.
+func TestSharedNamespaceReachesEveryReplica(t *testing.T) {
+	ctx := context.Background()
+	cfg, cs, _ := shardedRing(t, true, 12, 3)
+	const shared = "shared-it"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shared}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: shared}, Data: map[string]string{"v": "1"}}
+	if _, err := cs.CoreV1().ConfigMaps(shared).Create(ctx, settings, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := 0; i < 12; i++ {
+		for k := 0; k < 3; k++ {
+			keys = append(keys, fmt.Sprintf("%s/cm-%d", shardedNS(i), k))
+		}
+	}
+
+	j := &journal{}
+	var mu sync.Mutex
+	seen := map[string]string{} // key → "replica v<settings>" of its latest reconcile
+	var readErrs []error
+	start := func(id string) *replica {
+		mgr, err := New(cfg, Options{
+			Ring: "it", LeaseNamespace: "it", Identity: id,
+			PartitionBy: shard.SchemeNamespace, Partitions: 16, SharedNamespaces: []string{shared},
+			LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
+			DrainGracePeriod: time.Second, GracefulShutdownTimeout: 20 * time.Second,
+			MetricsBindAddress: "127.0.0.1:0", HealthProbeBindAddress: "127.0.0.1:0", Logger: testLogger(t, id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := mgr.GetCache()
+		notShared := func(o controller.Object) bool { return o.GetNamespace() != shared }
+		isSettings := func(o controller.Object) bool { return o.GetNamespace() == shared && o.GetName() == "settings" }
+		err = controller.NewControllerManagedBy(mgr).
+			For(&corev1.ConfigMap{}, controller.NewPredicateFuncs(notShared)).
+			Watches(&corev1.ConfigMap{}, controller.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ controller.Object) []controller.Request {
+				var l corev1.ConfigMapList
+				if err := c.List(ctx, &l, ""); err != nil {
+					return nil
+				}
+				var reqs []controller.Request
+				for _, cm := range l.Items {
+					if cm.Namespace != shared {
+						reqs = append(reqs, controller.Request{NamespacedName: types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}})
+					}
+				}
+				return reqs
+			}), controller.NewPredicateFuncs(isSettings)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: true}).
+			Complete(controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
+				begin := time.Now()
+				var s corev1.ConfigMap
+				err := c.Get(ctx, types.NamespacedName{Namespace: shared, Name: "settings"}, &s)
+				mu.Lock()
+				if err != nil {
+					readErrs = append(readErrs, fmt.Errorf("%s reading the shared settings for %s: %w", id, req.Key(), err))
+				} else {
+					seen[req.Key()] = id + " v" + s.Data["v"]
+				}
+				mu.Unlock()
+				j.add(interval{replica: id, key: req.Key(), start: begin, end: time.Now()})
+				return controller.Result{}, err
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- mgr.Start(rctx) }()
+		t.Cleanup(func() { r.stop(t) })
+		return r
+	}
+	r0, r1 := start("r-0"), start("r-1")
+	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	// Which replica owns each key, by the ring both formed.
+	ring, err := shard.New(shard.Config{Scheme: shard.SchemeNamespace, Partitions: 16}, []string{"r-0", "r-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := ring.RangePartitioner()
+	owner := func(key string) string {
+		ns, _, _ := strings.Cut(key, "/")
+		o, _ := ring.Owner(rp.PartitionOfValue(ns))
+		return o
+	}
+	settled := func(v string) func() (bool, string) {
+		return func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				if want := owner(k) + " v" + v; seen[k] != want {
+					return false, fmt.Sprintf("%s: latest reconcile %q, want %q (%d failed reads of the settings: %v)", k, seen[k], want, len(readErrs), errors.Join(readErrs[:min(1, len(readErrs))]...))
+				}
+			}
+			return true, ""
+		}
+	}
+	eventually(t, 30*time.Second, "every key reconciled by its owner with settings v1", settled("1"))
+	// Both caches hold the shared namespace, though one replica owns its
+	// partition; neither holds the other's object namespaces.
+	for _, r := range []*replica{r0, r1} {
+		var l corev1.ConfigMapList
+		if err := r.mgr.GetCache().List(ctx, &l, shared); err != nil || len(l.Items) != 1 {
+			t.Fatalf("%s listing the shared namespace: %d objects, %v", r.mgr.Identity(), len(l.Items), err)
+		}
+	}
+
+	settings.Data["v"] = "2"
+	if _, err := cs.CoreV1().ConfigMaps(shared).Update(ctx, settings, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "every key reconciled again by its owner with settings v2", settled("2"))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(readErrs) > 0 {
+		t.Errorf("%d reads of the shared settings failed, first: %v", len(readErrs), readErrs[0])
+	}
+	if o := overlaps(j.snapshot()); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
 	}
 }

@@ -72,6 +72,7 @@ type Cache struct {
 	resync     time.Duration
 	sharding   *Sharding
 	fullKinds  []schema.GroupVersionKind // Sharding.Full, resolved
+	shared     shard.PartitionSet        // partitions of Sharding.SharedNamespaces, always held
 
 	// mu guards the fields below. It is never held across network I/O:
 	// mappings and clients are resolved before it is taken.
@@ -129,6 +130,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	}
 	var fullKinds []schema.GroupVersionKind
 	held := shard.NewPartitionSet(1)
+	shared := held
 	if sh := opts.Sharding; sh != nil {
 		if sh.Partitioner.Count() == 0 || !sh.Partitioner.Scheme().Ranged() {
 			return nil, errors.New("cache: Options.Sharding.Partitioner is not set; use the ring's RangePartitioner (shard.SchemeNamespace or shard.SchemeUID)")
@@ -145,11 +147,15 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 			cp.Logger = logr.Discard()
 			opts.Sharding = &cp
 		}
-		held = shard.NewPartitionSet(sh.Partitioner.Count())
+		if shared, err = sh.sharedPartitions(); err != nil {
+			return nil, err
+		}
+		held = shared.Clone()
 	}
 	return &Cache{
 		sharding:    opts.Sharding,
 		fullKinds:   fullKinds,
+		shared:      shared,
 		held:        held,
 		changed:     make(chan struct{}),
 		config:      rest.CopyConfig(cfg),

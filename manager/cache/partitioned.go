@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -38,6 +40,17 @@ type Sharding struct {
 	// replica reads, say). Cluster-scoped and metadata-only kinds are
 	// always cached whole (see ModeReport).
 	Full []Object
+	// SharedNamespaces are namespaces every replica caches for every
+	// sharded kind, whatever partitions it owns: where reconcilers read
+	// objects shared across partitions (settings or credentials in the
+	// operator's namespace, say) while the kinds of those objects stay
+	// sharded elsewhere. Each adds its partition to the held set, so the
+	// other namespaces of that partition come along (about 1/P of them),
+	// and the shared objects' events reach every replica's sources, as
+	// mapped requests do. Only with shard.SchemeNamespace: under the uid
+	// scheme a namespace spreads over every partition (list the kind in
+	// Full instead).
+	SharedNamespaces []string
 	// Logger receives one line per kind naming the mode chosen and why.
 	// Defaults to logr.Discard().
 	Logger logr.Logger
@@ -46,8 +59,27 @@ type Sharding struct {
 // ErrPartitionNotHeld is wrapped by the error of a Get or List of a sharded
 // kind that names an object or namespace of a partition this replica does
 // not hold. It is not a NotFound: the object may well exist. Read such
-// kinds through the API server, or list the kind in Sharding.Full.
+// objects through the API server, list the kind in Sharding.Full, or the
+// namespace in Sharding.SharedNamespaces.
 var ErrPartitionNotHeld = errors.New("cache: the partition is not held by this replica's sharded cache")
+
+// sharedPartitions returns the partitions of sh.SharedNamespaces, or an
+// error naming the first namespace that cannot be shared.
+func (sh *Sharding) sharedPartitions() (shard.PartitionSet, error) {
+	rp := sh.Partitioner
+	set := shard.NewPartitionSet(rp.Count())
+	for _, ns := range sh.SharedNamespaces {
+		if rp.Scheme() != shard.SchemeNamespace {
+			return set, fmt.Errorf("cache: Options.Sharding.SharedNamespaces needs the namespace scheme, not %q: under it a namespace spreads over every partition; list the kinds read there in Sharding.Full instead", rp.Scheme())
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return set, fmt.Errorf("cache: Options.Sharding.SharedNamespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+		p, _ := rp.PartitionOfObject(ns, "")
+		set.Add(p)
+	}
+	return set, nil
+}
 
 // Cache modes of a kind, as ModeReport and the kshard_cache_mode metric
 // name them.
@@ -155,18 +187,19 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 }
 
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
-// target, claimed, active and draining partitions (manager.PartitionCache).
-// Kinds created later start holding them. Without Sharding it does nothing.
+// target, claimed, active and draining partitions (manager.PartitionCache),
+// and always those of Sharding.SharedNamespaces. Kinds created later start
+// holding them. Without Sharding it does nothing.
 func (c *Cache) Hold(set shard.PartitionSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sharding == nil {
 		return
 	}
-	c.held = set.Clone()
+	c.held = set.Union(c.shared)
 	for _, e := range c.informers {
 		if e.seg != nil {
-			e.seg.Hold(set)
+			e.seg.Hold(c.held)
 		}
 	}
 }
@@ -220,7 +253,7 @@ func (c *Cache) awaitPartition(ctx context.Context, seg *Segmented, gr schema.Gr
 	for {
 		changed := c.Changed()
 		if !ok || !seg.Held().Has(p) {
-			return fmt.Errorf("%w: %s %s is in partition %d (%s); this replica reads only the partitions it holds: read it from the API server, or list its kind in the manager's FullCacheKinds",
+			return fmt.Errorf("%w: %s %s is in partition %d (%s); this replica reads only the partitions it holds: read it from the API server, list its kind in the manager's FullCacheKinds, or its namespace in SharedNamespaces",
 				ErrPartitionNotHeld, gr, what, p, c.sharding.Partitioner.Scheme())
 		}
 		if seg.SyncedPartitions().Has(p) {
