@@ -124,6 +124,12 @@ type bench struct {
 	// namespaces with its own epoch ConfigMap (phase 8); 0: every object
 	// and the one epoch ConfigMap live in ns.
 	spread int
+	// sharedEpoch: with objects spread, the operators read the one epoch
+	// ConfigMap in ns (phase 8's "one epoch" runs) rather than their
+	// namespace's; epochWritten is the epoch last written into each
+	// layout's ConfigMaps (see useEpochs).
+	sharedEpoch  bool
+	epochWritten map[bool]int
 
 	mu       sync.Mutex // guards warnings
 	warnings []string

@@ -36,10 +36,16 @@ func (b *bench) objectNamespace(i int) string {
 	return shardedNamespace(i % b.spread)
 }
 
-// epochNamespaces are the namespaces with an epoch ConfigMap, whose
-// objects it maps to.
+// epochNamespaces are the namespaces whose epoch ConfigMaps the operators
+// read: b.ns's alone, or with objects spread (and no shared epoch), each
+// object namespace's.
 func (b *bench) epochNamespaces() []string {
-	if b.spread == 0 {
+	return b.epochLayout(b.sharedEpoch)
+}
+
+// epochLayout is epochNamespaces for one layout.
+func (b *bench) epochLayout(shared bool) []string {
+	if b.spread == 0 || shared {
 		return []string{b.ns}
 	}
 	out := make([]string, b.spread)
@@ -55,7 +61,10 @@ func (b *bench) epochNamespaces() []string {
 func (b *bench) ensureObjects(ctx context.Context, n int) error {
 	if b.epoch == 0 {
 		b.epoch = 1
-		namespaces := b.epochNamespaces()
+		namespaces := b.epochLayout(false)
+		if b.spread > 0 {
+			namespaces = append(namespaces, b.ns) // phase 8's shared epoch
+		}
 		err := parallel(ctx, 32, len(namespaces), func(ctx context.Context, k int) error {
 			ep := &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: epochName, Labels: map[string]string{labelKey: labelEpoch}},
@@ -67,6 +76,7 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 		if err != nil {
 			return fmt.Errorf("creating the epoch ConfigMaps: %w", err)
 		}
+		b.epochWritten = map[bool]int{false: 1, true: 1}
 	}
 	from := len(b.gens)
 	for len(b.gens) < n {
@@ -89,19 +99,46 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 	})
 }
 
-// bumpEpoch starts a new epoch: every object needs a reconcile. It returns
-// the new epoch and when the first write was sent (with objects spread,
-// one write per namespace, 32 at a time).
-func (b *bench) bumpEpoch(ctx context.Context) (int, time.Time, error) {
-	b.epoch++
+// useEpochs makes the operators started next read one shared epoch
+// ConfigMap (in b.ns) or, with objects spread, one per namespace, first
+// bringing that layout's ConfigMaps to the current epoch if the other
+// layout's bumps left them behind.
+func (b *bench) useEpochs(ctx context.Context, shared bool) error {
+	b.sharedEpoch = shared
+	if b.epochWritten[shared] == b.epoch {
+		return nil
+	}
+	if err := b.writeEpoch(ctx); err != nil {
+		return fmt.Errorf("bringing the epoch ConfigMaps to epoch %d: %w", b.epoch, err)
+	}
+	return nil
+}
+
+// writeEpoch writes the current epoch into the epoch ConfigMaps the
+// operators read (one write per namespace, 32 at a time).
+func (b *bench) writeEpoch(ctx context.Context) error {
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{epochKey: strconv.Itoa(b.epoch)}})
-	at := time.Now()
 	namespaces := b.epochNamespaces()
 	err := parallel(ctx, 32, len(namespaces), func(ctx context.Context, k int) error {
 		_, err := b.client.CoreV1().ConfigMaps(namespaces[k]).Patch(ctx, epochName, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
-	return b.epoch, at, err
+	if err == nil {
+		if b.epochWritten == nil {
+			b.epochWritten = map[bool]int{}
+		}
+		b.epochWritten[b.sharedEpoch] = b.epoch
+	}
+	return err
+}
+
+// bumpEpoch starts a new epoch: every object needs a reconcile. It returns
+// the new epoch and when the first write was sent (with objects spread,
+// one write per namespace, 32 at a time).
+func (b *bench) bumpEpoch(ctx context.Context) (int, time.Time, error) {
+	b.epoch++
+	at := time.Now()
+	return b.epoch, at, b.writeEpoch(ctx)
 }
 
 // bumpGen writes a new generation into object i and registers it with the

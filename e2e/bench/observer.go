@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,9 +25,12 @@ type observer struct {
 	mu         sync.Mutex
 	objs       map[string]seen
 	epochCount map[int]int // objects whose recorded epoch is the key
-	pending    map[string][]expectation
-	delays     []delay
-	changed    chan struct{} // closed and replaced on every change
+	// epochBy counts, per epoch, the objects each reconciler (annotation
+	// bench.kshard.io/by) first recorded it on, and when it last did.
+	epochBy map[int]map[string]*replicaShare
+	pending map[string][]expectation
+	delays  []delay
+	changed chan struct{} // closed and replaced on every change
 }
 
 type seen struct {
@@ -45,7 +50,7 @@ type delay struct {
 }
 
 func newObserver() *observer {
-	return &observer{objs: map[string]seen{}, epochCount: map[int]int{}, pending: map[string][]expectation{}, changed: make(chan struct{})}
+	return &observer{objs: map[string]seen{}, epochCount: map[int]int{}, epochBy: map[int]map[string]*replicaShare{}, pending: map[string][]expectation{}, changed: make(chan struct{})}
 }
 
 // run watches until ctx ends; it returns once the informer has synced (or
@@ -89,8 +94,12 @@ func (o *observer) observe(obj any) {
 	if had {
 		o.epochCount[prev.epoch]--
 	}
-	o.objs[cm.Name] = seen{gen: gen, epoch: epoch, by: cm.Annotations[annReconciler]}
+	by := cm.Annotations[annReconciler]
+	o.objs[cm.Name] = seen{gen: gen, epoch: epoch, by: by}
 	o.epochCount[epoch]++
+	if !had || epoch > prev.epoch {
+		o.recordShare(epoch, by, now)
+	}
 	if ps := o.pending[cm.Name]; len(ps) > 0 {
 		keep := ps[:0]
 		for _, p := range ps {
@@ -108,6 +117,50 @@ func (o *observer) observe(obj any) {
 	}
 	close(o.changed)
 	o.changed = make(chan struct{})
+}
+
+// replicaShare is what one reconciler did of one epoch: the objects it
+// brought to the epoch and when the last of them was seen.
+type replicaShare struct {
+	ID      string `json:"id"`
+	Objects int    `json:"objects"`
+	// FirstSeconds and Seconds: from the epoch write to its first and its
+	// last object (set by shares).
+	FirstSeconds float64 `json:"first_seconds"`
+	Seconds      float64 `json:"seconds"`
+	first, last  time.Time
+}
+
+// recordShare counts an object that reached epoch by reconciler by at now
+// (lock held).
+func (o *observer) recordShare(epoch int, by string, now time.Time) {
+	m := o.epochBy[epoch]
+	if m == nil {
+		m = map[string]*replicaShare{}
+		o.epochBy[epoch] = m
+	}
+	s := m[by]
+	if s == nil {
+		s = &replicaShare{ID: by, first: now}
+		m[by] = s
+	}
+	s.Objects++
+	s.last = now
+}
+
+// shares returns each reconciler's share of epoch e, timed from sent,
+// largest share first.
+func (o *observer) shares(e int, sent time.Time) []replicaShare {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []replicaShare
+	for _, s := range o.epochBy[e] {
+		c := *s
+		c.FirstSeconds, c.Seconds = s.first.Sub(sent).Seconds(), s.last.Sub(sent).Seconds()
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b replicaShare) int { return cmp.Or(b.Objects-a.Objects, strings.Compare(a.ID, b.ID)) })
+	return out
 }
 
 // parseObserved reads "<gen>/<epoch>"; anything else reads as 0/0.

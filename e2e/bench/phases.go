@@ -79,6 +79,11 @@ type throughputResult struct {
 	Seconds        float64 `json:"seconds"`
 	ObjectsPerSec  float64 `json:"objects_per_second"`
 	StartupSeconds float64 `json:"startup_seconds"`
+	// Epochs is phase 8's epoch layout: "one epoch" or "epoch per namespace".
+	Epochs string `json:"epochs,omitempty"`
+	// Shares: each replica's objects and when its last one was seen, from
+	// the epoch write (the largest share bounds a latency-bound run).
+	Shares []replicaShare `json:"shares,omitempty"`
 }
 
 func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time.Duration, scenario string) (throughputResult, error) {
@@ -97,6 +102,7 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 	if err != nil {
 		return res, err
 	}
+	progress("    epoch written in %.2fs", time.Since(sent).Seconds())
 	// Generous bound: ten times the ideal time of one active replica.
 	ideal := time.Duration(len(b.gens)) * (latency + 2*time.Millisecond) / time.Duration(b.p.Workers)
 	wctx, cancel := context.WithTimeout(ctx, 10*ideal+2*time.Minute)
@@ -107,6 +113,7 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 	}
 	res.Seconds = at.Sub(sent).Seconds()
 	res.ObjectsPerSec = float64(len(b.gens)) / res.Seconds
+	res.Shares = b.obs.shares(epoch, sent)
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)
 	}

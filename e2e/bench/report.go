@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -661,22 +662,26 @@ func (r *results) markdown() string {
 		p("")
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")
 		p("")
-		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects spread over %d namespaces (an epoch ConfigMap in each), on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run). Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
+		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects spread over %d namespaces, on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run of the same layout), with two epoch layouts: **one epoch** — phase 2's workload, one epoch ConfigMap (in the bench namespace, which every kshard replica caches: `SharedNamespaces`) maps to every object, a new epoch is one write; and **epoch per namespace** — an epoch ConfigMap in each object namespace, a new epoch is one write per namespace, 32 at a time, whose burst competes with the fleet's reconciles at the API server. Shares: each replica's objects and when its last one was seen, from the epoch write. Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
 			r.Params.Objects, r.Params.ShardedNamespaces, r.Params.Latency, r.Params.Rounds, r.Params.ShardedReplicas, r.Params.WriterRate)
 		p("")
-		p("| gate | kshard cache | 4-replica throughput ratio | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
+		p("| gate | kshard cache | 4-replica throughput ratio: one epoch (epoch per namespace) | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
 		p("|---|---|---|---|---|---|---|---|---|")
 		for i := range r.ShardedHandoff {
 			hr := &r.ShardedHandoff[i]
 			ms := summariseShardedMoves(hr)
-			p("| %t | %s | %s× | %s | %.3f | %.1f | %.0f (%d) | %s | %s |", hr.Gate, hr.CacheMode, f2(ms.ThroughputRatio4), f3(ms.HandoffP99Seconds), hr.Handoff.Rollout.MaxSeconds, hr.Handoff.RolloutTotal, hr.Handoff.ObjectsListed, hr.ConfigMaps, f2(ms.ListedPerMove), f2(ms.FailoverSeconds))
+			p("| %t | %s | %s× (%s×) | %s | %.3f | %.1f | %.0f (%d) | %s | %s |", hr.Gate, hr.CacheMode, f2(ms.ThroughputRatio4), f2(hr.ThroughputRatio4PerNamespace), f3(ms.HandoffP99Seconds), hr.Handoff.Rollout.MaxSeconds, hr.Handoff.RolloutTotal, hr.Handoff.ObjectsListed, hr.ConfigMaps, f2(ms.ListedPerMove), f2(ms.FailoverSeconds))
 		}
 		p("")
-		p("| gate | round | system | replicas | s | objects/s |")
-		p("|---|---|---|---|---|---|")
+		p("| gate | round | epochs | system | replicas | s | objects/s | shares: replica objects (last seen s) |")
+		p("|---|---|---|---|---|---|---|---|")
 		for _, hr := range r.ShardedHandoff {
 			for _, t := range hr.Throughput {
-				p("| %t | %d | %s | %d | %.2f | %.0f |", hr.Gate, t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec)
+				var shares []string
+				for _, sh := range t.Shares {
+					shares = append(shares, fmt.Sprintf("%s %d (%.2f)", sh.ID, sh.Objects, sh.Seconds))
+				}
+				p("| %t | %d | %s | %s | %d | %.2f | %.0f | %s |", hr.Gate, t.Round, cmp.Or(t.Epochs, "epoch per namespace"), t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, strings.Join(shares, ", "))
 			}
 		}
 	}

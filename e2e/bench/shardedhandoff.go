@@ -24,15 +24,21 @@ type shardedHandoffResult struct {
 	CacheMode  string `json:"cache_mode"` // kshard's: sharded or fallback
 	Objects    int    `json:"objects"`
 	Namespaces int    `json:"namespaces"`
-	// Throughput holds, per round, the controller-runtime run (gate on
-	// only: it ignores the gate) and kshard's 4-replica run.
+	// Throughput holds, per round and per epoch layout, the
+	// controller-runtime run (gate on only: it ignores the gate) and
+	// kshard's 4-replica run.
 	Throughput []throughputResult `json:"throughput"`
 	// ThroughputRatio4 is the median over rounds of kshard's rate ÷ the
 	// controller-runtime run's of the same round (for the gate-off runs,
-	// the gate-on control plane's controller-runtime run of that round).
-	ThroughputRatio4 *float64       `json:"throughput_ratio_4"`
-	Handoff          handoffResult  `json:"handoff"`
-	Failover         failoverResult `json:"failover"`
+	// the gate-on control plane's controller-runtime run of that round),
+	// with phase 2's workload: one epoch ConfigMap, in a namespace every
+	// kshard replica caches (SharedNamespaces), maps to every object.
+	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	// ThroughputRatio4PerNamespace is the same with an epoch ConfigMap in
+	// each object namespace: a new epoch is 500 writes, not one.
+	ThroughputRatio4PerNamespace *float64       `json:"throughput_ratio_4_epoch_per_namespace"`
+	Handoff                      handoffResult  `json:"handoff"`
+	Failover                     failoverResult `json:"failover"`
 	// ConfigMaps is every ConfigMap on the control plane when the rolling
 	// restart starts (the objects, an epoch ConfigMap per namespace, and
 	// any other): what a full LIST returns.
@@ -46,7 +52,7 @@ func (b *bench) shardedHandoffPhase(ctx context.Context, kshard, baseline *syste
 		gates = append(gates, false)
 	}
 	var out []shardedHandoffResult
-	var crRates map[int]float64 // gate-on controller-runtime objects/s per round
+	var crRates map[epochRound]float64 // gate-on controller-runtime objects/s per round
 	for _, gate := range gates {
 		r, rates, err := b.shardedHandoffOn(ctx, kshard, baseline, gate, crRates)
 		if err != nil {
@@ -63,7 +69,7 @@ func (b *bench) shardedHandoffPhase(ctx context.Context, kshard, baseline *syste
 // shardedHandoffOn runs phase 8 on a new control plane with or without the
 // gate. crRates are the controller-runtime rates to divide by when it does
 // not run here (gate off); it returns the rates it measured.
-func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, gate bool, crRates map[int]float64) (shardedHandoffResult, map[int]float64, error) {
+func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, gate bool, crRates map[epochRound]float64) (shardedHandoffResult, map[epochRound]float64, error) {
 	res := shardedHandoffResult{Gate: gate, Objects: b.p.Objects, Namespaces: b.p.ShardedNamespaces, CacheMode: "sharded"}
 	if !gate {
 		res.CacheMode = "fallback"
@@ -88,8 +94,8 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 		return res, nil, err
 	}
 
-	rates := map[int]float64{}
-	var ratios []float64
+	rates := map[epochRound]float64{}
+	ratios := map[bool][]float64{} // by shared epoch
 	for round := 1; round <= b.p.Rounds; round++ {
 		systems := []struct {
 			sys  *system
@@ -99,25 +105,45 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 		if !gate {
 			systems = systems[1:]
 		}
-		for _, s := range systems {
-			sb.fleetArgs = s.args
-			progress("round %d/%d, phase 8: %s with %d replicas, %s latency (feature gate %t)", round, b.p.Rounds, s.sys.name, s.n, b.p.Latency, gate)
-			t, err := sb.throughput(ctx, s.sys, s.n, b.p.Latency, fmt.Sprintf("sh-%t-%d", gate, round))
-			if err != nil {
-				return res, nil, fmt.Errorf("throughput, %s: %w", s.sys.name, err)
+		for _, shared := range []bool{true, false} {
+			if err := sb.useEpochs(ctx, shared); err != nil {
+				return res, nil, err
 			}
-			t.Round = round
-			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
-			res.Throughput = append(res.Throughput, t)
-			if !s.sys.kshard {
-				rates[round] = t.ObjectsPerSec
-			} else if cr := map[bool]map[int]float64{true: rates, false: crRates}[gate][round]; cr > 0 {
-				ratios = append(ratios, t.ObjectsPerSec/cr)
+			for _, s := range systems {
+				sb.fleetArgs = s.args
+				if shared {
+					sb.fleetArgs = append(slices.Clone(s.args), "--epoch-namespace="+sb.ns)
+					if s.sys.kshard {
+						sb.fleetArgs = append(sb.fleetArgs, "--shared-namespaces="+sb.ns)
+					}
+				}
+				progress("round %d/%d, phase 8: %s with %d replicas, %s latency, %s (feature gate %t)", round, b.p.Rounds, s.sys.name, s.n, b.p.Latency, epochsName(shared), gate)
+				t, err := sb.throughput(ctx, s.sys, s.n, b.p.Latency, fmt.Sprintf("sh-%t-%t-%d", gate, shared, round))
+				if err != nil {
+					return res, nil, fmt.Errorf("throughput, %s, %s: %w", s.sys.name, epochsName(shared), err)
+				}
+				t.Round, t.Epochs = round, epochsName(shared)
+				progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+				for _, s := range t.Shares {
+					progress("    %s: %d objects, first at %.2fs, last at %.2fs", s.ID, s.Objects, s.FirstSeconds, s.Seconds)
+				}
+				res.Throughput = append(res.Throughput, t)
+				key := epochRound{shared, round}
+				if !s.sys.kshard {
+					rates[key] = t.ObjectsPerSec
+				} else if cr := map[bool]map[epochRound]float64{true: rates, false: crRates}[gate][key]; cr > 0 {
+					ratios[shared] = append(ratios[shared], t.ObjectsPerSec/cr)
+				}
 			}
 		}
 	}
-	res.ThroughputRatio4 = medianPtr(ratios)
+	res.ThroughputRatio4 = medianPtr(ratios[true])
+	res.ThroughputRatio4PerNamespace = medianPtr(ratios[false])
 
+	// The handoff and failover read the epochs of their namespaces.
+	if err := sb.useEpochs(ctx, false); err != nil {
+		return res, nil, err
+	}
 	// Phase 7's fleet size: with 3 replicas a rolling restart of the
 	// fallback lists everything 3 times, the sharded cache only what moves.
 	n := b.p.ShardedReplicas
@@ -139,6 +165,20 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	}
 	progress("  %s killed; %s reconciled again after %.2fs", res.Failover.Killed, res.Failover.Key, res.Failover.Seconds)
 	return res, rates, nil
+}
+
+// epochRound names a throughput run of phase 8: the epoch layout (one
+// shared epoch ConfigMap, or one per namespace) and the round.
+type epochRound struct {
+	shared bool
+	round  int
+}
+
+func epochsName(shared bool) string {
+	if shared {
+		return "one epoch"
+	}
+	return "epoch per namespace"
 }
 
 // shardedMoveSummary is phase 8's headline for one control plane.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +74,8 @@ func run() error {
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: key (default) or namespace (the sharded cache, phase 7)")
 		partitions    = flag.Int("partitions", 0, "the ring's partition count (default the manager's; phase 9 uses 1021)")
+		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
+		sharedNS      = flag.String("shared-namespaces", "", "the manager's SharedNamespaces, comma-separated: namespaces every replica caches whole (phase 8: the epoch's)")
 		recordDir     = flag.String("record-dir", "", "record every reconcile's interval and every partition activation and revoke in this directory, for the recorder's overlap check (phase 9)")
 	)
 	flag.Parse()
@@ -91,12 +95,12 @@ func run() error {
 		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy), Partitions: *partitions,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
-		TerminationMessagePath: *termPath, PodNamespace: *podNamespace,
+		TerminationMessagePath: *termPath, PodNamespace: *podNamespace, SharedNamespaces: splitList(*sharedNS),
 	})
 	if err != nil {
 		return err
 	}
-	r := &reconciler{cache: mgr.GetCache(), client: mgr.GetClient(), identity: *identity, latency: *latency}
+	r := &reconciler{cache: mgr.GetCache(), client: mgr.GetClient(), identity: *identity, latency: *latency, epochNS: *epochNS}
 	var built controller.Manager = mgr
 	if *recordDir != "" {
 		// The process's own incarnation in the records: a restarted
@@ -119,9 +123,9 @@ func run() error {
 			GenericFunc: func(e controller.GenericEvent) bool { return isObject(e.Object) },
 		}).
 		Watches(&corev1.ConfigMap{}, controller.EnqueueRequestsFromMapFunc(r.allObjects), controller.Funcs{
-			CreateFunc: func(e controller.CreateEvent) bool { return isEpoch(e.Object) },
+			CreateFunc: func(e controller.CreateEvent) bool { return r.isEpoch(e.Object) },
 			UpdateFunc: func(e controller.UpdateEvent) bool {
-				return isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
+				return r.isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(controller.DeleteEvent) bool { return false },
 			GenericFunc: func(controller.GenericEvent) bool { return false },
@@ -136,7 +140,12 @@ func run() error {
 }
 
 func isObject(o controller.Object) bool { return o != nil && o.GetLabels()[labelKey] == labelObject }
-func isEpoch(o controller.Object) bool  { return o != nil && o.GetLabels()[labelKey] == labelEpoch }
+
+// isEpoch reports whether o is the epoch ConfigMap this operator reads: with
+// --epoch-namespace only that namespace's, whose change maps to every object.
+func (r *reconciler) isEpoch(o controller.Object) bool {
+	return o != nil && o.GetLabels()[labelKey] == labelEpoch && (r.epochNS == "" || o.GetNamespace() == r.epochNS)
+}
 
 func dataChanged(a, b controller.Object) bool {
 	ca, ok1 := a.(*corev1.ConfigMap)
@@ -149,13 +158,26 @@ type reconciler struct {
 	client   kubernetes.Interface
 	identity string
 	latency  time.Duration
+	epochNS  string           // --epoch-namespace; "": each object's own
 	rec      *recorder.Writer // --record-dir; nil records nothing
+}
+
+// splitList splits a comma-separated flag value; "" is no element.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
 func (r *reconciler) allObjects(ctx context.Context, epoch controller.Object) []controller.Request {
 	var list corev1.ConfigMapList
-	if err := r.cache.List(ctx, &list, epoch.GetNamespace()); err != nil {
+	ns := epoch.GetNamespace()
+	if r.epochNS != "" {
+		ns = "" // one epoch for the objects of every namespace (held ones, when sharded)
+	}
+	if err := r.cache.List(ctx, &list, ns); err != nil {
 		controller.LoggerFrom(ctx).Error(err, "listing objects for a new epoch")
 		return nil
 	}
@@ -195,7 +217,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (res
 	}
 	epoch := "0"
 	var ep corev1.ConfigMap
-	switch err := r.cache.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: epochName}, &ep); {
+	epochNS := cmp.Or(r.epochNS, req.Namespace)
+	switch err := r.cache.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
 	case err == nil:
 		epoch = ep.Data[epochKey]
 	case !apierrors.IsNotFound(err):
