@@ -220,10 +220,17 @@ func TestShardedCacheFallsBackWithoutTheGate(t *testing.T) {
 // A namespace in SharedNamespaces is cached by every replica: each reads
 // the shared settings ConfigMap from its cache, whatever partitions it
 // owns, and a change of it reaches every replica's mapped source, so every
-// key is reconciled again, by its owner only, with the new settings.
+// key is reconciled again, by its owner only, with the new settings. The
+// same holds in the fallback (no feature gate: filtered on the client).
 func TestSharedNamespaceReachesEveryReplica(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gate=%t", gate), func(t *testing.T) { testSharedNamespace(t, gate) })
+	}
+}
+
+func testSharedNamespace(t *testing.T, gate bool) {
 	ctx := context.Background()
-	cfg, cs, _ := shardedRing(t, true, 12, 3)
+	cfg, cs, _ := shardedRing(t, gate, 12, 3)
 	const shared = "shared-it"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shared}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -323,11 +330,15 @@ func TestSharedNamespaceReachesEveryReplica(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "every key reconciled by its owner with settings v1", settled("1"))
 	// Both caches hold the shared namespace, though one replica owns its
-	// partition; neither holds the other's object namespaces.
+	// partition.
+	want := map[bool]string{true: cache.ModeSharded, false: cache.ModeFallback}[gate]
 	for _, r := range []*replica{r0, r1} {
 		var l corev1.ConfigMapList
 		if err := r.mgr.GetCache().List(ctx, &l, shared); err != nil || len(l.Items) != 1 {
 			t.Fatalf("%s listing the shared namespace: %d objects, %v", r.mgr.Identity(), len(l.Items), err)
+		}
+		if modes := r.mgr.GetCache().ModeReport(); len(modes) != 1 || modes[0].Mode != want {
+			t.Fatalf("%s: cache modes %+v, want ConfigMaps %s", r.mgr.Identity(), modes, want)
 		}
 	}
 
