@@ -25,8 +25,8 @@ type observer struct {
 	mu         sync.Mutex
 	objs       map[string]seen
 	epochCount map[int]int // objects whose recorded epoch is the key
-	// epochBy counts, per epoch, the objects each reconciler (annotation
-	// bench.kshard.io/by) first recorded it on, and when it last did.
+	// epochBy holds, per epoch, each reconciler's share (annotation
+	// bench.kshard.io/by): the objects it brought to that epoch first.
 	epochBy map[int]map[string]*replicaShare
 	pending map[string][]expectation
 	delays  []delay
