@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,6 +74,7 @@ func run() error {
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
+		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -112,7 +114,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), identity: *identity, latency: *latency}
+	r := &reconciler{client: mgr.GetClient(), identity: *identity, latency: *latency, epochNS: *epochNS}
 	err = ring.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Funcs{
@@ -122,8 +124,8 @@ func run() error {
 			GenericFunc: func(e event.GenericEvent) bool { return isObject(e.Object) },
 		})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(e event.CreateEvent) bool { return isEpoch(e.Object) },
-			UpdateFunc:  func(e event.UpdateEvent) bool { return isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew) },
+			CreateFunc:  func(e event.CreateEvent) bool { return r.isEpoch(e.Object) },
+			UpdateFunc:  func(e event.UpdateEvent) bool { return r.isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew) },
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
@@ -181,7 +183,12 @@ func serve(metricsAddr, probeAddr string) (func(), error) {
 }
 
 func isObject(o client.Object) bool { return o != nil && o.GetLabels()[labelKey] == labelObject }
-func isEpoch(o client.Object) bool  { return o != nil && o.GetLabels()[labelKey] == labelEpoch }
+
+// isEpoch reports whether o is the epoch ConfigMap this operator reads: with
+// --epoch-namespace only that namespace's, whose change maps to every object.
+func (r *reconciler) isEpoch(o client.Object) bool {
+	return o != nil && o.GetLabels()[labelKey] == labelEpoch && (r.epochNS == "" || o.GetNamespace() == r.epochNS)
+}
 
 func dataChanged(a, b client.Object) bool {
 	ca, ok1 := a.(*corev1.ConfigMap)
@@ -193,12 +200,17 @@ type reconciler struct {
 	client   client.Client
 	identity string
 	latency  time.Duration
+	epochNS  string // --epoch-namespace; "": each object's own
 }
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
 func (r *reconciler) allObjects(ctx context.Context, epoch client.Object) []reconcile.Request {
 	var list corev1.ConfigMapList
-	if err := r.client.List(ctx, &list, client.InNamespace(epoch.GetNamespace())); err != nil {
+	ns := epoch.GetNamespace()
+	if r.epochNS != "" {
+		ns = "" // one epoch for the objects of every namespace
+	}
+	if err := r.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		log.FromContext(ctx).Error(err, "listing objects for a new epoch")
 		return nil
 	}
@@ -220,7 +232,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	epoch := "0"
 	var ep corev1.ConfigMap
-	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: epochName}, &ep); {
+	epochNS := cmp.Or(r.epochNS, req.Namespace)
+	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
 	case err == nil:
 		epoch = ep.Data[epochKey]
 	case !apierrors.IsNotFound(err):
