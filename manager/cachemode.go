@@ -21,11 +21,15 @@ var (
 	cacheListedDesc = prometheus.NewDesc("kshard_cache_listed_objects_total",
 		"Objects the API server returned to the LISTs of a sharded kind: the cost of partition moves.",
 		[]string{"kind"}, nil)
+	cacheObjectsDesc = prometheus.NewDesc("kshard_cache_objects",
+		"Objects this replica's cache holds per kind (a sharded kind: those of the partitions it holds): compare replicas to see how evenly the ring spreads the objects.",
+		[]string{"kind"}, nil)
 )
 
 func (cacheModeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheModeDesc
 	ch <- cacheListedDesc
+	ch <- cacheObjectsDesc
 }
 
 func (m cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -34,6 +38,9 @@ func (m cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
 		if k.Mode != cache.ModeFull {
 			ch <- prometheus.MustNewConstMetric(cacheListedDesc, prometheus.CounterValue, float64(k.ObjectsListed), k.Kind.String())
 		}
+	}
+	for gvk, n := range m.c.ObjectCounts() {
+		ch <- prometheus.MustNewConstMetric(cacheObjectsDesc, prometheus.GaugeValue, float64(n), gvk.String())
 	}
 }
 

@@ -123,13 +123,17 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		return len(union) == len(all) && len(k0) > 0 && len(k1) > 0, fmt.Sprintf("r-0 %d, r-1 %d of %d", len(k0), len(k1), len(all))
 	})
 	t.Logf("r-0 caches %d, r-1 %d of %d ConfigMaps", len(k0), len(k1), len(all))
-	for _, r := range []*replica{r0, r1} {
+	for r, keys := range map[*replica][]string{r0: k0, r1: k1} {
 		modes := r.mgr.GetCache().ModeReport()
 		if len(modes) != 1 || modes[0].Mode != cache.ModeSharded {
 			t.Fatalf("%s: cache modes %+v, want ConfigMaps sharded", r.mgr.Identity(), modes)
 		}
-		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="sharded"} 1`) {
+		_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
+		if !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="sharded"} 1`) {
 			t.Errorf("%s: /metrics has no kshard_cache_mode line for sharded ConfigMaps", r.mgr.Identity())
+		}
+		if line := fmt.Sprintf(`kshard_cache_objects{kind="/v1, Kind=ConfigMap"} %d`, len(keys)); !strings.Contains(body, line) {
+			t.Errorf("%s: /metrics has no line %q", r.mgr.Identity(), line)
 		}
 	}
 	// A key r-1 holds, read through r-0's cache.

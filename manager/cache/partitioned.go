@@ -130,6 +130,30 @@ func (c *Cache) ModeReport() []KindMode {
 	return out
 }
 
+// ObjectCounts returns, per kind created so far, how many objects the cache
+// holds and serves: for a sharded or fallback kind those of the held
+// partitions, for a full kind all. It walks every store, so call it at
+// scrape time, not on a hot path.
+func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
+	c.mu.Lock()
+	entries := make(map[schema.GroupVersionKind]*entry, len(c.informers))
+	for key, e := range c.informers {
+		if !key.metadataOnly {
+			entries[key.gvk] = e
+		}
+	}
+	c.mu.Unlock()
+	out := make(map[schema.GroupVersionKind]int, len(entries))
+	for gvk, e := range entries {
+		if e.seg != nil {
+			out[gvk] = e.seg.Len()
+		} else {
+			out[gvk] = len(e.informer.GetStore().ListKeys())
+		}
+	}
+	return out
+}
+
 // shardingFor decides how the kind of key is cached. It probes the API
 // server once per kind, retrying while the server is unreachable; a probe
 // that fails otherwise (forbidden, say) falls back, logged: the client-side
