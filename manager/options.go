@@ -265,6 +265,9 @@ func (o *Options) validate() error {
 	if err := o.ringConfig().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if o.PartitionBy == shard.SchemeNamespace && o.WatchNamespace != "" {
+		errs = append(errs, fmt.Errorf("PartitionBy %q with WatchNamespace %q puts every object in one partition, so one replica would reconcile everything; leave WatchNamespace empty (every namespace) or use PartitionBy %q", shard.SchemeNamespace, o.WatchNamespace, shard.SchemeKey))
+	}
 	if len(o.SharedNamespaces) > 0 && o.PartitionBy != shard.SchemeNamespace {
 		errs = append(errs, fmt.Errorf("SharedNamespaces %v needs PartitionBy %q: with PartitionBy %q every replica already caches every namespace", o.SharedNamespaces, shard.SchemeNamespace, o.ringConfig().WithDefaults().Scheme))
 	}

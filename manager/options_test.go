@@ -140,6 +140,20 @@ func TestPartitionByValidation(t *testing.T) {
 	}
 }
 
+// With PartitionBy namespace, a WatchNamespace would put every object in
+// one partition: refused, naming the way out.
+func TestPartitionByNamespaceRefusesWatchNamespace(t *testing.T) {
+	o := Options{Ring: "ring", Identity: "r-0", LeaseNamespace: "ns", PartitionBy: shard.SchemeNamespace, WatchNamespace: "apps"}
+	o.applyDefaults()
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), `WatchNamespace "apps" puts every object in one partition`) {
+		t.Fatalf("validate: %v, want an error about WatchNamespace", err)
+	}
+	o.PartitionBy = shard.SchemeKey
+	if err := o.validate(); err != nil {
+		t.Fatalf("PartitionBy key with WatchNamespace: %v", err)
+	}
+}
+
 func TestSharedNamespacesValidation(t *testing.T) {
 	for _, tc := range []struct {
 		by     shard.Scheme

@@ -116,6 +116,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--partitions must be at least 1, got %d", c.mgr.Partitions)
 	case c.mgr.PartitionBy != shard.SchemeKey && c.mgr.PartitionBy != shard.SchemeNamespace:
 		return fmt.Errorf("--partition-by must be \"key\" or \"namespace\", got %q", c.mgr.PartitionBy)
+	case c.mgr.PartitionBy == shard.SchemeNamespace && c.mgr.WatchNamespace != "":
+		return fmt.Errorf("--partition-by=namespace with --watch-namespace=%s puts every Widget in one partition, so one replica would reconcile them all; drop --watch-namespace or use --partition-by=key", c.mgr.WatchNamespace)
 	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod < 0 || c.mgr.RenewDeadline < 0:
 		return fmt.Errorf("--lease-duration (%s) must be positive, --renew-period (%s) and --renew-deadline (%s) positive or 0 for the default",
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)

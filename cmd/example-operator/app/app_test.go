@@ -72,6 +72,8 @@ func TestPartitionByFlag(t *testing.T) {
 		{[]string{"--partition-by=namespace"}, shard.SchemeNamespace, ""},
 		{[]string{"--partition-by=uid"}, "", "--partition-by"},
 		{[]string{"--partition-by=name"}, "", "--partition-by"},
+		{[]string{"--partition-by=namespace", "--watch-namespace=apps"}, "", "drop --watch-namespace"},
+		{[]string{"--partition-by=key", "--watch-namespace=apps"}, shard.SchemeKey, ""},
 	} {
 		c, err := parseFlags(tc.args)
 		switch {
