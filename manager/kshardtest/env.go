@@ -172,8 +172,9 @@ func (e *Env) LogDir() string { return filepath.Join(e.dir, "logs") }
 
 // ManagerOptions are the manager options a replica named identity gets:
 // the ring, namespace, identity and timings of the Env, the namespace as
-// WatchNamespace, a 10s GracefulShutdownTimeout, and probe and metrics
-// servers on free loopback ports.
+// WatchNamespace (clear it for PartitionBy namespace, which refuses one), a
+// 10s GracefulShutdownTimeout, and probe and metrics servers on free
+// loopback ports.
 func (e *Env) ManagerOptions(identity string) manager.Options {
 	return manager.Options{
 		Ring:             e.opts.Ring,
