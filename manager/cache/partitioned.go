@@ -146,7 +146,7 @@ func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
 	out := make(map[schema.GroupVersionKind]int, len(entries))
 	for gvk, e := range entries {
 		if e.seg != nil {
-			out[gvk] = e.seg.Len()
+			out[gvk] = len(e.seg.List())
 		} else {
 			out[gvk] = len(e.informer.GetStore().ListKeys())
 		}

@@ -478,21 +478,6 @@ func (s *Segmented) forget(seg *segment) {
 }
 
 // List returns the cached objects of the held partitions, each once.
-// Len returns how many objects List would return, without building the list.
-func (s *Segmented) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, seg := range s.segments {
-		for _, obj := range seg.inf.GetStore().List() {
-			if s.owns(seg, obj) {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 func (s *Segmented) List() []any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
