@@ -33,6 +33,10 @@ const (
 	// writers with a full cache; advisory, so an undecodable one is read
 	// as absent rather than making the Lease malformed.
 	AnnotationWarm = "kshard.io/warm"
+	// AnnotationWeights is the writer's Record.Weights in a balanced ring
+	// (shard.Weights.Encode): its partitions' quantized object counts.
+	// Advisory like AnnotationWarm: an undecodable one is read as absent.
+	AnnotationWeights = "kshard.io/weights"
 
 	// FinalizerMember is on every member Lease this version writes: a
 	// deletion by hand then leaves the Lease in every view, terminating,
@@ -155,6 +159,11 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 			o.Warm = set
 		}
 	}
+	if text, ok := l.Annotations[AnnotationWeights]; ok {
+		if w, err := shard.DecodeWeights(text, partitions); err == nil {
+			o.Weights = w
+		}
+	}
 	o.Problem = strings.Join(problems, "; ")
 	return o, reasons
 }
@@ -205,6 +214,11 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 		l.Annotations[AnnotationWarm] = r.Warm.Encode()
 	} else {
 		delete(l.Annotations, AnnotationWarm)
+	}
+	if len(r.Weights) > 0 {
+		l.Annotations[AnnotationWeights] = r.Weights.Encode()
+	} else {
+		delete(l.Annotations, AnnotationWeights)
 	}
 	if r.Pod != "" {
 		l.Annotations[AnnotationPod] = r.Pod
@@ -277,6 +291,7 @@ func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 	}
 	u.Labels[LabelState] = string(handoff.StateLeaving)
 	delete(u.Annotations, AnnotationWarm)
+	delete(u.Annotations, AnnotationWeights)
 	if _, ok := u.Annotations[AnnotationClaim]; ok && partitions > 0 {
 		u.Annotations[AnnotationClaim] = shard.NewPartitionSet(partitions).Encode()
 		u.Labels[LabelPartitions] = "0"

@@ -126,37 +126,45 @@ func TestRenderPublishesRecord(t *testing.T) {
 	}
 }
 
-// Record.Warm travels in its own annotation: written when reported, removed
-// when not (a replica that turned its sharded cache off), and read as not
-// reported when it cannot be decoded: it is advisory, so it never makes a
-// Lease malformed.
-func TestWarmRoundTrips(t *testing.T) {
+// Record.Warm and Record.Weights travel in annotations of their own:
+// written when reported, removed when not (a replica that turned its sharded
+// cache or Balance off), and read as not reported when they cannot be
+// decoded: they are advisory, so they never make a Lease malformed.
+func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 	o := validOptions()
 	o.Partitions, o.Params = 7, "fp"
 	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Generation: 9, Warm: shard.NewPartitionSet(7, 6)}
+	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Generation: 9,
+		Warm: shard.NewPartitionSet(7, 6), Weights: shard.Weights{0, 3, 0, 0, 0, 0, 250}}
 	l := m.render(nil, rec, time.Unix(1000, 0), false)
-	if got := Parse(l, "r", 7); got.Problem != "" || !got.Warm.Equal(rec.Warm) {
-		t.Fatalf("warm %v (problem %q), want %v", got.Warm, got.Problem, rec.Warm)
+	if got := Parse(l, "r", 7); got.Problem != "" || !got.Warm.Equal(rec.Warm) || !got.Weights.Equal(rec.Weights) {
+		t.Fatalf("warm %v, weights %v (problem %q), want %v, %v", got.Warm, got.Weights, got.Problem, rec.Warm, rec.Weights)
 	}
-	rec.Warm = shard.PartitionSet{}
+	rec.Warm, rec.Weights = shard.PartitionSet{}, nil
 	l = m.render(l, rec, time.Unix(1001, 0), false)
-	if _, ok := l.Annotations[AnnotationWarm]; ok {
-		t.Fatalf("annotation %s kept after warm stopped being reported", AnnotationWarm)
+	for _, a := range []string{AnnotationWarm, AnnotationWeights} {
+		if _, ok := l.Annotations[a]; ok {
+			t.Fatalf("annotation %s kept after it stopped being reported", a)
+		}
 	}
-	if got := Parse(l, "r", 7); got.Warm.Size() != 0 {
-		t.Fatalf("warm %v read from a Lease without it; want not reported", got.Warm)
+	if got := Parse(l, "r", 7); got.Warm.Size() != 0 || got.Weights != nil {
+		t.Fatalf("warm %v, weights %v read from a Lease without them; want not reported", got.Warm, got.Weights)
 	}
 	l.Annotations[AnnotationWarm] = "v1:11:AA"
-	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 {
-		t.Fatalf("undecodable warm: problem %q, warm %v; want no problem and not reported", got.Problem, got.Warm)
+	l.Annotations[AnnotationWeights] = shard.Weights{1, 2, 3}.Encode() // another partition count
+	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 || got.Weights != nil {
+		t.Fatalf("undecodable annotations: problem %q, warm %v, weights %v; want no problem and not reported", got.Problem, got.Warm, got.Weights)
 	}
 	l.Annotations[AnnotationWarm] = shard.NewPartitionSet(7, 1).Encode()
-	if _, ok := Released(l, 7).Annotations[AnnotationWarm]; ok {
-		t.Fatalf("Released kept %s", AnnotationWarm)
+	l.Annotations[AnnotationWeights] = shard.Weights{1, 1, 1, 1, 1, 1, 1}.Encode()
+	released := Released(l, 7)
+	for _, a := range []string{AnnotationWarm, AnnotationWeights} {
+		if _, ok := released.Annotations[a]; ok {
+			t.Fatalf("Released kept %s", a)
+		}
 	}
 }
 

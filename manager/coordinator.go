@@ -58,6 +58,9 @@ type coordinator struct {
 	// full one; held is the last set handed to its Hold.
 	cache PartitionCache
 	held  shard.PartitionSet
+	// balanced: the ring places partitions by object counts
+	// (shard.Config.Balance), which countObjects feeds the core.
+	balanced bool
 	// scanReported: the member's join scan came out clean and the core
 	// knows (JoinScanClean); finalizing: a Finalize is in flight.
 	scanReported bool
@@ -80,6 +83,7 @@ func newCoordinator(m *Manager, participants []participant) *coordinator {
 	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
 	if m.sharded {
 		c.cache = m.cache
+		c.balanced = m.opts.Balance > 0
 	}
 	m.coord.Store(c)
 	return c
@@ -138,6 +142,41 @@ func (c *coordinator) hold(set shard.PartitionSet) {
 	c.partitionsSynced()
 }
 
+// Object counts for a balanced ring are taken off the loop, since they walk
+// every cached object: countCheck apart while the synced partitions change
+// (a partition just synced is placed by its count soon after), and
+// countEvery apart otherwise, for objects created and deleted meanwhile.
+// The weights published change only when a count moves by about 20 %, so
+// a slower count delays a rebalance, never a handoff.
+const (
+	countCheck = time.Second
+	countEvery = 30 * time.Second
+)
+
+// countObjects feeds the core the cache's object counts per partition until
+// ctx ends. The synced partitions are read before counting, so that each
+// of them is counted whole.
+func (c *coordinator) countObjects(ctx context.Context, counter ObjectCounter) {
+	ticker := time.NewTicker(countCheck)
+	defer ticker.Stop()
+	var last shard.PartitionSet
+	var lastAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		synced := c.cache.SyncedPartitions()
+		if synced.Equal(last) && time.Since(lastAt) < countEvery {
+			continue
+		}
+		counts := counter.ObjectsPerPartition()
+		last, lastAt = synced, time.Now()
+		c.post(ctx, func() { c.core.ObjectsCounted(synced, counts) })
+	}
+}
+
 // beginLeave starts a graceful leave. Call it on the loop.
 func (c *coordinator) beginLeave() {
 	c.ready.Store(false)
@@ -178,6 +217,13 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 				}
 			}
 		}()
+		if counter, ok := c.cache.(ObjectCounter); ok && c.balanced {
+			c.async.Add(1)
+			go func() {
+				defer c.async.Done()
+				c.countObjects(watchCtx, counter)
+			}()
+		}
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -465,6 +511,7 @@ func (c *coordinator) observeState(now time.Time) {
 	}
 	c.metrics.ready.Set(ready)
 	c.metrics.members.Set(float64(len(core.View())))
+	c.metrics.weighed.Set(float64(core.ViewWeights().Known()))
 	c.metrics.setPartitions("target", target)
 	c.metrics.setPartitions("claimed", core.Claim())
 	c.metrics.setPartitions("active", core.Active())

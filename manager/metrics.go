@@ -10,6 +10,7 @@ import (
 // ring; the controller package reports the reconcile-side ones.
 type ringMetrics struct {
 	members    prometheus.Gauge
+	weighed    prometheus.Gauge
 	partitions *prometheus.GaugeVec
 	rebalances prometheus.Counter
 	handoff    prometheus.Histogram
@@ -26,6 +27,9 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 	m := &ringMetrics{
 		members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kshard_ring_members", Help: "Members of the ring (live Leases in state active) in this replica's view.",
+		}),
+		weighed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_weighed_partitions", Help: "In a balanced ring (Balance), the partitions whose object count some live Lease reports, in this replica's view; the others are placed as average ones. 0 without Balance.",
 		}),
 		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kshard_partitions", Help: "Partitions of this replica by state: target (owned under the current view), claimed (published in its Lease), active (being reconciled), draining (revoked, reconciles still running), blocked (targeted but still claimed by a peer), handing_over (out of the target, kept active until the new owner's sharded cache holds them), caching (free to activate, waiting for this replica's sharded cache).",
@@ -55,7 +59,7 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 			Buckets: []float64{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.members, m.partitions, m.rebalances, m.handoff, m.ready, m.fences, m.step, m.replay} {
+	for _, c := range []prometheus.Collector{m.members, m.weighed, m.partitions, m.rebalances, m.handoff, m.ready, m.fences, m.step, m.replay} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

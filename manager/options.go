@@ -121,6 +121,16 @@ type Options struct {
 	// gate as usual. Reconciles of keys in a shared namespace still run on
 	// its partition's owner only.
 	SharedNamespaces []string
+	// Balance, with PartitionBy namespace, places partitions by the
+	// objects they hold as well as by number (shard.Config.Balance): each
+	// replica reports its partitions' object counts in its Lease, and
+	// partitions move from the busiest replica to the idlest until none
+	// holds more than Balance (0.05: 5 %) above the mean, so that memory
+	// and work even out when namespaces differ in size. Every replica of a
+	// ring must agree (the Lease fingerprint carries it). Defaults to 0:
+	// partitions are placed by number, and a replica's share of the
+	// objects follows the namespaces hashed into its partitions.
+	Balance float64
 
 	// PodNamespace is the namespace of the pod this replica runs in, whose
 	// name is Identity. The replica reads its pod (RBAC: get on pods) so
@@ -299,7 +309,7 @@ func (o *Options) validate() error {
 
 // ringConfig is the ring's shard configuration.
 func (o *Options) ringConfig() shard.Config {
-	return shard.Config{Partitions: o.Partitions, Load: o.Load, Scheme: o.PartitionBy}
+	return shard.Config{Partitions: o.Partitions, Load: o.Load, Scheme: o.PartitionBy, Balance: o.Balance}
 }
 
 // timing returns the lease timings; handoff.Timing holds their defaults and

@@ -120,12 +120,38 @@ func TestPartitionByValidation(t *testing.T) {
 			t.Errorf("PartitionBy %q: %v, want an error naming %q", tc.by, err, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		by      shard.Scheme
+		balance float64
+		want    string
+	}{
+		{shard.SchemeNamespace, 0.05, ""},
+		{shard.SchemeKey, 0.05, "Balance"},
+		{shard.SchemeNamespace, -1, "Balance"},
+	} {
+		o := base
+		o.PartitionBy, o.Balance = tc.by, tc.balance
+		o.applyDefaults()
+		err := o.validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("PartitionBy %q, Balance %g: %v", tc.by, tc.balance, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("PartitionBy %q, Balance %g: %v, want an error naming %q", tc.by, tc.balance, err, tc.want)
+		}
+	}
+	balanced := base
+	balanced.PartitionBy, balanced.Balance = shard.SchemeNamespace, 0.05
+	balanced.applyDefaults()
 	key, ns := base, base
 	ns.PartitionBy = shard.SchemeNamespace
 	key.applyDefaults()
 	ns.applyDefaults()
 	if key.ringConfig().WithDefaults().Fingerprint() == ns.ringConfig().WithDefaults().Fingerprint() {
 		t.Error("a namespace ring has the fingerprint of a key ring: replicas that differ would form one ring")
+	}
+	if balanced.ringConfig().WithDefaults().Fingerprint() == ns.ringConfig().WithDefaults().Fingerprint() {
+		t.Error("a balanced ring has the fingerprint of an unbalanced one: replicas that differ would form one ring")
 	}
 	m, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{Ring: "ring", Identity: "r-0", LeaseNamespace: "ns", PartitionBy: shard.SchemeNamespace,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0"})

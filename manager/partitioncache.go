@@ -30,5 +30,15 @@ type PartitionCache interface {
 	Changed() <-chan struct{}
 }
 
+// ObjectCounter is a PartitionCache that counts the objects it holds per
+// partition (a slice indexed by partition): what a balanced ring
+// (shard.Config.Balance) is placed by. *cache.Cache implements it.
+type ObjectCounter interface {
+	ObjectsPerPartition() []int
+}
+
 // cache.Segmented is the sharded cache of one resource.
 var _ PartitionCache = (*cache.Segmented)(nil)
+
+// cache.Cache counts its objects for a balanced ring.
+var _ ObjectCounter = (*cache.Cache)(nil)

@@ -190,6 +190,7 @@ func NewCoordinator(opts CoordinatorOptions) (*Coordinator, error) {
 	c := newCoordinatorWith(core, opts.Membership, parts, metrics, opts.Logger.WithName("ring"), opts.Handoff.RenewDeadline, opts.Exit)
 	c.now = opts.Clock.Now
 	c.cache = opts.Cache
+	c.balanced = opts.Handoff.Ring.Balance > 0
 	return &Coordinator{c: c, ran: make(chan struct{})}, nil
 }
 

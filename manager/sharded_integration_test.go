@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -134,6 +135,33 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		}
 		if line := fmt.Sprintf(`kshard_cache_objects{kind="/v1, Kind=ConfigMap"} %d`, len(keys)); !strings.Contains(body, line) {
 			t.Errorf("%s: /metrics has no line %q", r.mgr.Identity(), line)
+		}
+		// Per partition: each synced partition counts the ConfigMaps the
+		// test created in it (by the ring's partition function, not the
+		// cache), and together they make kshard_cache_objects.
+		rp, err := shard.NewRangePartitioner(shard.SchemeNamespace, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]int, rp.Count())
+		for _, k := range all {
+			ns, _, _ := strings.Cut(k, "/")
+			want[rp.PartitionOfValue(ns)]++
+		}
+		synced := r.mgr.GetCache().SyncedPartitions()
+		perPart := r.mgr.GetCache().ObjectsPerPartition()
+		if len(perPart) != rp.Count() {
+			t.Fatalf("%s: ObjectsPerPartition has %d partitions, want %d", r.mgr.Identity(), len(perPart), rp.Count())
+		}
+		sum := 0
+		for _, p := range synced.Slice() {
+			if perPart[p] != want[p] {
+				t.Errorf("%s: ObjectsPerPartition()[%d] = %d, want %d", r.mgr.Identity(), p, perPart[p], want[p])
+			}
+			sum += perPart[p]
+		}
+		if sum != len(keys) {
+			t.Errorf("%s: ObjectsPerPartition sums to %d over the synced partitions %v, kshard_cache_objects is %d", r.mgr.Identity(), sum, synced.Slice(), len(keys))
 		}
 	}
 	// A key r-1 holds, read through r-0's cache.
@@ -356,6 +384,95 @@ func testSharedNamespace(t *testing.T, gate bool) {
 	if len(readErrs) > 0 {
 		t.Errorf("%d reads of the shared settings failed, first: %v", len(readErrs), readErrs[0])
 	}
+	if o := overlaps(j.snapshot()); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}
+
+// With Balance, the replicas report their partitions' object counts and
+// place partitions by them: with namespaces of uneven sizes, each replica
+// caches exactly the namespaces the balanced ring of the true counts gives
+// it (computed here from the objects created), which evens the objects out
+// where the ring by number does not; every key is reconciled, and never by
+// two replicas at once.
+func TestBalancedRingEvensObjects(t *testing.T) {
+	ctx := context.Background()
+	cfg, cs, _ := shardedRing(t, true, 0, 0)
+	const spaces = 12
+	rp, err := shard.NewRangePartitioner(shard.SchemeNamespace, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, 16)
+	for i := range spaces {
+		ns := shardedNS(i)
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		n := 2 + 3*i // 2 … 35 objects: uneven on purpose
+		createConfigMaps(t, cs, ns, n)
+		counts[rp.PartitionOfValue(ns)] += n
+	}
+	all := serverKeys(t, cs)
+	ringCfg := shard.Config{Partitions: 16, Scheme: shard.SchemeNamespace, Balance: 0.05}
+	weights := make(shard.Weights, 16)
+	for p, n := range counts {
+		weights[p] = shard.WeightBucket(n)
+	}
+	members := []string{"r-0", "r-1"}
+	want, err := shard.NewWeighted(ringCfg, members, weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := shard.New(ringCfg, members)
+	share := func(r *shard.Ring, id string) int {
+		n := 0
+		for p := range r.Partitions(id).All() {
+			n += counts[p]
+		}
+		return n
+	}
+	t.Logf("objects of r-0 and r-1: %d and %d by number, %d and %d balanced (of %d)",
+		share(plain, "r-0"), share(plain, "r-1"), share(want, "r-0"), share(want, "r-1"), len(all))
+	if d := share(plain, "r-0") - share(plain, "r-1"); d*d <= (len(all)/10)*(len(all)/10) {
+		t.Fatal("the ring by number is already within 10 %; the test shows nothing")
+	}
+
+	j := &journal{}
+	balanced := func(o *Options) { shardedByNamespace(o); o.Balance = ringCfg.Balance }
+	r0 := startReplica(t, cfg, "it", "r-0", j, time.Millisecond, balanced)
+	r1 := startReplica(t, cfg, "it", "r-1", j, time.Millisecond, balanced)
+	for _, r := range []*replica{r0, r1} {
+		eventually(t, 30*time.Second, r.mgr.Identity()+" to know every partition's count", func() (bool, string) {
+			_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
+			return strings.Contains(body, "kshard_ring_weighed_partitions 16"), "kshard_ring_weighed_partitions is not 16"
+		})
+	}
+	eventually(t, 30*time.Second, "each replica to cache the balanced ring's share", func() (bool, string) {
+		if ok, why := ringSettled(ctx, cs, "it", "r-0", "r-1"); !ok {
+			return false, why
+		}
+		for _, r := range []*replica{r0, r1} {
+			var expect []string
+			for _, k := range all {
+				ns, _, _ := strings.Cut(k, "/")
+				if owner, _ := want.Owner(rp.PartitionOfValue(ns)); owner == r.mgr.Identity() {
+					expect = append(expect, k)
+				}
+			}
+			if got := cachedKeys(t, r); !slices.Equal(got, expect) {
+				return false, fmt.Sprintf("%s caches %d objects, the balanced ring gives it %d", r.mgr.Identity(), len(got), len(expect))
+			}
+		}
+		return true, ""
+	})
+	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, iv := range j.snapshot() {
+			seen[iv.key] = true
+		}
+		return len(seen) >= len(all), fmt.Sprintf("%d of %d keys", len(seen), len(all))
+	})
 	if o := overlaps(j.snapshot()); len(o) > 0 {
 		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
 	}

@@ -65,6 +65,18 @@ type Config struct {
 	// Scheme.MaxPartitions() partitions, so that any set of them fits in one
 	// shard selector. Defaults to SchemeKey.
 	Scheme Scheme
+
+	// Balance, when greater than 0, places partitions by the objects they
+	// hold as well as by number: replicas report their partitions' object
+	// counts in their Leases (Weights), and after consistent's assignment
+	// partitions move from the heaviest member to the lightest until none
+	// exceeds the mean weight by more than Balance (0.02: 2 %), or no move
+	// helps. It needs SchemeNamespace, where a partition's load is the
+	// objects of the namespaces hashed into it; the other schemes spread
+	// objects evenly over partitions already. Lower values balance better
+	// but move more partitions when counts change (shard/README.md,
+	// "A ring that balances objects"). 0, the default, places by number.
+	Balance float64
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
@@ -112,6 +124,18 @@ func (c Config) Validate() error {
 			Reason: fmt.Sprintf("must be a finite number greater than 1; leave it 0 for the default %g", DefaultLoad),
 		}
 	}
+	if !(c.Balance >= 0 && c.Balance <= 1) {
+		return &ConfigError{
+			Field: "Balance", Value: strconv.FormatFloat(c.Balance, 'g', -1, 64),
+			Reason: "must be a fraction in [0, 1], e.g. 0.05 for 5 %; 0 places partitions by number alone",
+		}
+	}
+	if c.Balance > 0 && c.Scheme != SchemeNamespace {
+		return &ConfigError{
+			Field: "Balance", Value: strconv.FormatFloat(c.Balance, 'g', -1, 64),
+			Reason: fmt.Sprintf("needs Scheme %q (the manager's PartitionBy): with Scheme %q every partition holds an even share of the objects already; leave Balance 0", SchemeNamespace, c.Scheme),
+		}
+	}
 	if c.ReplicationFactor < 1 || c.ReplicationFactor > MaxReplicationFactor {
 		return &ConfigError{
 			Field: "ReplicationFactor", Value: strconv.Itoa(c.ReplicationFactor),
@@ -124,7 +148,8 @@ func (c Config) Validate() error {
 // Fingerprint returns a short string naming every parameter that affects the
 // assignment (after defaults), e.g. "xx1-p271-l1.25-r40", with a suffix
 // "-s<scheme>" for any Scheme but the default SchemeKey, e.g.
-// "xx1-p271-l1.25-r40-suid". Default rings keep the fingerprint they had
+// "xx1-p271-l1.25-r40-suid", and "-b<Balance>" when Balance is set, e.g.
+// "xx1-p271-l1.25-r40-snamespace-b0.02". Default rings keep the fingerprint they had
 // before schemes existed, so they still form rings with older replicas. Two
 // replicas may share a ring only if their fingerprints are equal. It uses
 // only the characters [a-z0-9.-], so it also fits Kubernetes label values.
@@ -140,6 +165,9 @@ func (c Config) Fingerprint() string {
 		// Validate rejects schemes other than the known lowercase words;
 		// an unvalidated one is still named, so it never matches a valid one.
 		fp += "-s" + string(c.Scheme)
+	}
+	if c.Balance != 0 {
+		fp += "-b" + strconv.FormatFloat(c.Balance, 'f', -1, 64)
 	}
 	return fp
 }

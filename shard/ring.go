@@ -31,6 +31,16 @@ type Ring struct {
 // consistent could not place the partitions; validation makes both
 // unreachable (see checkCapacity and place).
 func New(cfg Config, members []string) (*Ring, error) {
+	return NewWeighted(cfg, members, nil)
+}
+
+// NewWeighted is New for a balanced ring (Config.Balance > 0): it places the
+// partitions by weights, the buckets of their object counts (Weights, of
+// length Partitions, or nil when none is known). A partition of unknown
+// weight counts as the mean of the known ones. Without Balance the weights
+// are ignored and NewWeighted is New. The same members and weights give
+// the same ring on every replica.
+func NewWeighted(cfg Config, members []string, weights Weights) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -54,6 +64,14 @@ func New(cfg Config, members []string) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Balance > 0 {
+		if len(weights) != 0 && len(weights) != cfg.Partitions {
+			return nil, fmt.Errorf("shard: %d weights for a ring of %d partitions; pass one per partition, or nil", len(weights), cfg.Partitions)
+		}
+		refine(owners, sorted, resolveWeights(weights, cfg.Partitions), cfg.Balance)
+	} else {
+		weights = nil
+	}
 	owned := make(map[string]PartitionSet, len(sorted))
 	for _, m := range sorted {
 		owned[m] = NewPartitionSet(cfg.Partitions)
@@ -71,7 +89,7 @@ func New(cfg Config, members []string) (*Ring, error) {
 		members:     sorted,
 		owners:      owners,
 		owned:       owned,
-		fingerprint: ringFingerprint(cfg, sorted),
+		fingerprint: ringFingerprint(cfg, sorted, weights),
 	}, nil
 }
 
@@ -146,14 +164,102 @@ func place(cfg Config, sorted []string, hasher consistent.Hasher) (owners []stri
 
 // ringFingerprint hashes the sorted member names, each prefixed with its
 // length so that no two lists collide by concatenation ("ab","c" vs "a","bc").
-func ringFingerprint(cfg Config, sorted []string) string {
+// A balanced ring's weights follow, after a separator no name holds.
+func ringFingerprint(cfg Config, sorted []string, weights Weights) string {
 	h := xxhash.New()
 	var n [binary.MaxVarintLen64]byte
 	for _, m := range sorted {
 		_, _ = h.Write(n[:binary.PutUvarint(n[:], uint64(len(m)))])
 		_, _ = h.WriteString(m)
 	}
+	if len(weights) > 0 {
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write(weights)
+	}
 	return cfg.Fingerprint() + "-m" + strconv.Itoa(len(sorted)) + "-" + strconv.FormatUint(h.Sum64(), 16)
+}
+
+// resolveWeights turns buckets into loads (WeightOf), giving each partition
+// of unknown weight the mean of the known ones: a partition nobody has
+// counted yet (a new ring, or one whose holder died) is then placed as an
+// average one, and moves only if its count, once reported, says otherwise.
+// With nothing known every partition weighs the same.
+func resolveWeights(weights Weights, partitions int) []uint64 {
+	w := make([]uint64, partitions)
+	var sum, known uint64
+	for p, b := range weights {
+		if b != 0 {
+			w[p] = WeightOf(b)
+			sum += w[p]
+			known++
+		}
+	}
+	fill := uint64(1000)
+	if known > 0 {
+		fill = sum / known
+	}
+	for p := range w {
+		if p >= len(weights) || weights[p] == 0 {
+			w[p] = fill
+		}
+	}
+	return w
+}
+
+// refine moves partitions from the heaviest member to the lightest while the
+// heaviest exceeds the mean by more than tolerance. Each move takes the
+// partition whose weight is nearest half the gap between the two, and only
+// one lighter than the gap, so that both end below the old maximum: every
+// move lowers the sum of the squared loads, and refine ends. Ties go to the
+// first member in sorted order and the lowest partition; integer loads keep
+// it deterministic across architectures.
+func refine(owners []string, sorted []string, weights []uint64, tolerance float64) {
+	if len(sorted) < 2 {
+		return
+	}
+	index := make(map[string]int, len(sorted))
+	for i, m := range sorted {
+		index[m] = i
+	}
+	load := make([]uint64, len(sorted))
+	var total uint64
+	for p, m := range owners {
+		load[index[m]] += weights[p]
+		total += weights[p]
+	}
+	limit := uint64(float64(total) / float64(len(sorted)) * (1 + tolerance))
+	for range owners { // a guard: the squared loads fall with every move
+		hi, lo := 0, 0
+		for i, l := range load {
+			if l > load[hi] {
+				hi = i
+			}
+			if l < load[lo] {
+				lo = i
+			}
+		}
+		if load[hi] <= limit {
+			return
+		}
+		gap := load[hi] - load[lo]
+		best, bestDistance := -1, uint64(0)
+		for p, m := range owners {
+			w := weights[p]
+			if m != sorted[hi] || w == 0 || w >= gap {
+				continue
+			}
+			d := max(2*w, gap) - min(2*w, gap)
+			if best < 0 || d < bestDistance {
+				best, bestDistance = p, d
+			}
+		}
+		if best < 0 {
+			return
+		}
+		owners[best] = sorted[lo]
+		load[hi] -= weights[best]
+		load[lo] += weights[best]
+	}
 }
 
 // Config returns the ring's configuration with defaults applied.
@@ -246,7 +352,7 @@ func (r *Ring) Members() []string {
 // have the same assignment.
 func (r *Ring) Fingerprint() string {
 	if r == nil {
-		return ringFingerprint(Config{}.WithDefaults(), nil)
+		return ringFingerprint(Config{}.WithDefaults(), nil, nil)
 	}
 	return r.fingerprint
 }

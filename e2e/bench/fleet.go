@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -263,6 +265,14 @@ func (f *fleet) check(ctx context.Context, live []*replica, rd readiness, prevTo
 			if act, tgt := part("active"), part("target"); act != tgt || part("blocked") != 0 || part("draining") != 0 {
 				return fmt.Sprintf("%s is rebalancing (target %v, active %v, blocked %v, draining %v)", r.id, tgt, act, part("blocked"), part("draining"))
 			}
+			// A balanced ring places partitions by their object counts:
+			// formed once every partition's is known, and the moves it
+			// made are done (above).
+			if f.balanced() {
+				if got := m.sum("kshard_ring_weighed_partitions", nil); int(got) != f.partitionCount() {
+					return fmt.Sprintf("%s knows the object counts of %v of %d partitions", r.id, got, f.partitionCount())
+				}
+			}
 			activeParts += part("active")
 		} else {
 			if m.sum("leader_election_master_status", nil) > 0 {
@@ -312,6 +322,13 @@ func (f *fleet) restart(ctx context.Context, id string) (time.Duration, error) {
 		return took, err
 	}
 	return took, f.waitReady(ctx, readiness{leaderWarm: float64(len(f.b.gens))}, f.b.p.ReadyTimeout)
+}
+
+// balanced reports whether the replicas run a balanced ring (--balance).
+func (f *fleet) balanced() bool {
+	return f.sys.kshard && slices.ContainsFunc(f.b.fleetArgs, func(a string) bool {
+		return strings.HasPrefix(a, "--balance=") && a != "--balance=0"
+	})
 }
 
 func (f *fleet) partitionCount() int {

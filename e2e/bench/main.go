@@ -62,6 +62,10 @@ type params struct {
 	// ShardedFallback: phases 7 and 8 also run kshard on a control plane
 	// without the feature gate (default in full runs).
 	ShardedFallback bool `json:"sharded_fallback"`
+	// ShardedBalance is kshard's --balance in phases 7 and 8: partitions
+	// placed by object counts, within this fraction of the mean (0: by
+	// number).
+	ShardedBalance float64 `json:"sharded_balance"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -86,7 +90,7 @@ func defaultParams(quick bool) params {
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
-		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick,
+		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick, ShardedBalance: 0.02,
 		ScaleReplicas: []int{3, 16, 32, 64}, ScaleObjects: []int{10000, 100000}, ScalePartitions: 1021, ScaleNamespaces: 2000,
 		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
@@ -162,6 +166,7 @@ func main() {
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
+	shardedBalance := flag.Float64("sharded-balance", -1, "kshard's --balance in phases 7 and 8: place partitions by object counts, within this fraction of the mean; 0 places by number (default 0.02)")
 	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the README's recommendation per fleet size)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
@@ -183,6 +188,9 @@ func main() {
 		p.ResourceReplicas = *resReplicas
 	}
 	p.ShardedFallback = p.ShardedFallback && *shardedFallback
+	if *shardedBalance >= 0 {
+		p.ShardedBalance = *shardedBalance
+	}
 	for _, c := range []struct {
 		flag, list string
 		dst        *[]int

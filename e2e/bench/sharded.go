@@ -80,6 +80,11 @@ type shardedSummary struct {
 // shardedNamespace names the k-th object namespace of phase 7. The number
 // comes first: names that differ only at the end hash into one or two
 // partitions (shard/README.md, "Balance").
+// shardedArgs are kshard's flags for the sharded cache (phases 7 and 8).
+func (b *bench) shardedArgs() []string {
+	return []string{"--partition-by=namespace", "--balance=" + strconv.FormatFloat(b.p.ShardedBalance, 'f', -1, 64)}
+}
+
 func shardedNamespace(k int) string { return fmt.Sprintf("s%03d-kshard-bench", k) }
 
 // shardedPhase runs phase 7 for every object count in p.ShardedObjects.
@@ -184,7 +189,7 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 	res := shardedResult{System: sys.name, Gate: gate, Objects: n, Namespaces: b.p.ShardedNamespaces, CacheMode: "full", Replicas: b.p.BaselineReplicas}
 	b.fleetArgs = []string{"--all-namespaces"}
 	if sys.kshard {
-		b.fleetArgs = append(b.fleetArgs, "--partition-by=namespace")
+		b.fleetArgs = append(b.fleetArgs, b.shardedArgs()...)
 		res.Replicas = b.p.ShardedReplicas
 	}
 	defer func() { b.fleetArgs = nil }()

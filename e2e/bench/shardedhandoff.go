@@ -101,7 +101,7 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 			sys  *system
 			n    int
 			args []string
-		}{{baseline, b.p.BaselineReplicas, []string{"--all-namespaces"}}, {kshard, 4, []string{"--all-namespaces", "--partition-by=namespace"}}}
+		}{{baseline, b.p.BaselineReplicas, []string{"--all-namespaces"}}, {kshard, 4, append([]string{"--all-namespaces"}, b.shardedArgs()...)}}
 		if !gate {
 			systems = systems[1:]
 		}
@@ -147,7 +147,7 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	// Phase 7's fleet size: with 3 replicas a rolling restart of the
 	// fallback lists everything 3 times, the sharded cache only what moves.
 	n := b.p.ShardedReplicas
-	sb.fleetArgs = []string{"--all-namespaces", "--partition-by=namespace"}
+	sb.fleetArgs = append([]string{"--all-namespaces"}, sb.shardedArgs()...)
 	defer func() { sb.fleetArgs = nil }()
 	all, err := sb.client.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {

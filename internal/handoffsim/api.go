@@ -50,6 +50,15 @@ type Options struct {
 	// last, and the oracle checks that none activates before its LIST
 	// succeeded.
 	PartitionCache bool
+	// Balance runs a balanced ring (shard.Config.Balance, Scheme
+	// namespace) over sharded caches (it implies PartitionCache): every
+	// partition holds a number of objects drawn per seed, which changes a
+	// few times while the faults last; each cache counts the partitions it
+	// has synced and its core publishes their weights, so partitions move
+	// when counts are first reported, when they change and when a holder
+	// dies. The invariants and the liveness bound stay the same: weights
+	// decide placement, never who may run a partition.
+	Balance bool
 	// IgnoreCacheSync makes the cores activate without waiting for their
 	// caches (the oracle still checks), to show the check finds it.
 	IgnoreCacheSync bool
@@ -101,6 +110,10 @@ type Result struct {
 	// Handovers counts partitions a core kept active until their new
 	// owner's cache held them (or HandoverTimeout passed) before revoking.
 	Handovers int
+	// CountChanges counts the object counts changed (Options.Balance);
+	// WeightReports, Records published with weights other than the
+	// publisher's previous ones.
+	CountChanges, WeightReports int
 	// Finalizers: the seed's fleet writes the member finalizer (3 seeds in
 	// 4). Terminations counts finalized Leases deleted by hand (left
 	// terminating); Finalizes, own Leases whose deletion their holder
@@ -129,6 +142,7 @@ func Run(seed uint64, opts Options) Result {
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
 		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
 		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists, Handovers: w.handovers,
+		CountChanges: w.countChanges, WeightReports: w.weightReports,
 		Finalizers: w.p.finalizers, Terminations: w.terminations, Finalizes: w.finalizes, CollectedTerminating: w.collectedTerminating,
 		FastJoins: w.fastJoins, UncleanScans: w.uncleanScans, CollectEarly: w.p.gcAfter != 0, Collections: w.collections}
 	if w.trace != nil {
@@ -149,6 +163,8 @@ type Summary struct {
 	Lists, SlowLists         int64
 	Handovers                int64
 	FailedLists              int64
+	CountChanges             int64
+	WeightReports            int64
 	// FinalizerSeeds counts the seeds whose fleet writes the member
 	// finalizer; FastJoinsWithoutFinalizers, fast joins in the others.
 	FinalizerSeeds, Terminations, Finalizes  int64
@@ -228,6 +244,8 @@ func (s *Summary) add(r Result) (safety bool) {
 	s.SlowLists += int64(r.SlowLists)
 	s.Handovers += int64(r.Handovers)
 	s.FailedLists += int64(r.FailedLists)
+	s.CountChanges += int64(r.CountChanges)
+	s.WeightReports += int64(r.WeightReports)
 	if r.Finalizers {
 		s.FinalizerSeeds++
 	} else {

@@ -127,6 +127,9 @@ func (p *proc) cacheChanged() {
 		return
 	}
 	p.core.PartitionsSynced(p.pcache.synced.Clone())
+	if p.w.objects != nil {
+		p.countLater()
+	}
 	p.step()
 }
 
@@ -144,3 +147,18 @@ func (p *proc) SyncedPartitions() shard.PartitionSet { return p.pcache.synced.Cl
 
 // Changed receives a value when SyncedPartitions may have changed.
 func (p *proc) Changed() <-chan struct{} { return p.pcache.changed }
+
+// countLater reports the cache's object counts to the core up to 2 s from
+// now, as the manager's counter does on its own tick (Options.Balance): the
+// partitions synced then, with the world's counts.
+func (p *proc) countLater() {
+	var count func()
+	count = func() {
+		if !p.alive || p.frozen(count) {
+			return
+		}
+		p.core.ObjectsCounted(p.pcache.synced.Clone(), p.w.objects)
+		p.step()
+	}
+	p.w.after(p.w.between(time.Millisecond, 2*time.Second), count)
+}

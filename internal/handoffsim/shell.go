@@ -60,7 +60,7 @@ func (p *proc) PartitionCached() bool { return p.w.p.partitionCache }
 
 // RingBuilder builds rings for the core, shared across the seed's
 // processes (handoff.Core.SetRingBuilder).
-func (p *proc) RingBuilder() func(shard.Config, []string) (*shard.Ring, error) { return p.w.ring }
+func (p *proc) RingBuilder() handoff.RingBuilder { return p.w.ring }
 
 // Context is cancelled when the process ends.
 func (p *proc) Context() context.Context { return p.ctx }

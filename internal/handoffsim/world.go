@@ -309,6 +309,10 @@ type world struct {
 	clockFaults, staleViews int
 	// LISTs of the sharded caches (cache.go).
 	lists, slowLists, failedLists int
+	// objects[q] is how many objects partition q holds (Options.Balance;
+	// nil otherwise); countChanges and weightReports are Result's.
+	objects                     []int
+	countChanges, weightReports int
 	// handovers counts partitions revoked after staying active until
 	// their new owner's cache held them (Core.HandingOver).
 	handovers int
@@ -349,7 +353,16 @@ func newWorld(seed uint64, opts Options) *world {
 	w.p.clockSkewPPM = max(opts.ClockSkewPPM, 0)
 	w.p.staleView, w.p.staleAcross = !opts.NoStaleViews, opts.StaleAcross
 	w.p.trustWatchOrder = opts.TrustWatchOrder
-	w.p.partitionCache, w.p.ignoreCacheSync = opts.PartitionCache, opts.IgnoreCacheSync
+	w.p.partitionCache, w.p.ignoreCacheSync = opts.PartitionCache || opts.Balance, opts.IgnoreCacheSync
+	if opts.Balance {
+		w.p.ring.Scheme, w.p.ring.Balance = shard.SchemeNamespace, 0.05
+		// Drawn from a stream of their own, like gc below.
+		objects := rand.New(rand.NewPCG(seed, 0x62616c616e6365))
+		w.objects = make([]int, w.p.ring.Partitions)
+		for q := range w.objects {
+			w.objects[q] = objects.IntN(200)
+		}
+	}
 	if opts.LongFaults {
 		w.p.faultsEnd = 30*time.Second + 2*w.p.faultsEnd
 	}
@@ -371,15 +384,15 @@ func newWorld(seed uint64, opts Options) *world {
 	return w
 }
 
-// ring is shard.New for the cores, memoised per seed: rings are immutable
-// and depend only on their inputs, and building them dominates the cost of
-// the simulation otherwise.
-func (w *world) ring(cfg shard.Config, members []string) (*shard.Ring, error) {
-	key := strings.Join(members, "\x00")
+// ring is shard.NewWeighted for the cores, memoised per seed: rings are
+// immutable and depend only on their inputs, and building them dominates
+// the cost of the simulation otherwise.
+func (w *world) ring(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error) {
+	key := strings.Join(members, "\x00") + "\x01" + string(weights)
 	if r, ok := w.rings[key]; ok {
 		return r, nil
 	}
-	r, err := shard.New(cfg, members)
+	r, err := shard.NewWeighted(cfg, members, weights)
 	if err == nil {
 		w.rings[key] = r
 	}
@@ -426,6 +439,11 @@ func (w *world) run() {
 	}
 	w.after(w.between(0, w.p.faultEvery), w.fault)
 	w.after(w.p.faultsEnd, w.quiesce)
+	if w.objects != nil {
+		for range 1 + w.rng.IntN(4) {
+			w.after(w.between(0, w.p.faultsEnd), w.changeCount)
+		}
+	}
 	w.faultsOver = w.p.faultsEnd
 	w.end = w.p.faultsEnd + w.p.falloutBound() + w.p.livenessBound() + time.Second
 	for w.queue.Len() > 0 && w.violation == "" {
@@ -454,6 +472,26 @@ func (w *world) run() {
 		case w.convergedSince-w.settledAt > w.p.livenessBound():
 			w.fail("liveness: converged %v after the faults settled, bound %v", w.convergedSince-w.settledAt, w.p.livenessBound())
 		}
+	}
+}
+
+// changeCount changes one partition's object count (Options.Balance), by
+// a factor large enough to leave the cores' hysteresis, and has every live
+// cache count again.
+func (w *world) changeCount() {
+	q := w.rng.IntN(len(w.objects))
+	old := w.objects[q]
+	w.objects[q] = w.rng.IntN(400)
+	w.countChanges++
+	w.tracef("objects in partition %d: %d → %d", q, old, w.objects[q])
+	for _, p := range w.alive() {
+		var recount func()
+		recount = func() {
+			if p.alive && !p.frozen(recount) {
+				p.cacheChanged()
+			}
+		}
+		w.after(w.latency(), recount)
 	}
 }
 
@@ -1086,6 +1124,10 @@ func (p *proc) publish(r handoff.Record) {
 	w := p.w
 	rec := r.Clone()
 	w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
+	if p.rec == nil && len(rec.Weights) > 0 || p.rec != nil && !p.rec.Weights.Equal(rec.Weights) {
+		w.weightReports++
+		w.tracef("%s weights %v", p, rec.Weights)
+	}
 	if lost := p.running().Difference(rec.Claim); !lost.IsEmpty() {
 		w.fail("%s publishes a claim without %v, which it still runs", p, lost)
 	}

@@ -154,6 +154,49 @@ func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
 	return out
 }
 
+// ObjectsPerPartition returns, for every partition p of the ring (a slice of
+// length Partitions), how many objects of the partition-sharded kinds the
+// cache holds in p, summed over those kinds: the kinds in ModeSharded and
+// those in ModeFallback, since a fallback kind, though listed whole, is
+// partitioned by the same function. An object's partition is the ring's
+// partition function for it (shard.RangePartitioner.PartitionOfObject: its
+// namespace's under the namespace scheme, its UID's under the uid scheme),
+// the one the segments store and serve by. Kinds cached whole (ModeFull:
+// Sharding.Full, the manager's FullCacheKinds, cluster-scoped and
+// metadata-only kinds) are not counted: they are cached independently of
+// the ring, so they weigh the same on every replica whatever it holds. It
+// returns nil when the cache has no Sharding.
+//
+// Each object is counted once, but not only for held partitions: a store
+// may keep objects of partitions not held (a fallback kind stores the whole
+// resource; a sharded segment keeps a released partition's objects until it
+// stops), and they are counted too: callers mask the result with
+// SyncedPartitions themselves. Summed over the held partitions (those of
+// SyncedPartitions, once they have synced) it makes the sharded and
+// fallback kinds' ObjectCounts. It walks every sharded kind's stores once,
+// so call it at scrape or tick time, never on the event path.
+func (c *Cache) ObjectsPerPartition() []int {
+	if c.sharding == nil {
+		return nil
+	}
+	c.mu.Lock()
+	segs := make([]*Segmented, 0, len(c.informers))
+	for _, e := range c.informers {
+		// A kind cached whole has no Segmented (entry.seg is nil).
+		if e.seg != nil {
+			segs = append(segs, e.seg)
+		}
+	}
+	c.mu.Unlock()
+	// The kinds' stores are walked outside c.mu, as in ObjectCounts: each
+	// Segmented guards its own, and Hold and Get must not wait for a walk.
+	counts := make([]int, c.sharding.Partitioner.Count())
+	for _, seg := range segs {
+		seg.countPartitions(counts)
+	}
+	return counts
+}
+
 // shardingFor decides how the kind of key is cached. It probes the API
 // server once per kind, retrying while the server is unreachable; a probe
 // that fails otherwise (forbidden, say) falls back, logged: the client-side

@@ -352,19 +352,29 @@ func (s *Segmented) Segments() int {
 // (during a compaction two segments hold it; events come from one only).
 // Call with s.mu held.
 func (s *Segmented) owns(seg *segment, obj any) bool {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+	p, ok := s.partitionOf(obj)
+	return ok && s.held.Has(p) && seg.parts.Has(p) && s.speakerOf(p) == seg
+}
+
+// partitionOf returns the partition of a stored object (or of the object a
+// DeletedFinalStateUnknown carries) by the ring's partition function; ok is
+// false for an object without metadata, or without UID under the uid scheme.
+func (s *Segmented) partitionOf(obj any) (p int, ok bool) {
+	if d, isDeleted := obj.(toolscache.DeletedFinalStateUnknown); isDeleted {
 		obj = d.Obj
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return false
+		return -1, false
 	}
-	p, ok := s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
-	if !ok || !s.held.Has(p) || !seg.parts.Has(p) {
-		return false
-	}
-	// The newest synced segment with p speaks for it; before any has
-	// synced, the newest one (its initial list is the news).
+	return s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
+}
+
+// speakerOf returns the segment that speaks for partition p, held or not:
+// the newest synced segment with p; before any has synced, the newest one
+// (its initial list is the news); nil when no segment has p. Call with s.mu
+// held.
+func (s *Segmented) speakerOf(p int) *segment {
 	var newest *segment
 	for i := len(s.segments) - 1; i >= 0; i-- {
 		o := s.segments[i]
@@ -372,13 +382,40 @@ func (s *Segmented) owns(seg *segment, obj any) bool {
 			continue
 		}
 		if o.synced.Load() {
-			return o == seg
+			return o
 		}
 		if newest == nil {
 			newest = o
 		}
 	}
-	return newest == seg
+	return newest
+}
+
+// countPartitions adds to counts[p] how many objects the segments store in
+// partition p, for every partition, held or not: each object once, from the
+// segment that speaks for its partition (a compaction and the segments it
+// replaces store the same objects until it has synced). A fallback's one
+// segment stores the whole resource, so every partition is counted there;
+// a filtered segment stores only its own partitions, released ones among
+// them until it stops. len(counts) is the ring's partition count.
+func (s *Segmented) countPartitions(counts []int) {
+	// The speaker of each partition, found once per call rather than once
+	// per object, under s.mu; the stores, safe for concurrent reads, are
+	// walked outside it, so that events wait for no walk.
+	s.mu.Lock()
+	speakers := make([]*segment, len(counts))
+	for p := range speakers {
+		speakers[p] = s.speakerOf(p)
+	}
+	segments := slices.Clone(s.segments)
+	s.mu.Unlock()
+	for _, seg := range segments {
+		for _, obj := range seg.inf.GetStore().List() {
+			if p, ok := s.partitionOf(obj); ok && p < len(counts) && speakers[p] == seg {
+				counts[p]++
+			}
+		}
+	}
 }
 
 // AddEventHandler registers h with every segment, those running and those

@@ -108,6 +108,7 @@ type Member struct {
 	PartitionsLabel string `json:"-"`
 
 	claim        shard.PartitionSet
+	weights      shard.Weights
 	claimUnknown bool
 	claimEmpty   bool // known empty, even when encoded for another P
 }
@@ -165,6 +166,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
+			weights: o.Weights,
 		}
 		if o.Warm.Size() > 0 {
 			warm := o.Warm.Len()
@@ -202,6 +204,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	})
 
 	claimers := make([]int, r.Partitions)
+	var weights shard.Weights // a balanced ring's, gathered as the replicas do
 	for _, m := range r.Members {
 		if m.Terminating && !m.Live() {
 			r.Problems = append(r.Problems, fmt.Sprintf("Lease %s is being deleted but its holder is not renewing it: a peer removes its finalizer %s once it has been expired for long; if no replica of the ring runs, `kshard release` does", m.Lease, lease.FinalizerMember))
@@ -211,6 +214,9 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		}
 		if m.Problem == "" && !m.Terminating && m.State == string(handoff.StateActive) && m.Params == r.Params {
 			r.RingMembers = append(r.RingMembers, m.Identity)
+		}
+		if m.Params == r.Params {
+			weights = shard.MaxWeights(weights, m.weights, r.Partitions)
 		}
 		if m.Params != r.Params && m.Params != "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("foreign configuration: live Lease %s runs with ring params %q (%s), not the ring's %q; replicas refuse to share a ring with it and activate nothing while it claims partitions: run every replica with the same --partitions and kshard version", m.Lease, m.Params, m.Foreign, r.Params))
@@ -237,7 +243,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	r.Unclaimed, r.Overlapping = len(r.UnclaimedPartitions), len(r.OverlappingPartitions)
 
 	if r.cfgErr == nil {
-		r.assign, r.ringErr = shard.New(r.cfg, r.RingMembers)
+		r.assign, r.ringErr = shard.NewWeighted(r.cfg, r.RingMembers, weights)
 		if r.ringErr != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("cannot compute the assignment: %v", r.ringErr))
 		}
@@ -291,10 +297,11 @@ func partitionsFromClaims(leases []*coordinationv1.Lease) int {
 	return shard.DefaultPartitions
 }
 
-var paramsPattern = regexp.MustCompile(`^([a-z0-9]+)-p([0-9]+)-l([0-9.]+)-r([0-9]+)(?:-s([a-z]+))?$`)
+var paramsPattern = regexp.MustCompile(`^([a-z0-9]+)-p([0-9]+)-l([0-9.]+)-r([0-9]+)(?:-s([a-z]+))?(?:-b([0-9.]+))?$`)
 
 // ParseParams reads a shard.Config back from its Fingerprint, e.g.
-// "xx1-p271-l1.25-r40" or "xx1-p271-l1.25-r40-snamespace". It fails when the text is not a fingerprint this
+// "xx1-p271-l1.25-r40", "xx1-p271-l1.25-r40-snamespace" or
+// "xx1-p271-l1.25-r40-snamespace-b0.05". It fails when the text is not a fingerprint this
 // kshard writes, in particular one with another hash scheme: owners computed
 // with other hashing would be wrong, so the CLI refuses to guess.
 func ParseParams(text string) (shard.Config, error) {
@@ -309,6 +316,11 @@ func ParseParams(text string) (shard.Config, error) {
 		return shard.Config{}, fmt.Errorf("numbers out of range; upgrade kshard to the replicas' version")
 	}
 	cfg := shard.Config{Partitions: p, Load: load, ReplicationFactor: rf, Scheme: shard.Scheme(m[5])}
+	if m[6] != "" {
+		if cfg.Balance, err1 = strconv.ParseFloat(m[6], 64); err1 != nil {
+			return shard.Config{}, fmt.Errorf("numbers out of range; upgrade kshard to the replicas' version")
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return shard.Config{}, err
 	}

@@ -378,9 +378,52 @@ func TestOwnerInRangedRings(t *testing.T) {
 	}
 }
 
+// TestOwnerInBalancedRings: the CLI places a balanced ring's partitions as
+// the replicas do, by the largest weight the live Leases report.
+func TestOwnerInBalancedRings(t *testing.T) {
+	bcfg := shard.Config{Scheme: shard.SchemeNamespace, Balance: 0.05}
+	heavy := make(shard.Weights, P)
+	light := make(shard.Weights, P)
+	for p := range P {
+		heavy[p], light[p] = shard.WeightBucket(p%5), shard.WeightBucket(p%3)
+	}
+	heavy[7] = shard.WeightBucket(5000)
+	withWeights := func(w shard.Weights) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationWeights] = w.Encode() }
+	}
+	r := only(t, build(
+		spec{id: "a", state: "active", params: bcfg.Fingerprint(), mutate: withWeights(heavy)},
+		spec{id: "b", state: "active", params: bcfg.Fingerprint(), mutate: withWeights(light)}))
+	want, err := shard.NewWeighted(bcfg, []string{"a", "b"}, shard.MaxWeights(shard.MaxWeights(nil, heavy, P), light, P))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := shard.New(bcfg, []string{"a", "b"})
+	if want.Partitions("a").Equal(plain.Partitions("a")) {
+		t.Fatal("the weights do not change this ring; the test shows nothing")
+	}
+	for _, m := range r.Members {
+		if m.Target != want.Partitions(m.Identity).Len() {
+			t.Errorf("%s: target %d partitions, the balanced ring gives it %d", m.Identity, m.Target, want.Partitions(m.Identity).Len())
+		}
+	}
+	rp, _ := shard.NewRangePartitioner(shard.SchemeNamespace, P)
+	for i := range 50 {
+		ns := fmt.Sprintf("team-%d", i)
+		o, err := r.OwnerOf(ns + "/web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := rp.PartitionOfObject(ns, "")
+		if owner, _ := want.Owner(p); o.Owner != owner {
+			t.Fatalf("%s: owner %q, the balanced ring says %q", ns, o.Owner, owner)
+		}
+	}
+}
+
 func TestParseParams(t *testing.T) {
 	for _, c := range []shard.Config{{}, {Partitions: 97, Load: 1.5, ReplicationFactor: 20}, {Partitions: 65536},
-		{Scheme: shard.SchemeNamespace}, {Partitions: 1021, Scheme: shard.SchemeUID}} {
+		{Scheme: shard.SchemeNamespace}, {Partitions: 1021, Scheme: shard.SchemeUID}, {Scheme: shard.SchemeNamespace, Balance: 0.05}} {
 		text := c.Fingerprint()
 		got, err := ParseParams(text)
 		if err != nil || got.Fingerprint() != text {
@@ -389,7 +432,8 @@ func TestParseParams(t *testing.T) {
 	}
 	for _, bad := range []string{"", "xx2-p271-l1.25-r40", "xx1-p0-l1.25-r40", "xx1-p271-l1-r40", "xx1-p271-l1.250-r40",
 		"xx1-p99999999999999999999-l1.25-r40", "garbage",
-		"xx1-p271-l1.25-r40-skey", "xx1-p271-l1.25-r40-sfnv", "xx1-p9999-l1.25-r40-suid"} {
+		"xx1-p271-l1.25-r40-skey", "xx1-p271-l1.25-r40-sfnv", "xx1-p9999-l1.25-r40-suid",
+		"xx1-p271-l1.25-r40-b0.05", "xx1-p271-l1.25-r40-snamespace-b2", "xx1-p271-l1.25-r40-snamespace-b0.050"} {
 		if _, err := ParseParams(bad); err == nil {
 			t.Errorf("ParseParams(%q) succeeded", bad)
 		}

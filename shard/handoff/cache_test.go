@@ -210,3 +210,58 @@ func TestLeaveHandsOverToWarmOwners(t *testing.T) {
 		t.Fatalf("leaving, revoked %v once b cached %v", r.Revoke, mine)
 	}
 }
+
+// A balanced ring (shard.Config.Balance): the core publishes the quantized
+// counts of the partitions its cache has synced, keeps a weight the view
+// already has while its count stays within the hysteresis, and places the
+// ring by the largest weight any live Lease reports.
+func TestBalancedCorePublishesAndPlacesByWeights(t *testing.T) {
+	ring := shard.Config{Partitions: 7, ReplicationFactor: 4, Scheme: shard.SchemeNamespace, Balance: 0.05}
+	h := cachedAlone(t, func(c *Config) { c.Ring = ring })
+	counts := []int{10, 0, 3, 3, 3, 3, 50}
+	// Counted before partition 3 synced: it is left out.
+	h.c.ObjectsCounted(shard.FullPartitionSet(7).Difference(set(3)), counts)
+	h.settle()
+	want := shard.Weights{shard.WeightBucket(10), shard.WeightBucket(0), shard.WeightBucket(3), 0, shard.WeightBucket(3), shard.WeightBucket(3), shard.WeightBucket(50)}
+	if got := h.own.Weights; !got.Equal(want) {
+		t.Fatalf("published weights %v; want %v", got, want)
+	}
+	// Within the hysteresis (a bucket or two): the published weight stays.
+	h.c.ObjectsCounted(shard.FullPartitionSet(7), []int{11, 0, 3, 3, 3, 3, 58})
+	h.settle()
+	want[3] = shard.WeightBucket(3)
+	if got := h.own.Weights; !got.Equal(want) {
+		t.Fatalf("published weights %v after small changes; want %v", got, want)
+	}
+	// Beyond it the new count is published.
+	h.c.ObjectsCounted(shard.FullPartitionSet(7), []int{40, 0, 3, 3, 3, 3, 58})
+	h.settle()
+	if got := h.own.Weights[0]; got != shard.WeightBucket(40) {
+		t.Fatalf("published weight %d for partition 0 at 40 objects; want %d", got, shard.WeightBucket(40))
+	}
+	// A peer joins reporting a heavier partition 6 (it holds a newer,
+	// larger count): both place by the largest report.
+	b := h.setPeer("b", StateActive)
+	b.Fingerprint = ring.Fingerprint()
+	b.Weights = shard.Weights{0, 0, 0, 0, 0, 0, shard.WeightBucket(500)}
+	h.sync()
+	merged := shard.MaxWeights(shard.MaxWeights(nil, h.own.Weights, 7), b.Weights, 7)
+	expect, err := shard.NewWeighted(ring, []string{"a", "b"}, merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.c.Target(); !got.Equal(expect.Partitions("a")) {
+		t.Fatalf("target %v; the ring of the largest reports gives a %v", got, expect.Partitions("a"))
+	}
+	plain, _ := shard.New(ring, []string{"a", "b"})
+	if expect.Partitions("a").Equal(plain.Partitions("a")) {
+		t.Fatal("the weights do not change this ring; the test shows nothing")
+	}
+	// A replica that is not balanced publishes none.
+	h = cachedAlone(t)
+	h.c.ObjectsCounted(shard.FullPartitionSet(7), counts)
+	h.settle()
+	if h.own.Weights != nil {
+		t.Fatalf("weights %v published without Balance", h.own.Weights)
+	}
+}

@@ -126,12 +126,20 @@ type Core struct {
 	view        []string
 	scratch     []string // reused to compute the view without allocating
 	ringBuilt   bool
-	recentRings []ringEntry                                       // oldest first
-	newRing     func(shard.Config, []string) (*shard.Ring, error) // shard.New; the simulation memoises it across replicas
-	ring        *shard.Ring
-	ringErr     error
-	foreign     *peer // a live active peer with another fingerprint, if any
-	err         error
+	recentRings []ringEntry // oldest first
+	newRing     RingBuilder // shard.NewWeighted; the simulation memoises it across replicas
+	// A balanced ring (shard.Config.Balance) with a partition cache: the
+	// object counts the shell last reported (ObjectsCounted) and the synced
+	// partitions they cover, the weights this replica publishes
+	// (Record.Weights), and the view's weights, which place the ring.
+	counts        []int
+	countedSynced shard.PartitionSet
+	weights       shard.Weights
+	viewWeights   shard.Weights
+	ring          *shard.Ring
+	ringErr       error
+	foreign       *peer // a live active peer with another fingerprint, if any
+	err           error
 	// decided holds the identities whose main Lease the current Observe
 	// has settled (reused between calls).
 	decided map[string]bool
@@ -359,7 +367,7 @@ func New(cfg Config) (*Core, error) {
 		unackedActivate: empty.Clone(),
 		unackedRevoke:   empty.Clone(),
 		peers:           map[string]*peer{},
-		newRing:         shard.New,
+		newRing:         shard.NewWeighted,
 	}, nil
 }
 
@@ -708,6 +716,69 @@ func (c *Core) loseOwn() {
 // and delivers every object again).
 func (c *Core) PartitionsSynced(set shard.PartitionSet) {
 	c.cacheSynced = shard.NewPartitionSet(c.partitions).Union(set)
+}
+
+// ObjectsCounted reports, for a balanced ring (shard.Config.Balance), how
+// many objects the cache holds in each partition (counts, indexed by
+// partition) and the partitions it had synced before counting (synced): the
+// counts of those are complete. It replaces the previous report; the core
+// publishes the synced partitions' counts, quantized, in the Record
+// (Record.Weights). Without Balance it is ignored.
+func (c *Core) ObjectsCounted(synced shard.PartitionSet, counts []int) {
+	if !c.balanced() {
+		return
+	}
+	c.counts = slices.Clone(counts)
+	c.countedSynced = shard.NewPartitionSet(c.partitions).Union(synced)
+}
+
+// balanced reports whether the replica publishes and places by weights.
+func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
+
+// weightHysteresis is how many buckets (of about 10 % each) a partition's
+// count may drift from the weight the view already has for it before this
+// replica publishes a new one: the ring, and so the placement, stays put
+// under the small changes of a live cluster, and a partition's new owner,
+// counting the same objects a little later, confirms the old weight rather
+// than moving the partition again.
+const weightHysteresis = 2
+
+// updateWeights recomputes the weights this replica publishes: those of the
+// partitions its cache holds synced. A partition synced since the last count
+// carries the weight the view has for it until it is counted: its old owner
+// hands it over as soon as this replica reports it warm, in the same
+// Record, and stops reporting it; had the weight waited for the next count,
+// the partition would be of unknown weight meanwhile, placed as an average
+// one, and the ring would move partitions for nothing (measured: a rolling
+// restart of 3 replicas that kept rebalancing for minutes).
+func (c *Core) updateWeights() {
+	if !c.balanced() {
+		return
+	}
+	seen := func(p int) uint8 {
+		if len(c.viewWeights) != c.partitions {
+			return 0
+		}
+		return c.viewWeights[p]
+	}
+	w := make(shard.Weights, c.partitions)
+	for p := range c.cacheSynced.All() {
+		if !c.countedSynced.Has(p) || p >= len(c.counts) {
+			w[p] = seen(p)
+			continue
+		}
+		b := shard.WeightBucket(c.counts[p])
+		if s := seen(p); s != 0 && max(b, s)-min(b, s) <= weightHysteresis {
+			b = s
+		}
+		w[p] = b
+	}
+	if w.Known() == 0 {
+		w = nil
+	}
+	if !w.Equal(c.weights) {
+		c.weights, c.bump = w, true
+	}
 }
 
 // CacheWaiting returns the targeted partitions, free of other claims, that
@@ -1108,6 +1179,7 @@ func (c *Core) converge(r *Ready) {
 		if warm := c.target.Intersect(c.cacheSynced); !warm.Equal(c.warm) {
 			c.warm, c.bump = warm, true
 		}
+		c.updateWeights()
 	}
 }
 
@@ -1218,32 +1290,55 @@ func (c *Core) updateRing() {
 		view = slices.Insert(view, i, c.cfg.Identity)
 	}
 	c.scratch = view
-	if c.ringBuilt && slices.Equal(view, c.view) {
+	weights := c.gatherWeights()
+	if c.ringBuilt && slices.Equal(view, c.view) && weights.Equal(c.viewWeights) {
 		return
 	}
-	c.view, c.ringBuilt = slices.Clone(view), true
+	c.view, c.viewWeights, c.ringBuilt = slices.Clone(view), weights, true
 	for _, e := range c.recentRings {
-		if slices.Equal(e.view, c.view) {
+		if slices.Equal(e.view, c.view) && e.weights.Equal(weights) {
 			c.ring, c.ringErr = e.ring, e.err
 			return
 		}
 	}
-	c.ring, c.ringErr = c.newRing(c.cfg.Ring, c.view)
+	c.ring, c.ringErr = c.newRing(c.cfg.Ring, c.view, weights)
 	// Membership flaps (A → AB → A) between few views; keeping the last
 	// rings spares rebuilding them.
 	if len(c.recentRings) == recentRings {
 		c.recentRings = c.recentRings[1:]
 	}
-	c.recentRings = append(c.recentRings, ringEntry{view: c.view, ring: c.ring, err: c.ringErr})
+	c.recentRings = append(c.recentRings, ringEntry{view: c.view, weights: weights, ring: c.ring, err: c.ringErr})
+}
+
+// gatherWeights returns the weights that place a balanced ring: for each
+// partition the largest weight published by a live Lease of this ring's
+// fingerprint, this replica's own included (nil without Balance). Every
+// holder of a partition counts the same objects, and under make before
+// break its old and new owner both report it, so the largest report is
+// the same on every replica that sees the same Leases and does not gap
+// while a partition moves.
+func (c *Core) gatherWeights() shard.Weights {
+	if c.cfg.Ring.Balance <= 0 {
+		return nil
+	}
+	merged := shard.MaxWeights(nil, c.weights, c.partitions)
+	for _, id := range c.peerIDs {
+		p := c.peers[id]
+		if !p.gone && !p.void && c.live(p) && p.obs.Fingerprint == c.fingerprint {
+			merged = shard.MaxWeights(merged, p.obs.Weights, c.partitions)
+		}
+	}
+	return merged
 }
 
 // recentRings is how many rings a Core keeps for views it may return to.
 const recentRings = 4
 
 type ringEntry struct {
-	view []string
-	ring *shard.Ring
-	err  error
+	view    []string
+	weights shard.Weights
+	ring    *shard.Ring
+	err     error
 }
 
 // readBack reports whether the own Lease, as observed, claims p in a Record
@@ -1346,6 +1441,7 @@ func (c *Core) record() Record {
 		Fingerprint: c.fingerprint,
 		Pod:         c.pod,
 		Warm:        c.publishedWarm(),
+		Weights:     c.weights.Clone(),
 	}
 }
 
@@ -1430,6 +1526,10 @@ func (c *Core) Generation() uint64 { return c.generation }
 // View returns the ring members as of the last step, sorted.
 func (c *Core) View() []string { return slices.Clone(c.view) }
 
+// ViewWeights returns the weights the ring is placed by (Record.Weights
+// gathered from the view; nil without shard.Config.Balance).
+func (c *Core) ViewWeights() shard.Weights { return c.viewWeights.Clone() }
+
 // Target returns the partitions this replica owns under its view.
 func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }
 
@@ -1468,10 +1568,15 @@ func (c *Core) Done() bool { return c.done }
 // ErrIdentityInUse; nil when there is none.
 func (c *Core) Err() error { return c.err }
 
-// SetRingBuilder replaces shard.New as the function that builds the ring of
-// a view. Rings depend only on their inputs, so a simulation running many
-// cores over the same views can share them; production leaves the default.
-func (c *Core) SetRingBuilder(build func(shard.Config, []string) (*shard.Ring, error)) {
+// RingBuilder builds the ring of a view: members and, for a balanced ring,
+// the partitions' weights (shard.NewWeighted).
+type RingBuilder func(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error)
+
+// SetRingBuilder replaces shard.NewWeighted as the function that builds the
+// ring of a view. Rings depend only on their inputs, so a simulation running
+// many cores over the same views can share them; production leaves the
+// default.
+func (c *Core) SetRingBuilder(build RingBuilder) {
 	if build != nil {
 		c.newRing = build
 	}

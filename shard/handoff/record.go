@@ -50,19 +50,28 @@ type Record struct {
 	// means the writer does not report it (a full cache, or an older
 	// kshard). Advisory: it never decides who may run a partition.
 	Warm shard.PartitionSet
+	// Weights: in a balanced ring (shard.Config.Balance), the quantized
+	// object counts of the partitions the writer's cache holds and has
+	// synced (shard.WeightBucket). The ring places partitions by the
+	// largest weight any live member reports. Length 0: not reported.
+	// Advisory like Warm: it decides placement, never who may run a
+	// partition.
+	Weights shard.Weights
 }
 
 // Clone returns a copy of r that shares no storage with it.
 func (r Record) Clone() Record {
 	r.Claim = r.Claim.Clone()
 	r.Warm = r.Warm.Clone()
+	r.Weights = r.Weights.Clone()
 	return r
 }
 
 // Equal reports whether r and o publish the same Lease content.
 func (r Record) Equal(o Record) bool {
 	return r.Identity == o.Identity && r.Incarnation == o.Incarnation && r.State == o.State &&
-		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim) && r.Warm.Equal(o.Warm)
+		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim) && r.Warm.Equal(o.Warm) &&
+		r.Weights.Equal(o.Weights)
 }
 
 // Observed is one Lease of the ring as this replica's informer holds it,

@@ -46,3 +46,27 @@ func TestSimulationFindsActivationBeforeCacheSync(t *testing.T) {
 		t.Fatal("no activation before the cache synced was found with the synced-before-act rule off")
 	}
 }
+
+var simBalanceSeeds = flag.Int("handoff.balanceseeds", 1000, "seeds TestSimulationBalance runs")
+
+// TestSimulationBalance runs the simulation with a balanced ring
+// (handoffsim.Options.Balance): partitions move when their object counts
+// are first reported, when they change and when a holder dies, on top of
+// every fault of the partition-cache run. The invariants must hold, and the
+// ring must settle within the liveness bound: weights that kept moving
+// partitions would break it.
+func TestSimulationBalance(t *testing.T) {
+	opts := simOptions()
+	opts.Balance = true
+	if *simSeed >= 0 {
+		handoffsim.Replay(t, uint64(*simSeed), opts)
+		return
+	}
+	s := handoffsim.RunSeeds(*simFirst, *simBalanceSeeds, opts)
+	t.Logf("simulation with a balanced ring: seeds=%d steps=%d violations=%d in %v; object counts changed %d times, weights published %d times; LISTs %d (%d failed), handovers %d",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), s.CountChanges, s.WeightReports, s.Lists, s.FailedLists, s.Handovers)
+	if s.Seeds >= 100 && (s.CountChanges == 0 || s.WeightReports < s.Seeds) {
+		t.Errorf("%d count changes and %d weight reports in %d seeds: the balanced ring did not run", s.CountChanges, s.WeightReports, s.Seeds)
+	}
+	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationBalance -handoff.seed=%d -v")
+}

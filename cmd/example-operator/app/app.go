@@ -56,6 +56,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
 	fs.StringVar((*string)(&c.mgr.PartitionBy), "partition-by", "key", "how objects map to partitions: \"key\" (namespace/name), or \"namespace\" (the API server's hash of the namespace: each replica caches only its namespaces, with Kubernetes 1.36 sharded list/watch where the server has it); all replicas must agree")
+	fs.Float64Var(&c.mgr.Balance, "balance", 0, "with --partition-by=namespace, place partitions by the objects they hold: no replica holds more than this fraction above the mean (0.05: 5 %) where a move can help; 0 places by number; all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")

@@ -75,6 +75,7 @@ func run() error {
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: key (default) or namespace (the sharded cache, phase 7)")
 		partitions    = flag.Int("partitions", 0, "the ring's partition count (default the manager's; phase 9 uses 1021)")
 		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
+		balance       = flag.Float64("balance", 0, "the manager's Balance: with --partition-by=namespace, place partitions by object counts (phase 8)")
 		sharedNS      = flag.String("shared-namespaces", "", "the manager's SharedNamespaces, comma-separated: namespaces every replica caches whole (phase 8: the epoch's)")
 		recordDir     = flag.String("record-dir", "", "record every reconcile's interval and every partition activation and revoke in this directory, for the recorder's overlap check (phase 9)")
 	)
@@ -95,7 +96,7 @@ func run() error {
 		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy), Partitions: *partitions,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
-		TerminationMessagePath: *termPath, PodNamespace: *podNamespace, SharedNamespaces: splitList(*sharedNS),
+		TerminationMessagePath: *termPath, PodNamespace: *podNamespace, SharedNamespaces: splitList(*sharedNS), Balance: *balance,
 	})
 	if err != nil {
 		return err
