@@ -3,8 +3,11 @@ package manager
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kshard/kshard/manager/cache"
 )
@@ -12,7 +15,39 @@ import (
 // cacheModeCollector exports how each kind is cached under a ranged
 // PartitionBy, read from the cache at scrape time: the kinds appear as the
 // controllers create their informers.
-type cacheModeCollector struct{ c *cache.Cache }
+type cacheModeCollector struct {
+	c *cache.Cache
+	// The object counts walk every cached object, so a scrape reuses
+	// those of a scrape less than objectCountsMaxAge ago: a scraper
+	// polling ten times a second (the benchmark's readiness poll) made
+	// kshard's fleet use 1.54× the CPU of the controller-runtime leader
+	// and its replicas 20 % more memory at 100,000 objects, against 1.02×
+	// without the metric.
+	mu       sync.Mutex
+	countAt  time.Time
+	counts   map[schema.GroupVersionKind]int
+	maxAge   time.Duration
+	now      func() time.Time
+	countFor func() map[schema.GroupVersionKind]int
+}
+
+// objectCountsMaxAge bounds how stale kshard_cache_objects may be: far below
+// any Prometheus scrape interval.
+const objectCountsMaxAge = 5 * time.Second
+
+func newCacheModeCollector(c *cache.Cache) *cacheModeCollector {
+	return &cacheModeCollector{c: c, maxAge: objectCountsMaxAge, now: time.Now, countFor: c.ObjectCounts}
+}
+
+// objectCounts returns the cache's object counts, at most maxAge old.
+func (m *cacheModeCollector) objectCounts() map[schema.GroupVersionKind]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now := m.now(); m.counts == nil || now.Sub(m.countAt) >= m.maxAge {
+		m.counts, m.countAt = m.countFor(), now
+	}
+	return m.counts
+}
 
 var (
 	cacheModeDesc = prometheus.NewDesc("kshard_cache_mode",
@@ -26,20 +61,20 @@ var (
 		[]string{"kind"}, nil)
 )
 
-func (cacheModeCollector) Describe(ch chan<- *prometheus.Desc) {
+func (*cacheModeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheModeDesc
 	ch <- cacheListedDesc
 	ch <- cacheObjectsDesc
 }
 
-func (m cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
+func (m *cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range m.c.ModeReport() {
 		ch <- prometheus.MustNewConstMetric(cacheModeDesc, prometheus.GaugeValue, 1, k.Kind.String(), k.Mode)
 		if k.Mode != cache.ModeFull {
 			ch <- prometheus.MustNewConstMetric(cacheListedDesc, prometheus.CounterValue, float64(k.ObjectsListed), k.Kind.String())
 		}
 	}
-	for gvk, n := range m.c.ObjectCounts() {
+	for gvk, n := range m.objectCounts() {
 		ch <- prometheus.MustNewConstMetric(cacheObjectsDesc, prometheus.GaugeValue, float64(n), gvk.String())
 	}
 }

@@ -180,7 +180,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
-		if err := opts.Registry.Register(cacheModeCollector{c}); err != nil {
+		if err := opts.Registry.Register(newCacheModeCollector(c)); err != nil {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
