@@ -29,7 +29,7 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 			Name: "kshard_ring_members", Help: "Members of the ring (live Leases in state active) in this replica's view.",
 		}),
 		weighed: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kshard_ring_weighed_partitions", Help: "In a balanced ring (Balance), the partitions whose object count some live Lease reports, in this replica's view; the others are placed as average ones. 0 without Balance.",
+			Name: "kshard_ring_weighed_partitions", Help: "In a balanced ring (Balance), the partitions whose object count some live Lease reports, in this replica's view: the ring is placed by the counts only when all are known, by number otherwise. 0 without Balance.",
 		}),
 		partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kshard_partitions", Help: "Partitions of this replica by state: target (owned under the current view), claimed (published in its Lease), active (being reconciled), draining (revoked, reconciles still running), blocked (targeted but still claimed by a peer), handing_over (out of the target, kept active until the new owner's sharded cache holds them), caching (free to activate, waiting for this replica's sharded cache).",

@@ -36,10 +36,15 @@ func New(cfg Config, members []string) (*Ring, error) {
 
 // NewWeighted is New for a balanced ring (Config.Balance > 0): it places the
 // partitions by weights, the buckets of their object counts (Weights, of
-// length Partitions, or nil when none is known). A partition of unknown
-// weight counts as the mean of the known ones. Without Balance the weights
-// are ignored and NewWeighted is New. The same members and weights give
-// the same ring on every replica.
+// length Partitions, or nil when none is known). It refines the placement
+// only when every partition's weight is known, and is New otherwise: a
+// ring that forms, or whose partitions of a dead member are still being
+// listed by their new owners, moves once by weight when the counts are all
+// in rather than at every report (each move of a partition costs its new
+// owner a LIST, and a few in a row make the sharded cache compact, which
+// lists everything it holds again). Without Balance the weights are
+// ignored. The same members and weights give the same ring on every
+// replica.
 func NewWeighted(cfg Config, members []string, weights Weights) (*Ring, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -64,12 +69,15 @@ func NewWeighted(cfg Config, members []string, weights Weights) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Balance > 0 {
-		if len(weights) != 0 && len(weights) != cfg.Partitions {
-			return nil, fmt.Errorf("shard: %d weights for a ring of %d partitions; pass one per partition, or nil", len(weights), cfg.Partitions)
-		}
-		refine(owners, sorted, resolveWeights(weights, cfg.Partitions), cfg.Balance)
-	} else {
+	switch {
+	case cfg.Balance <= 0:
+		weights = nil
+	case len(weights) != 0 && len(weights) != cfg.Partitions:
+		return nil, fmt.Errorf("shard: %d weights for a ring of %d partitions; pass one per partition, or nil", len(weights), cfg.Partitions)
+	case weights.Known() == cfg.Partitions:
+		refine(owners, sorted, loads(weights), cfg.Balance)
+	default:
+		// Some weight unknown: placed by number, as without Balance.
 		weights = nil
 	}
 	owned := make(map[string]PartitionSet, len(sorted))
@@ -179,29 +187,11 @@ func ringFingerprint(cfg Config, sorted []string, weights Weights) string {
 	return cfg.Fingerprint() + "-m" + strconv.Itoa(len(sorted)) + "-" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// resolveWeights turns buckets into loads (WeightOf), giving each partition
-// of unknown weight the mean of the known ones: a partition nobody has
-// counted yet (a new ring, or one whose holder died) is then placed as an
-// average one, and moves only if its count, once reported, says otherwise.
-// With nothing known every partition weighs the same.
-func resolveWeights(weights Weights, partitions int) []uint64 {
-	w := make([]uint64, partitions)
-	var sum, known uint64
+// loads turns buckets into loads (WeightOf).
+func loads(weights Weights) []uint64 {
+	w := make([]uint64, len(weights))
 	for p, b := range weights {
-		if b != 0 {
-			w[p] = WeightOf(b)
-			sum += w[p]
-			known++
-		}
-	}
-	fill := uint64(1000)
-	if known > 0 {
-		fill = sum / known
-	}
-	for p := range w {
-		if p >= len(weights) || weights[p] == 0 {
-			w[p] = fill
-		}
+		w[p] = WeightOf(b)
 	}
 	return w
 }

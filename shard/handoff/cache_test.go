@@ -239,11 +239,11 @@ func TestBalancedCorePublishesAndPlacesByWeights(t *testing.T) {
 	if got := h.own.Weights[0]; got != shard.WeightBucket(40) {
 		t.Fatalf("published weight %d for partition 0 at 40 objects; want %d", got, shard.WeightBucket(40))
 	}
-	// A peer joins reporting a heavier partition 6 (it holds a newer,
+	// A peer joins reporting a heavier partition 0 (it holds a newer,
 	// larger count): both place by the largest report.
 	b := h.setPeer("b", StateActive)
 	b.Fingerprint = ring.Fingerprint()
-	b.Weights = shard.Weights{0, 0, 0, 0, 0, 0, shard.WeightBucket(500)}
+	b.Weights = shard.Weights{shard.WeightBucket(300), 0, 0, 0, 0, 0, 0}
 	h.sync()
 	merged := shard.MaxWeights(shard.MaxWeights(nil, h.own.Weights, 7), b.Weights, 7)
 	expect, err := shard.NewWeighted(ring, []string{"a", "b"}, merged)

@@ -748,9 +748,10 @@ const weightHysteresis = 2
 // carries the weight the view has for it until it is counted: its old owner
 // hands it over as soon as this replica reports it warm, in the same
 // Record, and stops reporting it; had the weight waited for the next count,
-// the partition would be of unknown weight meanwhile, placed as an average
-// one, and the ring would move partitions for nothing (measured: a rolling
-// restart of 3 replicas that kept rebalancing for minutes).
+// the partition would be of unknown weight meanwhile, the ring placed by
+// number, and partitions would move for nothing (measured with unknown
+// weights placed as average ones: a rolling restart of 3 replicas that
+// kept rebalancing for minutes).
 func (c *Core) updateWeights() {
 	if !c.balanced() {
 		return
