@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,6 +46,13 @@ type shardedResult struct {
 	FleetCPU       float64            `json:"fleet_cpu_seconds"`
 	// ObjectsListed sums kshard_cache_listed_objects_total over the fleet.
 	ObjectsListed float64 `json:"objects_listed,omitempty"`
+	// RestartedMaxPeakRSSMiB (kshard with --balance, gate on): after the
+	// pass, the replicas are restarted one by one, as a rollout does; each
+	// starts with every partition's object count known to its peers, so it
+	// lists only its balanced share. The largest peak RSS of the restarted
+	// processes. At formation no count is known until the first LISTs are
+	// done, so the first peaks follow the ring by number.
+	RestartedMaxPeakRSSMiB float64 `json:"restarted_max_peak_rss_mib,omitempty"`
 }
 
 // shardedSummary is the headline of phases 7 and 8 on one control plane
@@ -55,6 +63,9 @@ type shardedSummary struct {
 	// RSSRatio: the largest kshard replica's peak RSS ÷ the
 	// controller-runtime leader's (goal ≤ 0.40, aim 0.35).
 	RSSRatio *float64 `json:"rss_ratio"`
+	// RSSRatioRestarted is RSSRatio for the kshard replicas after a
+	// rolling restart (shardedResult.RestartedMaxPeakRSSMiB; --balance).
+	RSSRatioRestarted *float64 `json:"rss_ratio_after_rolling_restart,omitempty"`
 	// RSSRatioSmall is RSSRatio at the smallest count (10,000 in full runs).
 	RSSRatioSmall *float64 `json:"rss_ratio_smallest"`
 	// IdleFloorRatio: the controller-runtime standby's peak RSS (caches
@@ -248,6 +259,21 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 			return res, fmt.Errorf("kshard cached ConfigMaps in mode %s with the feature gate %t, want %s", mode, gate, want)
 		}
 	}
+	if sys.kshard && gate && f.balanced() {
+		for _, id := range slices.Clone(f.ids) {
+			if _, err := f.restart(ctx, id); err != nil {
+				return res, fmt.Errorf("rolling restart, %s: %w", id, err)
+			}
+		}
+		restarted, err := f.stats()
+		if err != nil {
+			return res, err
+		}
+		for _, s := range restarted {
+			res.RestartedMaxPeakRSSMiB = max(res.RestartedMaxPeakRSSMiB, float64(s.PeakRSS)/(1<<20))
+		}
+		progress("  kshard after a rolling restart: peak RSS max %.0f MiB", res.RestartedMaxPeakRSSMiB)
+	}
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)
 	}
@@ -300,6 +326,9 @@ func summariseSharded(runs []shardedResult, moves []shardedHandoffResult) (shard
 		s := &shardedSummary{Objects: hi}
 		if ks := find(nativeName, gate, hi); ks != nil && cr != nil {
 			s.RSSRatio = ratio(ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+			if ks.RestartedMaxPeakRSSMiB > 0 {
+				s.RSSRatioRestarted = ratio(ks.RestartedMaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+			}
 			s.FleetCPURatio = ratio(ks.FleetCPU, cr.FleetCPU)
 		}
 		if ks := find(nativeName, gate, lo); ks != nil && crSmall != nil {
