@@ -657,9 +657,9 @@ func (r *results) markdown() string {
 		}
 		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): %s.",
 			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), fallback)
-		if sh.RSSRatioRestarted != nil {
+		if sh.RSSRatioRollout != nil {
 			p("")
-			p("After a rolling restart of the kshard replicas (`--balance`: each restarted replica starts with every partition's object count known and lists only its balanced share; at formation no count is known before the first LISTs, so the first peaks follow the ring by number): largest peak RSS **%s×** the leader's.", f2(sh.RSSRatioRestarted))
+			p("In a rolling restart of the kshard replicas, the new processes peak at **%s×** the leader's: while one replica restarts the others hold its partitions too (with 3 replicas, 1.5× their share), which a memory limit must allow.", f2(sh.RSSRatioRollout))
 		}
 	}
 	if len(r.ShardedHandoff) > 0 {
