@@ -9,6 +9,8 @@ TEST_TIMEOUT ?= 45m
 FUZZTIME  ?= 150000x
 # Rounds of each scenario in chaos-safety.
 ROUNDS    ?= 20
+# chaos-sharded: the replicas' --balance (0: partitions placed by number).
+BALANCE   ?= 0
 
 .PHONY: test binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
@@ -76,11 +78,11 @@ chaos-safety: binaries
 		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-sharded: ROUNDS (default 20) rounds each of the chaos suite's kill, rolling-restart, scaling and API-server-outage scenarios on the sharded cache (feature gate ShardedListAndWatch, --partition-by=namespace, objects over 24 namespaces); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-sharded: ROUNDS (default 20) rounds each of the chaos suite's kill, rolling-restart, scaling and API-server-outage scenarios on the sharded cache (feature gate ShardedListAndWatch, --partition-by=namespace, objects over 24 namespaces); BALANCE=0.02 gives the replicas --balance (a ring placed by object counts; default 0, by number); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
 chaos-sharded: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).

@@ -22,6 +22,10 @@ var rounds = flag.Int("rounds", envInt(EnvRounds, 1), "rounds of every chaos sce
 // the objects spread over namespaces (make chaos-sharded).
 var sharded = flag.Bool("sharded", false, "run the scenarios with the sharded cache: API server feature gate ShardedListAndWatch, --partition-by=namespace, objects spread over namespaces")
 
+// balance, with -sharded, gives the replicas --balance: a ring placed by
+// the partitions' object counts (make chaos-sharded BALANCE=0.02).
+var balance = flag.Float64("balance", 0, "with -sharded: every replica's --balance (partitions placed by object counts); 0 places by number")
+
 // Environment variables for runs where test flags cannot be passed, as in
 // go test ./...: EnvRounds sets the default of -rounds, and EnvSummary names
 // a file the summary line is appended to (go test shows a passing package's

@@ -78,7 +78,7 @@ func (r *round) harness(opts harness.Options) *harness.Harness {
 	r.t.Helper()
 	opts.Ring, opts.Namespace = r.name, "chaos-"+r.name
 	if *sharded {
-		opts.PartitionBy = "namespace"
+		opts.PartitionBy, opts.Balance = "namespace", *balance
 	}
 	return harness.New(r.t, r.cp, opts)
 }

@@ -69,6 +69,9 @@ type Options struct {
 	// the sharded cache (give the control plane the ShardedListAndWatch
 	// gate to have the API server filter).
 	PartitionBy string
+	// Balance is every replica's --balance (with PartitionBy
+	// "namespace"): partitions placed by object counts. 0: by number.
+	Balance float64
 	// ObjectNamespaces is how many namespaces hold the objects when
 	// PartitionBy is "namespace". Defaults to 24.
 	ObjectNamespaces int

@@ -108,6 +108,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.PartitionBy != "" {
 		args = append(args, "--partition-by="+o.PartitionBy)
 	}
+	if o.Balance > 0 {
+		args = append(args, "--balance="+strconv.FormatFloat(o.Balance, 'f', -1, 64))
+	}
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}

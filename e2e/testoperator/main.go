@@ -59,6 +59,7 @@ func run() error {
 		workers       = flag.Int("workers", 4, "concurrent reconciles")
 		ignoreCancel  = flag.Bool("ignore-cancel", false, "run every reconcile's full --work even after its context is cancelled, like a reconciler that ignores cancellation")
 		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
+		balance       = flag.Float64("balance", 0, "the manager's Balance: with --partition-by=namespace, place partitions by object counts")
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: \"key\" (default; ConfigMaps of --namespace) or \"namespace\" (ConfigMaps of every namespace, sharded cache)")
 		leaseDuration = flag.Duration("lease-duration", 4*time.Second, "Lease duration")
 		renewPeriod   = flag.Duration("renew-period", 500*time.Millisecond, "Lease renew period")
@@ -113,6 +114,7 @@ func run() error {
 		MetricsBindAddress:     *metricsAddr,
 		WatchNamespace:         watchNamespace,
 		PartitionBy:            shard.Scheme(*partitionBy),
+		Balance:                *balance,
 		TerminationMessagePath: *termPath,
 	})
 	if err != nil {
