@@ -160,5 +160,10 @@ func (p *proc) countLater() {
 		p.core.ObjectsCounted(p.pcache.synced.Clone(), p.w.objects)
 		p.step()
 	}
-	p.w.after(p.w.between(time.Millisecond, 2*time.Second), count)
+	p.w.after(p.w.between(time.Millisecond, maxCountLag), count)
 }
+
+// maxCountLag is how long after its synced partitions change a process's
+// object counts reach its core (Options.Balance), as the manager's counter
+// ticks.
+const maxCountLag = 2 * time.Second

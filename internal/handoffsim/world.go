@@ -70,8 +70,16 @@ type simParams struct {
 // settledAt) or up to one client timeout later for a write that was in
 // flight; the drain of the handoffs that follow takes at most maxStuck; the
 // last second covers the few watch, write and confirm round trips between.
+// A balanced ring (Options.Balance) adds one more move: placed by number
+// until every partition's count is known, it moves once by weight when the
+// last count comes in (up to maxCountLag after its LIST), which costs the
+// new owners another LIST and the old ones another drain.
 func (p simParams) livenessBound() time.Duration {
-	return p.slowest(p.leaseDuration+p.clientTimeout+p.maxStuck+p.maxListing()) + time.Second
+	d := p.leaseDuration + p.clientTimeout + p.maxStuck + p.maxListing()
+	if p.ring.Balance > 0 {
+		d += maxCountLag + p.maxListing() + p.maxStuck
+	}
+	return p.slowest(d) + time.Second
 }
 
 // maxListing is how long a sharded cache may take to list a gained
