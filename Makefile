@@ -12,14 +12,18 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
+.PHONY: test large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
-## test: everything CI checks — binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
-test: binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
+## test: everything CI checks — no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
+test: large-files binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
 	$(GO) run ./hack/ensure-controlplane
+
+## large-files: fail on a tracked file over 1 MiB (binaries and outputs belong in .gitignore).
+large-files:
+	hack/check-large-files.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
