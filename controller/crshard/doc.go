@@ -21,7 +21,8 @@
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
 // in. A controller built with controller.New opts in with
-// ring.Options(options), which wraps options.Reconciler.
+// ring.Options(mgr, options, forObj), which sets the gated queue and wraps
+// options.Reconciler.
 //
 // # What the ring does
 //
