@@ -73,7 +73,7 @@ type params struct {
 	ScalePartitions int   `json:"scale_partitions"`
 	ScaleNamespaces int   `json:"scale_namespaces"`
 	// ScaleLeaseFixed: -lease-duration was given, so every phase 9
-	// configuration runs with it instead of the README's recommendation
+	// configuration runs with it instead of the recommendation in docs/configuration.md
 	// for its size (scaleLeaseDuration).
 	ScaleLeaseFixed bool          `json:"scale_lease_fixed"`
 	ReadyTimeout    time.Duration `json:"-"`
@@ -167,7 +167,7 @@ func main() {
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
 	shardedBalance := flag.Float64("sharded-balance", -1, "kshard's --balance in phases 7 and 8: place partitions by object counts, within this fraction of the mean; 0 places by number (default 0.02)")
-	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the README's recommendation per fleet size)")
+	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the recommendation per fleet size in docs/configuration.md)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
 	p := defaultParams(*quick)

@@ -721,7 +721,7 @@ func (r *results) markdown() string {
 	p("")
 	p("## How to read these figures")
 	p("")
-	p("- Everything shares %d cores: the API server and etcd, every replica, and the harness. A replica's reconciles cost API-server CPU (one patch each), and every replica's informer decodes every write's watch event: kshard replicas each keep a full cache (DESIGN.md), a controller-runtime standby caches nothing until it leads. When the replicas' writes approach the ceiling, the latency-bound workload turns write-bound, and more replicas add watch fan-out rather than throughput.", r.Env.Cores)
+	p("- Everything shares %d cores: the API server and etcd, every replica, and the harness. A replica's reconciles cost API-server CPU (one patch each), and every replica's informer decodes every write's watch event: kshard replicas each keep a full cache (docs/design.md), a controller-runtime standby caches nothing until it leads. When the replicas' writes approach the ceiling, the latency-bound workload turns write-bound, and more replicas add watch fan-out rather than throughput.", r.Env.Cores)
 	p("- The ceiling is a plain client-go loop with no informer; operators also pay for their watches, so a fraction of 1.0 is not reachable by either system.")
 	p("- controller-runtime's handoff and failover wait for its standby's next acquire attempt (RetryPeriod) and then a cold cache sync; kshard's graceful handoff waits for one Lease watch round-trip, its failover for the peer's Lease to expire as observed (up to one RenewPeriod less than LeaseDuration after the kill).")
 	p("- Peak RSS compares the largest replica of each system (for controller-runtime, the leader).")

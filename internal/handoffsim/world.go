@@ -865,8 +865,8 @@ type proc struct {
 	// disarmed holds partitions whose reconcile in flight ran into a pause
 	// that outlasted the lease validity, from the resume until it returns:
 	// the worker starts none after it and the client transport refuses
-	// every write of one started before it (README, "How handoff works"
-	// item 7), so it runs on writing nothing, and is not active.
+	// every write of one started before it (docs/design.md, "Pauses and late
+	// writes"), so it runs on writing nothing, and is not active.
 	disarmed shard.PartitionSet
 
 	wakeAt  time.Duration // pending deadline wake-up; 0: none
