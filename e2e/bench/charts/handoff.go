@@ -107,24 +107,21 @@ func handoffChart(r *results) (*plot.Plot, error) {
 	}
 	// The legend's glyphs are black: colour names the system, as in the
 	// other charts, and shape names the statistic.
-	legend := []struct {
+	type mark struct {
 		name   string
 		shape  draw.GlyphDrawer
 		radius vg.Length
-	}{{"p50", draw.CircleGlyph{}, 5}, {"p99", draw.TriangleGlyph{}, 5}, {"max", draw.CrossGlyph{}, 5}}
+	}
+	legend := []mark{{"p50", draw.CircleGlyph{}, 5}, {"p99", draw.TriangleGlyph{}, 5}, {"max", draw.CrossGlyph{}, 5}}
 	if anyPercentiles {
-		legend = append(legend, struct {
-			name   string
-			shape  draw.GlyphDrawer
-			radius vg.Length
-		}{"every percentile, 1st to 100th", draw.CircleGlyph{}, 2.2})
+		legend = append(legend, mark{"every percentile, 1st to 100th", draw.CircleGlyph{}, 2.2})
 	}
 	for _, l := range legend {
 		s, err := plotter.NewScatter(plotter.XYs{{}})
 		if err != nil {
 			return nil, err
 		}
-		s.Color, s.Shape, s.Radius = color.Black, l.shape, vg.Points(float64(l.radius))
+		s.Color, s.Shape, s.Radius = color.Black, l.shape, l.radius
 		p.Legend.Add(l.name, s)
 	}
 	p.Legend.Left = false

@@ -157,9 +157,9 @@ func annotate(p *plot.Plot, xys plotter.XYs, texts []string, c color.Color, righ
 	if err != nil {
 		return err
 	}
-	align, dx := draw.XRight, -vg.Points(9)
+	align, dx := draw.XRight, -vg.Points(14)
 	if right {
-		align, dx = draw.XLeft, vg.Points(9)
+		align, dx = draw.XLeft, vg.Points(14)
 	}
 	for i := range l.TextStyle {
 		l.TextStyle[i].Font = font.From(plot.DefaultFont, vg.Points(10.5))
