@@ -12,10 +12,10 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test docs-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
+.PHONY: test docs-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
 
-## test: everything CI checks — the docs (README length, relative links), no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
-test: docs-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
+## test: everything CI checks — the docs (README length, relative links), no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks and their charts.
+test: docs-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -36,6 +36,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	cd e2e/bench/baseline && $(GO) vet ./...
+	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
 	cd e2e/bench/crshardop && $(GO) vet ./... && $(GO) vet -tags kshardtest ./...
 	cd hack/image && $(GO) vet ./...
@@ -56,19 +57,31 @@ fuzz:
 		$(GOTEST) -run='^$$' -fuzz=FuzzDecodePartitionSet -fuzztime=$(FUZZTIME) ./shard/; \
 	fi
 
-## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min); output in e2e/bench/out/, never the committed results.
+## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min) and its charts; output in e2e/bench/out/, never the committed results.
 bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
+	$(MAKE) charts BENCH_OUT=$(CURDIR)/e2e/bench/out
 
-## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and throughput.png. PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
 PHASES ?=
 bench: binaries
 	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))
+	$(MAKE) charts
 
 ## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the recommendation per size in docs/configuration.md); about 24 min on 2 cores (rolling restarts wait for make before break), never in CI; keeps the other phases' figures in e2e/bench/results.json.
 LEASE_DURATION ?=
 bench-scale: binaries
 	$(GO) run ./e2e/bench -phases 9 $(if $(SCALE_REPLICAS),-scale-replicas $(SCALE_REPLICAS)) $(if $(SCALE_OBJECTS),-scale-objects $(SCALE_OBJECTS)) $(if $(LEASE_DURATION),-lease-duration $(LEASE_DURATION))
+	$(MAKE) charts
+
+## charts: draw the benchmark's charts (throughput.png, rss.png, handoff.png, which RESULTS.md shows) from BENCH_OUT/results.json into BENCH_OUT (default e2e/bench, the committed results) with gonum/plot; e2e/bench/charts is a module of its own, so the kshard module has no plotting dependency. `go run ./e2e/bench -report-only` renders RESULTS.md again from results.json. A few seconds.
+BENCH_OUT ?= $(CURDIR)/e2e/bench
+charts:
+	$(GO) -C e2e/bench/charts run . -results $(BENCH_OUT)/results.json -out $(BENCH_OUT)
+
+## charts-check: the charts module's tests, which draw every chart from the committed results.json into a temporary directory (a few seconds). Part of `make test`. Without -race: the module starts no goroutine, and the race detector makes the rasteriser 20 times slower (~30 s).
+charts-check:
+	cd e2e/bench/charts && $(GOTEST) -count=1 ./...
 
 ## image: build the example operator's image without a container daemon (scratch base, user 65532) into _output/image/: an OCI layout (oci/) and a docker-load archive, tagged ghcr.io/kshard/example-operator:v0.1.0 as deploy/ runs it. REF=… to tag it otherwise.
 REF ?=

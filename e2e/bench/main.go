@@ -155,7 +155,8 @@ func progress(format string, args ...any) {
 
 func main() {
 	quick := flag.Bool("quick", false, "a smoke run of every phase with small numbers (about 2 minutes), for CI")
-	out := flag.String("out", "", "directory for results.json, RESULTS.md and throughput.png (default e2e/bench in the module)")
+	out := flag.String("out", "", "directory for results.json and RESULTS.md (default e2e/bench in the module); `make charts` draws the charts beside them")
+	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
@@ -170,6 +171,17 @@ func main() {
 	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the recommendation per fleet size in docs/configuration.md)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
+	if *reportOnly {
+		dir, err := outDir(*out)
+		if err == nil {
+			err = rewriteReport(dir)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -report-only: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	p := defaultParams(*quick)
 	if *objects > 0 {
 		p.Objects = *objects
@@ -247,8 +259,8 @@ func run(p params, out string, keep, merge bool) (err error) {
 	if err != nil {
 		return err
 	}
-	if out == "" {
-		out = filepath.Join(root, "e2e", "bench")
+	if out, err = outDir(out); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -490,6 +502,18 @@ func run(p params, out string, keep, merge bool) (err error) {
 	res.Seconds = time.Since(started).Seconds()
 	progress("done in %.0fs; results in %s", res.Seconds, out)
 	return nil
+}
+
+// outDir is -out, or e2e/bench in the module when it is empty.
+func outDir(out string) (string, error) {
+	if out != "" {
+		return out, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "e2e", "bench"), nil
 }
 
 // moduleRoot is the directory of the kshard module's go.mod.

@@ -126,6 +126,10 @@ type delayStats struct {
 	P50Seconds float64 `json:"p50_seconds"`
 	P99Seconds float64 `json:"p99_seconds"`
 	MaxSeconds float64 `json:"max_seconds"`
+	// Percentiles are the delays at every whole percentile, the 1st to the
+	// 100th (the max): the distribution e2e/bench/charts draws, at 1 %
+	// resolution and in a size that does not grow with the run.
+	Percentiles []float64 `json:"percentiles_seconds,omitempty"`
 }
 
 func summarise(ds []delay) delayStats {
@@ -138,7 +142,11 @@ func summarise(ds []delay) delayStats {
 	}
 	slices.Sort(v)
 	q := func(p float64) float64 { return v[max(0, int(math.Ceil(p*float64(len(v))))-1)] }
-	return delayStats{Updates: len(v), P50Seconds: q(0.5), P99Seconds: q(0.99), MaxSeconds: v[len(v)-1]}
+	pct := make([]float64, 100)
+	for i := range pct {
+		pct[i] = q(float64(i+1) / 100)
+	}
+	return delayStats{Updates: len(v), P50Seconds: q(0.5), P99Seconds: q(0.99), MaxSeconds: v[len(v)-1], Percentiles: pct}
 }
 
 // handoffResult is the update→reconcile delay during a rolling restart.

@@ -296,6 +296,38 @@ func paramsView(p params) map[string]any {
 	return out
 }
 
+// paramsFromView reverses paramsView for a loaded results.json (durations
+// from their strings), so that RESULTS.md can be rendered again without a
+// run. Parameters the file lacks (it predates them) stay zero.
+func paramsFromView(view map[string]any) (params, error) {
+	var p params
+	v, t := reflect.ValueOf(&p).Elem(), reflect.TypeOf(p)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		raw, ok := view[name]
+		if name == "" || name == "-" || !ok {
+			continue
+		}
+		if t.Field(i).Type == reflect.TypeFor[time.Duration]() {
+			s, _ := raw.(string)
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return p, fmt.Errorf("params.%s is %v, not a duration such as \"20ms\"", name, raw)
+			}
+			v.Field(i).SetInt(int64(d))
+			continue
+		}
+		js, err := json.Marshal(raw)
+		if err == nil {
+			err = json.Unmarshal(js, v.Field(i).Addr().Interface())
+		}
+		if err != nil {
+			return p, fmt.Errorf("params.%s: %w", name, err)
+		}
+	}
+	return p, nil
+}
+
 func ratio(a, b float64) *float64 {
 	if a == 0 || b == 0 {
 		return nil
@@ -396,7 +428,8 @@ func maxOf(m map[string]float64) float64 {
 	return v
 }
 
-// write writes results.json, RESULTS.md and throughput.png into dir.
+// write writes results.json and RESULTS.md into dir; `make charts` draws
+// the charts RESULTS.md shows from results.json (e2e/bench/charts).
 func (r *results) write(dir string) error {
 	r.summarise()
 	r.ParamsView = paramsView(r.Params)
@@ -411,7 +444,25 @@ func (r *results) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644); err != nil {
 		return err
 	}
-	return writeChart(filepath.Join(dir, "throughput.png"), r)
+	return nil
+}
+
+// rewriteReport renders RESULTS.md again from the results.json in dir and
+// measures nothing: for a change to the report's text. results.json stays
+// as it is, headline figures included.
+func rewriteReport(dir string) error {
+	path := filepath.Join(dir, "results.json")
+	r, err := loadResults(path)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("no %s: run the benchmark first, or pass -out with the directory that holds results.json", path)
+	}
+	if r.Params, err = paramsFromView(r.ParamsView); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }
 
 func f2(p *float64) string {
@@ -573,7 +624,7 @@ func (r *results) markdown() string {
 	}
 	tpTable(fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", pr.Latency, pr.Workers, pr.Latency, float64(pr.Workers)/pr.Latency.Seconds()), r.Throughput)
 	tpTable("Write-bound (no simulated latency): one patch per object.", r.WriteBound)
-	p("![throughput vs replicas](throughput.png)")
+	p("![Latency-bound throughput: objects/s per replica count for controller-runtime's leader, kshard and the adapter, against n × the leader; phase 8's sharded-cache runs at 4 replicas beside them](throughput.png)")
 	p("")
 	p("## 3. Graceful handoff (rolling restart)")
 	p("")
@@ -587,6 +638,10 @@ func (r *results) markdown() string {
 		p("| %s | %d | %d | %.3f | %.3f | %.3f | %s | %.3f | %s | %.1f |", h.System, h.Replicas, h.Rollout.Updates, h.Rollout.P50Seconds, h.Rollout.P99Seconds, h.Rollout.MaxSeconds,
 			f2(ratio(h.Rollout.P99Seconds, derefOr(s.HandoffP99SecondsBaseline))), h.Steady.P99Seconds, strings.Join(stops, ", "), h.RolloutTotal)
 	}
+	p("")
+	p("Every rolling restart in this file — this phase's, the sharded cache's (phase 8) and the scale envelope's (phase 9) — by its update → reconcile delays (p50, p99, max; each percentile where results.json holds them):")
+	p("")
+	p("![Update → reconcile delay during each rolling restart: p50, p99 and max per system, cache mode and fleet size](handoff.png)")
 	p("")
 	p("## 4. Crash failover (SIGKILL)")
 	p("")
@@ -662,6 +717,9 @@ func (r *results) markdown() string {
 			p("In a rolling restart of the kshard replicas, the new processes peak at **%s×** the leader's: while one replica restarts the others hold its partitions too (with 3 replicas, 1.5× their share), which a memory limit must allow.", f2(sh.RSSRatioRollout))
 		}
 	}
+	// Below phase 7's section, or section 5's when phase 7 did not run.
+	p("")
+	p("![Peak RSS of the largest replica against objects: by cache mode (phases 5 and 7) and the sharded cache by fleet size (phase 9)](rss.png)")
 	if len(r.ShardedHandoff) > 0 {
 		p("")
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")
