@@ -86,7 +86,7 @@ type Cache struct {
 	held        shard.PartitionSet // Hold's last set, for sharded kinds created later
 	active      shard.PartitionSet // SetActive's last set, for labelled kinds created later
 	routes      map[informerKey][]shard.Route
-	changed     chan struct{}      // closed and replaced when SyncedPartitions may change
+	changed     chan struct{} // closed and replaced when SyncedPartitions may change
 }
 
 type informerKey struct {
