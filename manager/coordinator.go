@@ -385,6 +385,16 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		}
 	}
 	c.core.Advance(ack)
+	if a, ok := c.cache.(activeObserver); ok {
+		a.SetActive(c.core.Active())
+	}
+}
+
+// activeObserver is a PartitionCache that wants to know the active
+// partitions: a cache sharded by labels labels the unlabelled objects of
+// the partitions active here (cache.Cache.SetActive).
+type activeObserver interface {
+	SetActive(shard.PartitionSet)
 }
 
 // revoke drains set in every participant, in parallel, and reports Drained

@@ -96,6 +96,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	// Label patches (CacheLabels) go through a client of their own: a
+	// label is a pure function of an object's key, so a late one is
+	// harmless and must not wait for the lease; the labeller bounds its
+	// own rate.
+	labelCfg := rest.CopyConfig(cfg)
+	labelCfg.QPS, labelCfg.Burst = -1, 0
 	// Every client built from cfg (the typed clientset, the cache, and
 	// those users build from GetConfig) refuses writes of a reconcile
 	// whose lease validity has passed.
@@ -136,9 +142,15 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	cacheOpts := cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace}
-	if ringCfg.Scheme.Ranged() {
-		rp, _ := partitioner.(shard.RangePartitioner)
-		cacheOpts.Sharding = &cache.Sharding{Partitioner: rp, Full: opts.FullCacheKinds, SharedNamespaces: opts.SharedNamespaces, Logger: opts.Logger.WithName("cache")}
+	if opts.CacheMode != CacheFull {
+		cacheOpts.Sharding = &cache.Sharding{Full: opts.FullCacheKinds, SharedNamespaces: opts.SharedNamespaces, Logger: opts.Logger.WithName("cache")}
+		if rp, ranged := partitioner.(shard.RangePartitioner); ranged {
+			cacheOpts.Sharding.Partitioner = rp
+		}
+		if opts.CacheMode == CacheLabels {
+			key, _ := shard.PartitionLabelKey(opts.Ring, ringCfg) // validated
+			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: labelCfg, QPS: opts.LabelQPS}
+		}
 	}
 	c, err := cache.New(cfg, cacheOpts)
 	if err != nil {

@@ -25,10 +25,20 @@ const DefaultMaxSegments = 4
 // SegmentedOptions configure a Segmented.
 type SegmentedOptions struct {
 	// Partitioner maps objects to partitions by the server's hash
-	// (shard.Config.Scheme namespace or uid). Required.
+	// (shard.Config.Scheme namespace or uid). Required unless LabelKey is
+	// set.
 	Partitioner shard.RangePartitioner
+	// LabelKey, when set, makes segments select objects by the ring's
+	// partition label (shard.PartitionLabelKey) instead of a shard
+	// selector: a segment of partitions S lists and watches
+	// "LabelKey in (S)", and an object is stored under the partition its
+	// label names. Every API server applies label selectors, so Filtered
+	// is implied. Partitions is then the ring's partition count.
+	LabelKey   string
+	Partitions int
 	// ListWatch lists and watches the resource; the Segmented sets
-	// ListOptions.ShardSelector on every call when Filtered. Required.
+	// ListOptions.ShardSelector (or LabelSelector) on every call when
+	// Filtered. Required.
 	ListWatch toolscache.ListerWatcherWithContext
 	// Example is an object of the resource's type (for the informers).
 	// Required.
@@ -40,8 +50,20 @@ type SegmentedOptions struct {
 	// MaxSegments: more informers than this are compacted into one, off
 	// the handoff path. Default DefaultMaxSegments.
 	MaxSegments int
+	// Transform is applied to every object before it is stored (an
+	// informer transform). Default: none.
+	Transform toolscache.TransformFunc
+	// Indexers are added to every segment's informer besides the
+	// namespace index.
+	Indexers toolscache.Indexers
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
+
+	// leaving, when set, is told of every object that leaves a segment (a
+	// DELETED event, or a relist without it) before the segment's store
+	// drops it: a Labelled keeps serving an object that left a label
+	// selector until it knows where it went.
+	leaving func(obj runtime.Object)
 }
 
 // Segmented is an informer of one resource that holds only the objects of
@@ -84,7 +106,9 @@ type segment struct {
 // Run, then Hold.
 func NewSegmented(opts SegmentedOptions) (*Segmented, error) {
 	switch {
-	case opts.Partitioner.Count() == 0:
+	case opts.LabelKey != "" && opts.Partitions < 1:
+		return nil, fmt.Errorf("cache: SegmentedOptions.Partitions=%d with LabelKey %q; pass the ring's partition count", opts.Partitions, opts.LabelKey)
+	case opts.LabelKey == "" && opts.Partitioner.Count() == 0:
 		return nil, errors.New("cache: SegmentedOptions.Partitioner is nil; use the ring's shard.Config.RangePartitioner (scheme namespace or uid)")
 	case opts.ListWatch == nil:
 		return nil, errors.New("cache: SegmentedOptions.ListWatch is nil")
@@ -99,7 +123,12 @@ func NewSegmented(opts SegmentedOptions) (*Segmented, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Segmented{opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitioner.Count()), changed: make(chan struct{}, 1)}, nil
+	if opts.LabelKey != "" {
+		opts.Filtered = true
+	} else {
+		opts.Partitions = opts.Partitioner.Count()
+	}
+	return &Segmented{opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitions), changed: make(chan struct{}, 1)}, nil
 }
 
 // Run owns the segments' informers until ctx ends, then stops them and
@@ -183,9 +212,14 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	seg := &segment{parts: parts, cancel: cancel, compacts: compacts}
-	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts), s.opts.Example, toolscache.SharedIndexInformerOptions{
-		Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
-	})
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	for name, f := range s.opts.Indexers {
+		indexers[name] = f
+	}
+	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts, seg), s.opts.Example, toolscache.SharedIndexInformerOptions{Indexers: indexers})
+	if s.opts.Transform != nil {
+		_ = seg.inf.SetTransform(s.opts.Transform)
+	}
 	for _, h := range s.handlers {
 		s.register(seg, h)
 	}
@@ -239,23 +273,27 @@ func (segmentListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // listWatchFor is the resource's list and watch restricted to parts: the
 // selector sent to the server when it filters, and a client-side check of
 // every item and event in any case.
-func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatcher {
+func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolscache.ListerWatcher {
 	matcher := func(obj runtime.Object) bool {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return false
-		}
-		p, ok := s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
+		p, ok := s.partitionOf(obj)
 		return ok && parts.Has(p)
 	}
-	selector := ""
-	if s.opts.Filtered {
-		selector, _ = s.opts.Partitioner.Selector(parts)
+	shardSelector, labelSelector := "", ""
+	switch {
+	case s.opts.LabelKey != "":
+		labelSelector, _ = shard.LabelSelectorIn(s.opts.LabelKey, parts)
+	case s.opts.Filtered:
+		shardSelector, _ = s.opts.Partitioner.Selector(parts)
+	}
+	selector := shardSelector // the one whose echo is checked
+	setSelector := func(o *metav1.ListOptions) {
+		o.ShardSelector = shardSelector
+		o.LabelSelector = andSelectors(o.LabelSelector, labelSelector)
 	}
 	inner := s.opts.ListWatch
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.ShardSelector = selector
+			setSelector(&o)
 			list, err := inner.ListWithContext(ctx, o)
 			if err != nil {
 				return nil, err
@@ -273,26 +311,69 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatc
 				}
 			}
 			kept := slices.DeleteFunc(items, func(o runtime.Object) bool { return !matcher(o) })
+			if s.opts.leaving != nil {
+				reportVanished(seg.inf.GetStore(), kept, s.opts.leaving)
+			}
 			if err := meta.SetList(list, kept); err != nil {
 				return nil, err
 			}
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.ShardSelector = selector
+			setSelector(&o)
 			w, err := inner.WatchWithContext(ctx, o)
 			if err != nil {
 				return nil, err
 			}
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				switch ev.Type {
-				case watch.Added, watch.Modified, watch.Deleted:
+				case watch.Added, watch.Modified:
 					return ev, matcher(ev.Object)
+				case watch.Deleted:
+					keep := matcher(ev.Object)
+					if keep && s.opts.leaving != nil {
+						s.opts.leaving(ev.Object)
+					}
+					return ev, keep
 				}
 				return ev, true // bookmarks and errors carry no object of a partition
 			}), nil
 		},
 	}}
+}
+
+// reportVanished tells leaving of every object in store that a relist's
+// items no longer have: the store is about to drop it.
+func reportVanished(store toolscache.Store, items []runtime.Object, leaving func(runtime.Object)) {
+	if len(store.ListKeys()) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(items))
+	for _, it := range items {
+		if k, err := toolscache.MetaNamespaceKeyFunc(it); err == nil {
+			listed[k] = true
+		}
+	}
+	for _, obj := range store.List() {
+		if k, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil && !listed[k] {
+			if o, ok := obj.(runtime.Object); ok {
+				leaving(o)
+			}
+		}
+	}
+}
+
+// andSelectors joins two label selectors: objects must match both. The
+// ListWatch's own selector (a cache that holds only some labels, say) is
+// kept beside the partition label's.
+func andSelectors(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
 }
 
 // echoes reports whether a LIST response says the server applied selector.
@@ -356,9 +437,11 @@ func (s *Segmented) owns(seg *segment, obj any) bool {
 	return ok && s.held.Has(p) && seg.parts.Has(p) && s.speakerOf(p) == seg
 }
 
-// partitionOf returns the partition of a stored object (or of the object a
-// DeletedFinalStateUnknown carries) by the ring's partition function; ok is
-// false for an object without metadata, or without UID under the uid scheme.
+// partitionOf returns the partition an object (or the object a
+// DeletedFinalStateUnknown carries) is stored under: by the ring's partition
+// function of the server's hash, or the partition its label names. ok is
+// false for an object without metadata, without UID under the uid scheme, or
+// without a valid partition label.
 func (s *Segmented) partitionOf(obj any) (p int, ok bool) {
 	if d, isDeleted := obj.(toolscache.DeletedFinalStateUnknown); isDeleted {
 		obj = d.Obj
@@ -366,6 +449,9 @@ func (s *Segmented) partitionOf(obj any) (p int, ok bool) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return -1, false
+	}
+	if s.opts.LabelKey != "" {
+		return shard.ParsePartitionLabel(m.GetLabels()[s.opts.LabelKey], s.opts.Partitions)
 	}
 	return s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
 }
@@ -532,11 +618,17 @@ func (s *Segmented) List() []any {
 // ListNamespace returns the cached objects of namespace in the held
 // partitions, each once.
 func (s *Segmented) ListNamespace(namespace string) ([]any, error) {
+	return s.ByIndex(toolscache.NamespaceIndex, namespace)
+}
+
+// ByIndex returns the cached objects of the held partitions whose index
+// name has value, each once.
+func (s *Segmented) ByIndex(name, value string) ([]any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []any
 	for _, seg := range s.segments {
-		items, err := seg.inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		items, err := seg.inf.GetIndexer().ByIndex(name, value)
 		if err != nil {
 			return nil, err
 		}
@@ -559,28 +651,37 @@ func (s *Segmented) Held() shard.PartitionSet {
 // GetStore returns a read-only view of the held objects (List, ListKeys,
 // Get, GetByKey), for code written against an informer's store, such as a
 // source's replay. Its writes fail: the segments own their stores.
-func (s *Segmented) GetStore() toolscache.Store { return segmentedStore{s} }
+func (s *Segmented) GetStore() toolscache.Store { return readOnlyStore{s} }
 
-// segmentedStore is the read-only Store of a Segmented.
-type segmentedStore struct{ s *Segmented }
+// storeReader is what a readOnlyStore reads: a sharded informer's merged
+// content.
+type storeReader interface {
+	List() []any
+	GetByKey(key string) (any, bool, error)
+}
+
+// readOnlyStore is the Store of a sharded informer (Segmented, Labelled):
+// reads of the objects it serves; writes fail, its informers own their
+// stores.
+type readOnlyStore struct{ s storeReader }
 
 var errReadOnlyStore = errors.New("cache: the store of a sharded cache is read-only")
 
-func (v segmentedStore) Add(any) error               { return errReadOnlyStore }
-func (v segmentedStore) Update(any) error            { return errReadOnlyStore }
-func (v segmentedStore) Delete(any) error            { return errReadOnlyStore }
-func (v segmentedStore) Replace([]any, string) error { return errReadOnlyStore }
-func (v segmentedStore) Resync() error               { return nil }
-func (v segmentedStore) Bookmark(string)             {}
-func (v segmentedStore) LastStoreSyncResourceVersion() string {
+func (v readOnlyStore) Add(any) error               { return errReadOnlyStore }
+func (v readOnlyStore) Update(any) error            { return errReadOnlyStore }
+func (v readOnlyStore) Delete(any) error            { return errReadOnlyStore }
+func (v readOnlyStore) Replace([]any, string) error { return errReadOnlyStore }
+func (v readOnlyStore) Resync() error               { return nil }
+func (v readOnlyStore) Bookmark(string)             {}
+func (v readOnlyStore) LastStoreSyncResourceVersion() string {
 	return "" // one per segment; none speaks for the view
 }
-func (v segmentedStore) List() []any { return v.s.List() }
-func (v segmentedStore) GetByKey(key string) (any, bool, error) {
+func (v readOnlyStore) List() []any { return v.s.List() }
+func (v readOnlyStore) GetByKey(key string) (any, bool, error) {
 	return v.s.GetByKey(key)
 }
 
-func (v segmentedStore) ListKeys() []string {
+func (v readOnlyStore) ListKeys() []string {
 	items := v.s.List()
 	keys := make([]string, 0, len(items))
 	for _, obj := range items {
@@ -591,7 +692,7 @@ func (v segmentedStore) ListKeys() []string {
 	return keys
 }
 
-func (v segmentedStore) Get(obj any) (any, bool, error) {
+func (v readOnlyStore) Get(obj any) (any, bool, error) {
 	k, err := toolscache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return nil, false, err

@@ -1,0 +1,158 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// labeller writes partition labels: the label of an object names the
+// partition of the request it maps to. An object is labelled by the replica
+// where that partition is active (one at a time, so each object is written
+// once), or, when its label names another partition, by a replica where
+// the named one is active (the only replicas that see it).
+type labeller struct {
+	l       *Labelled
+	queue   workqueue.TypedRateLimitingInterface[string]
+	limiter flowcontrol.RateLimiter // nil: no bound
+	once    sync.Once
+}
+
+// labelWorkers is how many patches are in flight at once per kind.
+const labelWorkers = 4
+
+func newLabeller(l *Labelled, qps float64) *labeller {
+	lb := &labeller{
+		l: l,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: ""}),
+	}
+	if qps > 0 {
+		lb.limiter = flowcontrol.NewTokenBucketRateLimiter(float32(qps), max(1, int(qps)))
+	}
+	return lb
+}
+
+// wants returns the label obj must carry, and whether this replica should
+// write it now: the label is missing or wrong, and the partition it must
+// name, or the one it names, is active here.
+func (lb *labeller) wants(obj any) (key, value string, ok bool) {
+	l := lb.l
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetDeletionTimestamp() != nil {
+		return "", "", false
+	}
+	desired, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj)
+	if !ok {
+		return "", "", false
+	}
+	current, valid := shard.ParsePartitionLabel(m.GetLabels()[l.opts.LabelKey], l.opts.Partitioner.Count())
+	if valid && current == desired {
+		return "", "", false
+	}
+	l.mu.Lock()
+	allowed := l.forbidden == "" && (l.active.Has(desired) || (valid && l.active.Has(current)))
+	l.mu.Unlock()
+	if !allowed {
+		return "", "", false
+	}
+	return shard.KeyOf(m.GetNamespace(), m.GetName()), shard.PartitionLabelValue(desired), true
+}
+
+// consider queues obj for labelling if it needs it here.
+func (lb *labeller) consider(obj any) {
+	if key, _, ok := lb.wants(obj); ok {
+		lb.queue.Add(key)
+	}
+}
+
+// run works the queue until ctx ends.
+func (lb *labeller) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range labelWorkers {
+		wg.Go(func() {
+			for lb.work(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	lb.queue.ShutDown()
+	wg.Wait()
+}
+
+// work labels one queued object; false once the queue is shut down.
+func (lb *labeller) work(ctx context.Context) bool {
+	key, quit := lb.queue.Get()
+	if quit {
+		return false
+	}
+	defer lb.queue.Done(key)
+	l := lb.l
+	obj := l.find(key)
+	if obj == nil {
+		lb.queue.Forget(key) // deleted, or no longer held
+		return true
+	}
+	_, value, ok := lb.wants(obj)
+	if !ok {
+		lb.queue.Forget(key)
+		return true
+	}
+	if lb.limiter != nil {
+		if err := lb.limiter.Wait(ctx); err != nil {
+			return true
+		}
+	}
+	m, _ := meta.Accessor(obj)
+	l.stats.Patches.Add(1)
+	err := l.opts.Client.PatchLabels(ctx, m.GetNamespace(), m.GetName(), map[string]string{l.opts.LabelKey: value})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		lb.queue.Forget(key)
+	case apierrors.IsForbidden(err):
+		l.stats.PatchErrors.Add(1)
+		l.mu.Lock()
+		first := l.forbidden == ""
+		l.forbidden = "the API server refuses to patch the kind's labels (" + err.Error() + "): its unlabelled objects stay cached by every replica that holds their partition, and are listed again when partitions move; grant the ring's service account patch on the kind"
+		l.mu.Unlock()
+		if first {
+			l.log.Error(err, "cannot write partition labels; grant patch on this kind to the ring's service account")
+		}
+		lb.queue.Forget(key)
+	default:
+		l.stats.PatchErrors.Add(1)
+		if ctx.Err() == nil {
+			l.log.V(1).Info("labelling failed; retrying", "key", key, "error", err.Error())
+			lb.queue.AddRateLimited(key)
+		}
+	}
+	return true
+}
+
+// find returns the newest state of key in any view or the pending set,
+// whatever partition it is in (nil when none holds it).
+func (l *Labelled) find(key string) any {
+	var found any
+	if obj, ok, _ := l.segs.GetByKey(key); ok {
+		found = obj
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.pending[key]; ok && (found == nil || newer(p.obj, found)) {
+		found = p.obj
+	}
+	if v := l.speaker(); v != nil {
+		if obj, ok, _ := v.inf.GetStore().GetByKey(key); ok && (found == nil || newer(obj, found)) {
+			found = obj
+		}
+	}
+	return found
+}
