@@ -2,10 +2,15 @@ module github.com/kshard/kshard/controller/crshard
 
 go 1.26.0
 
+// github.com/kshard/kshard is required at the version both modules are
+// released at (docs/install.md). In the repository, go.work resolves that
+// version to the checkout until it is tagged; make tidy tidies this module
+// (go mod tidy ignores go.work).
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/kshard/kshard v0.0.0-00010101000000-000000000000
+	github.com/kshard/kshard v0.1.0
 	github.com/prometheus/client_golang v1.25.0
+	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
@@ -52,7 +57,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.36.3 // indirect
 	k8s.io/apiextensions-apiserver v0.36.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
@@ -61,7 +65,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The adapter is developed in the kshard repository and built against the
-// kshard code beside it; a released adapter requires a released kshard.
-replace github.com/kshard/kshard => ../..
