@@ -311,7 +311,28 @@ func (l *Labelled) SetActive(set shard.PartitionSet) {
 	if gained.IsEmpty() {
 		return
 	}
-	for _, obj := range l.views(gained) {
+	l.rescan()
+}
+
+// rescan offers every object the views and the pending set hold to the
+// labeller, which takes those that need a label here now: after the
+// active partitions grew, or a new unlabelled view synced. Strays count:
+// an object whose label names a partition now active here, whatever its
+// own.
+func (l *Labelled) rescan() {
+	for _, obj := range l.segs.List() {
+		l.labeller.consider(obj)
+	}
+	l.mu.Lock()
+	var objs []any
+	if v := l.speaker(); v != nil {
+		objs = v.inf.GetStore().List()
+	}
+	for _, p := range l.pending {
+		objs = append(objs, p.obj)
+	}
+	l.mu.Unlock()
+	for _, obj := range objs {
 		l.labeller.consider(obj)
 	}
 }
@@ -417,20 +438,9 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 		rescan := !l.active.Intersect(v.keeps).IsEmpty()
 		l.mu.Unlock()
 		if rescan {
-			l.rescanActive() // label what it listed of the active partitions
+			l.rescan() // label what it listed of the active partitions
 		}
 	})
-}
-
-// rescanActive offers every object of the active partitions to the
-// labeller again (after a new unlabelled view has synced).
-func (l *Labelled) rescanActive() {
-	l.mu.Lock()
-	active := l.active.Clone()
-	l.mu.Unlock()
-	for _, obj := range l.views(active) {
-		l.labeller.consider(obj)
-	}
 }
 
 // keep decides whether view v stores obj, and marks the partition dirty

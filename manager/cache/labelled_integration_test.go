@@ -30,10 +30,13 @@ func (c configMapClient) Get(ctx context.Context, ns, name string) (runtime.Obje
 	return c.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (c configMapClient) PatchLabels(ctx context.Context, ns, name string, labels map[string]string) error {
+func (c configMapClient) PatchLabels(ctx context.Context, ns, name string, labels map[string]string) (string, error) {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	_, err := c.cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
+	cm, err := c.cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return "", err
+	}
+	return cm.ResourceVersion, nil
 }
 
 // labelledReplica is one Labelled over the fixture's ConfigMaps, with a

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,15 +23,31 @@ type labeller struct {
 	l       *Labelled
 	queue   workqueue.TypedRateLimitingInterface[string]
 	limiter flowcontrol.RateLimiter // nil: no bound
-	once    sync.Once
+
+	// written remembers the resourceVersion each recent patch produced:
+	// until a view shows that version, events of the object still carry
+	// the old label, and must not make it be written again.
+	mu      sync.Mutex
+	written map[string]writtenLabel
 }
+
+// writtenLabel is a patch sent: the version it made and when.
+type writtenLabel struct {
+	rv uint64
+	at time.Time
+}
+
+// writtenTTL bounds how long a patch is remembered: a view that has not
+// shown its version by then (a watch gap) lets the object be labelled
+// again.
+const writtenTTL = time.Minute
 
 // labelWorkers is how many patches are in flight at once per kind.
 const labelWorkers = 4
 
 func newLabeller(l *Labelled, qps float64) *labeller {
 	lb := &labeller{
-		l: l,
+		l: l, written: map[string]writtenLabel{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ""}),
@@ -58,13 +75,53 @@ func (lb *labeller) wants(obj any) (key, value string, ok bool) {
 	if valid && current == desired {
 		return "", "", false
 	}
+	key = shard.KeyOf(m.GetNamespace(), m.GetName())
+	if lb.pendingWrite(key, resourceVersion(obj)) {
+		return "", "", false
+	}
 	l.mu.Lock()
 	allowed := l.forbidden == "" && (l.active.Has(desired) || (valid && l.active.Has(current)))
 	l.mu.Unlock()
 	if !allowed {
 		return "", "", false
 	}
-	return shard.KeyOf(m.GetNamespace(), m.GetName()), shard.PartitionLabelValue(desired), true
+	return key, shard.PartitionLabelValue(desired), true
+}
+
+// pendingWrite reports whether a patch of key was sent whose version is
+// newer than rv (the state an event shows): the label is on its way.
+func (lb *labeller) pendingWrite(key string, rv uint64) bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	w, ok := lb.written[key]
+	switch {
+	case !ok:
+		return false
+	case rv >= w.rv || time.Since(w.at) > writtenTTL:
+		delete(lb.written, key)
+		return false
+	}
+	return true
+}
+
+// wrote remembers that a patch of key made version rv, and forgets
+// patches older than writtenTTL.
+func (lb *labeller) wrote(key, rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if len(lb.written) > 1024 {
+		for k, w := range lb.written {
+			if now.Sub(w.at) > writtenTTL {
+				delete(lb.written, k)
+			}
+		}
+	}
+	lb.written[key] = writtenLabel{rv: v, at: now}
 }
 
 // consider queues obj for labelling if it needs it here.
@@ -113,9 +170,12 @@ func (lb *labeller) work(ctx context.Context) bool {
 	}
 	m, _ := meta.Accessor(obj)
 	l.stats.Patches.Add(1)
-	err := l.opts.Client.PatchLabels(ctx, m.GetNamespace(), m.GetName(), map[string]string{l.opts.LabelKey: value})
+	rv, err := l.opts.Client.PatchLabels(ctx, m.GetNamespace(), m.GetName(), map[string]string{l.opts.LabelKey: value})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+		lb.wrote(key, rv)
+		lb.queue.Forget(key)
+	case apierrors.IsNotFound(err):
 		lb.queue.Forget(key)
 	case apierrors.IsForbidden(err):
 		l.stats.PatchErrors.Add(1)

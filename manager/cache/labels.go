@@ -21,8 +21,9 @@ type ObjectClient interface {
 	// apierrors NotFound error.
 	Get(ctx context.Context, namespace, name string) (runtime.Object, error)
 	// PatchLabels merges labels into the object's metadata.labels (a JSON
-	// merge patch of metadata only).
-	PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) error
+	// merge patch of metadata only) and returns the object's new
+	// resourceVersion.
+	PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) (resourceVersion string, err error)
 }
 
 // requestPartition returns the partition of the request obj maps to under

@@ -483,13 +483,16 @@ func (o objectClient) Get(ctx context.Context, namespace, name string) (runtime.
 	return o.get(ctx, namespace, name)
 }
 
-func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) error {
+func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) (string, error) {
 	patch, err := labelPatch(labels)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
+	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return "", err
+	}
+	return got.ResourceVersion, nil
 }
 
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
