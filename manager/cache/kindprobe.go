@@ -59,6 +59,9 @@ func (c *Cache) reprobeFor(gvk schema.GroupVersionKind, mapping *meta.RESTMappin
 	}
 	return func(ctx context.Context) ShardProbe {
 		probe := c.probeKind(ctx, mapping)
+		if ctx.Err() != nil {
+			return probe // stopping: the probe failed for that alone
+		}
 		m := modeOfProbe(probe)
 		c.mu.Lock()
 		// The entry is published before its Segmented runs, and only a
