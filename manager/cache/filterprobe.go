@@ -185,7 +185,7 @@ func (p *filterProbe) observe(a probeAnswer) {
 		switch {
 		case p.decidedByOutsider(req, a):
 		case len(a.items) > 0: // in the selected partition: the name was taken again
-			p.undecided("replaced")
+			p.undecided("was replaced by a namesake")
 		default:
 			p.step = stepConfirm
 		}
@@ -196,7 +196,7 @@ func (p *filterProbe) observe(a probeAnswer) {
 				return
 			}
 		}
-		p.undecided("deleted or replaced")
+		p.undecided("was deleted or replaced")
 	}
 }
 
@@ -222,21 +222,21 @@ func (p *filterProbe) chooseWitness(a probeAnswer) bool {
 	p.witness, p.witnesses = a.items[0], p.witnesses+1
 	part, ok := p.rp.PartitionOfObject(p.witness.namespace, p.witness.uid)
 	if !ok {
-		p.undecided("without a UID")
+		p.undecided("has no UID")
 		return true
 	}
 	p.partition, p.step = part, stepExclude
 	return true
 }
 
-// undecided gives up on the witness: another one, or Retry after
-// maxWitnesses.
-func (p *filterProbe) undecided(what string) {
+// undecided gives up on the witness, for the reason why: another one, or
+// Retry after maxWitnesses.
+func (p *filterProbe) undecided(why string) {
 	if p.witnesses < maxWitnesses {
 		p.step = stepWitness
 		return
 	}
-	p.finish(ShardProbe{Retry: true, Reason: fmt.Sprintf("the probe's test object of %s, %s, was %s while probing, after %d others like it: probed again at the next object", p.resource, p.witness, what, maxWitnesses-1)})
+	p.finish(ShardProbe{Retry: true, Reason: fmt.Sprintf("the probe could not decide: %d test objects of %s in a row were deleted, replaced or unusable while probing (the last, %s, %s); probed again at the next object", maxWitnesses, p.resource, p.witness, why)})
 }
 
 func (p *filterProbe) finish(r ShardProbe) {
