@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -103,6 +104,9 @@ type entry struct {
 	mapping  *meta.RESTMapping
 	mode     KindMode
 	route    shard.Route // the route its partitions are told by (labels mode)
+	// reprobed is the mode a probe at the kind's first object chose
+	// (reprobeFor); nil until then. mode stays the first decision.
+	reprobed atomic.Pointer[KindMode]
 }
 
 // partitionedInformer is the informer of a sharded kind: it holds the
@@ -236,7 +240,7 @@ func (c *Cache) SharedInformer(ctx context.Context, obj Object) (toolscache.Shar
 		return nil, err
 	}
 	if e.part != nil {
-		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.mode.Mode)
+		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.currentMode().Mode)
 	}
 	return e.informer, nil
 }

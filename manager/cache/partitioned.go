@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/dynamic"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -128,11 +127,12 @@ const (
 	// the replica's partitions; the cache holds only those.
 	ModeSharded = "sharded"
 	// ModeFallback: sharding was asked for, but the API server does not
-	// filter the kind (no feature gate, an old server, a custom resource
-	// whose LIST echoes no ShardInfo in 1.36, or the probe failed): one
-	// informer lists, watches and stores the whole kind, as a full cache
-	// does (the memory is not saved), and reads and events are filtered on
-	// the client, so the cache still answers only for held partitions.
+	// filter the kind (no feature gate, an old server, or the probe
+	// failed), or the kind has no object yet to prove it does (probed
+	// again at its first, ProbeShardFiltering): one informer lists,
+	// watches and stores the whole kind, as a full cache does (the memory
+	// is not saved), and reads and events are filtered on the client, so
+	// the cache still answers only for held partitions.
 	ModeFallback = "fallback"
 	// ModeLabels: the kind is listed and watched by the ring's partition
 	// label (Sharding.Labels): the cache holds only the held partitions'
@@ -155,6 +155,10 @@ type KindMode struct {
 	// LabelPatches counts the label patches sent and ConfirmReads the live
 	// reads of objects that left a label selector (ModeLabels).
 	LabelPatches, ConfirmReads int64
+
+	// reprobe: in fallback only because the probe could not decide (the
+	// kind had no object to test with); probed again at its first object.
+	reprobe bool
 }
 
 // ModeReport returns how every kind created so far is cached, sorted by
@@ -164,7 +168,7 @@ func (c *Cache) ModeReport() []KindMode {
 	defer c.mu.Unlock()
 	out := make([]KindMode, 0, len(c.informers))
 	for key, e := range c.informers {
-		m := e.mode
+		m := e.currentMode()
 		m.Kind = key.gvk
 		if e.part != nil {
 			m.ObjectsListed = e.part.ObjectsListed()
@@ -312,8 +316,10 @@ func (c *Cache) labelRoute(key informerKey) (shard.Route, string) {
 
 // shardingFor decides how the kind of key is cached, and by which route its
 // labels are told (ModeLabels). It probes the API server once per kind
-// where a shard selector could serve, retrying while the server is
-// unreachable; a probe that fails otherwise falls back, logged.
+// where a shard selector could serve (probeServer), retrying while the
+// server is unreachable; a probe that fails otherwise falls back, logged.
+// A kind that had no object to probe with falls back until its first
+// (reprobeFor), or is labelled where labels are on.
 func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.RESTMapping) (KindMode, shard.Route) {
 	sh := c.sharding
 	switch {
@@ -345,32 +351,6 @@ func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.
 		return KindMode{Mode: ModeFull, Reason: denied}, 0
 	}
 	return KindMode{Mode: ModeLabels}, route
-}
-
-// probeServer asks the API server whether it filters the kind by a shard
-// selector: ModeSharded when it does, ModeFallback with the reason when not.
-func (c *Cache) probeServer(ctx context.Context, mapping *meta.RESTMapping) KindMode {
-	sh := c.sharding
-	selector, err := sh.Partitioner.Selector(shard.NewPartitionSet(sh.Partitioner.Count(), 0))
-	if err == nil {
-		var dc dynamic.Interface
-		if dc, err = dynamic.NewForConfigAndClient(c.config, c.httpClient); err == nil {
-			ns, _ := c.namespaceFor(mapping)
-			var probe ShardProbe
-			// Patient like the informers: a replica started while the API
-			// server is unreachable must not settle for the fallback.
-			probe, err = retryUnreachable(ctx, func() (ShardProbe, error) {
-				return ProbeShardSelector(ctx, dc, mapping.Resource, ns, selector)
-			})
-			if err == nil {
-				if probe.Filtered {
-					return KindMode{Mode: ModeSharded}
-				}
-				return KindMode{Mode: ModeFallback, Reason: probe.Reason}
-			}
-		}
-	}
-	return KindMode{Mode: ModeFallback, Reason: fmt.Sprintf("probing the API server's sharded list failed (%v); listing the whole kind and filtering on the client", err)}
 }
 
 // canPatch asks the API server (a SelfSubjectAccessReview) whether this
@@ -408,6 +388,7 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		ListWatch:   lw.ListWatch,
 		Example:     example,
 		Filtered:    mode.Mode == ModeSharded,
+		Reprobe:     c.reprobeFor(gvk, mapping, mode),
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
 	})
 }

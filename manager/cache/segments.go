@@ -44,9 +44,20 @@ type SegmentedOptions struct {
 	// Required.
 	Example runtime.Object
 	// Filtered: the API server applies shard selectors to this resource
-	// (ProbeShardSelector said so). Otherwise the Segmented falls back to
+	// (ProbeShardFiltering said so). Otherwise the Segmented falls back to
 	// one informer of the whole resource, filtered on the client only.
 	Filtered bool
+	// Reprobe, for a Segmented that starts unfiltered because the probe
+	// had no object to test with (ShardProbe.Retry), asks again whether
+	// the server filters the resource. Run calls it on a goroutine it
+	// owns once the informer of the whole resource caches an object.
+	// Filtered: the Segmented moves to the server's filter (one segment
+	// lists the held partitions with the selector and replaces the whole
+	// informer once synced, so no partition stops being synced). Retry:
+	// asked again once an object is cached, no sooner than after a delay
+	// that doubles from 1 s to 5 minutes. Anything else is final.
+	// Default nil: the mode never changes.
+	Reprobe func(ctx context.Context) ShardProbe
 	// MaxSegments: more informers than this are compacted into one, off
 	// the handoff path. Default DefaultMaxSegments.
 	MaxSegments int
@@ -88,9 +99,12 @@ type Segmented struct {
 	segments []*segment // oldest first
 	handlers []*segmentedHandler
 	changed  chan struct{}
+	filtered bool // segments list with the server's filter: opts.Filtered, or Reprobe proved it
+
+	objectSeen chan struct{} // the whole informer cached an object, for Reprobe
 
 	listed     atomic.Int64 // objects the server returned to LISTs
-	unfiltered atomic.Int64 // LISTs with a selector that came back without its echo
+	unfiltered atomic.Int64 // LISTs with a shard selector the server did not apply (UnfilteredLists)
 }
 
 // segment is one informer and the partitions it was started for.
@@ -100,6 +114,7 @@ type segment struct {
 	cancel   context.CancelFunc
 	synced   atomic.Bool
 	compacts bool // started to replace every older segment
+	filtered bool // lists with a selector (else: the whole resource)
 }
 
 // NewSegmented validates opts and returns a Segmented holding nothing; call
@@ -128,7 +143,10 @@ func NewSegmented(opts SegmentedOptions) (*Segmented, error) {
 	} else {
 		opts.Partitions = opts.Partitioner.Count()
 	}
-	return &Segmented{opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitions), changed: make(chan struct{}, 1)}, nil
+	return &Segmented{
+		opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitions),
+		changed: make(chan struct{}, 1), filtered: opts.Filtered, objectSeen: make(chan struct{}, 1),
+	}, nil
 }
 
 // Run owns the segments' informers until ctx ends, then stops them and
@@ -138,6 +156,9 @@ func (s *Segmented) Run(ctx context.Context) {
 	s.ctx = ctx
 	held := s.held.Clone()
 	s.held = shard.NewPartitionSet(held.Size())
+	if s.opts.Reprobe != nil && !s.filtered {
+		s.wg.Go(func() { s.reprobe(ctx) })
+	}
 	s.mu.Unlock()
 	if !held.IsEmpty() {
 		s.Hold(held) // what was asked before Run
@@ -174,7 +195,7 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 			kept := seg.parts.Intersect(s.held)
 			switch {
 			case kept.IsEmpty():
-			case s.opts.Filtered && !seg.compacts && !seg.synced.Load() && !kept.Equal(seg.parts):
+			case s.filtered && !seg.compacts && !seg.synced.Load() && !kept.Equal(seg.parts):
 				// Still listing partitions no longer held: restart it
 				// for the rest. Otherwise a segment caches its released
 				// partitions' objects (hidden, never served) until its last
@@ -194,14 +215,17 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 	}
 	switch {
 	case gained.IsEmpty():
-	case !s.opts.Filtered:
+	case !s.filtered:
 		// Fallback: one informer of everything, started once.
 		if len(s.segments) == 0 {
 			s.start(shard.FullPartitionSet(set.Size()), false)
 		} else {
 			s.signal()
 		}
-	case len(s.segments)+1 > s.opts.MaxSegments:
+	case len(s.segments)+1 > s.opts.MaxSegments || s.wholeRuns():
+		// A compaction replaces the whole informer of a fallback that
+		// moved to the server's filter only once it covers every held
+		// partition: one of the gained alone would leave it running.
 		s.start(s.held.Clone(), true)
 	default:
 		s.start(gained, false)
@@ -211,7 +235,7 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 // start runs a segment for parts. Call with s.mu held.
 func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	seg := &segment{parts: parts, cancel: cancel, compacts: compacts}
+	seg := &segment{parts: parts, cancel: cancel, compacts: compacts, filtered: s.filtered}
 	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
 	for name, f := range s.opts.Indexers {
 		indexers[name] = f
@@ -219,6 +243,9 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts, seg), s.opts.Example, toolscache.SharedIndexInformerOptions{Indexers: indexers})
 	if s.opts.Transform != nil {
 		_ = seg.inf.SetTransform(s.opts.Transform)
+	}
+	if !seg.filtered && s.opts.Reprobe != nil {
+		_, _ = seg.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.noteObject() }})
 	}
 	for _, h := range s.handlers {
 		s.register(seg, h)
@@ -257,14 +284,14 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 }
 
 // segmentListWatch turns client-go's watch-list off for a segment: its
-// initial state comes from a LIST, whose response echoes the shard selector
-// the server applied (ListMeta.ShardInfo), which a streamed watch does not.
-// The server filters a watch-list by the selector too, but streaming is
-// slower where it matters: measured at 100,000 objects (bench phase 9,
-// 2026-11-26), streamed segments formed 3 replicas in 6.3 s against 4.3 s,
-// rolled them in 18 s against 11 s with a handoff p99 of 1.52 s against
-// 0.89 s (each move waits for its new owner's segment), and peaked higher
-// (247 MiB against 235).
+// initial state comes from a LIST, whose response is checked as a whole
+// (UnfilteredLists), which a stream of events is not. The server filters a
+// watch-list by the selector too, but streaming is slower where it
+// matters: measured at 100,000 objects (bench phase 9, 2026-11-26),
+// streamed segments formed 3 replicas in 6.3 s against 4.3 s, rolled them
+// in 18 s against 11 s with a handoff p99 of 1.52 s against 0.89 s (each
+// move waits for its new owner's segment), and peaked higher (247 MiB
+// against 235).
 type segmentListWatch struct{ *toolscache.ListWatch }
 
 // IsWatchListSemanticsUnSupported tells the reflector to LIST.
@@ -282,10 +309,10 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 	switch {
 	case s.opts.LabelKey != "":
 		labelSelector, _ = shard.LabelSelectorIn(s.opts.LabelKey, parts)
-	case s.opts.Filtered:
+	case s.filtered:
 		shardSelector, _ = s.opts.Partitioner.Selector(parts)
 	}
-	selector := shardSelector // the one whose echo is checked
+	selector := shardSelector // the one whose application is checked
 	setSelector := func(o *metav1.ListOptions) {
 		o.ShardSelector = shardSelector
 		o.LabelSelector = andSelectors(o.LabelSelector, labelSelector)
@@ -302,15 +329,16 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			if err != nil {
 				return nil, err
 			}
-			s.listed.Add(int64(len(items)))
-			if selector != "" && !echoes(list, selector) {
+			listed := len(items)
+			s.listed.Add(int64(listed))
+			kept := slices.DeleteFunc(items, func(o runtime.Object) bool { return !matcher(o) })
+			if selector != "" && (len(kept) < listed || echoesAnother(list, selector)) {
 				// Another API server behind the same address may lack the
-				// gate: the client-side check below keeps the store exact.
+				// gate: the client-side check keeps the store exact.
 				if s.unfiltered.Add(1) == 1 {
-					s.log.Info("the API server did not echo the shard selector on a LIST; filtering on the client (HA control plane with the ShardedListAndWatch gate on some servers only?)")
+					s.log.Info("the API server returned objects outside the shard selector to a LIST; filtering on the client (HA control plane with the ShardedListAndWatch gate on some servers only?)")
 				}
 			}
-			kept := slices.DeleteFunc(items, func(o runtime.Object) bool { return !matcher(o) })
 			if s.opts.leaving != nil {
 				reportVanished(seg.inf.GetStore(), kept, s.opts.leaving)
 			}
@@ -376,19 +404,31 @@ func andSelectors(a, b string) string {
 	return a + "," + b
 }
 
-// echoes reports whether a LIST response says the server applied selector.
-func echoes(list runtime.Object, selector string) bool {
+// echoesAnother reports whether a LIST response says the server applied
+// another selector than the one sent. No echo at all says nothing: the
+// server filters custom resources without one (Kubernetes 1.36).
+func echoesAnother(list runtime.Object, selector string) bool {
 	a, ok := list.(metav1.ListMetaAccessor)
 	if !ok {
 		return false
 	}
 	m, ok := a.GetListMeta().(*metav1.ListMeta)
-	return ok && m.ShardInfo != nil && m.ShardInfo.Selector == selector
+	return ok && m.ShardInfo != nil && m.ShardInfo.Selector != selector
 }
 
 // UnfilteredLists counts the LISTs sent with a shard selector whose
-// response did not echo it (the server ignored it; the client filtered).
+// response shows the server did not apply it: it held objects outside the
+// selector (the client dropped them), or echoed another selector.
 func (s *Segmented) UnfilteredLists() int64 { return s.unfiltered.Load() }
+
+// Filtered reports whether the segments list and watch with a selector the
+// API server applies: SegmentedOptions.Filtered (or LabelKey), or Reprobe
+// has proved since that the server filters.
+func (s *Segmented) Filtered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.filtered
+}
 
 // signal notes that SyncedPartitions may have changed. Never blocks.
 func (s *Segmented) signal() {
