@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +53,7 @@ func TestLabelTampering(t *testing.T) {
 
 		window := r.between(20*time.Second, 30*time.Second)
 		began = time.Now()
-		tm := startTamperer(h.Client(), labels, keys, r.rng.Uint64())
+		tm := startTamperer(r.t, h, labels, keys, r.rng.Uint64())
 		r.pause(window/3, 2*window/3)
 		victim := ids[r.rng.IntN(len(ids))]
 		exit := r.stop(h, victim)
@@ -189,6 +191,9 @@ type tamperer struct {
 	labels partitionLabels
 	keys   []string // "namespace/name"
 	rng    *rand.Rand
+	// log gets one line per change, beside the records (kept when the
+	// round fails), to tell what happened to a key.
+	log *os.File
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -197,19 +202,27 @@ type tamperer struct {
 	counts tamperCounts
 }
 
-// startTamperer starts tampering with the labels of keys (from
-// CreateConfigMaps with spread objects), with its own random source.
-func startTamperer(client kubernetes.Interface, labels partitionLabels, keys []string, seed uint64) *tamperer {
+// startTamperer starts tampering with the labels of keys (from h's
+// CreateConfigMaps with spread objects), with its own random source; the
+// test's cleanup stops it.
+func startTamperer(t *testing.T, h *harness.Harness, labels partitionLabels, keys []string, seed uint64) *tamperer {
+	t.Helper()
+	log, err := os.Create(filepath.Join(filepath.Dir(h.RecordDir()), "tamper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tm := &tamperer{
-		client: client, labels: labels, keys: keys, rng: rand.New(rand.NewPCG(seed, 1)),
+		client: h.Client(), labels: labels, keys: keys, rng: rand.New(rand.NewPCG(seed, 1)), log: log,
 		cancel: cancel, done: make(chan struct{}), counts: tamperCounts{done: map[string]int{}},
 	}
 	go tm.run(ctx)
+	t.Cleanup(func() { tm.stop() })
 	return tm
 }
 
-// stop ends the tampering, waits for it and returns what it did.
+// stop ends the tampering, waits for it and returns what it did. Calling
+// it again returns the same.
 func (tm *tamperer) stop() tamperCounts {
 	tm.cancel()
 	<-tm.done
@@ -222,6 +235,7 @@ func (tm *tamperer) stop() tamperCounts {
 // object in four gets a second change at once.
 func (tm *tamperer) run(ctx context.Context) {
 	defer close(tm.done)
+	defer tm.log.Close()
 	for {
 		wait := 20*time.Millisecond + time.Duration(tm.rng.Int64N(int64(130*time.Millisecond)))
 		select {
@@ -244,10 +258,12 @@ func (tm *tamperer) run(ctx context.Context) {
 
 // apply does action to the object of key and counts the outcome.
 func (tm *tamperer) apply(ctx context.Context, key, action string) {
-	done, err := tm.do(ctx, key, action)
+	sent := time.Now()
+	value, done, err := tm.do(ctx, key, action)
 	if ctx.Err() != nil {
 		return
 	}
+	fmt.Fprintf(tm.log, "%d %d %s: %s %q done=%t err=%v\n", sent.UnixNano(), time.Now().UnixNano(), key, action, value, done, err)
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	switch {
@@ -261,9 +277,10 @@ func (tm *tamperer) apply(ctx context.Context, key, action string) {
 	}
 }
 
-// do sends action's request; done is false when there was nothing to do
-// (a strip of an object without the label).
-func (tm *tamperer) do(ctx context.Context, key, action string) (done bool, err error) {
+// do sends action's request; value is the label value it set (none for a
+// strip or a replace), and done is false when there was nothing to do (a
+// strip of an object without the label).
+func (tm *tamperer) do(ctx context.Context, key, action string) (value string, done bool, err error) {
 	namespace, name, _ := strings.Cut(key, "/")
 	cms := tm.client.CoreV1().ConfigMaps(namespace)
 	switch action {
@@ -272,13 +289,13 @@ func (tm *tamperer) do(ctx context.Context, key, action string) (done bool, err 
 		path := "/metadata/labels/" + strings.ReplaceAll(strings.ReplaceAll(tm.labels.key, "~", "~0"), "/", "~1")
 		patch, err := json.Marshal([]map[string]string{{"op": "remove", "path": path}})
 		if err != nil {
-			return false, err
+			return "", false, err
 		}
 		_, err = cms.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
 		if apierrors.IsInvalid(err) {
-			return false, nil // no label to remove
+			return "", false, nil // no label to remove
 		}
-		return err == nil, err
+		return "", err == nil, err
 	case tamperOther, tamperGarbage:
 		value := tm.otherPartition(key)
 		if action == tamperGarbage {
@@ -286,15 +303,15 @@ func (tm *tamperer) do(ctx context.Context, key, action string) (done bool, err 
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{tm.labels.key: value}}})
 		if err != nil {
-			return false, err
+			return value, false, err
 		}
 		_, err = cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err == nil, err
+		return value, err == nil, err
 	case tamperReplace:
 		for attempt := 0; ; attempt++ {
 			cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, err
+				return "", false, err
 			}
 			delete(cm.Labels, tm.labels.key)
 			cm.ManagedFields = nil // a manifest carries none
@@ -302,10 +319,10 @@ func (tm *tamperer) do(ctx context.Context, key, action string) (done bool, err 
 			if apierrors.IsConflict(err) && attempt < 5 {
 				continue // the writer or a labeller wrote it meanwhile
 			}
-			return err == nil, err
+			return "", err == nil, err
 		}
 	}
-	return false, fmt.Errorf("unknown tampering %q", action)
+	return "", false, fmt.Errorf("unknown tampering %q", action)
 }
 
 // otherPartition is a valid label value naming a partition other than
