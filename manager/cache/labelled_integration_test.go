@@ -187,26 +187,7 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	victimP := p.Partition(victim)
 	// Read it continuously while third parties change its label: never
 	// NotFound, never a delete event.
-	var readErr error
-	var readMu sync.Mutex
-	stopReads := make(chan struct{})
-	readsDone := make(chan struct{})
-	go func() {
-		defer close(readsDone)
-		for {
-			select {
-			case <-stopReads:
-				return
-			default:
-			}
-			if _, ok, err := a.lab.GetByKey(victim); (!ok || err != nil) && readErr == nil {
-				readMu.Lock()
-				readErr = fmt.Errorf("GetByKey(%s) = found %v, %v while the object exists", victim, ok, err)
-				readMu.Unlock()
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	stopReading := readContinuously(a.lab, victim)
 	relabelled := func(what string) {
 		awaitCond(t, "the victim relabelled after "+what, 30*time.Second, func() bool {
 			cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
@@ -248,13 +229,9 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 		obj, ok, _ := a.lab.GetByKey(victim)
 		return ok && obj.(*corev1.ConfigMap).Data["replaced"] == "yes"
 	})
-	close(stopReads)
-	<-readsDone
-	readMu.Lock()
-	if readErr != nil {
-		t.Error(readErr)
+	if misses, reads := stopReading(); len(misses) > 0 {
+		t.Errorf("%d of %d reads missed %s while it existed: %v", len(misses), reads, victim, misses[:min(len(misses), 5)])
 	}
-	readMu.Unlock()
 	if a.deleted(victim) {
 		t.Errorf("replica A's handler was told %s was deleted while it existed", victim)
 	}
@@ -354,32 +331,12 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	// views again and again as third parties change its label and the
 	// replicas restore it: a read never misses one.
 	victims := a.cachedKeys()
-	stopReads, readsDone = make(chan struct{}), make(chan struct{})
-	var misses []string
-	readCount := 0
-	go func() {
-		defer close(readsDone)
-		for {
-			select {
-			case <-stopReads:
-				return
-			default:
-			}
-			for _, key := range victims {
-				if _, ok, err := a.lab.GetByKey(key); !ok || err != nil {
-					misses = append(misses, fmt.Sprintf("%s (found %t, %v)", key, ok, err))
-				}
-				readCount++
-			}
-		}
-	}()
+	stopReading = readContinuously(a.lab, victims...)
 	// Deferred, so the misses are reported even if the relabelling below
 	// times out.
 	defer func() {
-		close(stopReads)
-		<-readsDone
-		if len(misses) > 0 {
-			t.Errorf("%d of %d reads missed an object that existed while its label changed, first %v", len(misses), readCount, misses[:min(len(misses), 5)])
+		if misses, reads := stopReading(); len(misses) > 0 {
+			t.Errorf("%d of %d reads missed an object that existed while its label changed, first %v", len(misses), reads, misses[:min(len(misses), 5)])
 		}
 	}()
 	edits := []struct {
@@ -412,6 +369,36 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 		}
 		return fmt.Sprintf("replica A caches %d objects, want %d; wrong labels (list error %v): %v", len(a.cachedKeys()), len(keysIn(t, cs, p, heldA)), err, wrong)
 	})
+}
+
+// readContinuously reads keys from lab in a loop until the returned stop
+// function is called, which returns the reads that found nothing or failed
+// and how many reads there were.
+func readContinuously(lab *cache.Labelled, keys ...string) (stop func() (misses []string, reads int)) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	var misses []string
+	reads := 0
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, key := range keys {
+				if _, ok, err := lab.GetByKey(key); !ok || err != nil {
+					misses = append(misses, fmt.Sprintf("%s (found %t, %v)", key, ok, err))
+				}
+				reads++
+			}
+		}
+	}()
+	return func() ([]string, int) {
+		close(done)
+		<-stopped
+		return misses, reads
+	}
 }
 
 // labelsRestored reports whether every fixture ConfigMap carries its own
