@@ -271,6 +271,9 @@ func (l *Labelled) signal() {
 // segments follow set; the unlabelled view keeps the gained partitions it
 // has dropped nothing of, and a new one is listed when it has.
 func (l *Labelled) Hold(set shard.PartitionSet) {
+	l.mu.Lock()
+	l.strand(l.held.Difference(set), set)
+	l.mu.Unlock()
 	l.segs.Hold(set)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -300,9 +303,34 @@ func (l *Labelled) Hold(set shard.PartitionSet) {
 	l.signal()
 }
 
+// strand makes pending the objects that the label segments store under a
+// partition of released but that map to a partition of kept: labelled with
+// another partition than their own (a third party's edit), they were
+// served through their label's segment, which the release hides without a
+// deletion. Pending, they stay served until they are relabelled into a
+// view or a live read finds them gone. Call with l.mu held, before the
+// segments are told.
+func (l *Labelled) strand(released, kept shard.PartitionSet) {
+	if released.IsEmpty() {
+		return
+	}
+	now := time.Now()
+	for _, obj := range l.segs.List() {
+		labelled, ok := l.segs.partitionOf(obj)
+		if !ok || !released.Has(labelled) {
+			continue
+		}
+		if p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj); ok && kept.Has(p) {
+			key, uid := keyAndUID(obj)
+			l.markPending(key, uid, obj, now)
+		}
+	}
+}
+
 // SetActive tells the cache which partitions are active on this replica:
-// their unlabelled objects are labelled from now on. The coordinator calls
-// it as it activates and revokes.
+// their unlabelled objects, and the objects labelled with them that map to
+// another partition, are labelled from now on. The coordinator calls it as
+// it activates and revokes.
 func (l *Labelled) SetActive(set shard.PartitionSet) {
 	l.mu.Lock()
 	gained := set.Difference(l.active)
@@ -317,8 +345,10 @@ func (l *Labelled) SetActive(set shard.PartitionSet) {
 // rescan offers every object the views and the pending set hold to the
 // labeller, which takes those that need a label here now: after the
 // active partitions grew, or a new unlabelled view synced. Strays count:
-// an object whose label names a partition now active here, whatever its
-// own.
+// an object whose label names a partition now active here but whose
+// request maps to another (a third party's edit) is stored by its label
+// and left out of views; listed before the partition activated, it was
+// not labelled then, and only this replica can put it back.
 func (l *Labelled) rescan() {
 	for _, obj := range l.segs.List() {
 		l.labeller.consider(obj)
@@ -621,11 +651,24 @@ func (l *Labelled) leaving(v *unlabelledView, obj runtime.Object) {
 	if !l.held.Has(p) || (v != nil && l.speaker() != v) {
 		return
 	}
-	if other := l.otherView(key, v); other != nil && uidOf(other) == uid {
+	// The other view must hold it at this state or a later one: a copy
+	// older than the one leaving is a state the object has left too, and
+	// the other view is about to drop it (its own leaving may already
+	// have looked here, seen this view still holding the object, and
+	// passed over it).
+	if other := l.otherView(key, v); other != nil && uidOf(other) == uid && !newer(obj, other) {
 		return
 	}
+	l.markPending(key, uid, obj, now)
+}
+
+// markPending makes obj pending, or updates its pending state. Call with
+// l.mu held.
+func (l *Labelled) markPending(key string, uid types.UID, obj any, now time.Time) {
 	if old, ok := l.pending[key]; ok && old.uid == uid {
-		old.obj = obj
+		if !newer(old.obj, obj) {
+			old.obj = obj
+		}
 		return
 	}
 	l.pending[key] = &pendingObject{obj: obj, uid: uid, since: now, nextCheck: now.Add(l.opts.ConfirmAfter)}
@@ -735,8 +778,19 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 			l.mu.Unlock()
 			continue // it showed up in a view meanwhile
 		}
+		inView := false
+		if err == nil && !gone {
+			// A view may hold it at its live state already, its add
+			// having come before the other view's delete: it is no
+			// longer out of every view.
+			held := l.otherView(d.key, nil)
+			if held == nil {
+				held, _, _ = l.segs.GetByKey(d.key)
+			}
+			inView = held != nil && uidOf(held) == d.uid && !newer(live, held)
+		}
 		switch {
-		case gone:
+		case gone, inView:
 			delete(l.pending, d.key)
 		case err != nil:
 			p.nextCheck = time.Now().Add(confirmReread)
@@ -751,7 +805,7 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 			p.obj = live
 			p.nextCheck = time.Now().Add(confirmReread)
 		}
-		if !gone && (next.IsZero() || p.nextCheck.Before(next)) {
+		if !gone && !inView && (next.IsZero() || p.nextCheck.Before(next)) {
 			next = p.nextCheck
 		}
 		l.mu.Unlock()
@@ -762,8 +816,9 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 		case err != nil:
 			l.log.V(1).Info("reading an object that left the cache's views failed; retrying", "key", d.key, "error", err.Error())
 		default:
-			// It exists, labelled for a partition no view here selects
-			// (edited by hand, say): label it for its own.
+			// It exists: labelled for a partition no view here selects
+			// (edited by hand, say), or held by a view with a wrong
+			// label, it is labelled for its own.
 			l.labeller.consider(live)
 		}
 	}
@@ -822,10 +877,19 @@ func (l *Labelled) RemoveEventHandler(r toolscache.ResourceEventHandlerRegistrat
 
 // ---- reads ----
 
+// Reads take every view and the pending set under l.mu, as one snapshot:
+// an object leaving a view is made pending (leaving, under l.mu) before
+// that view drops it, and leaves the pending set (arrived, under l.mu) only
+// after the view it reached stores it, so while l.mu is held it is in a
+// view or pending. Read one by one outside l.mu, an object moving from the
+// unlabelled view to a label segment could be missed in both the segment
+// (read before it arrived) and the pending set (read after it arrived).
+
 // views returns, each once and at its newest, the objects the views and
 // the pending set hold whose request partition is in parts.
 func (l *Labelled) views(parts shard.PartitionSet) []any {
 	l.mu.Lock()
+	segItems := l.segs.List()
 	var unl []any
 	if v := l.speaker(); v != nil {
 		unl = v.inf.GetStore().List()
@@ -835,7 +899,7 @@ func (l *Labelled) views(parts shard.PartitionSet) []any {
 		pend = append(pend, p.obj)
 	}
 	l.mu.Unlock()
-	return l.merge(parts, l.segs.List(), unl, pend)
+	return l.merge(parts, segItems, unl, pend)
 }
 
 // merge keeps, for every key, the newest object of the lists whose request
@@ -874,11 +938,12 @@ func (l *Labelled) ListNamespace(namespace string) ([]any, error) {
 
 // ByIndex returns the held objects whose index name has value, each once.
 func (l *Labelled) ByIndex(name, value string) ([]any, error) {
+	l.mu.Lock()
 	segItems, err := l.segs.ByIndex(name, value)
 	if err != nil {
+		l.mu.Unlock()
 		return nil, err
 	}
-	l.mu.Lock()
 	held := l.held.Clone()
 	var unl []any
 	if v := l.speaker(); v != nil {
@@ -902,36 +967,47 @@ func (l *Labelled) ByIndex(name, value string) ([]any, error) {
 // GetByKey returns the newest cached object of key ("namespace/name") if
 // its request partition is held.
 func (l *Labelled) GetByKey(key string) (any, bool, error) {
-	var found any
-	consider := func(obj any) {
-		if obj != nil && (found == nil || newer(obj, found)) {
-			found = obj
-		}
-	}
-	if obj, ok, err := l.segs.GetByKey(key); err != nil {
-		return nil, false, err
-	} else if ok {
-		consider(obj)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p, ok := l.pending[key]; ok {
-		consider(p.obj)
-	}
-	if v := l.speaker(); v != nil {
-		if obj, ok, err := v.inf.GetStore().GetByKey(key); err != nil {
-			return nil, false, err
-		} else if ok {
-			consider(obj)
-		}
-	}
-	if found == nil {
-		return nil, false, nil
+	found, err := l.newest(key)
+	if err != nil || found == nil {
+		return nil, false, err
 	}
 	if p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, found); !ok || !l.held.Has(p) {
 		return nil, false, nil
 	}
 	return found, true, nil
+}
+
+// newest returns the newest state of key that the views or the pending set
+// hold, whatever its partition (nil for none). A pending state loses a tie:
+// made from a DELETED event, it carries the resourceVersion of the change
+// that took the object out of its view but the content from before it, while
+// a view's state at that resourceVersion is the change's. Call with l.mu
+// held.
+func (l *Labelled) newest(key string) (any, error) {
+	var found any
+	consider := func(obj any) {
+		if found == nil || newer(obj, found) {
+			found = obj
+		}
+	}
+	if obj, ok, err := l.segs.GetByKey(key); err != nil {
+		return nil, err
+	} else if ok {
+		consider(obj)
+	}
+	if v := l.speaker(); v != nil {
+		if obj, ok, err := v.inf.GetStore().GetByKey(key); err != nil {
+			return nil, err
+		} else if ok {
+			consider(obj)
+		}
+	}
+	if p, ok := l.pending[key]; ok {
+		consider(p.obj)
+	}
+	return found, nil
 }
 
 // countPartitions adds to counts[p] how many held objects the cache serves

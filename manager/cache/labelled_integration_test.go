@@ -174,18 +174,7 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	}
 	a.lab.SetActive(setA)
 	b.lab.SetActive(setB)
-	awaitCond(t, "every ConfigMap to carry its partition label", time.Minute, func() bool {
-		list, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: shardTestLabel})
-		if err != nil {
-			return false
-		}
-		for _, cm := range list.Items {
-			if cm.Labels[labelledTestKey] != shard.PartitionLabelValue(p.Partition(shard.KeyOf(cm.Namespace, cm.Name))) {
-				return false
-			}
-		}
-		return true
-	})
+	awaitCond(t, "every ConfigMap to carry its partition label", time.Minute, func() bool { return labelsRestored(ctx, cs, p) })
 	awaitCond(t, "each replica to cache exactly its partitions' objects", 30*time.Second, func() bool {
 		return slices.Equal(a.cachedKeys(), keysIn(t, cs, p, setA)) && slices.Equal(b.cachedKeys(), keysIn(t, cs, p, setB))
 	}, func() string {
@@ -201,26 +190,7 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	victimP := p.Partition(victim)
 	// Read it continuously while third parties change its label: never
 	// NotFound, never a delete event.
-	var readErr error
-	var readMu sync.Mutex
-	stopReads := make(chan struct{})
-	readsDone := make(chan struct{})
-	go func() {
-		defer close(readsDone)
-		for {
-			select {
-			case <-stopReads:
-				return
-			default:
-			}
-			if _, ok, err := a.lab.GetByKey(victim); (!ok || err != nil) && readErr == nil {
-				readMu.Lock()
-				readErr = fmt.Errorf("GetByKey(%s) = found %v, %v while the object exists", victim, ok, err)
-				readMu.Unlock()
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	stopReading := readContinuously(a.lab, victim)
 	relabelled := func(what string) {
 		awaitCond(t, "the victim relabelled after "+what, 30*time.Second, func() bool {
 			cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
@@ -262,13 +232,9 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 		obj, ok, _ := a.lab.GetByKey(victim)
 		return ok && obj.(*corev1.ConfigMap).Data["replaced"] == "yes"
 	})
-	close(stopReads)
-	<-readsDone
-	readMu.Lock()
-	if readErr != nil {
-		t.Error(readErr)
+	if misses, reads := stopReading(); len(misses) > 0 {
+		t.Errorf("%d of %d reads missed %s while it existed: %v", len(misses), reads, victim, misses[:min(len(misses), 5)])
 	}
-	readMu.Unlock()
 	if a.deleted(victim) {
 		t.Errorf("replica A's handler was told %s was deleted while it existed", victim)
 	}
@@ -328,4 +294,127 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the deleted victim reads %v", err)
 	}
+
+	// 8. A third party edits an object's label to another partition while
+	// both its own partition and the named one are between owners (a
+	// crash, say): the named one's new owner lists it before it
+	// activates, and its own partition's new owner never sees it. It must
+	// be relabelled when the named partition activates, not on the
+	// object's next change, which may never come.
+	heldA := setA.Union(moved)
+	victim = a.cachedKeys()[0]
+	ns, name, _ = toolscache.SplitMetaNamespaceKey(victim)
+	own, named := p.Partition(victim), 6
+	a.lab.SetActive(heldA.Difference(shard.NewPartitionSet(8, own)))
+	a.lab.Hold(heldA.Difference(shard.NewPartitionSet(8, own)))
+	b.lab.SetActive(shard.NewPartitionSet(8, 7))
+	b.lab.Hold(shard.NewPartitionSet(8, 7))
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelledTestKey, shard.PartitionLabelValue(named))), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	heldB := shard.NewPartitionSet(8, named, 7)
+	b.lab.Hold(heldB)
+	awaitCond(t, "replica B to sync the partition the label names", 30*time.Second, func() bool { return b.lab.SyncedPartitions().Equal(heldB) })
+	b.lab.SetActive(heldB)
+	a.lab.Hold(heldA)
+	awaitCond(t, "replica A to sync the victim's partition again", 30*time.Second, func() bool { return a.lab.SyncedPartitions().Equal(heldA) })
+	a.lab.SetActive(heldA)
+	awaitCond(t, "the victim relabelled with its own partition and served by its owner", 30*time.Second, func() bool {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		_, served, _ := a.lab.GetByKey(victim)
+		return err == nil && cm.Labels[labelledTestKey] == shard.PartitionLabelValue(own) && served
+	}, func() string {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		_, served, _ := a.lab.GetByKey(victim)
+		return fmt.Sprintf("%s (partition %d) is labelled %q (read error %v); replica A serves it: %t", victim, own, cm.Labels[labelledTestKey], err, served)
+	})
+
+	// 9. Many labels changed at once, each object moving between the
+	// views again and again as third parties change its label and the
+	// replicas restore it: a read never misses one.
+	victims := a.cachedKeys()
+	stopReading = readContinuously(a.lab, victims...)
+	// Deferred, so the misses are reported even if the relabelling below
+	// times out.
+	defer func() {
+		if misses, reads := stopReading(); len(misses) > 0 {
+			t.Errorf("%d of %d reads missed an object that existed while its label changed, first %v", len(misses), reads, misses[:min(len(misses), 5)])
+		}
+	}()
+	edits := []struct {
+		pt    types.PatchType
+		patch string
+	}{
+		{types.JSONPatchType, `[{"op":"remove","path":"/metadata/labels/t.kshard.io~1xx1-key-p8"}]`},
+		{types.MergePatchType, fmt.Sprintf(`{"metadata":{"labels":{%q:"garbage"}}}`, labelledTestKey)},
+		{types.MergePatchType, fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelledTestKey, shard.PartitionLabelValue(7))},
+	}
+	for i := range 300 {
+		key := victims[i%len(victims)]
+		ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
+		e := edits[(i+i/len(victims))%len(edits)] // each victim gets every edit in turn
+		// A strip of a label a third party removed a moment ago fails; so
+		// be it.
+		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, e.pt, []byte(e.patch), metav1.PatchOptions{}); err != nil && !apierrors.IsInvalid(err) {
+			t.Fatal(err)
+		}
+	}
+	awaitCond(t, "every object relabelled after the burst", 30*time.Second, func() bool {
+		return slices.Equal(keysIn(t, cs, p, heldA), a.cachedKeys()) && labelsRestored(ctx, cs, p)
+	}, func() string {
+		list, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: shardTestLabel})
+		var wrong []string
+		for _, cm := range list.Items {
+			if key := shard.KeyOf(cm.Namespace, cm.Name); cm.Labels[labelledTestKey] != shard.PartitionLabelValue(p.Partition(key)) {
+				wrong = append(wrong, fmt.Sprintf("%s (partition %d) labelled %q", key, p.Partition(key), cm.Labels[labelledTestKey]))
+			}
+		}
+		return fmt.Sprintf("replica A caches %d objects, want %d; wrong labels (list error %v): %v", len(a.cachedKeys()), len(keysIn(t, cs, p, heldA)), err, wrong)
+	})
+}
+
+// readContinuously reads keys from lab in a loop until the returned stop
+// function is called, which returns the reads that found nothing or failed
+// and how many reads there were.
+func readContinuously(lab *cache.Labelled, keys ...string) (stop func() (misses []string, reads int)) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	var misses []string
+	reads := 0
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, key := range keys {
+				if _, ok, err := lab.GetByKey(key); !ok || err != nil {
+					misses = append(misses, fmt.Sprintf("%s (found %t, %v)", key, ok, err))
+				}
+				reads++
+			}
+		}
+	}()
+	return func() ([]string, int) {
+		close(done)
+		<-stopped
+		return misses, reads
+	}
+}
+
+// labelsRestored reports whether every fixture ConfigMap carries its own
+// partition's label.
+func labelsRestored(ctx context.Context, cs kubernetes.Interface, p shard.Partitioner) bool {
+	list, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: shardTestLabel})
+	if err != nil {
+		return false
+	}
+	for _, cm := range list.Items {
+		if cm.Labels[labelledTestKey] != shard.PartitionLabelValue(p.Partition(shard.KeyOf(cm.Namespace, cm.Name))) {
+			return false
+		}
+	}
+	return true
 }

@@ -200,19 +200,8 @@ func (lb *labeller) work(ctx context.Context) bool {
 // find returns the newest state of key in any view or the pending set,
 // whatever partition it is in (nil when none holds it).
 func (l *Labelled) find(key string) any {
-	var found any
-	if obj, ok, _ := l.segs.GetByKey(key); ok {
-		found = obj
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if p, ok := l.pending[key]; ok && (found == nil || newer(p.obj, found)) {
-		found = p.obj
-	}
-	if v := l.speaker(); v != nil {
-		if obj, ok, _ := v.inf.GetStore().GetByKey(key); ok && (found == nil || newer(obj, found)) {
-			found = obj
-		}
-	}
+	found, _ := l.newest(key)
 	return found
 }

@@ -49,5 +49,7 @@
 // The kit's writer (CreateConfigMaps, StartWriter) bumps a generation in
 // ConfigMaps and records every acknowledged update. Env.Check waits until
 // every update was reconciled or the timeout passed and returns the
-// checker's report: Report.OK is false on any overlap or lost update.
+// checker's report: Report.OK is false on any overlap or lost update, and
+// on an existing object that a reconcile read from its cache as NotFound
+// (recorded with recorder.Writer.NotFound).
 package kshardtest
