@@ -47,10 +47,10 @@ type statusDoc struct {
 		Overlapping int      `json:"overlapping"`
 		Malformed   int      `json:"malformed"`
 		Members     []struct {
-			Identity    string `json:"identity"`
-			State       string `json:"state"`
-			Health      string `json:"health"`
-			Partitions  int    `json:"partitions"`
+			Identity      string `json:"identity"`
+			State         string `json:"state"`
+			Health        string `json:"health"`
+			Partitions    int    `json:"partitions"`
 			Target        int    `json:"target"`
 			Incarnation   string `json:"incarnation"`
 			CacheMode     string `json:"cacheMode"`

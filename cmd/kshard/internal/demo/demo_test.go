@@ -169,7 +169,7 @@ func TestCachesAgree(t *testing.T) {
 		want     bool
 	}{
 		{CacheLabels, map[string]int{"a": 40, "b": 60}, 2, true},
-		{CacheLabels, map[string]int{"a": 40, "b": 59}, 2, false},  // one object not (yet) cached
+		{CacheLabels, map[string]int{"a": 40, "b": 59}, 2, false},   // one object not (yet) cached
 		{CacheLabels, map[string]int{"a": 100, "b": 100}, 2, false}, // full caches under labels
 		{CacheLabels, map[string]int{"a": 100, "b": 0}, 2, false},   // b holds nothing yet
 		{CacheLabels, map[string]int{"a": 100}, 2, false},           // b published nothing
