@@ -149,10 +149,8 @@ func TestUnlabel(t *testing.T) {
 	expect("ul-a", ringKey, 12, 5)
 	expect("ul-a", oldRingKey, 4, 0)
 
-	if err := client.CoordinationV1().Leases(leaseNS).Delete(ctx, live.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// --key: the old partition count's key only, in ul-a only.
+	// --key of an earlier partition count's key, which the live ring no
+	// longer writes: allowed while it runs; in ul-a only.
 	r = unlabel("configmaps", "--object-namespace", "ul-a", "--key", oldRingKey)
 	if r.code != 0 {
 		t.Fatalf("--key: code %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -160,6 +158,14 @@ func TestUnlabel(t *testing.T) {
 	expect("ul-a", oldRingKey, 0, 0)
 	expect("ul-a", ringKey, 12, 5)
 	expect("ul-b", oldRingKey, 4, 0)
+	// --key of the key the live ring writes: refused.
+	if r = unlabel("configmaps", "--object-namespace", "ul-a", "--key", ringKey); r.code != 1 || !strings.Contains(r.stderr, "live replicas in cache mode labels") {
+		t.Errorf("--key of the live ring's key: code %d, stderr %q; want a refusal", r.code, r.stderr)
+	}
+
+	if err := client.CoordinationV1().Leases(leaseNS).Delete(ctx, live.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Every key of the ring, in ul-a and ul-b: ul-c and other labels stay.
 	r = unlabel("configmaps", "widgets", "--object-namespace", "ul-a,ul-b", "-o", "json")

@@ -54,7 +54,9 @@ stderr; the result per resource and namespace to stdout.
 Run it when no replica of the ring labels any more: one in --cache-mode
 labels labels again what this removes. It reads the ring's Leases in -n
 first and refuses while a live replica there publishes cache mode labels
-(--force skips the check).
+(--force skips the check), unless --key names a key the ring no longer
+uses (that of an earlier partition count): that one may go while the ring
+runs.
 
 It exits 1 unless every object was scanned and unlabelled (a forbidden list
 or patch stops that resource at once, naming the permission: it needs list
@@ -177,7 +179,7 @@ func runUnlabel(e *env, g *globals, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if !o.force {
-		if err := c.refuseWhileLabelling(ctx, e.stderr, o.ring); err != nil {
+		if err := c.refuseWhileLabelling(ctx, e.stderr, o.ring, o.key); err != nil {
 			return err
 		}
 	}
@@ -288,8 +290,10 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 
 // refuseWhileLabelling reads the ring's Leases in the namespace and fails
 // while a live replica publishes cache mode labels: it would label again
-// what unlabel removes. A ring that cannot be read is only warned about.
-func (c *cluster) refuseWhileLabelling(ctx context.Context, stderr io.Writer, ring string) error {
+// what unlabel removes, unless key is set and is not the ring's current
+// label key (whose parameters the Leases carry). A ring that cannot be read
+// is only warned about.
+func (c *cluster) refuseWhileLabelling(ctx context.Context, stderr io.Writer, ring, key string) error {
 	list, err := c.client.CoordinationV1().Leases(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
 	if err != nil {
 		fmt.Fprintf(stderr, "warning: could not read the Leases of ring %q in namespace %q to check that no replica labels any more (%s); make sure none runs --cache-mode labels\n",
@@ -298,6 +302,11 @@ func (c *cluster) refuseWhileLabelling(ctx context.Context, stderr io.Writer, ri
 	}
 	var labelling, unknown []string
 	for _, r := range ringstatus.Analyze(c.namespace, list.Items, time.Now()) {
+		if cfg, err := ringstatus.ParseParams(r.Params); err == nil && key != "" {
+			if current, err := shard.PartitionLabelKey(ring, cfg); err == nil && current != key {
+				return nil // the ring writes another key: this one may go while it runs
+			}
+		}
 		for _, m := range r.Members {
 			switch {
 			case !m.Live():
