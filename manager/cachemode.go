@@ -53,7 +53,7 @@ func (m *cacheModeCollector) objectCounts() map[schema.GroupVersionKind]int {
 
 var (
 	cacheModeDesc = prometheus.NewDesc("kshard_cache_mode",
-		"1 for the mode each kind is cached in: sharded (the API server filters by this replica's partitions), fallback (listed whole, filtered on the client) or full (cached whole).",
+		"1 for the mode each kind is cached in: sharded (the API server filters by this replica's partitions), labels (listed by the ring's partition label), fallback (listed whole, filtered on the client) or full (cached whole; /readyz?verbose says why).",
 		[]string{"kind", "mode"}, nil)
 	cacheListedDesc = prometheus.NewDesc("kshard_cache_listed_objects_total",
 		"Objects the API server returned to the LISTs of a sharded kind: the cost of partition moves.",
