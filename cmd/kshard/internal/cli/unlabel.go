@@ -222,13 +222,7 @@ func runUnlabel(e *env, g *globals, args []string) error {
 	if ctx.Err() != nil {
 		return errInterrupted
 	}
-	failed := 0
-	for _, r := range results {
-		if !r.ok() {
-			failed++
-		}
-	}
-	if failed > 0 {
+	if failed := notOK(results); failed > 0 {
 		return fmt.Errorf("%d of %d resource(s) not fully unlabelled (see above)", failed, len(results))
 	}
 	return nil
