@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/cache"
 )
 
@@ -51,7 +53,7 @@ func (m *cacheModeCollector) objectCounts() map[schema.GroupVersionKind]int {
 
 var (
 	cacheModeDesc = prometheus.NewDesc("kshard_cache_mode",
-		"1 for the mode each kind is cached in: sharded (the API server filters by this replica's partitions), fallback (listed whole, filtered on the client) or full (cached whole).",
+		"1 for the mode each kind is cached in: sharded (the API server filters by this replica's partitions), labels (listed by the ring's partition label), fallback (listed whole, filtered on the client) or full (cached whole; /readyz?verbose says why).",
 		[]string{"kind", "mode"}, nil)
 	cacheListedDesc = prometheus.NewDesc("kshard_cache_listed_objects_total",
 		"Objects the API server returned to the LISTs of a sharded kind: the cost of partition moves.",
@@ -94,4 +96,30 @@ func (m *Manager) cacheModes() string {
 		return "no kind cached yet"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// cacheStatusPeriod is how often a replica counts its cached objects for its
+// Lease. The count rides on the next renewal (lease.Member.SetCacheStatus),
+// so the period costs a walk of the stores, never a write; a scrape within
+// objectCountsMaxAge shares the walk.
+const cacheStatusPeriod = objectCountsMaxAge
+
+// publishCacheStatus hands the lease member this replica's cache mode and
+// the number of objects its cache holds, every cacheStatusPeriod until ctx
+// ends, for `kshard status`.
+func (m *Manager) publishCacheStatus(ctx context.Context) error {
+	t := time.NewTicker(cacheStatusPeriod)
+	defer t.Stop()
+	for {
+		total := 0
+		for _, n := range m.cacheCounts.objectCounts() {
+			total += n
+		}
+		m.member.SetCacheStatus(lease.CacheStatus{Mode: string(m.opts.CacheMode), Objects: total})
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -66,6 +66,7 @@ type Manager struct {
 	member      *lease.Member
 	core        *handoff.Core
 	metrics     *ringMetrics
+	cacheCounts *cacheModeCollector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
 	coord           atomic.Pointer[coordinator]
@@ -177,6 +178,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
+	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
 	rm, err := newRingMetrics(opts.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("manager: registering metrics: %w", err)
@@ -187,12 +189,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
 		member:      member, core: core, metrics: rm,
-		exit: os.Exit,
+		cacheCounts: newCacheModeCollector(c),
+		exit:        os.Exit,
 	}
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
-		if err := opts.Registry.Register(newCacheModeCollector(c)); err != nil {
+		if err := opts.Registry.Register(m.cacheCounts); err != nil {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
@@ -417,6 +420,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	proof := m.setupProof(runCtx)
 	goRun("", m.cache.Start)
 	goRun("", m.member.Run)
+	goRun("", m.publishCacheStatus)
 	for i, r := range runnables {
 		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}

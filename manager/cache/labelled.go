@@ -169,6 +169,10 @@ type LabelStats struct {
 	// UnlabelledLists counts the LISTs of the unlabelled view (a gain of a
 	// partition it had dropped objects of starts a new one).
 	UnlabelledLists atomic.Int64
+	// ForeignValues counts the objects relabelled whose label key carried a
+	// value that names no partition: written by hand or by another tool
+	// (the first is logged, once per kind).
+	ForeignValues atomic.Int64
 }
 
 // NewLabelled validates opts and returns a Labelled holding nothing; call

@@ -52,17 +52,21 @@ type labelledReplica struct {
 
 const labelledTestKey = "t.kshard.io/xx1-key-p8"
 
-func startLabelled(t *testing.T, cs kubernetes.Interface, p shard.Partitioner) *labelledReplica {
+func startLabelled(t *testing.T, cs kubernetes.Interface, p shard.Partitioner, tweaks ...func(*cache.LabelledOptions)) *labelledReplica {
 	t.Helper()
 	// Only the fixture's ConfigMaps: the control plane's own are no concern
 	// of the test.
 	lw := toolscache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", metav1.NamespaceAll, func(o *metav1.ListOptions) {
 		o.LabelSelector = andLabel(o.LabelSelector, shardTestLabel)
 	})
-	lab, err := cache.NewLabelled(cache.LabelledOptions{
+	opts := cache.LabelledOptions{
 		LabelKey: labelledTestKey, Partitioner: p, ListWatch: lw, Example: &corev1.ConfigMap{},
 		Client: configMapClient{cs}, ConfirmAfter: 500 * time.Millisecond, LabelQPS: -1,
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
+	lab, err := cache.NewLabelled(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 
@@ -29,6 +30,11 @@ type labeller struct {
 	// the old label, and must not make it be written again.
 	mu      sync.Mutex
 	written map[string]writtenLabel
+
+	once sync.Once
+	// foreignOnce logs the first object found with a value of the label
+	// key that names no partition.
+	foreignOnce sync.Once
 }
 
 // writtenLabel is a patch sent: the version it made and when.
@@ -175,6 +181,7 @@ func (lb *labeller) work(ctx context.Context) bool {
 	case err == nil:
 		lb.wrote(key, rv)
 		lb.queue.Forget(key)
+		lb.noteForeign(m)
 	case apierrors.IsNotFound(err):
 		lb.queue.Forget(key)
 	case apierrors.IsForbidden(err):
@@ -195,6 +202,25 @@ func (lb *labeller) work(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// noteForeign counts an object just relabelled whose label key carried a
+// value naming no partition, and logs the first: something other than the
+// ring writes that key, and its writes cost a relabelling each.
+func (lb *labeller) noteForeign(m metav1.Object) {
+	l := lb.l
+	old, has := m.GetLabels()[l.opts.LabelKey]
+	if !has {
+		return
+	}
+	if _, valid := shard.ParsePartitionLabel(old, l.opts.Partitioner.Count()); valid {
+		return
+	}
+	l.stats.ForeignValues.Add(1)
+	lb.foreignOnce.Do(func() {
+		l.log.Info("relabelled an object whose partition label names no partition of the ring; something else writes this label key (logged once per kind; LabelStats.ForeignValues counts them)",
+			"object", shard.KeyOf(m.GetNamespace(), m.GetName()), "label", l.opts.LabelKey, "value", old)
+	})
 }
 
 // find returns the newest state of key in any view or the pending set,

@@ -155,6 +155,9 @@ type KindMode struct {
 	// LabelPatches counts the label patches sent and ConfirmReads the live
 	// reads of objects that left a label selector (ModeLabels).
 	LabelPatches, ConfirmReads int64
+	// ForeignLabels counts the objects relabelled whose label carried a
+	// value naming no partition (LabelStats.ForeignValues).
+	ForeignLabels int64
 
 	// reprobe: in fallback only because the probe could not decide (the
 	// kind had no object to test with); probed again at its first object.
@@ -175,7 +178,7 @@ func (c *Cache) ModeReport() []KindMode {
 		}
 		if lab, ok := e.part.(*Labelled); ok {
 			st := lab.Stats()
-			m.LabelPatches, m.ConfirmReads = st.Patches.Load(), st.ConfirmReads.Load()
+			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
 			if f := lab.Forbidden(); f != "" {
 				m.Reason = f
 			}
