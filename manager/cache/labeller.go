@@ -31,7 +31,6 @@ type labeller struct {
 	mu      sync.Mutex
 	written map[string]writtenLabel
 
-	once sync.Once
 	// foreignOnce logs the first object found with a value of the label
 	// key that names no partition.
 	foreignOnce sync.Once
