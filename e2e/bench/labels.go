@@ -189,8 +189,7 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout s
 				if err != nil {
 					return res, fmt.Errorf("%s at %d objects, round %d: %w", sys.name, n, round, err)
 				}
-				progress("  %s (%s): peak RSS max %.0f MiB, steady %.0f MiB, live heap %.0f MiB, fleet CPU %.1fs, %.0f label patches",
-					r.System, r.CacheMode, r.MaxPeakRSSMiB, r.MaxSteadyRSSMiB, r.MaxLiveHeapMiB, r.FleetCPU, r.LabelPatches)
+				r.logProgress()
 				if sys.kshard && r.CacheMode != cache.ModeLabels {
 					return res, fmt.Errorf("kshard cached BenchObjects in mode %q, want %s", r.CacheMode, cache.ModeLabels)
 				}

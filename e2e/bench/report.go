@@ -737,7 +737,7 @@ func (r *results) markdown() string {
 	}
 	// Below phase 7's section, or section 5's when phase 7 did not run.
 	p("")
-	p("![Peak RSS of the largest replica against objects: by cache mode (phases 5 and 7) and the sharded cache by fleet size (phase 9)](rss.png)")
+	p("![Peak RSS of the largest replica against objects: by cache mode (phases 5, 7 and 10) and the sharded cache by fleet size (phase 9)](rss.png)")
 	if len(r.ShardedHandoff) > 0 {
 		p("")
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")

@@ -219,9 +219,18 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 	r, err := b.measureResources(ctx, sys, n, spec)
 	r.Gate, r.Namespaces = gate, b.p.ShardedNamespaces
 	if err == nil {
-		progress("  %s %s (%s): peak RSS max %.0f MiB min %.0f MiB, live heap max %.0f MiB, fleet CPU %.1fs, listed %.0f", r.System, r.Kind, r.CacheMode, r.MaxPeakRSSMiB, r.MinPeakRSSMiB, r.MaxLiveHeapMiB, r.FleetCPU, r.ObjectsListed)
+		r.logProgress()
 	}
 	return r, err
+}
+
+// logProgress reports a resources run on the progress log.
+func (r shardedResult) logProgress() {
+	progress("  %s, %s (%s): peak RSS max %.0f MiB min %.0f MiB, steady %.0f MiB, live heap %.0f MiB; fleet CPU %.1fs; %.0f objects listed, %.0f label patches",
+		r.System, r.kindOf(), r.CacheMode, r.MaxPeakRSSMiB, r.MinPeakRSSMiB, r.MaxSteadyRSSMiB, r.MaxLiveHeapMiB, r.FleetCPU, r.ObjectsListed, r.LabelPatches)
+	if r.RolloutMaxPeakRSSMiB > 0 {
+		progress("  %s after a rolling restart: peak RSS max %.0f MiB, %.0f label patches, %.0f objects listed", r.System, r.RolloutMaxPeakRSSMiB, r.RolloutLabelPatches, r.RolloutObjectsListed)
+	}
 }
 
 // shardedCustomResources runs phase 7's systems over n BenchObjects on sb's
@@ -384,7 +393,6 @@ func (b *bench) measureResources(ctx context.Context, sys *system, n int, spec r
 		}
 		res.RolloutLabelPatches = after["kshard_cache_label_patches_total"] - before["kshard_cache_label_patches_total"]
 		res.RolloutObjectsListed = after["kshard_cache_listed_objects_total"] - before["kshard_cache_listed_objects_total"]
-		progress("  %s after a rolling restart: peak RSS max %.0f MiB, %.0f label patches, %.0f objects listed", sys.name, res.RolloutMaxPeakRSSMiB, res.RolloutLabelPatches, res.RolloutObjectsListed)
 	}
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)
