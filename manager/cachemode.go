@@ -18,7 +18,6 @@ import (
 // PartitionBy, read from the cache at scrape time: the kinds appear as the
 // controllers create their informers.
 type cacheModeCollector struct {
-	c *cache.Cache
 	// The object counts walk every cached object, so a scrape reuses
 	// those of a scrape less than objectCountsMaxAge ago: a scraper
 	// polling ten times a second (the benchmark's readiness poll) made
@@ -31,6 +30,8 @@ type cacheModeCollector struct {
 	maxAge   time.Duration
 	now      func() time.Time
 	countFor func() map[schema.GroupVersionKind]int
+	// modes reads how each kind is cached (the cache's ModeReport).
+	modes func() []cache.KindMode
 }
 
 // objectCountsMaxAge bounds how stale kshard_cache_objects may be: far below
@@ -38,7 +39,7 @@ type cacheModeCollector struct {
 const objectCountsMaxAge = 5 * time.Second
 
 func newCacheModeCollector(c *cache.Cache) *cacheModeCollector {
-	return &cacheModeCollector{c: c, maxAge: objectCountsMaxAge, now: time.Now, countFor: c.ObjectCounts}
+	return &cacheModeCollector{maxAge: objectCountsMaxAge, now: time.Now, countFor: c.ObjectCounts, modes: c.ModeReport}
 }
 
 // objectCounts returns the cache's object counts, at most maxAge old.
@@ -61,19 +62,31 @@ var (
 	cacheObjectsDesc = prometheus.NewDesc("kshard_cache_objects",
 		"Objects this replica's cache holds per kind (a sharded kind: those of the partitions it holds): compare replicas to see how evenly the ring spreads the objects.",
 		[]string{"kind"}, nil)
+	cacheLabelPatchesDesc = prometheus.NewDesc("kshard_cache_label_patches_total",
+		"Partition-label patches this replica sent for a kind cached by labels: about one per object in its life, none when partitions move.",
+		[]string{"kind"}, nil)
+	cacheConfirmReadsDesc = prometheus.NewDesc("kshard_cache_confirm_reads_total",
+		"Live reads of objects of a kind cached by labels that left every label selector (a label stripped or edited, or a deletion), before the cache reports them gone.",
+		[]string{"kind"}, nil)
 )
 
 func (*cacheModeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheModeDesc
 	ch <- cacheListedDesc
 	ch <- cacheObjectsDesc
+	ch <- cacheLabelPatchesDesc
+	ch <- cacheConfirmReadsDesc
 }
 
 func (m *cacheModeCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, k := range m.c.ModeReport() {
+	for _, k := range m.modes() {
 		ch <- prometheus.MustNewConstMetric(cacheModeDesc, prometheus.GaugeValue, 1, k.Kind.String(), k.Mode)
 		if k.Mode != cache.ModeFull {
 			ch <- prometheus.MustNewConstMetric(cacheListedDesc, prometheus.CounterValue, float64(k.ObjectsListed), k.Kind.String())
+		}
+		if k.Mode == cache.ModeLabels {
+			ch <- prometheus.MustNewConstMetric(cacheLabelPatchesDesc, prometheus.CounterValue, float64(k.LabelPatches), k.Kind.String())
+			ch <- prometheus.MustNewConstMetric(cacheConfirmReadsDesc, prometheus.CounterValue, float64(k.ConfirmReads), k.Kind.String())
 		}
 	}
 	for gvk, n := range m.objectCounts() {

@@ -149,7 +149,7 @@ func (b *bench) scalePhase(ctx context.Context, kshard, baseline *system) (*scal
 	defer stop()
 	sb.obs = newObserver()
 	obsCtx, stopObs := context.WithCancel(ctx)
-	obsDone, err := sb.obs.run(obsCtx, sb.client, "")
+	obsDone, err := sb.obs.run(obsCtx, sb.cp.Config(), sb.objs.kind, "")
 	defer func() { stopObs(); <-obsDone }()
 	if err != nil {
 		return out, err

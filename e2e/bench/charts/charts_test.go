@@ -230,3 +230,59 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+// Phase 10 (the gate-free sharded cache on custom resources) joins each
+// chart: its rolling restart a handoff row, its 4-replica runs a point
+// beside phase 8's, and each layout's leader and kshard a line of medians
+// over the rounds in the cache-mode panel.
+func TestPhase10JoinsTheCharts(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "results.json")
+	js := `{"params": {"latency": "20ms", "workers_per_replica": 4},
+	  "sharded_runs": [
+	    {"system": "controller-runtime", "kind": "BenchObject", "cache_mode": "full", "replicas": 2, "objects": 10000, "max_peak_rss_mib": 90},
+	    {"system": "kshard", "cache_mode": "sharded", "replicas": 3, "objects": 10000, "max_peak_rss_mib": 40}],
+	  "sharded_gate_off_runs": {"layouts": [
+	    {"layout": "spread", "namespaces": 500,
+	     "runs": [
+	       {"system": "controller-runtime", "round": 1, "objects": 1000, "max_peak_rss_mib": 100},
+	       {"system": "kshard", "round": 1, "objects": 1000, "max_peak_rss_mib": 35},
+	       {"system": "controller-runtime", "round": 2, "objects": 1000, "max_peak_rss_mib": 300},
+	       {"system": "kshard", "round": 2, "objects": 1000, "max_peak_rss_mib": 45},
+	       {"system": "controller-runtime", "round": 3, "objects": 1000, "max_peak_rss_mib": 120},
+	       {"system": "kshard", "round": 3, "objects": 1000, "max_peak_rss_mib": 40}],
+	     "throughput": {"configs": [
+	       {"system": "controller-runtime", "replicas": 2, "objects_per_second_median": 100, "objects_per_second_min": 90, "objects_per_second_max": 110},
+	       {"system": "kshard", "replicas": 4, "objects_per_second_median": 370, "objects_per_second_min": 350, "objects_per_second_max": 380, "ratio_to_baseline_median": 3.7}]},
+	     "handoff": {"system": "kshard", "replicas": 3, "rollout": {"updates": 40, "p50_seconds": 0.02, "p99_seconds": 0.05, "max_seconds": 0.06}}},
+	    {"layout": "single namespace", "namespaces": 1,
+	     "runs": [{"system": "controller-runtime", "round": 1, "objects": 1000, "max_peak_rss_mib": 110}, {"system": "kshard", "round": 1, "objects": 1000, "max_peak_rss_mib": 42}],
+	     "throughput": {}}]}}`
+	if err := os.WriteFile(in, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readResults(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := handoffRows(r)
+	if len(rows) != 1 || rows[0].label != "phase 10: kshard labels cache, custom resources, 3 replicas (40 updates)" {
+		t.Errorf("handoff rows %+v", rows)
+	}
+	tp := phase10Throughput(r)
+	if len(tp) != 1 || tp[0].Replicas != 4 || tp[0].Median != 370 || tp[0].Ratio == nil || *tp[0].Ratio != 3.7 {
+		t.Errorf("phase 10 throughput %+v, want kshard's 4-replica configuration only", tp)
+	}
+	fig, err := rssChart(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := fig.(panels).plots[0]
+	// The leader's median over the rounds is 120: the 300 of round 2 is
+	// no point of its own, and the scale is shared by both panels.
+	if modes.Y.Max < 120 || modes.Y.Max > 1.1*120 {
+		t.Errorf("cache-mode panel's y axis reaches %v; want the phase 10 leader's median peak, 120, plus a margin", modes.Y.Max)
+	}
+	if err := run(in, t.TempDir(), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}

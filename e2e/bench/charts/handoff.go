@@ -20,7 +20,8 @@ type handoffRow struct {
 }
 
 // handoffRows lists every rolling restart in results.json, top to bottom:
-// phase 3's per system, phase 8's per cache mode, phase 9's per fleet.
+// phase 3's per system, phase 8's per cache mode, phase 9's per fleet,
+// phase 10's (the gate-free sharded cache on custom resources).
 func handoffRows(r *results) []handoffRow {
 	var rows []handoffRow
 	for _, h := range r.Handoff {
@@ -54,6 +55,13 @@ func handoffRows(r *results) []handoffRow {
 			rows = append(rows, handoffRow{fmt.Sprintf("phase 9: kshard sharded, %d replicas, %s objects", s.Replicas, thousands(s.Objects)), shardedColor, s.Rollout})
 		}
 	}
+	if r.Labels != nil {
+		for _, l := range r.Labels.Layouts {
+			if h := l.Handoff; h != nil && h.Rollout.Updates > 0 {
+				rows = append(rows, handoffRow{fmt.Sprintf("phase 10: kshard %s cache, custom resources, %d replicas", labelsMode, h.Replicas), labelsColor, h.Rollout})
+			}
+		}
+	}
 	for i := range rows {
 		rows[i].label += fmt.Sprintf(" (%s updates)", thousands(rows[i].d.Updates))
 	}
@@ -67,7 +75,7 @@ func handoffChart(r *results) (*plot.Plot, error) {
 	p := newPlot("Update → reconcile delay during rolling restarts (each replica restarted in turn, under a steady writer)", "delay from an update to its reconcile (seconds, log scale)", "")
 	rows := handoffRows(r)
 	if len(rows) == 0 {
-		notMeasured(p, "phase 3, 8 or 9")
+		notMeasured(p, "phase 3, 8, 9 or 10")
 		return p, nil
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)

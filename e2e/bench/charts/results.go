@@ -26,6 +26,22 @@ type results struct {
 	Scale          *struct {
 		Runs []scaleRun `json:"runs"`
 	} `json:"scale"`
+	// Labels is phase 10: the gate-free sharded cache on custom resources.
+	Labels *struct {
+		Layouts []labelsLayout `json:"layouts"`
+	} `json:"sharded_gate_off_runs"`
+}
+
+// labelsLayout is phase 10 on one control plane: its runs per round, and
+// (the spread layout) its throughput and handoff.
+type labelsLayout struct {
+	Layout     string       `json:"layout"`
+	Namespaces int          `json:"namespaces"`
+	Runs       []shardedRun `json:"runs"`
+	Throughput struct {
+		Configs []throughputConfig `json:"configs"`
+	} `json:"throughput"`
+	Handoff *handoffRun `json:"handoff"`
 }
 
 // throughputConfig is one system at one replica count, over the rounds.
@@ -36,6 +52,8 @@ type throughputConfig struct {
 	Median   float64 `json:"objects_per_second_median"`
 	Min      float64 `json:"objects_per_second_min"`
 	Max      float64 `json:"objects_per_second_max"`
+	// Ratio: the median of per-round ratios to controller-runtime's.
+	Ratio *float64 `json:"ratio_to_baseline_median"`
 }
 
 // throughputSample is one run of one round (phase 8 keeps only these).
@@ -71,7 +89,11 @@ type resourceRun struct {
 }
 
 type shardedRun struct {
-	System     string  `json:"system"`
+	System string `json:"system"`
+	// Kind is the objects' kind: ConfigMap (absent from older files) or
+	// BenchObject, the custom resource.
+	Kind       string  `json:"kind"`
+	Round      int     `json:"round"` // phase 10
 	CacheMode  string  `json:"cache_mode"`
 	Replicas   int     `json:"replicas"`
 	Objects    int     `json:"objects"`

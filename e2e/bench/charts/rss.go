@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"maps"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -14,23 +15,27 @@ import (
 
 // rssChart draws the peak RSS of each fleet's largest replica against the
 // objects it caches, in two panels on one scale: by cache mode (phase 7's
-// controller-runtime leader, kshard's sharded cache and its fallback, and
-// phase 5's full caches), and the sharded cache by fleet size (phase 9).
+// controller-runtime leader, kshard's sharded cache and its fallback,
+// phase 5's full caches, and phase 10's gate-free sharded cache on custom
+// resources), and the sharded cache by fleet size (phase 9).
 func rssChart(r *results) (figure, error) {
 	const rssTitle = "Peak RSS of the largest replica by object count"
 	const yLabel = "peak RSS of the largest replica (MiB)"
-	modes := newPlot("By cache mode (phases 5 and 7)", "objects (ConfigMaps)", yLabel)
+	modes := newPlot("By cache mode (phases 5, 7 and 10)", "objects (ConfigMaps; CRs: the custom resource)", yLabel)
 	fleets := newPlot("Sharded cache by fleet size (phase 9)", "objects (ConfigMaps)", yLabel)
 	var counts []int
 	leader, err := rssModes(modes, r, &counts)
 	if err != nil {
 		return nil, err
 	}
+	if err := rssLabels(modes, r, &counts); err != nil {
+		return nil, err
+	}
 	if err := rssFleets(fleets, r, leader, &counts); err != nil {
 		return nil, err
 	}
 	if len(counts) == 0 {
-		notMeasured(modes, "phase 5 or 7")
+		notMeasured(modes, "phase 5, 7 or 10")
 		notMeasured(fleets, "phase 9")
 		return panels{rssTitle, []*plot.Plot{modes, fleets}}, nil
 	}
@@ -62,7 +67,13 @@ func rssModes(p *plot.Plot, r *results, counts *[]int) (leader plotter.XYs, err 
 	var order []key
 	phase7 := map[key]plotter.XYs{}
 	var rollout plotter.XYs
+	customResources := map[string]plotter.XYs{} // by system
 	for _, s := range r.ShardedRuns {
+		if s.Kind == benchObjectKind {
+			customResources[s.System] = append(customResources[s.System], plotter.XY{X: float64(s.Objects), Y: s.MaxPeakRSS})
+			*counts = append(*counts, s.Objects)
+			continue
+		}
 		k := key{s.System, s.CacheMode, s.Replicas}
 		if _, ok := phase7[k]; !ok {
 			order = append(order, k)
@@ -93,6 +104,15 @@ func rssModes(p *plot.Plot, r *results, counts *[]int) (leader plotter.XYs, err 
 			return nil, err
 		}
 	}
+	for _, sys := range slices.Sorted(maps.Keys(customResources)) {
+		c := crColor
+		if sys != crName {
+			c = kshardColor
+		}
+		if _, err := points(p, sys+", CRs, gate on or off (phase 7)", customResources[sys], c, draw.CrossGlyph{}, vg.Points(5)); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range r.Resources {
 		c, shape := kshardColor, draw.GlyphDrawer(draw.CircleGlyph{})
 		name := fmt.Sprintf("kshard full cache, %d replicas (phase 5)", s.Replicas)
@@ -108,6 +128,46 @@ func rssModes(p *plot.Plot, r *results, counts *[]int) (leader plotter.XYs, err 
 		*counts = append(*counts, s.Objects)
 	}
 	return leader, nil
+}
+
+// rssLabels draws phase 10: per layout, the controller-runtime leader's
+// and kshard's gate-free sharded cache's largest peak over custom
+// resources, the median over the rounds at each object count.
+func rssLabels(p *plot.Plot, r *results, counts *[]int) error {
+	if r.Labels == nil {
+		return nil
+	}
+	for li, l := range r.Labels.Layouts {
+		peaks := map[string]map[int][]float64{} // system → objects → a peak per round
+		for _, s := range l.Runs {
+			if peaks[s.System] == nil {
+				peaks[s.System] = map[int][]float64{}
+			}
+			peaks[s.System][s.Objects] = append(peaks[s.System][s.Objects], s.MaxPeakRSS)
+			*counts = append(*counts, s.Objects)
+		}
+		where := fmt.Sprintf("over %d ns", l.Namespaces)
+		if l.Namespaces <= 1 {
+			where = "in 1 ns"
+		}
+		for _, sys := range slices.Sorted(maps.Keys(peaks)) {
+			var xys plotter.XYs
+			for _, n := range slices.Sorted(maps.Keys(peaks[sys])) {
+				xys = append(xys, plotter.XY{X: float64(n), Y: median(peaks[sys][n])})
+			}
+			c, shape, name := labelsColor, draw.GlyphDrawer(draw.TriangleGlyph{}), fmt.Sprintf("kshard labels, gate off, CRs %s (phase 10)", where)
+			if sys == crName {
+				c, shape, name = crColor, draw.TriangleGlyph{}, fmt.Sprintf("controller-runtime leader, CRs %s (phase 10)", where)
+			}
+			if li > 0 {
+				c = darker(c, 0.5)
+			}
+			if err := series(p, name, xys, c, shape, vg.Points(4), vg.Points(2)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rssFleets draws phase 9's sharded cache, a line per fleet size, beside

@@ -24,6 +24,9 @@ const (
 	adapterName  = "adapter"
 	shardedMode  = "sharded"
 	fallbackMode = "fallback"
+	labelsMode   = "labels"
+	// benchObjectKind is the bench's custom resource (shardedRun.Kind).
+	benchObjectKind = "BenchObject"
 )
 
 // Each colour means one system or cache mode in every chart.
@@ -33,6 +36,7 @@ var (
 	adapterColor  = color.RGBA{R: 44, G: 160, B: 44, A: 255}
 	shardedColor  = color.RGBA{R: 230, G: 115, B: 0, A: 255}
 	fallbackColor = color.RGBA{R: 148, G: 103, B: 189, A: 255}
+	labelsColor   = color.RGBA{R: 23, G: 160, B: 175, A: 255} // the gate-free sharded cache
 	idealColor    = color.RGBA{R: 200, G: 30, B: 30, A: 255}
 	gridColor     = color.Gray{Y: 225}
 )

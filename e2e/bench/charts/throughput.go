@@ -16,7 +16,8 @@ import (
 // throughputChart draws phase 2's latency-bound throughput per replica
 // count (medians, bars from the slowest to the fastest round) for kshard
 // and the adapter, controller-runtime's leader as a level line, the ideal
-// of n × that leader, and phase 8's sharded-cache runs where they ran.
+// of n × that leader, and phase 8's sharded-cache runs and phase 10's
+// gate-free sharded cache on custom resources where they ran.
 func throughputChart(r *results) (*plot.Plot, error) {
 	title := "Latency-bound throughput by replica count"
 	if r.Params.Latency != "" {
@@ -33,6 +34,7 @@ func throughputChart(r *results) (*plot.Plot, error) {
 		bySystem[c.System] = append(bySystem[c.System], c)
 	}
 	phase8 := phase8Throughput(r.ShardedHandoff)
+	phase10 := phase10Throughput(r)
 	var replicas []int
 	for _, cs := range bySystem {
 		for _, c := range cs {
@@ -42,8 +44,11 @@ func throughputChart(r *results) (*plot.Plot, error) {
 	for _, g := range phase8 {
 		replicas = append(replicas, g.replicas)
 	}
+	for _, c := range phase10 {
+		replicas = append(replicas, c.Replicas)
+	}
 	if len(replicas) == 0 && base == nil {
-		notMeasured(p, "phase 2 or phase 8")
+		notMeasured(p, "phase 2, 8 or 10")
 		return p, nil
 	}
 	slices.Sort(replicas)
@@ -123,18 +128,63 @@ func throughputChart(r *results) (*plot.Plot, error) {
 			return nil, err
 		}
 	}
+	// Phase 10's right of phase 8's: its objects are custom resources, so
+	// its legend names its own leader's ratio, measured on them.
+	phase10X := map[int]float64{}
+	for _, c := range phase10 {
+		x := float64(c.Replicas) + 0.3 + 0.07*float64(len(phase8X[c.Replicas])) + 0.12
+		phase10X[c.Replicas] = x
+		if err := rangeBars(p, []float64{x}, []float64{c.Min}, []float64{c.Max}, labelsColor); err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("kshard labels cache, gate off, custom resources, phase 10 (%s× its leader)", ratioText(c.Ratio))
+		if _, err := points(p, name, plotter.XYs{{X: x, Y: c.Median}}, labelsColor, draw.TriangleGlyph{}, vg.Points(5)); err != nil {
+			return nil, err
+		}
+	}
 	var ticks []plot.Tick
 	for _, n := range replicas {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
 		if xs := phase8X[n]; len(xs) > 0 {
 			ticks = append(ticks, plot.Tick{Value: (xs[0] + xs[len(xs)-1]) / 2, Label: fmt.Sprintf("%d (phase 8)", n)})
 		}
+		if x, ok := phase10X[n]; ok {
+			ticks = append(ticks, plot.Tick{Value: x + 0.05, Label: "(10)"})
+		}
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Min, p.X.Max = 0.5, float64(maxN)+0.8
+	if len(phase10X) > 0 {
+		p.X.Max += 0.2
+	}
 	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.06
 	p.Y.Tick.Marker = denseTicks{}
 	return p, nil
+}
+
+// phase10Throughput is phase 10's kshard configurations of the
+// latency-bound workload.
+func phase10Throughput(r *results) []throughputConfig {
+	if r.Labels == nil {
+		return nil
+	}
+	var out []throughputConfig
+	for _, l := range r.Labels.Layouts {
+		for _, c := range l.Throughput.Configs {
+			if c.System == kshardName {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// ratioText is a ratio with two decimals, or "—".
+func ratioText(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*v, 'f', 2, 64)
 }
 
 // phase8Group is kshard's throughput in one of phase 8's cache modes and
