@@ -381,7 +381,7 @@ func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string 
 }
 
 // newSegmented builds the sharded informer of a typed kind.
-func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode) (*Segmented, error) {
+func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode, indexers toolscache.Indexers) (*Segmented, error) {
 	lw, example, err := c.typedListWatch(gvk, mapping)
 	if err != nil {
 		return nil, err
@@ -392,12 +392,13 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		Example:     example,
 		Filtered:    mode.Mode == ModeSharded,
 		Reprobe:     c.reprobeFor(gvk, mapping, mode),
+		Indexers:    indexers,
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
 	})
 }
 
 // newLabelled builds the label-sharded informer of a kind.
-func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route) (*Labelled, error) {
+func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route, indexers toolscache.Indexers) (*Labelled, error) {
 	ls := c.sharding.Labels
 	var lw toolscache.ListerWatcherWithContext
 	var example runtime.Object
@@ -450,7 +451,7 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	}
 	return NewLabelled(LabelledOptions{
 		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
-		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS,
+		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
 		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)},
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
 	})
