@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -148,7 +150,14 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ring.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(rs.reconciler(id, mgr.GetClient())); err != nil {
+	// Kinds it cannot shard, beside one it can: Namespaces are
+	// cluster-scoped, ServiceAccounts reach the controller through a map
+	// function; Secrets are owned (labelled by their controller owner's
+	// partition). The map function maps nothing: only the modes matter.
+	none := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nil })
+	if err := ring.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).
+		Watches(&corev1.Namespace{}, none).Watches(&corev1.ServiceAccount{}, none).
+		Complete(rs.reconciler(id, mgr.GetClient())); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -366,9 +375,24 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	itemsB, _ = b.cached(ctx)
 	t.Logf("split again: a caches %d, b caches %d of %d ConfigMaps", len(itemsA), len(itemsB), cacheTestObjects)
 	rs.check(t)
-	for _, m := range a.mgr.GetCache().(*shardedCache).Modes() {
-		if m.Kind.Kind == "ConfigMap" && m.Mode != kcache.ModeLabels {
-			t.Errorf("ConfigMaps cached in mode %s (%s), want labels", m.Mode, m.Reason)
+	want := map[string]struct{ mode, reason string }{
+		"ConfigMap":      {kcache.ModeLabels, ""},
+		"Secret":         {kcache.ModeLabels, ""},
+		"Namespace":      {kcache.ModeFull, "cluster-scoped"},
+		"ServiceAccount": {kcache.ModeFull, "maps its events with a function"},
+	}
+	modes := a.mgr.GetCache().(*shardedCache).Modes()
+	for _, m := range modes {
+		w, ok := want[m.Kind.Kind]
+		if !ok {
+			continue
 		}
+		delete(want, m.Kind.Kind)
+		if m.Mode != w.mode || !strings.Contains(m.Reason, w.reason) {
+			t.Errorf("%s cached in mode %s (%q), want %s (%q)", m.Kind.Kind, m.Mode, m.Reason, w.mode, w.reason)
+		}
+	}
+	for kind := range want {
+		t.Errorf("no mode reported for %s: %+v", kind, modes)
 	}
 }
