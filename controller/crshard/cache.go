@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/kshard/kshard/lease"
 	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 )
@@ -84,7 +85,7 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 	if err != nil {
 		return nil, fmt.Errorf("crshard: Ring.NewCache: %w", err)
 	}
-	sc := &shardedCache{kc: kc, scheme: kc.Scheme(), fields: map[schema.GroupVersionKind]map[string]toolscache.IndexFunc{}}
+	sc := &shardedCache{kc: kc, scheme: kc.Scheme(), status: r.slot.status, fields: map[schema.GroupVersionKind]map[string]toolscache.IndexFunc{}}
 	if err := r.slot.attach(sc); err != nil {
 		return nil, err
 	}
@@ -156,8 +157,11 @@ func refuseCacheOptions(opts crcache.Options) error {
 // shardedCache is controller-runtime's cache.Cache over kshard's
 // label-sharded cache.
 type shardedCache struct {
-	kc      *kcache.Cache
-	scheme  *runtime.Scheme
+	kc     *kcache.Cache
+	scheme *runtime.Scheme
+	// status publishes the cache's mode and object count in the
+	// replica's Lease, for kshard status (lease.Member.SetCacheStatus).
+	status  func(lease.CacheStatus)
 	started atomic.Bool
 	stopped atomic.Bool
 
@@ -434,11 +438,37 @@ func (c *shardedCache) RemoveInformer(_ context.Context, obj client.Object) erro
 	return fmt.Errorf("crshard: RemoveInformer(%T) is not supported by the ring's sharded cache: its informers live as long as the cache", obj)
 }
 
-// Start runs the cache until ctx ends.
+// cacheStatusPeriod is how often the cache counts its objects for the
+// replica's Lease: a walk of the stores, never a write of its own.
+const cacheStatusPeriod = 5 * time.Second
+
+// Start runs the cache until ctx ends, publishing its object count.
 func (c *shardedCache) Start(ctx context.Context) error {
 	c.started.Store(true)
 	defer c.stopped.Store(true)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if c.status != nil {
+		wg.Go(func() { c.publishStatus(ctx) })
+	}
 	return c.kc.Start(ctx)
+}
+
+func (c *shardedCache) publishStatus(ctx context.Context) {
+	t := time.NewTicker(cacheStatusPeriod)
+	defer t.Stop()
+	for {
+		total := 0
+		for _, n := range c.kc.ObjectCounts() {
+			total += n
+		}
+		c.status(lease.CacheStatus{Mode: string(CacheLabels), Objects: total})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // WaitForCacheSync waits for the kinds cached whole; a kind cached by
@@ -524,6 +554,7 @@ func (syncedPerPartition) Done() <-chan struct{} { return closed }
 // controller-runtime builds after the ring (manager.Options.NewCache).
 type cacheSlot struct {
 	partitions int
+	status     func(lease.CacheStatus)
 	mu         sync.Mutex
 	sc         *shardedCache
 }

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kshard/kshard/lease"
 	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -375,6 +376,15 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	itemsB, _ = b.cached(ctx)
 	t.Logf("split again: a caches %d, b caches %d of %d ConfigMaps", len(itemsA), len(itemsB), cacheTestObjects)
 	rs.check(t)
+	// kshard status reads each replica's cache mode and count from its Lease.
+	awaitTrue(t, "b's Lease to publish its cache", 30*time.Second, func() (bool, string) {
+		l, err := cs.CoordinationV1().Leases(cacheTestLeaseNS).Get(ctx, lease.LeaseName("cachetest", "b"), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		n, _ := strconv.Atoi(l.Annotations[lease.AnnotationCachedObjects])
+		return l.Annotations[lease.AnnotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
+	})
 	want := map[string]struct{ mode, reason string }{
 		"ConfigMap":      {kcache.ModeLabels, ""},
 		"Secret":         {kcache.ModeLabels, ""},

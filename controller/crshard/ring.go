@@ -111,7 +111,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	r.running.init()
 	var partitionCache manager.PartitionCache // nil: a full cache
 	if opts.CacheMode == CacheLabels {
-		r.slot = &cacheSlot{partitions: ringCfg.Partitions}
+		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
 		partitionCache = r.slot
 	}
 	r.coord, err = manager.NewCoordinator(manager.CoordinatorOptions{
