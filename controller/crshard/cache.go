@@ -173,28 +173,10 @@ type shardedCache struct {
 
 var _ crcache.Cache = (*shardedCache)(nil)
 
-// errUnstructured is returned for unstructured objects, which the sharded
-// cache does not hold (controller-runtime's client reads them from the API
-// server unless its CacheOptions.Unstructured is set).
-func errUnstructured(op string, obj runtime.Object) error {
-	return fmt.Errorf("crshard: %s: the ring's sharded cache holds typed and metadata-only objects, not %T; use the kind's Go type (registered in the scheme), or read it from the API server (client.CacheOptions.Unstructured false, the default)", op, obj)
-}
-
-func isUnstructured(obj runtime.Object) bool {
-	switch obj.(type) {
-	case *unstructured.Unstructured, *unstructured.UnstructuredList:
-		return true
-	}
-	return false
-}
-
 // Get reads obj from the cache. An object of a partition this replica does
 // not hold fails with an error wrapping kcache.ErrPartitionNotHeld, never
 // NotFound.
 func (c *shardedCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	if isUnstructured(obj) {
-		return errUnstructured("Get", obj)
-	}
 	if err := c.kc.Get(ctx, key, obj); err != nil {
 		return err
 	}
@@ -203,9 +185,10 @@ func (c *shardedCache) Get(ctx context.Context, key client.ObjectKey, obj client
 }
 
 // setKind sets obj's TypeMeta from the scheme, as controller-runtime's
-// cache does; metadata-only objects carry theirs.
+// cache does; metadata-only and unstructured objects carry theirs.
 func (c *shardedCache) setKind(obj runtime.Object) {
-	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata, *unstructured.Unstructured:
 		return
 	}
 	if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
@@ -218,9 +201,6 @@ func (c *shardedCache) setKind(obj runtime.Object) {
 // label selector and its field selector (exact matches on fields indexed
 // with IndexField, as controller-runtime's cache requires), at most Limit.
 func (c *shardedCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if isUnstructured(list) {
-		return errUnstructured("List", list)
-	}
 	lo := client.ListOptions{}
 	lo.ApplyOptions(opts)
 	if lo.Continue != "" {
@@ -332,9 +312,6 @@ func matchFields(index map[string]toolscache.IndexFunc, reqs []fields.Requiremen
 // (in main or SetupWithManager, as controller-runtime's documentation
 // asks): a partitioned kind gets its indexes when its informer is created.
 func (c *shardedCache) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
-	if isUnstructured(obj) {
-		return errUnstructured("IndexField", obj)
-	}
 	if extract == nil {
 		return fmt.Errorf("crshard: IndexField %q: the extract function is nil", field)
 	}
@@ -401,9 +378,6 @@ func fieldIndexFunc(extract client.IndexerFunc) toolscache.IndexFunc {
 // between them is one object, and one that left them is reported deleted
 // only once the API server confirmed it gone.
 func (c *shardedCache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	if isUnstructured(obj) {
-		return nil, errUnstructured("GetInformer", obj)
-	}
 	inf, err := c.kc.Informer(ctx, obj)
 	if err != nil {
 		return nil, err
@@ -420,11 +394,17 @@ func (c *shardedCache) GetInformer(ctx context.Context, obj client.Object, opts 
 	return &informer{inf: inf, obj: obj, cache: c}, nil
 }
 
-// GetInformerForKind is GetInformer for the scheme's type of gvk.
+// GetInformerForKind is GetInformer for the scheme's type of gvk, or for
+// unstructured objects of a kind the scheme does not know.
 func (c *shardedCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+	if !c.scheme.Recognizes(gvk) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return c.GetInformer(ctx, u, opts...)
+	}
 	o, err := c.scheme.New(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("crshard: GetInformerForKind(%s): the ring's sharded cache holds kinds registered in the scheme: %w", gvk, err)
+		return nil, fmt.Errorf("crshard: GetInformerForKind(%s): %w", gvk, err)
 	}
 	obj, ok := o.(client.Object)
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -161,11 +162,23 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 		Complete(rs.reconciler(id, mgr.GetClient())); err != nil {
 		t.Fatal(err)
 	}
+	// The same kind as unstructured objects: a cache of its own, labelled
+	// by the same rule.
+	if err := ring.NewControllerManagedBy(mgr).Named("configmap-unstructured").For(unstructuredConfigMap()).
+		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })); err != nil {
+		t.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &cacheReplica{id: id, ring: ring, mgr: mgr, stop: stop, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { r.halt(t) })
 	return r
+}
+
+func unstructuredConfigMap() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return u
 }
 
 // halt stops the replica's manager (the ring leaves gracefully) and waits.
@@ -315,6 +328,23 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		t.Fatalf("a caches %d and b %d ConfigMaps; want a split of %d", len(itemsA), len(itemsB), cacheTestObjects)
 	}
 
+	// Unstructured and metadata-only reads: the unstructured ConfigMaps are
+	// sharded as the typed ones; metadata-only ConfigMaps, which no
+	// controller watches, are cached whole.
+	awaitTrue(t, "a's unstructured ConfigMaps to be its typed ones", 30*time.Second, func() (bool, string) {
+		ul := &unstructured.UnstructuredList{}
+		ul.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+		if err := a.mgr.GetCache().List(ctx, ul, client.InNamespace(cacheTestNS)); err != nil {
+			return false, err.Error()
+		}
+		return len(ul.Items) == len(itemsA), fmt.Sprintf("%d unstructured, %d typed", len(ul.Items), len(itemsA))
+	})
+	ml := &metav1.PartialObjectMetadataList{}
+	ml.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := a.mgr.GetCache().List(ctx, ml, client.InNamespace(cacheTestNS)); err != nil || len(ml.Items) != cacheTestObjects {
+		t.Fatalf("a lists %d metadata-only ConfigMaps (%v), want all %d: no controller watches them, so they are cached whole", len(ml.Items), err, cacheTestObjects)
+	}
+
 	// Every update reconciled by exactly one replica.
 	setAll("2")
 	awaitTrue(t, "every v2 reconciled once", time.Minute, everyRead(rs, "2", true))
@@ -386,10 +416,12 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		return l.Annotations[lease.AnnotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
 	})
 	want := map[string]struct{ mode, reason string }{
-		"ConfigMap":      {kcache.ModeLabels, ""},
-		"Secret":         {kcache.ModeLabels, ""},
-		"Namespace":      {kcache.ModeFull, "cluster-scoped"},
-		"ServiceAccount": {kcache.ModeFull, "maps its events with a function"},
+		"ConfigMap":                {kcache.ModeLabels, ""},
+		"ConfigMap (unstructured)": {kcache.ModeLabels, ""},
+		"ConfigMap (metadata)":     {kcache.ModeFull, "no controller watches it"},
+		"Secret":                   {kcache.ModeLabels, ""},
+		"Namespace":                {kcache.ModeFull, "cluster-scoped"},
+		"ServiceAccount":           {kcache.ModeFull, "maps its events with a function"},
 	}
 	modes := a.mgr.GetCache().(*shardedCache).Modes()
 	for _, m := range modes {

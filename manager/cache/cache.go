@@ -95,6 +95,7 @@ type Cache struct {
 type informerKey struct {
 	gvk          schema.GroupVersionKind
 	metadataOnly bool
+	unstructured bool // *unstructured.Unstructured objects
 }
 
 // entry is one kind's informer: a SharedIndexInformer when the kind is
@@ -318,6 +319,9 @@ func (c *Cache) keyOf(obj runtime.Object) (informerKey, error) {
 	if obj == nil {
 		return informerKey{}, errors.New("cache: object is nil; pass a pointer to a typed object such as &corev1.ConfigMap{}")
 	}
+	if key, ok, err := unstructuredKey(obj); ok {
+		return key, err
+	}
 	if pom, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		gvk := pom.GroupVersionKind()
 		if gvk.Kind == "" || gvk.Version == "" {
@@ -373,6 +377,8 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 		e.part, err = c.newSegmented(key.gvk, mapping, e.mode, indexers)
 	case key.metadataOnly:
 		e.informer, err = c.newMetadataInformer(key.gvk, mapping, indexers)
+	case key.unstructured:
+		e.informer, err = c.newUnstructuredInformer(key.gvk, mapping, indexers)
 	default:
 		e.informer, err = c.newTypedInformer(key.gvk, mapping, indexers)
 	}

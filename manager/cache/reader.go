@@ -136,6 +136,9 @@ func (c *Cache) listKeyOf(list runtime.Object) (informerKey, error) {
 	if list == nil {
 		return informerKey{}, errors.New("cache: list is nil; pass a pointer to a list type such as &corev1.ConfigMapList{}")
 	}
+	if key, ok, err := unstructuredKey(list); ok {
+		return key, err
+	}
 	if pol, ok := list.(*metav1.PartialObjectMetadataList); ok {
 		gvk := pol.GroupVersionKind()
 		if gvk.Kind == "" || gvk.Version == "" {
