@@ -49,7 +49,7 @@ const (
 // controller of the ring maps to its own key (For, Watches with
 // EnqueueRequestForObject) or to its controller owner's (Owns) holds the
 // objects of the partitions this replica needs; other kinds are cached
-// whole (see the package doc). It refuses every cache.Options field it
+// whole (docs/adapter.md). It refuses every cache.Options field it
 // cannot honour, by name.
 func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	if r.slot == nil {
@@ -66,13 +66,19 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 	if err != nil {
 		return nil, fmt.Errorf("crshard: Ring.NewCache: %w", err)
 	}
+	// Label patches bound their own rate (LabelQPS), so the client-side
+	// limiter of the manager's config must not throttle them; they carry
+	// no lease validity, so the fencing transport passes them: a label is
+	// a pure function of the object's key, and a late one is harmless.
+	labelCfg := rest.CopyConfig(cfg)
+	labelCfg.QPS, labelCfg.Burst = -1, 0
 	kopts := kcache.Options{
 		Scheme: opts.Scheme,
 		Mapper: opts.Mapper,
 		Sharding: &kcache.Sharding{
 			Full:   fullKinds(r.opts.FullCacheKinds),
 			Logger: r.log.WithName("cache"),
-			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), QPS: r.opts.LabelQPS},
+			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), WriteConfig: labelCfg, QPS: r.opts.LabelQPS},
 		},
 	}
 	if opts.SyncPeriod != nil {
@@ -103,7 +109,8 @@ func fullKinds(objs []client.Object) []kcache.Object {
 // refuseCacheOptions names every field of opts the sharded cache cannot
 // honour. Scheme, Mapper and HTTPClient are what the manager sets (the
 // cache builds its own HTTP client from the same config); SyncPeriod is
-// the informers' resync; one namespace in DefaultNamespaces restricts
+// the resync of the kinds cached whole (a sharded kind's handlers get
+// events only); one namespace in DefaultNamespaces restricts
 // every namespaced kind to it.
 func refuseCacheOptions(opts crcache.Options) error {
 	var errs []error
