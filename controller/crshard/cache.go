@@ -25,6 +25,7 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	kcache "github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -91,9 +92,12 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 	if err != nil {
 		return nil, fmt.Errorf("crshard: Ring.NewCache: %w", err)
 	}
-	sc := &shardedCache{kc: kc, scheme: kc.Scheme(), status: r.slot.status, fields: map[schema.GroupVersionKind]map[string]toolscache.IndexFunc{}}
+	sc := &shardedCache{kc: kc, scheme: kc.Scheme(), counts: cachemetrics.New(kc), status: r.slot.status, fields: map[schema.GroupVersionKind]map[string]toolscache.IndexFunc{}}
 	if err := r.slot.attach(sc); err != nil {
 		return nil, err
+	}
+	if err := r.opts.Registerer.Register(sc.counts); err != nil {
+		return nil, fmt.Errorf("crshard: Ring.NewCache: registering the cache's metrics: %w", err)
 	}
 	return sc, nil
 }
@@ -166,6 +170,8 @@ func refuseCacheOptions(opts crcache.Options) error {
 type shardedCache struct {
 	kc     *kcache.Cache
 	scheme *runtime.Scheme
+	// counts exports the kshard_cache_* metrics and counts the objects.
+	counts *cachemetrics.Collector
 	// status publishes the cache's mode and object count in the
 	// replica's Lease, for kshard status (lease.Member.SetCacheStatus).
 	status  func(lease.CacheStatus)
@@ -426,8 +432,9 @@ func (c *shardedCache) RemoveInformer(_ context.Context, obj client.Object) erro
 }
 
 // cacheStatusPeriod is how often the cache counts its objects for the
-// replica's Lease: a walk of the stores, never a write of its own.
-const cacheStatusPeriod = 5 * time.Second
+// replica's Lease: a walk of the stores (shared with a scrape), never a
+// write of its own.
+const cacheStatusPeriod = cachemetrics.CountsMaxAge
 
 // Start runs the cache until ctx ends, publishing its object count.
 func (c *shardedCache) Start(ctx context.Context) error {
@@ -446,7 +453,7 @@ func (c *shardedCache) publishStatus(ctx context.Context) {
 	defer t.Stop()
 	for {
 		total := 0
-		for _, n := range c.kc.ObjectCounts() {
+		for _, n := range c.counts.ObjectCounts() {
 			total += n
 		}
 		c.status(lease.CacheStatus{Mode: string(CacheLabels), Objects: total})

@@ -122,6 +122,7 @@ type cacheReplica struct {
 	id   string
 	ring *Ring
 	mgr  crmanager.Manager
+	reg  *prometheus.Registry
 	stop context.CancelFunc
 	done chan error
 }
@@ -129,10 +130,11 @@ type cacheReplica struct {
 func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles) *cacheReplica {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
+	reg := prometheus.NewRegistry()
 	ring, err := New(cfg, Options{
 		Ring: "cachetest", Namespace: cacheTestLeaseNS, Identity: id, Partitions: cacheTestPartitions,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond, DrainGracePeriod: time.Second,
-		GracefulShutdownTimeout: 20 * time.Second, CacheMode: CacheLabels, Registerer: prometheus.NewRegistry(),
+		GracefulShutdownTimeout: 20 * time.Second, CacheMode: CacheLabels, Registerer: reg,
 		Exit:   func(code int) { t.Errorf("replica %s asked to exit with %d", id, code) },
 		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 1}).WithName(id),
 	})
@@ -169,7 +171,7 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &cacheReplica{id: id, ring: ring, mgr: mgr, stop: stop, done: make(chan error, 1)}
+	r := &cacheReplica{id: id, ring: ring, mgr: mgr, reg: reg, stop: stop, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { r.halt(t) })
 	return r
@@ -415,6 +417,27 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		n, _ := strconv.Atoi(l.Annotations[lease.AnnotationCachedObjects])
 		return l.Annotations[lease.AnnotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
 	})
+	// The kshard_cache_* metrics, as the native manager's.
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			metrics[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	if v := metrics["kshard_cache_mode{kind=/v1, Kind=ConfigMap,mode=labels}"]; v != 1 {
+		t.Errorf("kshard_cache_mode of ConfigMaps = %v, want 1 for labels", v)
+	}
+	if v := metrics["kshard_cache_objects{kind=/v1, Kind=ConfigMap}"]; v < float64(len(itemsB)) {
+		t.Errorf("kshard_cache_objects of ConfigMaps = %v, want at least b's %d", v, len(itemsB))
+	}
 	want := map[string]struct{ mode, reason string }{
 		"ConfigMap":                {kcache.ModeLabels, ""},
 		"ConfigMap (unstructured)": {kcache.ModeLabels, ""},
