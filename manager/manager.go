@@ -27,6 +27,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -66,7 +67,7 @@ type Manager struct {
 	member      *lease.Member
 	core        *handoff.Core
 	metrics     *ringMetrics
-	cacheCounts *cacheModeCollector // the cache's object counts, for metrics and the Lease
+	cacheCounts *cachemetrics.Collector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
 	coord           atomic.Pointer[coordinator]
@@ -189,7 +190,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
 		member:      member, core: core, metrics: rm,
-		cacheCounts: newCacheModeCollector(c),
+		cacheCounts: cachemetrics.New(c),
 		exit:        os.Exit,
 	}
 	_ = m.healthz.add("ping", Ping)
