@@ -20,7 +20,12 @@
 // clients refuse writes of a reconcile whose lease validity has passed.
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
-// in. A controller built with controller.New opts in with
+// in. Where the ring is not at hand, as in a kubebuilder reconciler's
+// SetupWithManager, crshard.ControllerManagedBy(mgr) replaces
+// ctrl.NewControllerManagedBy(mgr): it finds the ring main set up with
+// ring.SetupWithManager(mgr). There is no typed variant: the ring
+// partitions reconcile.Request's namespace and name, which another request
+// type does not have. A controller built with controller.New opts in with
 // ring.Options(mgr, options, forObj), which sets the gated queue and wraps
 // options.Reconciler.
 //

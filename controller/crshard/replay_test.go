@@ -129,3 +129,26 @@ func TestRawSourcesRefusedUnlessAllowed(t *testing.T) {
 		t.Fatalf("with AllowUnreplayed: %v", err)
 	}
 }
+
+// TestControllerManagedByFindsTheManagersRing: the package-level builder
+// opts the controller into the ring set up with the manager, and fails,
+// saying what to do, on a manager with none.
+func TestControllerManagedByFindsTheManagersRing(t *testing.T) {
+	noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	bare := newTestManager(t, false)
+	err := ControllerManagedBy(bare).Named("noring").For(&corev1.ConfigMap{}).Complete(noop)
+	if err == nil || !strings.Contains(err.Error(), "ring.SetupWithManager(mgr)") {
+		t.Fatalf("on a manager with no ring: %v, want an error naming SetupWithManager", err)
+	}
+	mgr := newTestManager(t, false)
+	r := newTestRing(t, 0)
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := ControllerManagedBy(mgr).Named("found").For(&corev1.ConfigMap{}).Complete(noop); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.controllers); n != 1 {
+		t.Fatalf("the ring has %d controllers, want the one built with ControllerManagedBy", n)
+	}
+}
