@@ -169,48 +169,47 @@ func objectFunc(obj client.Object, scheme *runtime.Scheme, metadataOnly bool) (f
 	}, nil
 }
 
-// replayQueue is the queue replayed handlers add to: it keeps, once each,
-// the requests of the partitions being replayed, and flush hands them to
-// the gated queue in one call, at low priority. It implements
+// replayQueue is the queue replayed handlers add to: it keeps the requests
+// of the partitions being replayed, and flush hands them to the gated queue
+// in one call, at low priority (the queue drops duplicates). It implements
 // priorityqueue.PriorityQueue, as the handlers expect; they only add.
 type replayQueue struct {
 	*gatedQueue // the rest of the interface; not used by handlers
 	set         shard.PartitionSet
 
 	mu   sync.Mutex
-	seen map[reconcile.Request]struct{}
 	reqs []reconcile.Request
 }
 
 var _ priorityqueue.PriorityQueue[reconcile.Request] = (*replayQueue)(nil)
 
 func newReplayQueue(q *gatedQueue, set shard.PartitionSet) *replayQueue {
-	return &replayQueue{gatedQueue: q, set: set, seen: map[reconcile.Request]struct{}{}}
+	return &replayQueue{gatedQueue: q, set: set}
 }
 
 func (q *replayQueue) keep(reqs ...reconcile.Request) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, r := range reqs {
-		if _, dup := q.seen[r]; dup || !q.set.Has(q.partition(r)) {
-			continue
+		if q.set.Has(q.partition(r)) {
+			q.reqs = append(q.reqs, r)
 		}
-		q.seen[r] = struct{}{}
-		q.reqs = append(q.reqs, r)
 	}
 }
 
-func (q *replayQueue) Add(r reconcile.Request)                                      { q.keep(r) }
-func (q *replayQueue) AddAfter(r reconcile.Request, _ time.Duration)                { q.keep(r) }
-func (q *replayQueue) AddRateLimited(r reconcile.Request)                           { q.keep(r) }
-func (q *replayQueue) AddWithOpts(_ priorityqueue.AddOpts, rs ...reconcile.Request) { q.keep(rs...) }
+func (q *replayQueue) Add(r reconcile.Request)                       { q.keep(r) }
+func (q *replayQueue) AddAfter(r reconcile.Request, _ time.Duration) { q.keep(r) }
+func (q *replayQueue) AddRateLimited(r reconcile.Request)            { q.keep(r) }
+func (q *replayQueue) AddWithOpts(_ priorityqueue.AddOpts, rs ...reconcile.Request) {
+	q.keep(rs...)
+}
 
 // flush adds the kept requests to the gated queue, which admits those of
 // partitions still active.
 func (q *replayQueue) flush() {
 	q.mu.Lock()
 	reqs := q.reqs
-	q.reqs, q.seen = nil, map[reconcile.Request]struct{}{}
+	q.reqs = nil
 	q.mu.Unlock()
 	if len(reqs) > 0 {
 		q.gatedQueue.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
