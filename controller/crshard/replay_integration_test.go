@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -113,6 +115,9 @@ func await(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 // the key is reconciled, by r-1.
 func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 	cp := controlplane.ForTest(t, controlplane.Options{})
+	// controller-runtime warns, with a stack, when its logger is used
+	// before one is set.
+	crlog.SetLogger(logr.Discard())
 	const ns = "replay"
 	admin, err := client.New(cp.Config(), client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {
