@@ -191,15 +191,45 @@ func TestConvertedOperatorChaos(t *testing.T) {
 	}}))
 }
 
-// TestMappedOperatorChaos runs the same check on an operator whose only
-// source maps the kit's ConfigMaps to its keys with
+// TestMappedOperatorChaos runs a SIGKILL, a rolling restart and scaling on
+// an operator whose only source maps the kit's ConfigMaps to its keys with
 // EnqueueRequestsFromMapFunc (./mapped): with no For objects, an update
-// whose event both replicas dropped while its partition moved is
+// whose event every replica dropped while its partition moved is
 // reconciled only if the new owner's activation replays the Watches
-// handler.
+// handler. The kill and scaling scenarios stop the writer before the moves
+// end, so no later update of a key hides a lost one.
 func TestMappedOperatorChaos(t *testing.T) {
 	ids := []string{"r-0", "r-1", "r-2"}
-	runChaos(t, "./mapped", ids, moves(ids))
+	all := moves(ids)
+	runChaos(t, "./mapped", ids, []scenario{
+		{"kill", func(t *testing.T, f *fleet) {
+			f.env.Crash("r-1")
+			// Updates while r-1's partitions are owned by no live replica
+			// (until its Lease expires, at least LeaseDuration-RenewPeriod
+			// from now), then none: their events are dropped everywhere.
+			// The length of the writes is the fault itself, not a wait
+			// for a condition.
+			o := f.env.Options()
+			time.Sleep((o.LeaseDuration - o.RenewPeriod) / 2)
+			f.writer.Stop()
+			f.env.AwaitConverged(time.Minute, "r-0", "r-2")
+			f.start("r-1")
+			f.env.AwaitConverged(2*time.Minute, ids...)
+		}},
+		all[1], // rolling
+		{"scaling", func(t *testing.T, f *fleet) {
+			f.start("r-3")
+			f.start("r-4")
+			f.env.AwaitConverged(2*time.Minute, append(ids, "r-3", "r-4")...)
+			f.writer.Stop() // updates only while partitions moved to r-3 and r-4
+			f.env.Stop("r-4")
+			f.env.Stop("r-3")
+			f.env.Stop("r-2")
+			f.env.AwaitConverged(time.Minute, "r-0", "r-1")
+			f.start("r-2")
+			f.env.AwaitConverged(2*time.Minute, ids...)
+		}},
+	})
 }
 
 func TestMain(m *testing.M) {
