@@ -95,8 +95,10 @@
 // and forgets an object when its delete event arrives or a replay finds it
 // gone), so a map function runs for the few objects its watch cares about,
 // not for every cached object of the kind. Either way a replay enqueues a
-// superset of the events the previous owner dropped: reconcilers must
-// tolerate an extra reconcile, as they tolerate a resync. What a replay
+// superset of the events the previous owner dropped (a replica started
+// since an event judges its object by the initial list's create event, as
+// any restarted controller-runtime replica does): reconcilers must tolerate
+// an extra reconcile, as they tolerate a resync. What a replay
 // cannot enqueue is a request that only a deleted object's event produced
 // for a key that is not a For object: the object is no longer cached.
 //
