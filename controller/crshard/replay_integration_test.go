@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,14 +36,16 @@ import (
 // no such ConfigMap exists until the Secret's event is reconciled.
 type copyReplica struct {
 	ring *Ring
+	reg  *prometheus.Registry
 	stop func() error
 }
 
 func startCopyReplica(t *testing.T, cp *controlplane.ControlPlane, ns, identity string) *copyReplica {
 	t.Helper()
 	cfg := cp.Config()
+	reg := prometheus.NewRegistry()
 	ring, err := New(cfg, Options{
-		Ring: "replay", Namespace: ns, Identity: identity, Registerer: prometheus.NewRegistry(),
+		Ring: "replay", Namespace: ns, Identity: identity, Registerer: reg,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RenewPeriod: time.Second,
 		GracefulShutdownTimeout: 10 * time.Second,
 	})
@@ -93,11 +94,31 @@ func startCopyReplica(t *testing.T, cp *controlplane.ControlPlane, ns, identity 
 		return stopErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	return &copyReplica{ring: ring, stop: stop}
+	return &copyReplica{ring: ring, reg: reg, stop: stop}
 }
 
-func (r *copyReplica) dropped() float64 {
-	return testutil.ToFloat64(r.ring.metrics.gate.WithLabelValues("copy", "foreign"))
+// dropped is how many requests the gate refused for a partition not
+// active here (kshard_gate_decisions_total{decision="foreign"}).
+func (r *copyReplica) dropped(t *testing.T) float64 {
+	t.Helper()
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() != "kshard_gate_decisions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "decision" && l.GetValue() == "foreign" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 func await(t *testing.T, what string, timeout time.Duration, cond func() bool) {
@@ -176,12 +197,12 @@ func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 			name = n
 		}
 	}
-	drop0, drop1 := r0.dropped(), r1.dropped()
+	drop0, drop1 := r0.dropped(t), r1.dropped(t)
 	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	await(t, "both replicas to drop the Secret's mapped request", 30*time.Second, func() bool {
-		return r0.dropped() > drop0 && r1.dropped() > drop1
+		return r0.dropped(t) > drop0 && r1.dropped(t) > drop1
 	})
 	unblock()
 
