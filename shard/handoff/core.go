@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -126,8 +127,8 @@ type Core struct {
 	view        []string
 	scratch     []string // reused to compute the view without allocating
 	ringBuilt   bool
-	recentRings []ringEntry // oldest first
-	newRing     RingBuilder // shard.NewWeighted; the simulation memoises it across replicas
+	recentRings []ringEntry             // oldest first
+	newRing     handoffhook.RingBuilder // shard.NewWeighted; the simulation memoises it across replicas (handoffhook)
 	// A balanced ring (shard.Config.Balance) with a partition cache: the
 	// object counts the shell last reported (ObjectsCounted) and the synced
 	// partitions they cover, the weights this replica publishes
@@ -149,7 +150,7 @@ type Core struct {
 	deaths map[Death]bool // incarnations the kubelet reported ended, by pod UID
 	// trustWatchOrder turns off the defence against stale views of a
 	// peer's Lease (see staleObservation). Only the simulation sets it
-	// (SetTrustWatchOrder), to show that its stale-view fault breaks the
+	// (internal/handoffhook), to show that its stale-view fault breaks the
 	// invariant without it.
 	trustWatchOrder bool
 }
@@ -1568,36 +1569,3 @@ func (c *Core) Done() bool { return c.done }
 // wrapping one of ErrDuplicateIdentity, ErrRing, ErrForeignFingerprint or
 // ErrIdentityInUse; nil when there is none.
 func (c *Core) Err() error { return c.err }
-
-// RingBuilder builds the ring of a view: members and, for a balanced ring,
-// the partitions' weights (shard.NewWeighted).
-type RingBuilder func(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error)
-
-// SetRingBuilder replaces shard.NewWeighted as the function that builds the
-// ring of a view. Rings depend only on their inputs, so a simulation running
-// many cores over the same views can share them; production leaves the
-// default.
-func (c *Core) SetRingBuilder(build RingBuilder) {
-	if build != nil {
-		c.newRing = build
-	}
-}
-
-// SetTrustWatchOrder turns the defence against stale views of a peer's
-// Lease (see staleObservation) off (true) or on. Only a simulation turns it
-// off, to show that its stale-view fault breaks the invariant without it;
-// production leaves it on.
-func (c *Core) SetTrustWatchOrder(trust bool) { c.trustWatchOrder = trust }
-
-// Tombstones returns the Leases that left the view while their claim was in
-// force and whose claim still counts (see "Absence is not death" in the
-// package documentation), in their last observed state, sorted by identity.
-func (c *Core) Tombstones() []Observed {
-	var out []Observed
-	for _, id := range c.peerIDs {
-		if p := c.peers[id]; p != nil && p.gone && !p.void {
-			out = append(out, p.obs)
-		}
-	}
-	return out
-}

@@ -129,9 +129,3 @@ func (c *Core) nextSuspects(consider func(time.Time)) {
 		}
 	}
 }
-
-// Proven reports whether Terminated was told that d's incarnation, in the
-// pod d names, has ended (d.Identity does not matter). For tests and
-// diagnostics: a simulation's oracle checks that no core holds a proof
-// about a process that still runs.
-func (c *Core) Proven(d Death) bool { return c.deaths[d.key()] }
