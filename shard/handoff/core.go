@@ -38,7 +38,6 @@ type Core struct {
 	// terminating is the version of the own Lease, held by this
 	// incarnation, that someone else is deleting (Terminating), if any.
 	terminating string
-	observation uint64    // count of Observe calls, to find Leases that disappeared
 	own         *Observed // own Lease as last observed, when this incarnation wrote it
 	held        bool      // this incarnation's Lease has been observed at least once
 	prior       *peer     // own Lease written by another incarnation, not taken over yet
@@ -69,7 +68,7 @@ type Core struct {
 	// replacement whose predecessor still runs) until it sees its Lease
 	// gone and fences, so each counts for LeaseDuration of observed time
 	// from when this core learnt of it, like a peer's ghost.
-	ownGhosts []*peer
+	ownGhosts ghostList
 
 	// Renewal and fencing.
 	renewed       bool      // some renew has succeeded
@@ -122,10 +121,8 @@ type Core struct {
 	handingOverSince []time.Time
 
 	// Peers and the ring they form.
-	peers       map[string]*peer
-	peerIDs     []string // sorted keys of peers
+	peers       peerView
 	view        []string
-	scratch     []string // reused to compute the view without allocating
 	ringBuilt   bool
 	recentRings []ringEntry             // oldest first
 	newRing     handoffhook.RingBuilder // shard.NewWeighted; the simulation memoises it across replicas (handoffhook)
@@ -141,199 +138,10 @@ type Core struct {
 	ringErr       error
 	foreign       *peer // a live active peer with another fingerprint, if any
 	err           error
-	// decided holds the identities whose main Lease the current Observe
-	// has settled (reused between calls).
-	decided map[string]bool
 
 	// Proof of death (proof.go).
-	pod    string         // UID of the own pod, published in the Record; "" unknown
-	deaths map[Death]bool // incarnations the kubelet reported ended, by pod UID
-	// trustWatchOrder turns off the defence against stale views of a
-	// peer's Lease (see staleObservation). Only the simulation sets it
-	// (internal/handoffhook), to show that its stale-view fault breaks the
-	// invariant without it.
-	trustWatchOrder bool
-}
-
-// peer is what the core knows about another member's Lease.
-type peer struct {
-	obs Observed
-	// lastChange is the local time at which obs.Version was first observed.
-	// Expiry is judged on it alone: never on timestamps written by others.
-	lastChange time.Time
-	confirming bool // a Confirm of obs.Version is outstanding
-	// void: obs.Version looked expired and a direct read showed it still
-	// current (or gone). Its claims no longer count until the Lease changes.
-	void      bool
-	collected bool   // GarbageCollect of obs.Version has been asked for
-	seen      uint64 // the Observe call that last included this Lease
-	// gone: the Lease has left the view (deleted, relabelled, or filtered
-	// out) while its last claim was in force. Absence is not death: the
-	// claim keeps counting until it is released by an observed empty claim
-	// (which removes the tombstone before it forms), or by confirmed expiry,
-	// LeaseDuration of observed time after the Lease left. lastChange is the
-	// time it left.
-	gone bool
-	// takingOver: (prior only) the shell has been asked to take the Lease
-	// over from this version.
-	takingOver bool
-	// joiningSince is when this core first saw the Lease's incarnation in
-	// state joining; zero when it is not joining (see awaitingJoiners).
-	joiningSince time.Time
-	// history: the newest Records of this identity seen (see
-	// staleObservation).
-	history leaseHistory
-	// ghosts: claims of earlier Lease objects (UIDs) of this identity, or
-	// of the incarnation that held this object before another one wrote
-	// it, that were in force when they were superseded without an observed
-	// empty claim in between (a Lease deleted by hand and created by a
-	// second process of the same identity, say; or a watch that lagged
-	// across several deletions of the name, whose departed states the shell
-	// reports one per UID). Each stays in force for LeaseDuration of
-	// observed time from when this core learnt of it: the object is gone
-	// for good (a later one of the same name exists or existed), so its
-	// holder can no longer renew it (its writes are conditioned on a
-	// version that is gone) and by then has fenced and stopped. An expired
-	// ghost stays, counting nothing, while the shell still reports its
-	// departure, so that the report does not arm it again.
-	ghosts []*peer
-}
-
-// leaseHistory is what a peer's Lease has shown of its writers' Records:
-// per incarnation, the Record with the highest Generation seen (a writer's
-// Generation only grows, across re-creations of its Lease too). It orders
-// the Records of one writer; those of different incarnations cannot be
-// ordered without comparing resourceVersions (which API conventions
-// forbid), and the order in which a stale view shows them proves nothing.
-// It is bounded: the incarnation seen longest ago is forgotten first.
-type leaseHistory struct {
-	newest []Record // one per incarnation, oldest incarnation first
-}
-
-// historyDepth is how many incarnations a leaseHistory remembers.
-const historyDepth = 8
-
-// wellFormed reports whether l's Record can be ordered against others of
-// its writer: damaged Leases, and those without an incarnation, cannot.
-func wellFormed(l Observed) bool {
-	return !l.Gone && l.Problem == "" && !l.ClaimUnknown && l.Incarnation != ""
-}
-
-// record adds l to the history unless it is older than a Record of its
-// writer seen already.
-func (h *leaseHistory) record(l Observed) {
-	if !wellFormed(l) {
-		return
-	}
-	i := slices.IndexFunc(h.newest, func(r Record) bool { return r.Incarnation == l.Incarnation })
-	switch {
-	case i < 0:
-		h.newest = append(h.newest, l.Record.Clone())
-		if len(h.newest) > historyDepth {
-			h.newest = h.newest[1:]
-		}
-	case l.Generation > h.newest[i].Generation:
-		h.newest[i] = l.Record.Clone()
-	}
-}
-
-// newer returns the newest Record seen of l's writer if it is newer than
-// l: a higher Generation of the same incarnation.
-func (h *leaseHistory) newer(l Observed) (Record, bool) {
-	for _, r := range h.newest {
-		if r.Incarnation == l.Incarnation && l.Generation < r.Generation {
-			return r, true
-		}
-	}
-	return Record{}, false
-}
-
-// staleObservation reports whether l, a state of old's identity, is older
-// than one this core has already seen of the same writer, and returns the
-// newest one seen. A watch delivers in etcd order, so this should not
-// happen; a watch that reorders events, or a relist served by a lagging
-// API server, would otherwise show a claim dropped that was added back
-// since, and a holder active on it would look free.
-func (c *Core) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
-	if c.trustWatchOrder || !wellFormed(l) {
-		return Record{}, false
-	}
-	return old.history.newer(l)
-}
-
-// dropPeer forgets the Lease of id. While ghosts of the identity are in
-// force (or still reported), its record stays as a void placeholder that
-// carries them: a Lease gone with nothing in force must not take an earlier
-// object's claim with it.
-// It reports whether the record was deleted.
-func (c *Core) dropPeer(id string) (deleted bool) {
-	p := c.peers[id]
-	if p == nil {
-		return false
-	}
-	c.pruneGhosts(p)
-	if len(p.ghosts) == 0 {
-		delete(c.peers, id)
-		return true
-	}
-	p.gone, p.void, p.collected, p.confirming = true, true, true, false
-	return false
-}
-
-// pruneGhosts forgets p's ghosts that have expired and were not reported
-// by the latest Observe.
-func (c *Core) pruneGhosts(p *peer) {
-	p.ghosts = slices.DeleteFunc(p.ghosts, func(g *peer) bool {
-		return (g.void || !c.live(g)) && g.seen != c.observation
-	})
-}
-
-// ghostOf returns the ghosts that stay in force when next replaces old as
-// the Lease of one identity: old's own, plus old's claim when another
-// incarnation created next afresh while old's claim counted. A takeover is
-// an update of the same object (same UID), which its writer makes only
-// after confirming old's version expired: that leaves no ghost.
-func (c *Core) ghostOf(old, next *peer) []*peer {
-	ghosts := old.ghosts
-	recreated := old.gone || old.obs.UID == "" || old.obs.UID != next.obs.UID
-	if !old.void && !old.obs.Claim.IsEmpty() && old.obs.Incarnation != next.obs.Incarnation && recreated {
-		ghosts = c.addGhost(ghosts, old.obs, 0, false)
-	}
-	return ghosts
-}
-
-// addGhost adds the claim of obs to ghosts, as of now: merged into the
-// ghost of the same object (UID, or version when the UID is unknown) if
-// there is one and it is still in force, else as a new ghost. seen is the
-// Observe that reported obs as departed, 0 for a claim this core saw.
-// covered: a later Lease of the same incarnation is in the view, and its
-// claim covers obs's; the ghost is recorded void, so that later reports of
-// the departure do not arm it.
-func (c *Core) addGhost(ghosts []*peer, obs Observed, seen uint64, covered bool) []*peer {
-	for _, g := range ghosts {
-		if !sameObject(g.obs, obs) {
-			continue
-		}
-		g.seen = max(g.seen, seen)
-		switch {
-		case g.void && !covered && seen == 0:
-			// A claim this core saw in force, of an object whose
-			// departure it had found covered: it counts after all.
-			g.obs, g.lastChange, g.void = obs, c.now, false
-		case c.live(g) && !g.void && g.obs.Claim.Size() == obs.Claim.Size():
-			g.obs.Claim = g.obs.Claim.Union(obs.Claim)
-		}
-		return ghosts
-	}
-	return append(ghosts, &peer{obs: obs, lastChange: c.now, gone: true, collected: true, seen: seen, void: covered})
-}
-
-// sameObject reports whether a and b are states of one Lease object.
-func sameObject(a, b Observed) bool {
-	if a.UID != "" || b.UID != "" {
-		return a.UID == b.UID
-	}
-	return a.Version == b.Version
+	pod    string // UID of the own pod, published in the Record; "" unknown
+	deaths proofs // incarnations the kubelet reported ended, by pod UID
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
@@ -367,7 +175,8 @@ func New(cfg Config) (*Core, error) {
 
 		unackedActivate: empty.Clone(),
 		unackedRevoke:   empty.Clone(),
-		peers:           map[string]*peer{},
+		peers:           newPeerView(cfg, cfg.Ring.Fingerprint()),
+		deaths:          proofs{},
 		newRing:         shard.NewWeighted,
 	}, nil
 }
@@ -391,63 +200,34 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 		})
 	}
 	c.observed = true
-	c.observation++
-	if c.decided == nil {
-		c.decided = map[string]bool{}
-	}
-	clear(c.decided)
-	ownSeen, changed, priorDeparted := false, false, false
-	// The Leases in the view first: each is its identity's main Lease.
+	c.peers.observe(c.now, leases)
+	ownSeen, priorDeparted := false, false
 	for _, l := range leases {
-		if l.Identity == "" || l.Gone {
-			continue // not a member's Lease (the shell should not pass it), or departed
+		if l.Identity == c.cfg.Identity && !l.Gone {
+			ownSeen = true
+			c.observeOwn(l)
+			break
 		}
-		if l.Identity == c.cfg.Identity {
-			if !ownSeen {
-				ownSeen = true
-				c.observeOwn(l)
-			}
-			continue
-		}
-		if c.decided[l.Identity] {
-			continue // an informer holds one object per name; keep the first
-		}
-		c.decided[l.Identity] = true
-		changed = c.observePeer(l) || changed
 	}
-	// Then the departed ones, last departure first: the last one of an
-	// identity not in the view is its main Lease (it may still exist,
-	// relabelled); every other object of that identity is gone for good
-	// (a later one of the same name exists or existed), and its claim
-	// counts as a ghost. So does a departure of another object than the
-	// one last seen in the view (see isGhost).
+	// Departures, last first.
 	for i := len(leases) - 1; i >= 0; i-- {
 		l := leases[i]
-		if l.Identity == "" || !l.Gone {
+		if l.Identity != c.cfg.Identity || !l.Gone {
 			continue
 		}
-		if l.Identity == c.cfg.Identity {
-			// The own Lease as it left the view is absent; another
-			// incarnation's claim in it stays in force (ownGhosts), even
-			// if this core never saw it in the view.
-			if l.Incarnation != c.cfg.Incarnation {
-				if m := c.meaning(l); !m.Claim.IsEmpty() {
-					c.ownGhosts = c.addGhost(c.ownGhosts, m, c.observation, false)
-				}
-				// The previous incarnation's Lease left in this state, newer
-				// than any seen of it (its claim emptied when a peer
-				// collected it, say): that claim, not an older one,
-				// is what stays in force.
-				priorDeparted = priorDeparted || c.prior != nil && l.Incarnation == c.prior.obs.Incarnation && sameObject(c.prior.obs, l)
+		// The own Lease as it left the view is absent; another
+		// incarnation's claim in it stays in force (ownGhosts), even
+		// if this core never saw it in the view.
+		if l.Incarnation != c.cfg.Incarnation {
+			if m := meaning(l, c.fingerprint, c.partitions); !m.Claim.IsEmpty() {
+				c.ownGhosts = c.ownGhosts.add(c.now, c.cfg.LeaseDuration, m, c.peers.observation, false)
 			}
-			continue
+			// The previous incarnation's Lease left in this state, newer
+			// than any seen of it (its claim emptied when a peer
+			// collected it, say): that claim, not an older one,
+			// is what stays in force.
+			priorDeparted = priorDeparted || c.prior != nil && l.Incarnation == c.prior.obs.Incarnation && sameObject(c.prior.obs, l)
 		}
-		if !c.decided[l.Identity] && !c.isGhost(l) {
-			c.decided[l.Identity] = true
-			changed = c.observePeer(l) || changed
-			continue
-		}
-		changed = c.observeGhost(l) || changed
 	}
 	if !ownSeen {
 		c.terminating = ""
@@ -460,170 +240,6 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 			c.loseOwn() // deleted or relabelled by someone else
 		}
 	}
-	for id, p := range c.peers {
-		switch {
-		case p.seen == c.observation:
-		case p.void || p.obs.Claim.IsEmpty():
-			// Nothing in force: a voided Lease (collected, say) or one
-			// whose holder published an empty claim; but a ghost still
-			// is.
-			changed = c.dropPeer(id) || changed
-		case !p.gone:
-			// Absence is not death: a Lease deleted or relabelled by
-			// hand while its holder runs must keep blocking its claim
-			// until the holder, which fences when it sees its Lease gone,
-			// has stopped, or is proven dead (judgeProofs voids it).
-			p.gone, p.lastChange, p.collected = true, c.now, true
-		}
-	}
-	if changed {
-		c.peerIDs = c.peerIDs[:0]
-		for id := range c.peers {
-			c.peerIDs = append(c.peerIDs, id)
-		}
-		slices.Sort(c.peerIDs)
-	}
-}
-
-// isGhost reports whether the departed l is not its identity's main Lease
-// although no Lease of the identity is in the view: the Lease last seen in
-// the view is another object, whose departure is not reported (a relist
-// missed it, or its report lapsed; it stays as a tombstone), or l is
-// already a ghost. A departure that old may be reported again after a
-// newer object was seen: it must not replace it.
-func (c *Core) isGhost(l Observed) bool {
-	p := c.peers[l.Identity]
-	if p == nil || sameObject(p.obs, l) {
-		return false
-	}
-	if !p.gone {
-		return true
-	}
-	return slices.ContainsFunc(p.ghosts, func(g *peer) bool { return sameObject(g.obs, l) })
-}
-
-// observePeer records l as the main Lease of its identity; it reports
-// whether the set of peers changed.
-func (c *Core) observePeer(l Observed) (changed bool) {
-	old, ok := c.peers[l.Identity]
-	switch {
-	case ok && l.Gone && old.gone && sameObject(old.obs, l) && (old.obs.Version == l.Version || !old.void):
-		// Still gone: the tombstone (or its voiding) stands, and its
-		// clock too; a departed state this core never saw adds its
-		// claim. (A voided one that departed again in another state
-		// came back in between: it starts afresh.)
-		old.seen = c.observation
-		if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
-			old.obs.Claim = old.obs.Claim.Union(m.Claim)
-		}
-		return false
-	case ok && !l.Gone && l.Version != "" && old.obs.Version == l.Version:
-		// Unchanged. (A tombstone may still be in the view: a direct read
-		// found it gone before the watch showed it; its clock stands.)
-		old.seen = c.observation
-		return false
-	}
-	np := &peer{
-		obs:        c.meaning(l),
-		lastChange: c.now,
-		seen:       c.observation,
-		gone:       l.Gone,
-		collected:  l.Gone, // nothing to delete
-	}
-	if ok {
-		np.history = old.history
-		if latest, stale := c.staleObservation(old, l); stale {
-			// An older state of the Lease after a newer one: it counts
-			// as a change (the Lease is live), but what it says is the
-			// newest state seen; an older claim may lack partitions the
-			// holder has claimed and activated since.
-			np.obs = Observed{Record: latest.Clone(), Version: l.Version, UID: l.UID}
-		}
-		np.ghosts = c.ghostOf(old, np)
-	}
-	if np.obs.State == StateJoining {
-		np.joiningSince = c.now
-		if ok && old.obs.State == StateJoining && old.obs.Incarnation == np.obs.Incarnation && !old.joiningSince.IsZero() {
-			np.joiningSince = old.joiningSince
-		}
-	}
-	np.history.record(l)
-	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
-		// Left with nothing in force, or after its last claim was
-		// voided (a Lease garbage-collected, say; another object of the
-		// name may carry a later claim): no tombstone, but an earlier
-		// object's claim may still be in force as a ghost. The record
-		// stays, void, while the departure is reported (and carries the
-		// ghosts); Observe drops it once neither is left.
-		if !ok {
-			return false
-		}
-		np.void = true
-	}
-	c.peers[l.Identity] = np
-	return !ok
-}
-
-// observeGhost records l, the departed state of an object of l.Identity
-// other than its main Lease, as a ghost; it reports whether the set of
-// peers changed.
-func (c *Core) observeGhost(l Observed) (changed bool) {
-	p := c.peers[l.Identity]
-	if p != nil && sameObject(p.obs, l) {
-		return false // the main Lease's own departure, or a newer state of it
-	}
-	m := c.meaning(l)
-	if m.Claim.IsEmpty() {
-		return false
-	}
-	// The same incarnation wrote the Lease now in the view, a later
-	// object: its claim there covers everything it still runs (or, if that
-	// Lease was voided, it has stopped).
-	covered := p != nil && p.seen == c.observation && !p.gone && p.obs.Incarnation == m.Incarnation
-	if p == nil {
-		// The main Lease left with nothing in force: a void placeholder
-		// carries the ghost.
-		p = &peer{obs: m, lastChange: c.now, seen: c.observation, gone: true, void: true, collected: true}
-		p.obs.Claim = shard.NewPartitionSet(m.Claim.Size())
-		c.peers[l.Identity] = p
-		changed = true
-	}
-	p.ghosts = c.addGhost(p.ghosts, m, c.observation, covered)
-	return changed
-}
-
-// meaning returns what a peer's Lease counts as. A Lease that carries the
-// ring's label but does not follow the format is never a member: while it is
-// live its claim counts as every partition, because a claim that cannot be
-// read may hide a partition someone reconciles. A malformed Lease written
-// with another ring configuration keeps its state, so that an active member
-// of another configuration is seen and the replica refuses to join, saying
-// why, instead of joining a ring whose every partition that member blocks;
-// when such a Lease's claim is a well-formed empty one (it refuses to join
-// itself), it blocks nothing.
-func (c *Core) meaning(l Observed) Observed {
-	o := Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID, Problem: l.Problem, ClaimUnknown: l.ClaimUnknown, ClaimEmpty: l.ClaimEmpty,
-		Finalized: l.Finalized, Terminating: l.Terminating}
-	if l.Problem == "" && !l.ClaimUnknown {
-		return o
-	}
-	foreign := l.Fingerprint != "" && l.Fingerprint != c.fingerprint && knownState(l.State)
-	if !foreign {
-		o.State = StateJoining
-	}
-	o.Claim = shard.FullPartitionSet(c.partitions)
-	if foreign && l.ClaimEmpty {
-		o.Claim = shard.NewPartitionSet(c.partitions)
-	}
-	return o
-}
-
-func knownState(s State) bool {
-	switch s {
-	case StateJoining, StateActive, StateLeaving:
-		return true
-	}
-	return false
 }
 
 func (c *Core) observeOwn(l Observed) {
@@ -642,7 +258,7 @@ func (c *Core) observeOwn(l Observed) {
 		// A damaged Lease of an earlier incarnation is waited out and
 		// taken over like an intact one.
 		if c.prior == nil || c.prior.obs.Version != l.Version {
-			next := &peer{obs: c.meaning(l), lastChange: c.now}
+			next := &peer{obs: meaning(l, c.fingerprint, c.partitions), lastChange: c.now}
 			c.priorLeft(next)
 			c.prior = next
 			c.takeOver = nil
@@ -698,7 +314,7 @@ func (c *Core) priorLeft(next *peer) {
 		(sameObject(old.obs, next.obs) || old.obs.UID == "" && next.obs.UID == "") {
 		return
 	}
-	c.ownGhosts = c.addGhost(c.ownGhosts, old.obs, 0, false)
+	c.ownGhosts = c.ownGhosts.add(c.now, c.cfg.LeaseDuration, old.obs, 0, false)
 }
 
 // loseOwn records that the own Lease, once held, is gone or damaged: the
@@ -818,23 +434,15 @@ func (c *Core) Drained(set shard.PartitionSet) {
 // Confirmed reports a direct read of identity's Lease asked for by Confirm:
 // found is false when it does not exist, current is its resourceVersion.
 func (c *Core) Confirmed(identity, current string, found bool) {
-	p := c.peers[identity]
-	if identity == c.cfg.Identity {
-		p = c.prior
+	if identity != c.cfg.Identity {
+		c.peers.confirmed(c.now, identity, current, found)
+		return
 	}
+	p := c.prior
 	if p == nil || !p.confirming {
 		return
 	}
 	p.confirming = false
-	if !found && !p.gone && identity != c.cfg.Identity {
-		// Absence is not death: the Lease looked expired through a watch
-		// that lagged, and has been deleted or relabelled since (by hand,
-		// say) while its holder may still run and not have noticed yet.
-		// It becomes a tombstone from now, voided only by a later read
-		// that finds it still gone a LeaseDuration on.
-		p.gone, p.lastChange, p.collected = true, c.now, true
-		return
-	}
 	if !found || current == p.obs.Version {
 		p.void = true
 		return
@@ -849,18 +457,18 @@ func (c *Core) confirmTarget(identity string) *peer {
 	if identity == c.cfg.Identity {
 		return c.prior
 	}
-	return c.peers[identity]
+	return c.peers.byID[identity]
 }
 
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
 // core asks again in its next step.
 func (c *Core) ConfirmFailed(identity string) {
-	p := c.peers[identity]
-	if identity == c.cfg.Identity {
-		p = c.prior
+	if identity != c.cfg.Identity {
+		c.peers.confirmFailed(identity)
+		return
 	}
-	if p != nil {
-		p.confirming = false
+	if c.prior != nil {
+		c.prior.confirming = false
 	}
 }
 
@@ -1021,40 +629,19 @@ func (c *Core) fence(r *Ready) {
 	}
 }
 
-// live reports whether a Lease has changed within LeaseDuration.
-func (c *Core) live(p *peer) bool {
-	return c.now.Sub(p.lastChange) < c.cfg.LeaseDuration
-}
-
 // judgePeers asks to confirm Leases that look expired and hold claims, and to
 // garbage-collect Leases expired for long.
 func (c *Core) judgePeers(r *Ready) {
 	c.judgeProofs(r)
-	c.ownGhosts = slices.DeleteFunc(c.ownGhosts, func(g *peer) bool {
-		return (g.void || !c.live(g)) && g.seen != c.observation
-	})
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		c.pruneGhosts(p) // expired by observed time alone: see peer.ghosts
-		if c.live(p) {
-			continue
-		}
-		if !p.void && !p.confirming && !p.obs.Claim.IsEmpty() {
-			p.confirming = true
-			r.Confirm = append(r.Confirm, LeaseRef{Identity: id, Version: p.obs.Version})
-		}
-		if c.held && !p.collected && c.now.Sub(p.lastChange) >= c.cfg.GarbageCollectAfter {
-			p.collected = true
-			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: id, Version: p.obs.Version})
-		}
-	}
+	c.ownGhosts = c.ownGhosts.prune(c.now, c.cfg.LeaseDuration, c.peers.observation)
+	c.peers.judge(c.now, c.held, r)
 	// A previous incarnation's Lease is taken over like a dead peer's claims
 	// are voided: after a confirmed expiry, the shell overwrites it with a
 	// write conditioned on the very version judged. If that write fails
 	// because the Lease changed, the watch shows the new version, which is
 	// waited out afresh.
 	// A proven death (judgeProofs) voids it at once.
-	if p := c.prior; p != nil && (!c.live(p) || p.void) && !p.takingOver {
+	if p := c.prior; p != nil && (!p.liveAt(c.now, c.cfg.LeaseDuration) || p.void) && !p.takingOver {
 		if !p.void && !p.confirming {
 			p.confirming = true
 			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
@@ -1072,14 +659,7 @@ func (c *Core) judgePeers(r *Ready) {
 		ref := *c.takeOver
 		r.TakeOver = &ref
 	}
-	c.foreign = nil
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if !p.gone && !p.void && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
-			c.foreign = p
-			break
-		}
-	}
+	c.foreign = c.peers.foreignActive(c.now)
 }
 
 // watchedLongEnough reports whether this replica has watched the ring for
@@ -1152,7 +732,7 @@ func (c *Core) converge(r *Ready) {
 	}
 
 	// Claim before act.
-	others, blockAll := c.peerClaims()
+	block := c.blockers()
 	candidates := c.target.Difference(c.active).Difference(c.draining)
 	c.blocked = shard.NewPartitionSet(c.partitions)
 	c.cacheWaiting = shard.NewPartitionSet(c.partitions)
@@ -1160,7 +740,7 @@ func (c *Core) converge(r *Ready) {
 	// renew check stays so that no reordering of the step can lose it.
 	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && c.own != nil
 	for p := range candidates.All() {
-		if blockAll || others.Has(p) {
+		if block.blocks(p) {
 			c.blocked.Add(p)
 			continue
 		}
@@ -1215,23 +795,6 @@ func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) 
 	return revoke
 }
 
-// successorListing reports whether p's owner under the current ring is a
-// live active peer that reports its cache (Record.Warm) without p yet.
-func (c *Core) successorListing(p int) bool {
-	id, ok := c.ring.Owner(p)
-	if !ok || id == c.cfg.Identity {
-		return false
-	}
-	q := c.peers[id]
-	if q == nil || q.gone || q.void || q.obs.Terminating || !c.live(q) || q.obs.State != StateActive ||
-		q.obs.Fingerprint != c.fingerprint || q.obs.Warm.Size() != c.partitions {
-		return false
-	}
-	return !q.obs.Warm.Has(p)
-}
-
-// updateRing rebuilds the ring when the view changed. The view holds the
-// live active Leases of this fingerprint; the own Lease counts as observed.
 // awaitingJoiners reports whether this replica, active but holding
 // nothing yet, leaves every partition unclaimed a moment longer for peers
 // about to join: live peers of its configuration, claiming nothing, first
@@ -1248,50 +811,13 @@ func (c *Core) awaitingJoiners() bool {
 	if !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
 		return false
 	}
-	for _, id := range c.peerIDs {
-		if c.joinerAwaited(c.peers[id]) {
-			return true
-		}
-	}
-	return false
+	return c.peers.awaitingJoiner(c.now)
 }
 
-// joinerAwaited: p is a peer awaitingJoiners waits for.
-func (c *Core) joinerAwaited(p *peer) bool {
-	return !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateJoining && p.obs.Claim.IsEmpty() &&
-		p.obs.Fingerprint == c.fingerprint && !p.joiningSince.IsZero() && c.now.Before(c.joinerAwaitedUntil(p))
-}
-
-// joinerAwaitedUntil is when awaitingJoiners stops waiting for p:
-// joinerPatience (1.5×LeaseDuration) after this core first saw it joining.
-// A joiner activates LeaseDuration after its own first look at the ring,
-// which may come a little after this core saw its Lease: replicas
-// started together see one another in their first lists, so with a window
-// of exactly LeaseDuration the first to activate stopped waiting for the
-// others a few milliseconds before they activated, claimed a two-member
-// share and handed a third of it on at once (measured: 359 of 271
-// partitions listed by a 3-replica sharded fleet, the largest replica at
-// 1.5× its share's memory). Half a LeaseDuration covers that skew with
-// room for a slow first list.
-func (c *Core) joinerAwaitedUntil(p *peer) time.Time {
-	return p.joiningSince.Add(c.cfg.LeaseDuration + c.cfg.LeaseDuration/2)
-}
-
+// updateRing rebuilds the ring when the view changed. The view holds the
+// live active Leases of this fingerprint; the own Lease counts as observed.
 func (c *Core) updateRing() {
-	view := c.scratch[:0]
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		// A void Lease is not live, unless its holder was proven dead
-		// before it expired.
-		if !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
-			view = append(view, id)
-		}
-	}
-	if c.own != nil && c.own.State == StateActive && c.state == StateActive {
-		i, _ := slices.BinarySearch(view, c.cfg.Identity)
-		view = slices.Insert(view, i, c.cfg.Identity)
-	}
-	c.scratch = view
+	view := c.peers.members(c.now, c.own != nil && c.own.State == StateActive && c.state == StateActive)
 	weights := c.gatherWeights()
 	if c.ringBuilt && slices.Equal(view, c.view) && weights.Equal(c.viewWeights) {
 		return
@@ -1323,14 +849,7 @@ func (c *Core) gatherWeights() shard.Weights {
 	if c.cfg.Ring.Balance <= 0 {
 		return nil
 	}
-	merged := shard.MaxWeights(nil, c.weights, c.partitions)
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if !p.gone && !p.void && c.live(p) && p.obs.Fingerprint == c.fingerprint {
-			merged = shard.MaxWeights(merged, p.obs.Weights, c.partitions)
-		}
-	}
-	return merged
+	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights, c.partitions))
 }
 
 // recentRings is how many rings a Core keeps for views it may return to.
@@ -1352,37 +871,23 @@ func (c *Core) readBack(p int) bool {
 	return at != 0 && c.own.Generation >= at && c.own.Claim.Has(p)
 }
 
-// peerClaims returns the union of the claims that block this replica. Every
-// Lease counts, whatever its state, until it is confirmed expired. A Lease of
-// another fingerprint (or a claim of another size) blocks everything when it
-// claims anything: its partition numbers may name other keys.
-func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
-	others = shard.NewPartitionSet(c.partitions)
-	add := func(p *peer) {
-		if p.void || p.obs.Claim.IsEmpty() {
-			return
-		}
-		if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
-			blockAll = true
-			return
-		}
-		others = others.Union(p.obs.Claim)
+// blockers returns the claims in force of every other Lease: peers,
+// tombstones, ghosts, and previous incarnations of the own identity.
+func (c *Core) blockers() blockers {
+	b := newBlockers(c.partitions, c.fingerprint)
+	c.peers.block(c.now, c.deaths, &b)
+	c.ownGhosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
+	return b
+}
+
+// successorListing reports whether p's owner under the current ring is a
+// live active peer that reports its cache (Record.Warm) without p yet.
+func (c *Core) successorListing(p int) bool {
+	id, ok := c.ring.Owner(p)
+	if !ok || id == c.cfg.Identity {
+		return false
 	}
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		add(p)
-		for _, g := range p.ghosts {
-			if c.live(g) && !c.provenDead(g.obs) {
-				add(g)
-			}
-		}
-	}
-	for _, g := range c.ownGhosts {
-		if c.live(g) && !c.provenDead(g.obs) {
-			add(g)
-		}
-	}
-	return others, blockAll
+	return c.peers.listing(c.now, id, p)
 }
 
 // commit closes the step's changes to the Record under a new generation.
@@ -1491,28 +996,15 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	if !c.mustStop.IsEmpty() {
 		consider(c.stopBy)
 	}
-	for _, p := range c.peers {
-		consider(p.lastChange.Add(c.cfg.LeaseDuration))
-		if c.joinerAwaited(p) {
-			consider(c.joinerAwaitedUntil(p))
-		}
-		for _, g := range p.ghosts {
-			consider(g.lastChange.Add(c.cfg.LeaseDuration))
-		}
-		if !p.collected {
-			consider(p.lastChange.Add(c.cfg.GarbageCollectAfter))
-		}
-	}
+	c.peers.nextDeadline(c.now, consider)
 	if c.prior != nil {
 		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
 	}
-	for _, g := range c.ownGhosts {
-		consider(g.lastChange.Add(c.cfg.LeaseDuration))
-	}
+	c.ownGhosts.nextDeadline(c.cfg.LeaseDuration, consider)
 	for p := range c.handingOver.All() {
 		consider(c.handingOverSince[p].Add(c.cfg.HandoverTimeout))
 	}
-	c.nextSuspects(consider)
+	c.peers.nextSuspects(c.suspectAfter(), consider)
 	if c.observed && c.state == StateJoining && !c.fastJoin() {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
 	}

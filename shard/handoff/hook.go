@@ -11,16 +11,14 @@ func init() {
 				c.newRing = build
 			}
 		},
-		SetTrustWatchOrder: func(c *Core, trust bool) { c.trustWatchOrder = trust },
+		SetTrustWatchOrder: func(c *Core, trust bool) { c.peers.trustWatchOrder = trust },
 		Proven: func(c *Core, podUID, incarnation string) bool {
 			return c.deaths[Death{PodUID: podUID, Incarnation: incarnation}]
 		},
 		Tombstones: func(c *Core) []handoffhook.Tombstone {
 			var out []handoffhook.Tombstone
-			for _, id := range c.peerIDs {
-				if p := c.peers[id]; p != nil && p.gone && !p.void {
-					out = append(out, handoffhook.Tombstone{Identity: p.obs.Identity, Incarnation: p.obs.Incarnation})
-				}
+			for _, o := range c.peers.tombstones() {
+				out = append(out, handoffhook.Tombstone{Identity: o.Identity, Incarnation: o.Incarnation})
 			}
 			return out
 		},
