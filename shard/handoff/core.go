@@ -35,40 +35,13 @@ type Core struct {
 	// joinScanClean: the shell found no Lease with the member finalizer
 	// outside the ring after its first list (JoinScanClean).
 	joinScanClean bool
-	// terminating is the version of the own Lease, held by this
-	// incarnation, that someone else is deleting (Terminating), if any.
-	terminating string
-	own         *Observed // own Lease as last observed, when this incarnation wrote it
-	held        bool      // this incarnation's Lease has been observed at least once
-	prior       *peer     // own Lease written by another incarnation, not taken over yet
-	duplicate   string    // the incarnation that overwrote this one's Lease, if any
-	// ownLost: this incarnation held its Lease and it is now gone from the
-	// view (deleted or relabelled by someone else) or damaged. The replica
-	// fences at once and stays fenced until a renew sent after lostAt has
-	// succeeded and the Lease is observed whole again.
-	ownLost bool
-	lostAt  time.Time
-	repair  string // version of the damaged own Lease the shell may overwrite
+	own           ownLease // the own identity's Lease (own.go)
 	// lapsed: a renew succeeded that was sent only after RenewDeadline had
 	// passed since the previous one (the process was paused or cut off in
 	// between). Peers may have voided the claims during the gap, so the
 	// replica fences in the next step even if that renew makes it look
 	// recently renewed there.
 	lapsed bool
-	// takeOver: the shell may overwrite the own Lease at this version
-	// (Ready.TakeOver), until the own incarnation is observed in it.
-	takeOver *LeaseRef
-	// ownGhosts: claims of another incarnation of this identity (prior)
-	// whose Lease left the view (deleted or relabelled by hand, say), or
-	// gave way to another object or another incarnation's write, while
-	// they were in force, not voided by a confirmed expiry (priorLeft), and
-	// claims of another incarnation that a reported departure of the own
-	// Lease carried (Observe). Absence is not death for them either: that
-	// process may still run them (two processes of one identity, or a
-	// replacement whose predecessor still runs) until it sees its Lease
-	// gone and fences, so each counts for LeaseDuration of observed time
-	// from when this core learnt of it, like a peer's ghost.
-	ownGhosts ghostList
 
 	// Renewal and fencing.
 	renewed       bool      // some renew has succeeded
@@ -175,6 +148,7 @@ func New(cfg Config) (*Core, error) {
 
 		unackedActivate: empty.Clone(),
 		unackedRevoke:   empty.Clone(),
+		own:             newOwnLease(cfg, cfg.Ring.Fingerprint()),
 		peers:           newPeerView(cfg, cfg.Ring.Fingerprint()),
 		deaths:          proofs{},
 		newRing:         shard.NewWeighted,
@@ -201,129 +175,7 @@ func (c *Core) Observe(now time.Time, leases []Observed) {
 	}
 	c.observed = true
 	c.peers.observe(c.now, leases)
-	ownSeen, priorDeparted := false, false
-	for _, l := range leases {
-		if l.Identity == c.cfg.Identity && !l.Gone {
-			ownSeen = true
-			c.observeOwn(l)
-			break
-		}
-	}
-	// Departures, last first.
-	for i := len(leases) - 1; i >= 0; i-- {
-		l := leases[i]
-		if l.Identity != c.cfg.Identity || !l.Gone {
-			continue
-		}
-		// The own Lease as it left the view is absent; another
-		// incarnation's claim in it stays in force (ownGhosts), even
-		// if this core never saw it in the view.
-		if l.Incarnation != c.cfg.Incarnation {
-			if m := meaning(l, c.fingerprint, c.partitions); !m.Claim.IsEmpty() {
-				c.ownGhosts = c.ownGhosts.add(c.now, c.cfg.LeaseDuration, m, c.peers.observation, false)
-			}
-			// The previous incarnation's Lease left in this state, newer
-			// than any seen of it (its claim emptied when a peer
-			// collected it, say): that claim, not an older one,
-			// is what stays in force.
-			priorDeparted = priorDeparted || c.prior != nil && l.Incarnation == c.prior.obs.Incarnation && sameObject(c.prior.obs, l)
-		}
-	}
-	if !ownSeen {
-		c.terminating = ""
-		c.own = nil
-		if !priorDeparted {
-			c.priorLeft(nil)
-		}
-		c.prior = nil
-		if c.held {
-			c.loseOwn() // deleted or relabelled by someone else
-		}
-	}
-}
-
-func (c *Core) observeOwn(l Observed) {
-	// A Lease without an incarnation is damaged whatever the shell says: no
-	// kshard process writes one.
-	if l.Problem != "" || l.ClaimUnknown || l.Incarnation == "" {
-		c.own = nil
-		if c.held {
-			// Damaged by someone else: this process holds the identity
-			// and the incarnation, so it fences and rewrites the Lease
-			// over that version.
-			c.loseOwn()
-			c.repair = l.Version
-			return
-		}
-		// A damaged Lease of an earlier incarnation is waited out and
-		// taken over like an intact one.
-		if c.prior == nil || c.prior.obs.Version != l.Version {
-			next := &peer{obs: meaning(l, c.fingerprint, c.partitions), lastChange: c.now}
-			c.priorLeft(next)
-			c.prior = next
-			c.takeOver = nil
-		}
-		return
-	}
-	if l.Incarnation == c.cfg.Incarnation {
-		own := Observed{Record: l.Record.Clone(), Version: l.Version}
-		c.own, c.held, c.prior = &own, true, nil
-		c.repair, c.takeOver, c.terminating = "", nil, ""
-		if l.Terminating {
-			// Deleted by someone else; the finalizer keeps it in every
-			// view. Lost until it is gone and created afresh: fence, and
-			// remove the finalizer once nothing runs (Ready.Finalize).
-			c.loseOwn()
-			c.terminating = l.Version
-			return
-		}
-		c.ownLost = false
-		return
-	}
-	c.own = nil
-	if c.held {
-		// The watch delivers in etcd order and this incarnation's own write
-		// was seen before: a later write by someone else is a live duplicate,
-		// not a stale event.
-		c.duplicate = l.Incarnation
-		return
-	}
-	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
-		return
-	}
-	next := &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
-	c.priorLeft(next)
-	c.prior = next
-	c.takeOver = nil
-}
-
-// priorLeft keeps the claim of the previous incarnation's Lease (c.prior)
-// in force as an own ghost (ownGhosts) when that Lease gives way to next
-// (nil: it left the view) without its expiry having been confirmed (void):
-// that process may still run what it claimed. Only a newer state of the
-// same incarnation on the same object (or, without UIDs to tell objects
-// apart, of the same incarnation) leaves none: its claim there covers
-// what it runs. Another incarnation's write over that object, or the
-// object deleted or created afresh, leaves the old claim in force.
-func (c *Core) priorLeft(next *peer) {
-	old := c.prior
-	if old == nil || old.void || old.obs.Claim.IsEmpty() {
-		return
-	}
-	if next != nil && next.obs.Incarnation == old.obs.Incarnation &&
-		(sameObject(old.obs, next.obs) || old.obs.UID == "" && next.obs.UID == "") {
-		return
-	}
-	c.ownGhosts = c.ownGhosts.add(c.now, c.cfg.LeaseDuration, old.obs, 0, false)
-}
-
-// loseOwn records that the own Lease, once held, is gone or damaged: the
-// replica fences in the next step, whatever its renews say, because peers
-// may count its claims from a tombstone only for LeaseDuration.
-func (c *Core) loseOwn() {
-	if !c.ownLost {
-		c.ownLost, c.lostAt = true, c.now
-	}
+	c.own.observe(c.now, c.peers.observation, leases)
 }
 
 // PartitionsSynced reports the partitions whose objects the cache has
@@ -438,24 +290,13 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 		c.peers.confirmed(c.now, identity, current, found)
 		return
 	}
-	p := c.prior
-	if p == nil || !p.confirming {
-		return
-	}
-	p.confirming = false
-	if !found || current == p.obs.Version {
-		p.void = true
-		return
-	}
-	// The Lease moved on and the watch has not shown it yet: the holder is
-	// alive. Wait another LeaseDuration before judging again.
-	p.lastChange = c.now
+	c.own.confirmed(c.now, current, found)
 }
 
 // confirmTarget is the Lease a Confirm of identity is about.
 func (c *Core) confirmTarget(identity string) *peer {
 	if identity == c.cfg.Identity {
-		return c.prior
+		return c.own.prior
 	}
 	return c.peers.byID[identity]
 }
@@ -467,9 +308,7 @@ func (c *Core) ConfirmFailed(identity string) {
 		c.peers.confirmFailed(identity)
 		return
 	}
-	if c.prior != nil {
-		c.prior.confirming = false
-	}
+	c.own.confirmFailed()
 }
 
 // Leave starts a graceful leave (SIGTERM): revoke everything, publish an
@@ -526,10 +365,10 @@ func (c *Core) step(now time.Time) Ready {
 	if c.done {
 		return r
 	}
-	if c.duplicate != "" {
+	if c.own.duplicate != "" {
 		c.stop(&r)
 		c.err = fmt.Errorf("handoff: %w: Lease of %s now carries incarnation %s, this process is %s; it has stopped",
-			ErrDuplicateIdentity, c.cfg.Identity, c.duplicate, c.cfg.Incarnation)
+			ErrDuplicateIdentity, c.cfg.Identity, c.own.duplicate, c.cfg.Incarnation)
 		return r
 	}
 	if c.checkRenewal(&r); c.done {
@@ -552,11 +391,12 @@ func (c *Core) step(now time.Time) Ready {
 // replica that starts without seeing it, and peers that saw the empty claim
 // keep no tombstone.
 func (c *Core) finalize(r *Ready) {
-	if c.terminating == "" || !c.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
-		c.own == nil || !c.own.Claim.IsEmpty() {
+	own := c.own.current
+	if c.own.terminating == "" || !c.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
+		own == nil || !own.Claim.IsEmpty() {
 		return
 	}
-	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.terminating}
+	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.own.terminating}
 }
 
 func (c *Core) advance(now time.Time) {
@@ -587,10 +427,10 @@ func (c *Core) stop(r *Ready) {
 // asks the process to exit when what was running at a fence outlives the stop
 // deadline.
 func (c *Core) checkRenewal(r *Ready) {
-	if c.fenced && c.renewedRecently() && !c.ownLost && c.lastRenewSent.After(c.lostAt) {
+	if c.fenced && c.renewedRecently() && !c.own.lost && c.lastRenewSent.After(c.own.lostAt) {
 		c.fenced = false
 	}
-	if !c.fenced && (c.ownLost || c.lapsed || c.renewed && !c.renewedRecently()) {
+	if !c.fenced && (c.own.lost || c.lapsed || c.renewed && !c.renewedRecently()) {
 		c.fence(r)
 	}
 	c.lapsed = false
@@ -633,32 +473,8 @@ func (c *Core) fence(r *Ready) {
 // garbage-collect Leases expired for long.
 func (c *Core) judgePeers(r *Ready) {
 	c.judgeProofs(r)
-	c.ownGhosts = c.ownGhosts.prune(c.now, c.cfg.LeaseDuration, c.peers.observation)
-	c.peers.judge(c.now, c.held, r)
-	// A previous incarnation's Lease is taken over like a dead peer's claims
-	// are voided: after a confirmed expiry, the shell overwrites it with a
-	// write conditioned on the very version judged. If that write fails
-	// because the Lease changed, the watch shows the new version, which is
-	// waited out afresh.
-	// A proven death (judgeProofs) voids it at once.
-	if p := c.prior; p != nil && (!p.liveAt(c.now, c.cfg.LeaseDuration) || p.void) && !p.takingOver {
-		if !p.void && !p.confirming {
-			p.confirming = true
-			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
-		}
-		if p.void {
-			p.takingOver = true
-			c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version}
-		}
-	}
-	if c.repair != "" {
-		c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: c.repair}
-		c.repair = ""
-	}
-	if c.takeOver != nil {
-		ref := *c.takeOver
-		r.TakeOver = &ref
-	}
+	c.peers.judge(c.now, c.own.held, r)
+	c.own.judge(c.now, c.peers.observation, r)
 	c.foreign = c.peers.foreignActive(c.now)
 }
 
@@ -695,7 +511,7 @@ func (c *Core) updateState() {
 		if c.state != StateLeaving {
 			c.state, c.bump = StateLeaving, true
 		}
-	case c.state == StateJoining && c.cachesSynced && c.held && !c.fenced && c.renewedRecently() && c.foreign == nil &&
+	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fenced && c.renewedRecently() && c.foreign == nil &&
 		c.watchedLongEnough():
 		c.state, c.bump = StateActive, true
 	}
@@ -705,8 +521,8 @@ func (c *Core) updateState() {
 // updates the claim, and activates claimed partitions that are free.
 func (c *Core) converge(r *Ready) {
 	c.updateRing()
-	self := c.state == StateActive && !c.fenced && c.own != nil && c.own.State == StateActive &&
-		c.own.Fingerprint == c.fingerprint
+	own := c.own.current
+	self := c.state == StateActive && !c.fenced && own != nil && own.State == StateActive && own.Fingerprint == c.fingerprint
 	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
 		c.target = c.ring.Partitions(c.cfg.Identity)
 	} else {
@@ -738,7 +554,7 @@ func (c *Core) converge(r *Ready) {
 	c.cacheWaiting = shard.NewPartitionSet(c.partitions)
 	// checkRenewal has fenced already if the renew deadline passed; the
 	// renew check stays so that no reordering of the step can lose it.
-	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && c.own != nil
+	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && own != nil
 	for p := range candidates.All() {
 		if block.blocks(p) {
 			c.blocked.Add(p)
@@ -817,7 +633,8 @@ func (c *Core) awaitingJoiners() bool {
 // updateRing rebuilds the ring when the view changed. The view holds the
 // live active Leases of this fingerprint; the own Lease counts as observed.
 func (c *Core) updateRing() {
-	view := c.peers.members(c.now, c.own != nil && c.own.State == StateActive && c.state == StateActive)
+	own := c.own.current
+	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
 	weights := c.gatherWeights()
 	if c.ringBuilt && slices.Equal(view, c.view) && weights.Equal(c.viewWeights) {
 		return
@@ -868,7 +685,8 @@ type ringEntry struct {
 // it.
 func (c *Core) readBack(p int) bool {
 	at := c.claimedAt[p]
-	return at != 0 && c.own.Generation >= at && c.own.Claim.Has(p)
+	own := c.own.current
+	return at != 0 && own.Generation >= at && own.Claim.Has(p)
 }
 
 // blockers returns the claims in force of every other Lease: peers,
@@ -876,7 +694,7 @@ func (c *Core) readBack(p int) bool {
 func (c *Core) blockers() blockers {
 	b := newBlockers(c.partitions, c.fingerprint)
 	c.peers.block(c.now, c.deaths, &b)
-	c.ownGhosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
+	c.own.ghosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
 	return b
 }
 
@@ -910,7 +728,7 @@ func (c *Core) finishLeave(r *Ready) {
 		c.done = true // never wrote a Lease: nothing to release
 		return
 	}
-	if !c.held {
+	if !c.own.held {
 		// Never saw its own Lease, so never became active: whatever it may
 		// have written claims nothing. Another incarnation may hold the
 		// Lease, so waiting to observe the own one could last forever.
@@ -918,7 +736,7 @@ func (c *Core) finishLeave(r *Ready) {
 		c.done = true
 		return
 	}
-	if c.own != nil && c.own.State == StateLeaving && c.own.Claim.IsEmpty() && c.own.Generation >= c.releasedAt {
+	if own := c.own.current; own != nil && own.State == StateLeaving && own.Claim.IsEmpty() && own.Generation >= c.releasedAt {
 		r.DeleteLease = true
 		c.done = true
 	}
@@ -927,7 +745,7 @@ func (c *Core) finishLeave(r *Ready) {
 // publish hands the Record to the shell when it changed and the own Lease
 // may be written: the informer has listed, and no other incarnation holds it.
 func (c *Core) publish(r *Ready) {
-	if c.done || !c.observed || c.prior != nil && !c.prior.takingOver {
+	if c.done || !c.observed || c.own.inUse() {
 		return
 	}
 	if c.ackedGen == c.generation {
@@ -969,9 +787,10 @@ func (c *Core) explain() {
 	case c.foreign != nil:
 		c.err = fmt.Errorf("handoff: %w: %s runs %s, this replica runs %s; not joining while it is active. Give all replicas the same ring configuration",
 			ErrForeignFingerprint, c.foreign.obs.Identity, c.foreign.obs.Fingerprint, c.fingerprint)
-	case c.prior != nil && !c.prior.takingOver:
+	case c.own.inUse():
+		prior := c.own.prior
 		c.err = fmt.Errorf("handoff: %w: incarnation %s wrote it %v ago; waiting for it to expire (LeaseDuration %v)",
-			ErrIdentityInUse, c.prior.obs.Incarnation, c.now.Sub(c.prior.lastChange), c.cfg.LeaseDuration)
+			ErrIdentityInUse, prior.obs.Incarnation, c.now.Sub(prior.lastChange), c.cfg.LeaseDuration)
 	default:
 		c.err = nil
 	}
@@ -997,10 +816,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 		consider(c.stopBy)
 	}
 	c.peers.nextDeadline(c.now, consider)
-	if c.prior != nil {
-		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
-	}
-	c.ownGhosts.nextDeadline(c.cfg.LeaseDuration, consider)
+	c.own.nextDeadline(consider)
 	for p := range c.handingOver.All() {
 		consider(c.handingOverSince[p].Add(c.cfg.HandoverTimeout))
 	}
@@ -1051,7 +867,7 @@ func (c *Core) Fenced() bool { return c.fenced }
 // OwnLeaseLost reports whether the own Lease, once held, is gone from the
 // view or damaged, and not yet observed whole again: the replica is fenced
 // for that reason until then.
-func (c *Core) OwnLeaseLost() bool { return c.ownLost }
+func (c *Core) OwnLeaseLost() bool { return c.own.lost }
 
 // Done reports whether the core has finished: the leave completed, the
 // process must exit, or another process took the identity over.

@@ -107,12 +107,19 @@ func (c *Core) suspectAfter() time.Duration { return c.cfg.RenewDeadline / 2 }
 // once), and lists the Leases worth a look at their pods.
 func (c *Core) judgeProofs(r *Ready) {
 	c.peers.judgeProofs(c.now, c.deaths, c.suspectAfter(), r)
-	if p := c.prior; p != nil && !p.void && !p.takingOver {
+	c.own.judgeProof(c.deaths, r)
+}
+
+// judgeProof voids the previous incarnation's Lease once its writer is
+// proven dead, so that it is taken over at once, and until then lists it
+// as worth a look at its pod.
+func (o *ownLease) judgeProof(deaths proofs, r *Ready) {
+	if p := o.prior; p != nil && !p.void && !p.takingOver {
 		switch {
-		case c.deaths.provenDead(p.obs):
+		case deaths.provenDead(p.obs):
 			p.void, p.confirming = true, false
 		case provable(p.obs):
-			r.ProveDeath = append(r.ProveDeath, Death{Identity: c.cfg.Identity, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
+			r.ProveDeath = append(r.ProveDeath, Death{Identity: o.identity, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
 		}
 	}
 }
