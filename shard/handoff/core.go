@@ -36,19 +36,8 @@ type Core struct {
 	// outside the ring after its first list (JoinScanClean).
 	joinScanClean bool
 	own           ownLease // the own identity's Lease (own.go)
-	// lapsed: a renew succeeded that was sent only after RenewDeadline had
-	// passed since the previous one (the process was paused or cut off in
-	// between). Peers may have voided the claims during the gap, so the
-	// replica fences in the next step even if that renew makes it look
-	// recently renewed there.
-	lapsed bool
 
-	// Renewal and fencing.
-	renewed       bool      // some renew has succeeded
-	lastRenewSent time.Time // when the latest renew that succeeded was sent
-	fenced        bool
-	mustStop      shard.PartitionSet // partitions running at a fence and not drained yet
-	stopBy        time.Time          // when mustStop must be empty
+	fencing fencing // renewals and the fence (fence.go)
 
 	// Lifecycle.
 	state        State
@@ -133,7 +122,7 @@ func New(cfg Config) (*Core, error) {
 		generation:  1,
 		claim:       empty.Clone(),
 		claimedAt:   make([]uint64, p),
-		mustStop:    empty.Clone(),
+		fencing:     newFencing(cfg),
 		active:      empty.Clone(),
 		draining:    empty.Clone(),
 		target:      empty.Clone(),
@@ -262,16 +251,7 @@ func (c *Core) CachesSynced() { c.cachesSynced = true }
 // RenewSucceeded reports that a write of the own Lease sent at local time
 // sentAt has succeeded. Only the sending time counts: the write may have
 // waited in the network, but it cannot have landed before it was sent.
-func (c *Core) RenewSucceeded(sentAt time.Time) {
-	// Not clamped to c.now here: that is the time of the previous input and
-	// may be long past. Ready clamps it to the time it is given.
-	if !c.renewed || sentAt.After(c.lastRenewSent) {
-		if c.renewed && !c.fenced && !sentAt.Before(c.lastRenewSent.Add(c.cfg.RenewDeadline)) {
-			c.lapsed = true
-		}
-		c.renewed, c.lastRenewSent = true, sentAt
-	}
-}
+func (c *Core) RenewSucceeded(sentAt time.Time) { c.fencing.succeeded(sentAt) }
 
 // Drained reports that none of set is in flight any more.
 // A set over another partition count is a shell bug and is ignored: it
@@ -392,7 +372,7 @@ func (c *Core) step(now time.Time) Ready {
 // keep no tombstone.
 func (c *Core) finalize(r *Ready) {
 	own := c.own.current
-	if c.own.terminating == "" || !c.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
+	if c.own.terminating == "" || !c.fencing.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
 		own == nil || !own.Claim.IsEmpty() {
 		return
 	}
@@ -403,16 +383,12 @@ func (c *Core) advance(now time.Time) {
 	if now.After(c.now) {
 		c.now = now
 	}
-	if c.lastRenewSent.After(c.now) {
-		c.lastRenewSent = c.now // a send time from the future would stretch the deadline
-	}
+	c.fencing.clamp(c.now)
 }
 
 // renewedRecently reports whether the own Lease is known to have been
 // renewed within RenewDeadline, the precondition for reconciling anything.
-func (c *Core) renewedRecently() bool {
-	return c.renewed && c.now.Sub(c.lastRenewSent) < c.cfg.RenewDeadline
-}
+func (c *Core) renewedRecently() bool { return c.fencing.recent(c.now) }
 
 // stop ends the core for good: everything is revoked at once.
 func (c *Core) stop(r *Ready) {
@@ -427,17 +403,11 @@ func (c *Core) stop(r *Ready) {
 // asks the process to exit when what was running at a fence outlives the stop
 // deadline.
 func (c *Core) checkRenewal(r *Ready) {
-	if c.fenced && c.renewedRecently() && !c.own.lost && c.lastRenewSent.After(c.own.lostAt) {
-		c.fenced = false
-	}
-	if !c.fenced && (c.own.lost || c.lapsed || c.renewed && !c.renewedRecently()) {
+	c.fencing.lift(c.now, c.own.lost, c.own.lostAt)
+	if c.fencing.due(c.now, c.own.lost) {
 		c.fence(r)
 	}
-	c.lapsed = false
-	c.mustStop = c.mustStop.Intersect(c.draining)
-	if !c.mustStop.IsEmpty() && !c.now.Before(c.stopBy) {
-		// The stop deadline holds even if renews have succeeded again since:
-		// a peer may have voided the claims before the Lease changed.
+	if c.fencing.overdue(c.now, c.draining) {
 		r.Exit = true
 		c.done = true
 	}
@@ -447,19 +417,11 @@ func (c *Core) checkRenewal(r *Ready) {
 // before the fence may have been voided by peers, so none of them may serve
 // as read-your-write again.
 func (c *Core) fence(r *Ready) {
-	c.fenced = true
 	r.Fence = true
 	r.Revoke = r.Revoke.Union(c.active)
 	c.draining = c.draining.Union(c.active)
 	c.active = shard.NewPartitionSet(c.partitions)
-	stopBy := c.lastRenewSent.Add(c.cfg.StopDeadline())
-	if !c.renewed {
-		stopBy = c.now.Add(c.cfg.StopDeadline())
-	}
-	if c.mustStop.IsEmpty() || stopBy.Before(c.stopBy) {
-		c.stopBy = stopBy
-	}
-	c.mustStop = c.mustStop.Union(c.draining)
+	c.fencing.start(c.now, c.draining)
 	if c.state == StateActive {
 		c.state = StateJoining
 	}
@@ -511,7 +473,7 @@ func (c *Core) updateState() {
 		if c.state != StateLeaving {
 			c.state, c.bump = StateLeaving, true
 		}
-	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fenced && c.renewedRecently() && c.foreign == nil &&
+	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fencing.fenced && c.renewedRecently() && c.foreign == nil &&
 		c.watchedLongEnough():
 		c.state, c.bump = StateActive, true
 	}
@@ -522,7 +484,7 @@ func (c *Core) updateState() {
 func (c *Core) converge(r *Ready) {
 	c.updateRing()
 	own := c.own.current
-	self := c.state == StateActive && !c.fenced && own != nil && own.State == StateActive && own.Fingerprint == c.fingerprint
+	self := c.state == StateActive && !c.fencing.fenced && own != nil && own.State == StateActive && own.Fingerprint == c.fingerprint
 	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
 		c.target = c.ring.Partitions(c.cfg.Identity)
 	} else {
@@ -554,7 +516,7 @@ func (c *Core) converge(r *Ready) {
 	c.cacheWaiting = shard.NewPartitionSet(c.partitions)
 	// checkRenewal has fenced already if the renew deadline passed; the
 	// renew check stays so that no reordering of the step can lose it.
-	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && own != nil
+	mayActivate := c.state == StateActive && !c.fencing.fenced && c.renewedRecently() && own != nil
 	for p := range candidates.All() {
 		if block.blocks(p) {
 			c.blocked.Add(p)
@@ -809,12 +771,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	if c.done {
 		return next, false
 	}
-	if c.renewed && !c.fenced {
-		consider(c.lastRenewSent.Add(c.cfg.RenewDeadline))
-	}
-	if !c.mustStop.IsEmpty() {
-		consider(c.stopBy)
-	}
+	c.fencing.nextDeadline(consider)
 	c.peers.nextDeadline(c.now, consider)
 	c.own.nextDeadline(consider)
 	for p := range c.handingOver.All() {
@@ -862,7 +819,7 @@ func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
 
 // Fenced reports whether the replica is fenced: its renew deadline passed
 // and no renew has succeeded since.
-func (c *Core) Fenced() bool { return c.fenced }
+func (c *Core) Fenced() bool { return c.fencing.fenced }
 
 // OwnLeaseLost reports whether the own Lease, once held, is gone from the
 // view or damaged, and not yet observed whole again: the replica is fenced
