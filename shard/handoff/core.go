@@ -45,24 +45,8 @@ type Core struct {
 	leaving      bool
 	done         bool
 
-	// The Record and its history.
-	generation uint64
-	bump       bool // the Record changed in this step: increase generation
-	claim      shard.PartitionSet
-	claimedAt  []uint64 // claimedAt[p]: first generation whose Records all claim p; 0 when p is not claimed
-	published  bool     // a Record has been handed to the shell
-	ackedGen   uint64   // generation of the last Record the shell acknowledged (Advance)
-	releasedAt uint64   // generation of the empty Record of a graceful leave
-
-	// What Ready asked for and Advance has not acknowledged yet: Ready asks
-	// for it again, so that a Ready the shell dropped or failed to apply is
-	// not lost (raft's Ready/Advance).
-	unackedActivate shard.PartitionSet
-	unackedRevoke   shard.PartitionSet
-	unackedConfirm  []LeaseRef
-	unackedFence    bool
-	unackedExit     bool
-	unackedDelete   bool
+	ledger  claimLedger // the Record's claim and generations (ledger.go)
+	unacked unacked     // what Ready asked for and Advance has not acknowledged (ready.go)
 
 	// Partitions.
 	active   shard.PartitionSet
@@ -119,9 +103,8 @@ func New(cfg Config) (*Core, error) {
 		partitions:  p,
 		fingerprint: cfg.Ring.Fingerprint(),
 		state:       StateJoining,
-		generation:  1,
-		claim:       empty.Clone(),
-		claimedAt:   make([]uint64, p),
+		ledger:      newClaimLedger(p),
+		unacked:     newUnacked(p),
 		fencing:     newFencing(cfg),
 		active:      empty.Clone(),
 		draining:    empty.Clone(),
@@ -135,12 +118,10 @@ func New(cfg Config) (*Core, error) {
 		handingOver:      empty.Clone(),
 		handingOverSince: make([]time.Time, p),
 
-		unackedActivate: empty.Clone(),
-		unackedRevoke:   empty.Clone(),
-		own:             newOwnLease(cfg, cfg.Ring.Fingerprint()),
-		peers:           newPeerView(cfg, cfg.Ring.Fingerprint()),
-		deaths:          proofs{},
-		newRing:         shard.NewWeighted,
+		own:     newOwnLease(cfg, cfg.Ring.Fingerprint()),
+		peers:   newPeerView(cfg, cfg.Ring.Fingerprint()),
+		deaths:  proofs{},
+		newRing: shard.NewWeighted,
 	}, nil
 }
 
@@ -236,7 +217,8 @@ func (c *Core) updateWeights() {
 		w = nil
 	}
 	if !w.Equal(c.weights) {
-		c.weights, c.bump = w, true
+		c.weights = w
+		c.ledger.changed()
 	}
 }
 
@@ -273,12 +255,15 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 	c.own.confirmed(c.now, current, found)
 }
 
-// confirmTarget is the Lease a Confirm of identity is about.
-func (c *Core) confirmTarget(identity string) *peer {
-	if identity == c.cfg.Identity {
-		return c.own.prior
+// awaitingConfirm reports whether the Lease ref names still waits for the
+// answer to a Confirm of that version: a confirm stays asked for until
+// then.
+func (c *Core) awaitingConfirm(ref LeaseRef) bool {
+	p := c.peers.byID[ref.Identity]
+	if ref.Identity == c.cfg.Identity {
+		p = c.own.prior
 	}
-	return c.peers.byID[identity]
+	return p != nil && p.confirming && p.obs.Version == ref.Version
 }
 
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
@@ -303,24 +288,7 @@ func (c *Core) Leave() { c.leaving = true }
 // Fence when already fenced, change nothing.
 func (c *Core) Ready(now time.Time) Ready {
 	r := c.step(now)
-	c.unackedActivate = c.unackedActivate.Union(r.Activate).Intersect(c.active)
-	c.unackedRevoke = c.unackedRevoke.Union(r.Revoke).Intersect(c.draining)
-	c.unackedFence = c.unackedFence || r.Fence
-	c.unackedExit = c.unackedExit || r.Exit
-	c.unackedDelete = c.unackedDelete || r.DeleteLease
-	// A confirm stays asked for while its Lease waits for the answer.
-	pending := append(c.unackedConfirm, r.Confirm...)
-	c.unackedConfirm = c.unackedConfirm[:0:0]
-	for _, ref := range pending {
-		if p := c.confirmTarget(ref.Identity); p != nil && p.confirming && p.obs.Version == ref.Version &&
-			!slices.Contains(c.unackedConfirm, ref) {
-			c.unackedConfirm = append(c.unackedConfirm, ref)
-		}
-	}
-	r.Confirm = slices.Clone(c.unackedConfirm)
-	r.Activate = c.unackedActivate.Clone()
-	r.Revoke = c.unackedRevoke.Clone()
-	r.Fence, r.Exit, r.DeleteLease = c.unackedFence, c.unackedExit, c.unackedDelete
+	c.unacked.merge(&r, c.active, c.draining, c.awaitingConfirm)
 	return r
 }
 
@@ -328,15 +296,10 @@ func (c *Core) Ready(now time.Time) Ready {
 // given: pass a Ready with only what succeeded (say, the partitions whose
 // activation worked) and the rest is asked for again.
 func (c *Core) Advance(rd Ready) {
-	if rd.Publish != nil && rd.Publish.Generation > c.ackedGen {
-		c.ackedGen = rd.Publish.Generation
+	if rd.Publish != nil {
+		c.ledger.acked(rd.Publish.Generation)
 	}
-	c.unackedActivate = c.unackedActivate.Difference(rd.Activate)
-	c.unackedRevoke = c.unackedRevoke.Difference(rd.Revoke)
-	c.unackedConfirm = slices.DeleteFunc(c.unackedConfirm, func(ref LeaseRef) bool { return slices.Contains(rd.Confirm, ref) })
-	c.unackedFence = c.unackedFence && !rd.Fence
-	c.unackedExit = c.unackedExit && !rd.Exit
-	c.unackedDelete = c.unackedDelete && !rd.DeleteLease
+	c.unacked.ack(rd)
 }
 
 func (c *Core) step(now time.Time) Ready {
@@ -357,7 +320,7 @@ func (c *Core) step(now time.Time) Ready {
 	c.judgePeers(&r)
 	c.updateState()
 	c.converge(&r)
-	c.commit()
+	c.ledger.commit(c.leaving)
 	c.finishLeave(&r)
 	c.publish(&r)
 	c.finalize(&r)
@@ -425,10 +388,7 @@ func (c *Core) fence(r *Ready) {
 	if c.state == StateActive {
 		c.state = StateJoining
 	}
-	c.bump = true
-	for p := range c.claim.All() {
-		c.claimedAt[p] = c.generation + 1
-	}
+	c.ledger.newEpoch()
 }
 
 // judgePeers asks to confirm Leases that look expired and hold claims, and to
@@ -471,11 +431,13 @@ func (c *Core) updateState() {
 	switch {
 	case c.leaving:
 		if c.state != StateLeaving {
-			c.state, c.bump = StateLeaving, true
+			c.state = StateLeaving
+			c.ledger.changed()
 		}
 	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fencing.fenced && c.renewedRecently() && c.foreign == nil &&
 		c.watchedLongEnough():
-		c.state, c.bump = StateActive, true
+		c.state = StateActive
+		c.ledger.changed()
 	}
 }
 
@@ -499,15 +461,7 @@ func (c *Core) converge(r *Ready) {
 
 	// Drain before release: draining partitions stay claimed.
 	claim := c.target.Union(c.draining).Union(c.active)
-	if !claim.Equal(c.claim) {
-		for p := range claim.Difference(c.claim).All() {
-			c.claimedAt[p] = c.generation + 1
-		}
-		for p := range c.claim.Difference(claim).All() {
-			c.claimedAt[p] = 0
-		}
-		c.claim, c.bump = claim, true
-	}
+	c.ledger.set(claim)
 
 	// Claim before act.
 	block := c.blockers()
@@ -522,7 +476,7 @@ func (c *Core) converge(r *Ready) {
 			c.blocked.Add(p)
 			continue
 		}
-		if !mayActivate || !c.readBack(p) {
+		if !mayActivate || !c.ledger.readBack(p, own) {
 			continue
 		}
 		// Synced before act: the replay at activation reads the cache,
@@ -535,9 +489,10 @@ func (c *Core) converge(r *Ready) {
 		r.Activate.Add(p)
 	}
 	if c.cfg.PartitionCache {
-		r.Hold = c.claim.Clone()
+		r.Hold = c.ledger.claim.Clone()
 		if warm := c.target.Intersect(c.cacheSynced); !warm.Equal(c.warm) {
-			c.warm, c.bump = warm, true
+			c.warm = warm
+			c.ledger.changed()
 		}
 		c.updateWeights()
 	}
@@ -586,7 +541,7 @@ func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) 
 // after it was first seen (blocked, say) is not waited for: a delay of at
 // most joinerPatience, never a stall. Claims, and so safety, are unchanged.
 func (c *Core) awaitingJoiners() bool {
-	if !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+	if !c.ledger.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
 		return false
 	}
 	return c.peers.awaitingJoiner(c.now)
@@ -641,16 +596,6 @@ type ringEntry struct {
 	err     error
 }
 
-// readBack reports whether the own Lease, as observed, claims p in a Record
-// at least as new as the one that last added p. An older Record that claims p
-// proves nothing: a later one may have dropped p, or a fence may have voided
-// it.
-func (c *Core) readBack(p int) bool {
-	at := c.claimedAt[p]
-	own := c.own.current
-	return at != 0 && own.Generation >= at && own.Claim.Has(p)
-}
-
 // blockers returns the claims in force of every other Lease: peers,
 // tombstones, ghosts, and previous incarnations of the own identity.
 func (c *Core) blockers() blockers {
@@ -670,23 +615,12 @@ func (c *Core) successorListing(p int) bool {
 	return c.peers.listing(c.now, id, p)
 }
 
-// commit closes the step's changes to the Record under a new generation.
-func (c *Core) commit() {
-	if c.bump {
-		c.generation++
-		c.bump = false
-	}
-	if c.leaving && c.claim.IsEmpty() && c.releasedAt == 0 {
-		c.releasedAt = c.generation
-	}
-}
-
 // finishLeave deletes the own Lease once its empty claim has been observed.
 func (c *Core) finishLeave(r *Ready) {
-	if !c.leaving || !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+	if !c.leaving || !c.ledger.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
 		return
 	}
-	if !c.published {
+	if !c.ledger.published {
 		c.done = true // never wrote a Lease: nothing to release
 		return
 	}
@@ -698,7 +632,7 @@ func (c *Core) finishLeave(r *Ready) {
 		c.done = true
 		return
 	}
-	if own := c.own.current; own != nil && own.State == StateLeaving && own.Claim.IsEmpty() && own.Generation >= c.releasedAt {
+	if c.ledger.released(c.own.current) {
 		r.DeleteLease = true
 		c.done = true
 	}
@@ -710,12 +644,12 @@ func (c *Core) publish(r *Ready) {
 	if c.done || !c.observed || c.own.inUse() {
 		return
 	}
-	if c.ackedGen == c.generation {
+	if !c.ledger.unpublished() {
 		return
 	}
 	rec := c.record()
 	r.Publish = &rec
-	c.published = true
+	c.ledger.published = true
 }
 
 func (c *Core) record() Record {
@@ -723,8 +657,8 @@ func (c *Core) record() Record {
 		Identity:    c.cfg.Identity,
 		Incarnation: c.cfg.Incarnation,
 		State:       c.state,
-		Claim:       c.claim.Clone(),
-		Generation:  c.generation,
+		Claim:       c.ledger.claim.Clone(),
+		Generation:  c.ledger.generation,
 		Fingerprint: c.fingerprint,
 		Pod:         c.pod,
 		Warm:        c.publishedWarm(),
@@ -788,7 +722,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 func (c *Core) State() State { return c.state }
 
 // Generation returns the generation of the current Record.
-func (c *Core) Generation() uint64 { return c.generation }
+func (c *Core) Generation() uint64 { return c.ledger.generation }
 
 // View returns the ring members as of the last step, sorted.
 func (c *Core) View() []string { return slices.Clone(c.view) }
@@ -801,7 +735,7 @@ func (c *Core) ViewWeights() shard.Weights { return c.viewWeights.Clone() }
 func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }
 
 // Claim returns the partitions in the current Record.
-func (c *Core) Claim() shard.PartitionSet { return c.claim.Clone() }
+func (c *Core) Claim() shard.PartitionSet { return c.ledger.claim.Clone() }
 
 // Active returns the partitions this replica may reconcile.
 func (c *Core) Active() shard.PartitionSet { return c.active.Clone() }

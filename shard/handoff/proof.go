@@ -66,7 +66,8 @@ func (c *Core) Terminated(d Death) { c.deaths.add(d, c.cfg.Incarnation) }
 // this process's Lease out after a crash.
 func (c *Core) SetPod(uid string) {
 	if c.pod != uid {
-		c.pod, c.bump = uid, true
+		c.pod = uid
+		c.ledger.changed()
 	}
 }
 
