@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -59,31 +58,15 @@ type Core struct {
 	cacheWaiting shard.PartitionSet
 	// warm: with Config.PartitionCache, the targeted partitions the cache
 	// holds, published in the Record (Record.Warm).
-	warm shard.PartitionSet
-	// handingOver: active partitions out of the target kept active until
-	// their new owner's cache holds them (see handOver), each since
-	// handingOverSince[p].
-	handingOver      shard.PartitionSet
-	handingOverSince []time.Time
+	warm     shard.PartitionSet
+	handover handover // partitions out of the target kept active for their new owner (handover.go)
 
 	// Peers and the ring they form.
-	peers       peerView
-	view        []string
-	ringBuilt   bool
-	recentRings []ringEntry             // oldest first
-	newRing     handoffhook.RingBuilder // shard.NewWeighted; the simulation memoises it across replicas (handoffhook)
-	// A balanced ring (shard.Config.Balance) with a partition cache: the
-	// object counts the shell last reported (ObjectsCounted) and the synced
-	// partitions they cover, the weights this replica publishes
-	// (Record.Weights), and the view's weights, which place the ring.
-	counts        []int
-	countedSynced shard.PartitionSet
-	weights       shard.Weights
-	viewWeights   shard.Weights
-	ring          *shard.Ring
-	ringErr       error
-	foreign       *peer // a live active peer with another fingerprint, if any
-	err           error
+	peers     peerView     // peers.go
+	placement placement    // the ring (placement.go)
+	weights   weightReport // with a balanced ring, the weights this replica publishes (placement.go)
+	foreign   *peer        // a live active peer with another fingerprint, if any
+	err       error
 
 	// Proof of death (proof.go).
 	pod    string // UID of the own pod, published in the Record; "" unknown
@@ -115,13 +98,13 @@ func New(cfg Config) (*Core, error) {
 		cacheWaiting: empty.Clone(),
 		warm:         empty.Clone(),
 
-		handingOver:      empty.Clone(),
-		handingOverSince: make([]time.Time, p),
+		handover:  newHandover(cfg.HandoverTimeout, p),
+		placement: newPlacement(cfg.Ring),
+		weights:   newWeightReport(p),
 
-		own:     newOwnLease(cfg, cfg.Ring.Fingerprint()),
-		peers:   newPeerView(cfg, cfg.Ring.Fingerprint()),
-		deaths:  proofs{},
-		newRing: shard.NewWeighted,
+		own:    newOwnLease(cfg, cfg.Ring.Fingerprint()),
+		peers:  newPeerView(cfg, cfg.Ring.Fingerprint()),
+		deaths: proofs{},
 	}, nil
 }
 
@@ -167,57 +150,15 @@ func (c *Core) ObjectsCounted(synced shard.PartitionSet, counts []int) {
 	if !c.balanced() {
 		return
 	}
-	c.counts = slices.Clone(counts)
-	c.countedSynced = shard.NewPartitionSet(c.partitions).Union(synced)
+	c.weights.counted(synced, counts)
 }
 
 // balanced reports whether the replica publishes and places by weights.
 func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
 
-// weightHysteresis is how many buckets (of about 10 % each) a partition's
-// count may drift from the weight the view already has for it before this
-// replica publishes a new one: the ring, and so the placement, stays put
-// under the small changes of a live cluster, and a partition's new owner,
-// counting the same objects a little later, confirms the old weight rather
-// than moving the partition again.
-const weightHysteresis = 2
-
-// updateWeights recomputes the weights this replica publishes: those of the
-// partitions its cache holds synced. A partition synced since the last count
-// carries the weight the view has for it until it is counted: its old owner
-// hands it over as soon as this replica reports it warm, in the same
-// Record, and stops reporting it; had the weight waited for the next count,
-// the partition would be of unknown weight meanwhile, the ring placed by
-// number, and partitions would move for nothing (measured with unknown
-// weights placed as average ones: a rolling restart of 3 replicas that
-// kept rebalancing for minutes).
+// updateWeights recomputes the weights this replica publishes (Record.Weights).
 func (c *Core) updateWeights() {
-	if !c.balanced() {
-		return
-	}
-	seen := func(p int) uint8 {
-		if len(c.viewWeights) != c.partitions {
-			return 0
-		}
-		return c.viewWeights[p]
-	}
-	w := make(shard.Weights, c.partitions)
-	for p := range c.cacheSynced.All() {
-		if !c.countedSynced.Has(p) || p >= len(c.counts) {
-			w[p] = seen(p)
-			continue
-		}
-		b := shard.WeightBucket(c.counts[p])
-		if s := seen(p); s != 0 && max(b, s)-min(b, s) <= weightHysteresis {
-			b = s
-		}
-		w[p] = b
-	}
-	if w.Known() == 0 {
-		w = nil
-	}
-	if !w.Equal(c.weights) {
-		c.weights = w
+	if c.balanced() && c.weights.update(c.cacheSynced, c.placement.viewWeights) {
 		c.ledger.changed()
 	}
 }
@@ -447,13 +388,15 @@ func (c *Core) converge(r *Ready) {
 	c.updateRing()
 	own := c.own.current
 	self := c.state == StateActive && !c.fencing.fenced && own != nil && own.State == StateActive && own.Fingerprint == c.fingerprint
-	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
-		c.target = c.ring.Partitions(c.cfg.Identity)
+	if ring := c.placement.ring; self && ring != nil && ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
+		c.target = ring.Partitions(c.cfg.Identity)
 	} else {
 		c.target = shard.NewPartitionSet(c.partitions)
 	}
 
-	if revoke := c.handOver(c.active.Difference(c.target)); !revoke.IsEmpty() {
+	// Make before break: a partition leaving the target stays active while
+	// its new owner lists it (handover).
+	if revoke := c.handover.revoke(c.now, c.active.Difference(c.target), c.placement.usable(), c.successorListing); !revoke.IsEmpty() {
 		c.active = c.active.Difference(revoke)
 		c.draining = c.draining.Union(revoke)
 		r.Revoke = r.Revoke.Union(revoke)
@@ -498,36 +441,6 @@ func (c *Core) converge(r *Ready) {
 	}
 }
 
-// handOver returns the partitions of leaving (active, out of the target) to
-// revoke now. Break before make would leave a partition unreconciled while
-// its new owner lists its objects (with a sharded cache, seconds at tens of
-// thousands of objects), so each one stays active here until the new owner's
-// Lease shows its cache holds it (Record.Warm), for at most
-// HandoverTimeout. The new owner cannot activate it before that anyway;
-// claims are unchanged (an active partition stays claimed), so this delays
-// a handoff but never lets two replicas run a partition. A new owner that
-// does not report its cache (a full cache, an older kshard), one not live
-// and active, or a ring that cannot be built, gets it at once.
-func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) {
-	c.handingOver = c.handingOver.Intersect(leaving) // drop those back in the target, or revoked (a fence)
-	revoke = leaving.Clone()
-	if c.cfg.HandoverTimeout < 0 || c.ring == nil || c.ringErr != nil {
-		return revoke
-	}
-	for p := range leaving.All() {
-		if !c.handingOver.Has(p) {
-			c.handingOver.Add(p)
-			c.handingOverSince[p] = c.now
-		}
-		if c.now.Sub(c.handingOverSince[p]) < c.cfg.HandoverTimeout && c.successorListing(p) {
-			revoke.Remove(p)
-			continue
-		}
-		c.handingOver.Remove(p)
-	}
-	return revoke
-}
-
 // awaitingJoiners reports whether this replica, active but holding
 // nothing yet, leaves every partition unclaimed a moment longer for peers
 // about to join: live peers of its configuration, claiming nothing, first
@@ -552,24 +465,7 @@ func (c *Core) awaitingJoiners() bool {
 func (c *Core) updateRing() {
 	own := c.own.current
 	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
-	weights := c.gatherWeights()
-	if c.ringBuilt && slices.Equal(view, c.view) && weights.Equal(c.viewWeights) {
-		return
-	}
-	c.view, c.viewWeights, c.ringBuilt = slices.Clone(view), weights, true
-	for _, e := range c.recentRings {
-		if slices.Equal(e.view, c.view) && e.weights.Equal(weights) {
-			c.ring, c.ringErr = e.ring, e.err
-			return
-		}
-	}
-	c.ring, c.ringErr = c.newRing(c.cfg.Ring, c.view, weights)
-	// Membership flaps (A → AB → A) between few views; keeping the last
-	// rings spares rebuilding them.
-	if len(c.recentRings) == recentRings {
-		c.recentRings = c.recentRings[1:]
-	}
-	c.recentRings = append(c.recentRings, ringEntry{view: c.view, weights: weights, ring: c.ring, err: c.ringErr})
+	c.placement.place(view, c.gatherWeights())
 }
 
 // gatherWeights returns the weights that place a balanced ring: for each
@@ -583,17 +479,7 @@ func (c *Core) gatherWeights() shard.Weights {
 	if c.cfg.Ring.Balance <= 0 {
 		return nil
 	}
-	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights, c.partitions))
-}
-
-// recentRings is how many rings a Core keeps for views it may return to.
-const recentRings = 4
-
-type ringEntry struct {
-	view    []string
-	weights shard.Weights
-	ring    *shard.Ring
-	err     error
+	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights.published, c.partitions))
 }
 
 // blockers returns the claims in force of every other Lease: peers,
@@ -606,9 +492,11 @@ func (c *Core) blockers() blockers {
 }
 
 // successorListing reports whether p's owner under the current ring is a
-// live active peer that reports its cache (Record.Warm) without p yet.
+// live active peer that reports its cache (Record.Warm) without p yet. A
+// new owner that does not report its cache (a full cache, an older
+// kshard), or is not live and active, gets p at once.
 func (c *Core) successorListing(p int) bool {
-	id, ok := c.ring.Owner(p)
+	id, ok := c.placement.ring.Owner(p)
 	if !ok || id == c.cfg.Identity {
 		return false
 	}
@@ -662,7 +550,7 @@ func (c *Core) record() Record {
 		Fingerprint: c.fingerprint,
 		Pod:         c.pod,
 		Warm:        c.publishedWarm(),
-		Weights:     c.weights.Clone(),
+		Weights:     c.weights.published.Clone(),
 	}
 }
 
@@ -678,8 +566,8 @@ func (c *Core) publishedWarm() shard.PartitionSet {
 // explain sets Err to the condition the shell should report.
 func (c *Core) explain() {
 	switch {
-	case c.ringErr != nil:
-		c.err = fmt.Errorf("handoff: %w from members %v: %w", ErrRing, c.view, c.ringErr)
+	case c.placement.err != nil:
+		c.err = fmt.Errorf("handoff: %w from members %v: %w", ErrRing, c.placement.view, c.placement.err)
 	case c.foreign != nil:
 		c.err = fmt.Errorf("handoff: %w: %s runs %s, this replica runs %s; not joining while it is active. Give all replicas the same ring configuration",
 			ErrForeignFingerprint, c.foreign.obs.Identity, c.foreign.obs.Fingerprint, c.fingerprint)
@@ -708,9 +596,7 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	c.fencing.nextDeadline(consider)
 	c.peers.nextDeadline(c.now, consider)
 	c.own.nextDeadline(consider)
-	for p := range c.handingOver.All() {
-		consider(c.handingOverSince[p].Add(c.cfg.HandoverTimeout))
-	}
+	c.handover.nextDeadline(consider)
 	c.peers.nextSuspects(c.suspectAfter(), consider)
 	if c.observed && c.state == StateJoining && !c.fastJoin() {
 		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
@@ -725,11 +611,11 @@ func (c *Core) State() State { return c.state }
 func (c *Core) Generation() uint64 { return c.ledger.generation }
 
 // View returns the ring members as of the last step, sorted.
-func (c *Core) View() []string { return slices.Clone(c.view) }
+func (c *Core) View() []string { return slices.Clone(c.placement.view) }
 
 // ViewWeights returns the weights the ring is placed by (Record.Weights
 // gathered from the view; nil without shard.Config.Balance).
-func (c *Core) ViewWeights() shard.Weights { return c.viewWeights.Clone() }
+func (c *Core) ViewWeights() shard.Weights { return c.placement.viewWeights.Clone() }
 
 // Target returns the partitions this replica owns under its view.
 func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }
@@ -745,7 +631,7 @@ func (c *Core) Draining() shard.PartitionSet { return c.draining.Clone() }
 
 // HandingOver returns the active partitions out of the target kept active
 // until their new owner's cache holds them (Config.HandoverTimeout).
-func (c *Core) HandingOver() shard.PartitionSet { return c.handingOver.Clone() }
+func (c *Core) HandingOver() shard.PartitionSet { return c.handover.pending.Clone() }
 
 // Blocked returns the targeted partitions that another live Lease still
 // claims.

@@ -8,7 +8,7 @@ func init() {
 	handoffhook.Register(handoffhook.Hooks[*Core]{
 		SetRingBuilder: func(c *Core, build handoffhook.RingBuilder) {
 			if build != nil {
-				c.newRing = build
+				c.placement.build = build
 			}
 		},
 		SetTrustWatchOrder: func(c *Core, trust bool) { c.peers.trustWatchOrder = trust },
