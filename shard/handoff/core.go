@@ -10,6 +10,17 @@ import (
 
 // Core is the handoff decision core of one replica. It is not safe for
 // concurrent use: the shell serialises its inputs.
+//
+// Core orchestrates; the rules live in types of their own, each with its
+// tests: joinWait (join.go) how long the replica has watched the ring,
+// ownLease (own.go) its own identity's Lease, peerView (peers.go) every
+// other Lease with its tombstones and ghosts (ghosts.go), proofs
+// (proof.go) the kubelet's reports of ended processes, fencing (fence.go)
+// renewals and the fence, claimLedger and blockers (ledger.go) the own
+// claim with its read-your-write generations and the claims that block
+// it, placement and weightReport (placement.go) the ring and a balanced
+// ring's weights, handover (handover.go) make before break, and unacked
+// (ready.go) what the shell has not acknowledged.
 type Core struct {
 	cfg         Config
 	partitions  int
@@ -18,59 +29,47 @@ type Core struct {
 	// now is the latest local time the shell passed in; it never goes back.
 	now time.Time
 
-	// Own Lease.
-	observed bool // Observe has been called: the informer has listed
-	// firstSeen is the local time of the first Observe. The replica joins
-	// the ring only LeaseDuration after it: a Lease deleted or relabelled
-	// by hand before this process could see it leaves no tombstone here,
-	// so its holder's claims may be hidden; after LeaseDuration they have
-	// either reappeared or their holder has stopped (it fences when its
-	// renews fail or it sees its Lease gone).
-	firstSeen time.Time
-	// firstViewFinalized: every Lease of the first Observe carried the
-	// member finalizer and was well-formed; with joinScanClean it lets
-	// the replica join at once (fastJoin).
-	firstViewFinalized bool
-	// joinScanClean: the shell found no Lease with the member finalizer
-	// outside the ring after its first list (JoinScanClean).
-	joinScanClean bool
-	own           ownLease // the own identity's Lease (own.go)
+	// What the core knows of the ring's Leases.
+	join    joinWait
+	own     ownLease
+	peers   peerView
+	deaths  proofs // incarnations the kubelet reported ended, by pod UID
+	foreign *peer  // a live active peer with another fingerprint, if any
 
-	fencing fencing // renewals and the fence (fence.go)
+	// Renewals of the own Lease and the fence.
+	fencing fencing
 
-	// Lifecycle.
+	// Lifecycle: inputs and where the replica stands.
 	state        State
 	cachesSynced bool
 	leaving      bool
 	done         bool
+	err          error // what Err reports (explain)
 
-	ledger  claimLedger // the Record's claim and generations (ledger.go)
-	unacked unacked     // what Ready asked for and Advance has not acknowledged (ready.go)
+	// The Record this replica publishes: besides the state, the claim and
+	// its generations, the own pod (proof.go), the partitions its cache
+	// holds (warm) and a balanced ring's weights.
+	ledger  claimLedger
+	pod     string // UID of the own pod; "" unknown
+	warm    shard.PartitionSet
+	weights weightReport
 
-	// Partitions.
-	active   shard.PartitionSet
-	draining shard.PartitionSet
-	target   shard.PartitionSet
-	blocked  shard.PartitionSet
-	// With Config.PartitionCache: the partitions the cache reports synced,
-	// and the targeted ones free to activate that wait for it.
+	// Partitions: the ring this replica places them by, its share of it
+	// (target), those it may reconcile (active), those revoked and not yet
+	// drained, and those it targets but may not activate yet (blocked by
+	// another claim, or, with Config.PartitionCache, waiting for the cache
+	// that reports cacheSynced).
+	placement    placement
+	target       shard.PartitionSet
+	active       shard.PartitionSet
+	draining     shard.PartitionSet
+	blocked      shard.PartitionSet
 	cacheSynced  shard.PartitionSet
 	cacheWaiting shard.PartitionSet
-	// warm: with Config.PartitionCache, the targeted partitions the cache
-	// holds, published in the Record (Record.Warm).
-	warm     shard.PartitionSet
-	handover handover // partitions out of the target kept active for their new owner (handover.go)
+	handover     handover
 
-	// Peers and the ring they form.
-	peers     peerView     // peers.go
-	placement placement    // the ring (placement.go)
-	weights   weightReport // with a balanced ring, the weights this replica publishes (placement.go)
-	foreign   *peer        // a live active peer with another fingerprint, if any
-	err       error
-
-	// Proof of death (proof.go).
-	pod    string // UID of the own pod, published in the Record; "" unknown
-	deaths proofs // incarnations the kubelet reported ended, by pod UID
+	// What Ready asked for and Advance has not acknowledged yet.
+	unacked unacked
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
@@ -80,33 +79,40 @@ func New(cfg Config) (*Core, error) {
 	}
 	cfg = cfg.WithDefaults()
 	p := cfg.Ring.Partitions
+	fingerprint := cfg.Ring.Fingerprint()
 	empty := shard.NewPartitionSet(p)
 	return &Core{
 		cfg:         cfg,
 		partitions:  p,
-		fingerprint: cfg.Ring.Fingerprint(),
-		state:       StateJoining,
-		ledger:      newClaimLedger(p),
-		unacked:     newUnacked(p),
-		fencing:     newFencing(cfg),
-		active:      empty.Clone(),
-		draining:    empty.Clone(),
-		target:      empty.Clone(),
-		blocked:     empty.Clone(),
+		fingerprint: fingerprint,
 
+		join:   joinWait{lease: cfg.LeaseDuration},
+		own:    newOwnLease(cfg, fingerprint),
+		peers:  newPeerView(cfg, fingerprint),
+		deaths: proofs{},
+
+		fencing: newFencing(cfg),
+		state:   StateJoining,
+
+		ledger:  newClaimLedger(p),
+		warm:    empty.Clone(),
+		weights: newWeightReport(p),
+
+		placement:    newPlacement(cfg.Ring),
+		target:       empty.Clone(),
+		active:       empty.Clone(),
+		draining:     empty.Clone(),
+		blocked:      empty.Clone(),
 		cacheSynced:  empty.Clone(),
 		cacheWaiting: empty.Clone(),
-		warm:         empty.Clone(),
+		handover:     newHandover(cfg.HandoverTimeout, p),
 
-		handover:  newHandover(cfg.HandoverTimeout, p),
-		placement: newPlacement(cfg.Ring),
-		weights:   newWeightReport(p),
-
-		own:    newOwnLease(cfg, cfg.Ring.Fingerprint()),
-		peers:  newPeerView(cfg, cfg.Ring.Fingerprint()),
-		deaths: proofs{},
+		unacked: newUnacked(p),
 	}, nil
 }
+
+// Inputs. Each records what the shell observed or carried out; decisions
+// wait for the next Ready. (Terminated and SetPod are in proof.go.)
 
 // Observe feeds the informer's current content: every Lease of the ring,
 // the own one included; Leases that were deleted are absent, or reported
@@ -117,19 +123,22 @@ func New(cfg Config) (*Core, error) {
 // counts as changed at now.
 func (c *Core) Observe(now time.Time, leases []Observed) {
 	c.advance(now)
-	if c.firstSeen.IsZero() {
-		c.firstSeen = c.now
-		// Well-formed too: the defence against a stale view of a peer
-		// needs the Generation of the newest state seen, which a damaged
-		// Lease does not show.
-		c.firstViewFinalized = !slices.ContainsFunc(leases, func(l Observed) bool {
-			return !l.Gone && (!l.Finalized || l.Problem != "" || l.ClaimUnknown)
-		})
-	}
-	c.observed = true
+	c.join.observe(c.now, leases)
 	c.peers.observe(c.now, leases)
 	c.own.observe(c.now, c.peers.observation, leases)
 }
+
+// JoinScanClean reports that the shell, after the informer's first list,
+// listed every Lease of the namespace without the ring's label selector and
+// found none that carries the member finalizer without belonging to the
+// ring (a member's Lease relabelled out of it by hand), and that the
+// informer holds every ring Lease that list showed. With every Lease of the
+// first view finalized, the replica joins without the join wait.
+func (c *Core) JoinScanClean() { c.join.scanClean = true }
+
+// CachesSynced reports that the controllers' caches have synced: the replica
+// may become a ring member.
+func (c *Core) CachesSynced() { c.cachesSynced = true }
 
 // PartitionsSynced reports the partitions whose objects the cache has
 // listed and is watching now (Config.PartitionCache): it replaces the
@@ -152,24 +161,6 @@ func (c *Core) ObjectsCounted(synced shard.PartitionSet, counts []int) {
 	}
 	c.weights.counted(synced, counts)
 }
-
-// balanced reports whether the replica publishes and places by weights.
-func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
-
-// updateWeights recomputes the weights this replica publishes (Record.Weights).
-func (c *Core) updateWeights() {
-	if c.balanced() && c.weights.update(c.cacheSynced, c.placement.viewWeights) {
-		c.ledger.changed()
-	}
-}
-
-// CacheWaiting returns the targeted partitions, free of other claims, that
-// wait only for the cache to sync them (Config.PartitionCache).
-func (c *Core) CacheWaiting() shard.PartitionSet { return c.cacheWaiting.Clone() }
-
-// CachesSynced reports that the controllers' caches have synced: the replica
-// may become a ring member.
-func (c *Core) CachesSynced() { c.cachesSynced = true }
 
 // RenewSucceeded reports that a write of the own Lease sent at local time
 // sentAt has succeeded. Only the sending time counts: the write may have
@@ -196,17 +187,6 @@ func (c *Core) Confirmed(identity, current string, found bool) {
 	c.own.confirmed(c.now, current, found)
 }
 
-// awaitingConfirm reports whether the Lease ref names still waits for the
-// answer to a Confirm of that version: a confirm stays asked for until
-// then.
-func (c *Core) awaitingConfirm(ref LeaseRef) bool {
-	p := c.peers.byID[ref.Identity]
-	if ref.Identity == c.cfg.Identity {
-		p = c.own.prior
-	}
-	return p != nil && p.confirming && p.obs.Version == ref.Version
-}
-
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
 // core asks again in its next step.
 func (c *Core) ConfirmFailed(identity string) {
@@ -220,6 +200,8 @@ func (c *Core) ConfirmFailed(identity string) {
 // Leave starts a graceful leave (SIGTERM): revoke everything, publish an
 // empty claim once drained, then delete the own Lease.
 func (c *Core) Leave() { c.leaving = true }
+
+// The step: Ready decides, Advance acknowledges.
 
 // Ready runs one decision step at local time now and returns what the shell
 // must do. Call it after every input, and again at NextDeadline; call Advance
@@ -243,6 +225,21 @@ func (c *Core) Advance(rd Ready) {
 	c.unacked.ack(rd)
 }
 
+// step decides, in this order:
+//  1. a duplicate identity stops the core for good;
+//  2. renewal: lift a fence, fence, or exit when what ran at a fence
+//     outlived the stop deadline (checkRenewal);
+//  3. judge the Leases: proofs of death, confirms of expired Leases,
+//     collection, taking over the previous incarnation's Lease, a foreign
+//     member (judgeLeases);
+//  4. the lifecycle: joining → active → leaving (updateState);
+//  5. converge: the ring and the target, revoke what left it (make before
+//     break), claim (drain before release), activate what is claimed, read
+//     back and free (claim before act) and synced (synced before act);
+//  6. close the Record's changes under a new generation (commit);
+//  7. finish a graceful leave, publish the Record, let a deletion of the
+//     own Lease complete (finalize), and say what keeps the replica from
+//     working normally (explain).
 func (c *Core) step(now time.Time) Ready {
 	c.advance(now)
 	r := Ready{Activate: shard.NewPartitionSet(c.partitions), Revoke: shard.NewPartitionSet(c.partitions)}
@@ -258,7 +255,7 @@ func (c *Core) step(now time.Time) Ready {
 	if c.checkRenewal(&r); c.done {
 		return r
 	}
-	c.judgePeers(&r)
+	c.judgeLeases(&r)
 	c.updateState()
 	c.converge(&r)
 	c.ledger.commit(c.leaving)
@@ -269,30 +266,13 @@ func (c *Core) step(now time.Time) Ready {
 	return r
 }
 
-// finalize asks the shell to let the deletion of the own Lease complete once
-// this replica has fenced, nothing it ran is in flight, and the Lease shows
-// its empty claim: from then on the Lease's absence hides nothing from a
-// replica that starts without seeing it, and peers that saw the empty claim
-// keep no tombstone.
-func (c *Core) finalize(r *Ready) {
-	own := c.own.current
-	if c.own.terminating == "" || !c.fencing.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
-		own == nil || !own.Claim.IsEmpty() {
-		return
-	}
-	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.own.terminating}
-}
-
+// advance moves the core's time to now, never back.
 func (c *Core) advance(now time.Time) {
 	if now.After(c.now) {
 		c.now = now
 	}
 	c.fencing.clamp(c.now)
 }
-
-// renewedRecently reports whether the own Lease is known to have been
-// renewed within RenewDeadline, the precondition for reconciling anything.
-func (c *Core) renewedRecently() bool { return c.fencing.recent(c.now) }
 
 // stop ends the core for good: everything is revoked at once.
 func (c *Core) stop(r *Ready) {
@@ -303,8 +283,11 @@ func (c *Core) stop(r *Ready) {
 	c.done = true
 }
 
-// checkRenewal fences the replica when its renew deadline has passed, and
-// asks the process to exit when what was running at a fence outlives the stop
+// Step 2: renewal and the fence.
+
+// checkRenewal lifts the fence once renews count again, fences the replica
+// when its renew deadline has passed or its own Lease is lost, and asks the
+// process to exit when what was running at a fence outlives the stop
 // deadline.
 func (c *Core) checkRenewal(r *Ready) {
 	c.fencing.lift(c.now, c.own.lost, c.own.lostAt)
@@ -332,42 +315,41 @@ func (c *Core) fence(r *Ready) {
 	c.ledger.newEpoch()
 }
 
-// judgePeers asks to confirm Leases that look expired and hold claims, and to
-// garbage-collect Leases expired for long.
-func (c *Core) judgePeers(r *Ready) {
+// renewedRecently reports whether the own Lease is known to have been
+// renewed within RenewDeadline, the precondition for reconciling anything.
+func (c *Core) renewedRecently() bool { return c.fencing.recent(c.now) }
+
+// Step 3: judge the Leases.
+
+// judgeLeases voids the Leases of processes proven dead and names those
+// worth a look at their pods, asks to confirm Leases that look expired and
+// hold claims and to garbage-collect Leases expired for long, takes the
+// previous incarnation's Lease over once it is void, and notes a live
+// member of another ring configuration.
+func (c *Core) judgeLeases(r *Ready) {
 	c.judgeProofs(r)
 	c.peers.judge(c.now, c.own.held, r)
 	c.own.judge(c.now, c.peers.observation, r)
 	c.foreign = c.peers.foreignActive(c.now)
 }
 
-// watchedLongEnough reports whether this replica has watched the ring for
-// LeaseDuration (see firstSeen), or may join at once (fastJoin).
-func (c *Core) watchedLongEnough() bool {
-	return c.observed && (c.fastJoin() || c.now.Sub(c.firstSeen) >= c.cfg.LeaseDuration)
+// awaitingConfirm reports whether the Lease ref names still waits for the
+// answer to a Confirm of that version: a confirm stays asked for until
+// then.
+func (c *Core) awaitingConfirm(ref LeaseRef) bool {
+	p := c.peers.byID[ref.Identity]
+	if ref.Identity == c.cfg.Identity {
+		p = c.own.prior
+	}
+	return p != nil && p.confirming && p.obs.Version == ref.Version
 }
 
-// fastJoin reports whether the join wait can be skipped: every Lease of the
-// first view carried the member finalizer and was well-formed, and the
-// shell's scan found no finalized Lease outside the ring. The wait exists
-// for a Lease deleted or relabelled by hand before this process first
-// listed the ring, whose holder may still be reconciling: a finalized
-// Lease deleted by hand stays in the view, terminating, until its holder has stopped everything (Finalize) or a
-// peer has seen it expired; one relabelled keeps its finalizer, and the
-// scan finds it. A ring with a Lease that lacks the finalizer (written by
-// an earlier kshard, say) gets the wait: such a Lease deleted by hand just
-// before this process started would be invisible.
-func (c *Core) fastJoin() bool { return c.firstViewFinalized && c.joinScanClean }
+// Step 4: the lifecycle.
 
-// JoinScanClean reports that the shell, after the informer's first list,
-// listed every Lease of the namespace without the ring's label selector and
-// found none that carries the member finalizer without belonging to the
-// ring (a member's Lease relabelled out of it by hand), and that the
-// informer holds every ring Lease that list showed. With every Lease of the
-// first view finalized, the replica joins without the join wait.
-func (c *Core) JoinScanClean() { c.joinScanClean = true }
-
-// updateState moves joining → active → leaving.
+// updateState moves joining → active → leaving. A replica becomes active
+// once its caches synced, it holds its own Lease, renews in time, no
+// member of another ring configuration is active, and it has watched the
+// ring long enough (joinWait).
 func (c *Core) updateState() {
 	switch {
 	case c.leaving:
@@ -376,11 +358,13 @@ func (c *Core) updateState() {
 			c.ledger.changed()
 		}
 	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fencing.fenced && c.renewedRecently() && c.foreign == nil &&
-		c.watchedLongEnough():
+		c.join.over(c.now):
 		c.state = StateActive
 		c.ledger.changed()
 	}
 }
+
+// Step 5: converge.
 
 // converge recomputes view and target, revokes what is no longer targeted,
 // updates the claim, and activates claimed partitions that are free.
@@ -441,6 +425,39 @@ func (c *Core) converge(r *Ready) {
 	}
 }
 
+// updateRing rebuilds the ring when the view changed. The view holds the
+// live active Leases of this fingerprint; the own Lease counts as observed.
+func (c *Core) updateRing() {
+	own := c.own.current
+	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
+	c.placement.place(view, c.gatherWeights())
+}
+
+// balanced reports whether the replica publishes and places by weights.
+func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
+
+// gatherWeights returns the weights that place a balanced ring: for each
+// partition the largest weight published by a live Lease of this ring's
+// fingerprint, this replica's own included (nil without Balance). Every
+// holder of a partition counts the same objects, and under make before
+// break its old and new owner both report it, so the largest report is
+// the same on every replica that sees the same Leases and does not gap
+// while a partition moves.
+func (c *Core) gatherWeights() shard.Weights {
+	if c.cfg.Ring.Balance <= 0 {
+		return nil
+	}
+	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights.published, c.partitions))
+}
+
+// updateWeights recomputes the weights this replica publishes
+// (Record.Weights).
+func (c *Core) updateWeights() {
+	if c.balanced() && c.weights.update(c.cacheSynced, c.placement.viewWeights) {
+		c.ledger.changed()
+	}
+}
+
 // awaitingJoiners reports whether this replica, active but holding
 // nothing yet, leaves every partition unclaimed a moment longer for peers
 // about to join: live peers of its configuration, claiming nothing, first
@@ -460,37 +477,6 @@ func (c *Core) awaitingJoiners() bool {
 	return c.peers.awaitingJoiner(c.now)
 }
 
-// updateRing rebuilds the ring when the view changed. The view holds the
-// live active Leases of this fingerprint; the own Lease counts as observed.
-func (c *Core) updateRing() {
-	own := c.own.current
-	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
-	c.placement.place(view, c.gatherWeights())
-}
-
-// gatherWeights returns the weights that place a balanced ring: for each
-// partition the largest weight published by a live Lease of this ring's
-// fingerprint, this replica's own included (nil without Balance). Every
-// holder of a partition counts the same objects, and under make before
-// break its old and new owner both report it, so the largest report is
-// the same on every replica that sees the same Leases and does not gap
-// while a partition moves.
-func (c *Core) gatherWeights() shard.Weights {
-	if c.cfg.Ring.Balance <= 0 {
-		return nil
-	}
-	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights.published, c.partitions))
-}
-
-// blockers returns the claims in force of every other Lease: peers,
-// tombstones, ghosts, and previous incarnations of the own identity.
-func (c *Core) blockers() blockers {
-	b := newBlockers(c.partitions, c.fingerprint)
-	c.peers.block(c.now, c.deaths, &b)
-	c.own.ghosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
-	return b
-}
-
 // successorListing reports whether p's owner under the current ring is a
 // live active peer that reports its cache (Record.Warm) without p yet. A
 // new owner that does not report its cache (a full cache, an older
@@ -502,6 +488,17 @@ func (c *Core) successorListing(p int) bool {
 	}
 	return c.peers.listing(c.now, id, p)
 }
+
+// blockers returns the claims in force of every other Lease: peers,
+// tombstones, ghosts, and previous incarnations of the own identity.
+func (c *Core) blockers() blockers {
+	b := newBlockers(c.partitions, c.fingerprint)
+	c.peers.block(c.now, c.deaths, &b)
+	c.own.ghosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
+	return b
+}
+
+// Step 7: leave, publish, finalize, explain.
 
 // finishLeave deletes the own Lease once its empty claim has been observed.
 func (c *Core) finishLeave(r *Ready) {
@@ -529,7 +526,7 @@ func (c *Core) finishLeave(r *Ready) {
 // publish hands the Record to the shell when it changed and the own Lease
 // may be written: the informer has listed, and no other incarnation holds it.
 func (c *Core) publish(r *Ready) {
-	if c.done || !c.observed || c.own.inUse() {
+	if c.done || !c.join.observed || c.own.inUse() {
 		return
 	}
 	if !c.ledger.unpublished() {
@@ -563,6 +560,20 @@ func (c *Core) publishedWarm() shard.PartitionSet {
 	return c.warm.Clone()
 }
 
+// finalize asks the shell to let the deletion of the own Lease complete once
+// this replica has fenced, nothing it ran is in flight, and the Lease shows
+// its empty claim: from then on the Lease's absence hides nothing from a
+// replica that starts without seeing it, and peers that saw the empty claim
+// keep no tombstone.
+func (c *Core) finalize(r *Ready) {
+	own := c.own.current
+	if c.own.terminating == "" || !c.fencing.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
+		own == nil || !own.Claim.IsEmpty() {
+		return
+	}
+	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.own.terminating}
+}
+
 // explain sets Err to the condition the shell should report.
 func (c *Core) explain() {
 	switch {
@@ -580,9 +591,13 @@ func (c *Core) explain() {
 	}
 }
 
+// Queries.
+
 // NextDeadline returns the earliest future local time at which Ready would
 // decide differently without any new input: the renew deadline, the stop
-// deadline, and when peers would look expired or due for collection.
+// deadline, when peers, ghosts or the previous incarnation's Lease would
+// look expired, due for collection or worth a look at their pods, when a
+// joiner stops being awaited, a handover times out, or the join wait ends.
 func (c *Core) NextDeadline() (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -598,11 +613,15 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	c.own.nextDeadline(consider)
 	c.handover.nextDeadline(consider)
 	c.peers.nextSuspects(c.suspectAfter(), consider)
-	if c.observed && c.state == StateJoining && !c.fastJoin() {
-		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
+	if c.state == StateJoining {
+		c.join.nextDeadline(consider)
 	}
 	return next, !next.IsZero()
 }
+
+// CacheWaiting returns the targeted partitions, free of other claims, that
+// wait only for the cache to sync them (Config.PartitionCache).
+func (c *Core) CacheWaiting() shard.PartitionSet { return c.cacheWaiting.Clone() }
 
 // State returns the replica's lifecycle state as it publishes it.
 func (c *Core) State() State { return c.state }

@@ -39,7 +39,7 @@ func newHarness(t *testing.T, identity string) *harness {
 	h := &harness{t: t, c: c, now: time.Unix(1000, 0), peer: map[string]*Observed{}}
 	// As if the informer had listed LeaseDuration ago: the wait before
 	// joining (see TestJoinWaitsALeaseDurationOfWatching) is over.
-	c.firstSeen = h.now.Add(-testLease)
+	c.join.firstSeen = h.now.Add(-testLease)
 	return h
 }
 
