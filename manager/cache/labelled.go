@@ -651,7 +651,13 @@ func (l *Labelled) arrived(v *unlabelledView, obj any) {
 	var before any
 	l.mu.Lock()
 	if p, ok := l.pending[key]; ok {
-		delete(l.pending, key)
+		// A pending state newer than the one arriving stays pending: it
+		// came from a later change that takes the object out of this view
+		// too (its DELETED is already behind this ADDED in the view's
+		// queue), and the view is about to drop it again.
+		if p.uid != uid || !newer(p.obj, obj) {
+			delete(l.pending, key)
+		}
 		before = p.obj
 	} else if m, ok := l.moved[key]; ok {
 		delete(l.moved, key)

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,5 +97,32 @@ func TestLabellerSkipsLabelsOnTheirWay(t *testing.T) {
 	}
 	if _, _, ok := l.labeller.wants(cm("ns", "a", nil, "", "11")); !ok {
 		t.Error("a newer version without the label (stripped again) was not labelled")
+	}
+}
+
+// An object's older state arriving in a view does not end a newer pending
+// state: that state came from a later change that takes the object out of
+// the view again (a label stripped, then another partition's written), and
+// dropping it from the pending set would leave the object in no view once
+// the view applies that change, though it exists.
+func TestArrivalOfAnOlderStateKeepsANewerPendingOne(t *testing.T) {
+	l := newTestLabelled(t, shard.RouteSelf)
+	p := shard.NewPartitioner(8).Partition("ns/a")
+	l.held = shard.NewPartitionSet(8, p)
+	l.mu.Lock()
+	l.markPending("ns/a", "", cm("ns", "a", nil, "", "3"), time.Now())
+	l.mu.Unlock()
+
+	l.arrived(nil, cm("ns", "a", nil, "", "2"))
+	if _, ok := l.pending["ns/a"]; !ok {
+		t.Fatal("the arrival of version 2 ended the pending version 3")
+	}
+	if obj, ok, err := l.GetByKey("ns/a"); err != nil || !ok || resourceVersion(obj) != 3 {
+		t.Fatalf("GetByKey = %v, %v, %v; want version 3, found", obj, ok, err)
+	}
+
+	l.arrived(nil, cm("ns", "a", nil, "", "3"))
+	if _, ok := l.pending["ns/a"]; ok {
+		t.Fatal("the arrival of version 3 left the pending version 3 (a pending state loses ties)")
 	}
 }
