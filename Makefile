@@ -96,11 +96,11 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager TestCoordinatorSimulation), each with full caches and again with sharded caches whose LISTs are slow or fail (…PartitionCache), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs 10,000 of each under -race (1,000 of the balanced ring). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager/ring TestCoordinatorSimulation), each with full caches and again with sharded caches whose LISTs are slow or fail (…PartitionCache), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs 10,000 of each under -race (1,000 of the balanced ring). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
-	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ \
+	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/controller/internal/metrics"
 	"github.com/kshard/kshard/shard"
 )

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -174,13 +172,12 @@ const (
 	DefaultBurst int     = 100
 )
 
-// Environment variables read for defaults (set them from the downward API).
+// Environment variables read for defaults (set them from the downward API):
+// lease.EnvPodName and lease.EnvPodNamespace.
 const (
-	EnvPodName      = "POD_NAME"
-	EnvPodNamespace = "POD_NAMESPACE"
+	EnvPodName      = lease.EnvPodName
+	EnvPodNamespace = lease.EnvPodNamespace
 )
-
-const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // applyDefaults fills every unset field; it is the only place defaults live.
 func (o *Options) applyDefaults() {
@@ -188,32 +185,19 @@ func (o *Options) applyDefaults() {
 		o.Scheme = scheme.Scheme
 	}
 	if o.Ring == "" {
-		o.Ring = sanitizeName(filepath.Base(os.Args[0]))
+		o.Ring = lease.DefaultRing()
 	}
 	if o.LeaseNamespace == "" {
 		o.LeaseNamespace = o.Namespace
 	}
 	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = os.Getenv(EnvPodNamespace)
-	}
-	if o.LeaseNamespace == "" {
-		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-			o.LeaseNamespace = strings.TrimSpace(string(b))
-		}
-	}
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = "default"
+		o.LeaseNamespace = lease.DefaultNamespace()
 	}
 	if o.Identity == "" {
-		o.Identity = os.Getenv(EnvPodName)
-	}
-	if o.Identity == "" {
-		if h, err := os.Hostname(); err == nil {
-			o.Identity = sanitizeName(h)
-		}
+		o.Identity = lease.DefaultIdentity()
 	}
 	if o.PodNamespace == "" {
-		o.PodNamespace = podNamespace()
+		o.PodNamespace = lease.PodNamespace()
 	}
 	if o.TerminationMessagePath == "" {
 		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
@@ -316,23 +300,4 @@ func (o *Options) ringConfig() shard.Config {
 // the rule LeaseDuration > RenewDeadline > RenewPeriod.
 func (o *Options) timing() handoff.Timing {
 	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod}
-}
-
-// sanitizeName turns a binary or host name into a DNS-1123 label.
-func sanitizeName(s string) string {
-	s = strings.ToLower(s)
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		default:
-			b.WriteRune('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-")
-	if len(out) > 40 {
-		out = strings.TrimRight(out[:40], "-")
-	}
-	return out
 }

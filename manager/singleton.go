@@ -32,8 +32,9 @@ type singleton struct {
 	base   context.Context
 }
 
-// SingletonKey is the ring key a singleton named name hashes to.
-func SingletonKey(name string) string { return "singleton/" + name }
+// SingletonKey is the ring key a singleton named name hashes to
+// (shard.SingletonKey).
+func SingletonKey(name string) string { return shard.SingletonKey(name) }
 
 func (s *singleton) Start(ctx context.Context) error {
 	s.mu.Lock()

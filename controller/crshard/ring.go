@@ -20,9 +20,10 @@ import (
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/fence"
+	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -37,7 +38,7 @@ type Ring struct {
 	parts   gate.Partitions
 	gate    *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
 	member  *lease.Member
-	coord   *manager.Coordinator
+	coord   *ring.Coordinator
 	running running
 	metrics *metrics
 	// validity is the lease validity reconciles check and carry: the
@@ -108,13 +109,13 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
 	r.running.init()
-	r.coord, err = manager.NewCoordinator(manager.CoordinatorOptions{
+	r.coord, err = ring.New(ring.Options{
 		Handoff: handoff.Config{
 			Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
 			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
 		},
 		Membership:   member,
-		Participants: []manager.Participant{r},
+		Participants: []ring.Participant{r},
 		Logger:       log,
 		Registerer:   opts.Registerer,
 		Exit:         opts.Exit,
@@ -123,7 +124,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("crshard: %w", err)
 	}
 	r.validity = r.coord.LeaseValidity
-	cfg.Wrap(manager.FencingTransport(met.writesRefused))
+	cfg.Wrap(fence.Transport(met.writesRefused))
 	return r, nil
 }
 

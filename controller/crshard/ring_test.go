@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -381,7 +380,7 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r.base = ctx // as Start sets it
-	p := r.parts.Of("", manager.SingletonKey("gc"))
+	p := r.parts.Of("", shard.SingletonKey("gc"))
 	set := shard.NewPartitionSet(r.parts.Count())
 	other := (p + 1) % r.parts.Count()
 	set.Add(other)

@@ -7,7 +7,7 @@
 // server whether it applies a shard selector to a resource, trusting only an
 // exact ShardInfo echo; the matcher checks each object on the client.
 //
-// Segmented is the sharded informer of one resource (manager.PartitionCache):
+// Segmented is the sharded informer of one resource (ring.PartitionCache):
 // it holds the partitions it is told to, one informer (segment) per gain, so
 // a gain lists only the gained ranges and nothing cached is listed again; a
 // release hides the partitions at once and stops a segment none of whose

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -119,7 +119,7 @@ type replayRig struct {
 	stop    func()
 }
 
-func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadline time.Duration, wrap func(participant) participant) *replayRig {
+func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadline time.Duration, wrap func(Participant) Participant) *replayRig {
 	tb.Helper()
 	ring := shard.Config{Partitions: 7}
 	r := &replayRig{cache: cache, member: &cutMembership{fakeMembership: newFakeMembership("a")}, ctrlReg: prometheus.NewRegistry(), exited: make(chan int, 1)}
@@ -144,11 +144,11 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.step = &maxObserver{Histogram: metrics.step}
 	metrics.step = r.step
-	var part participant = controllerParticipant{ctrl}
+	var part Participant = controllerParticipant{ctrl}
 	if wrap != nil {
 		part = wrap(part)
 	}
-	r.coord = newCoordinatorWith(core, r.member, []participant{part}, metrics, logr.Discard(), renewDeadline, func(code int) { r.exited <- code })
+	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), renewDeadline, func(code int) { r.exited <- code })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -321,4 +321,22 @@ func renewEvery(member *fakeMembership, period time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(stopCh); <-done }
+}
+
+// controllerParticipant is a controller as a Participant.
+type controllerParticipant struct{ c controller.Controller }
+
+func (p controllerParticipant) Admit(_ context.Context, set shard.PartitionSet) error {
+	return p.c.Admit(set)
+}
+
+func (p controllerParticipant) Replay(ctx context.Context, set shard.PartitionSet) error {
+	return p.c.Replay(ctx, set)
+}
+
+func (p controllerParticipant) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+	if fence {
+		return p.c.Revoke(ctx, set, controller.GracePeriod(0))
+	}
+	return p.c.Revoke(ctx, set)
 }

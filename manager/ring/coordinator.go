@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 // through events, so the core needs no lock.
 type coordinator struct {
 	core          *handoff.Core
-	member        membership
+	member        Membership
 	log           logr.Logger
-	participants  []participant
+	participants  []Participant
 	metrics       *ringMetrics
 	renewDeadline time.Duration
 	exit          func(code int)
@@ -54,7 +54,7 @@ type coordinator struct {
 	// prover reads pods for proofs of death (proof.go); nil when this
 	// replica cannot read them.
 	prover *prover
-	// cache is the sharded cache (CoordinatorOptions.Cache), nil for a
+	// cache is the sharded cache (Options.Cache), nil for a
 	// full one; held is the last set handed to its Hold.
 	cache PartitionCache
 	held  shard.PartitionSet
@@ -79,17 +79,7 @@ type coordinator struct {
 	postFn  func(ctx context.Context, f func())
 }
 
-func newCoordinator(m *Manager, participants []participant) *coordinator {
-	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
-	if m.sharded {
-		c.cache = m.cache
-		c.balanced = m.opts.Balance > 0
-	}
-	m.coord.Store(c)
-	return c
-}
-
-func newCoordinatorWith(core *handoff.Core, member membership, participants []participant, metrics *ringMetrics,
+func newCoordinatorWith(core *handoff.Core, member Membership, participants []Participant, metrics *ringMetrics,
 	log logr.Logger, renewDeadline time.Duration, exit func(int)) *coordinator {
 	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
@@ -412,7 +402,7 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 	)
 	for i, p := range c.participants {
 		c.goAsync(ctx, func(ctx context.Context) {
-			err := p.revoke(ctx, set, fence)
+			err := p.Revoke(ctx, set, fence)
 			mu.Lock()
 			errs[i] = err
 			remaining--

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -119,9 +119,9 @@ type flakyParticipant struct {
 	activated shard.PartitionSet
 }
 
-func (p *flakyParticipant) admit(context.Context, shard.PartitionSet) error { return nil }
+func (p *flakyParticipant) Admit(context.Context, shard.PartitionSet) error { return nil }
 
-func (p *flakyParticipant) replay(_ context.Context, set shard.PartitionSet) error {
+func (p *flakyParticipant) Replay(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, set.Clone())
@@ -132,7 +132,7 @@ func (p *flakyParticipant) replay(_ context.Context, set shard.PartitionSet) err
 	return nil
 }
 
-func (p *flakyParticipant) revoke(context.Context, shard.PartitionSet, bool) error { return nil }
+func (p *flakyParticipant) Revoke(context.Context, shard.PartitionSet, bool) error { return nil }
 
 func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 	p.mu.Lock()
@@ -141,7 +141,7 @@ func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 }
 
 // startCoordinator runs a real coordinator and core over fake membership.
-func startCoordinator(t *testing.T, identity string, member membership, parts ...participant) *coordinator {
+func startCoordinator(t *testing.T, identity string, member Membership, parts ...Participant) *coordinator {
 	t.Helper()
 	ring := shard.Config{Partitions: 7}
 	core, err := handoff.New(handoff.Config{Identity: identity, Incarnation: "inc-" + identity, Ring: ring,
@@ -285,16 +285,16 @@ type revokeRecorder struct {
 	fence  bool
 }
 
-func (p *revokeRecorder) admit(_ context.Context, set shard.PartitionSet) error {
+func (p *revokeRecorder) Admit(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = p.active.Union(set)
 	return nil
 }
 
-func (p *revokeRecorder) replay(context.Context, shard.PartitionSet) error { return nil }
+func (p *revokeRecorder) Replay(context.Context, shard.PartitionSet) error { return nil }
 
-func (p *revokeRecorder) revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
+func (p *revokeRecorder) Revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = p.active.Difference(set)
