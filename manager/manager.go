@@ -43,17 +43,6 @@ type RunnableFunc func(ctx context.Context) error
 // Start calls f.
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
-// Sharded is implemented by Runnables that take part in partition handoff,
-// as controllers do: Activate when partitions become this replica's, Revoke
-// (returning only once nothing of them runs) before they are released.
-// Activate is called on the ring's coordinator loop, which must keep time
-// for fencing: start work there, do not do it (a controller's cache replay,
-// for one, runs off the loop).
-type Sharded interface {
-	Activate(ctx context.Context, set shard.PartitionSet) error
-	Revoke(ctx context.Context, set shard.PartitionSet) error
-}
-
 // Manager runs one replica of a sharded operator.
 type Manager struct {
 	cfg         *rest.Config
@@ -198,7 +187,7 @@ func (m *Manager) Add(r Runnable) error {
 		return errors.New("manager: Add after Start is not supported; register every runnable before starting")
 	}
 	m.runnables = append(m.runnables, r)
-	if p := asParticipant(r); p != nil {
+	if p, ok := r.(Sharded); ok {
 		m.participants = append(m.participants, p)
 	}
 	return nil

@@ -66,7 +66,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 			t.Errorf("singleton Start: %v", err)
 		}
 	}()
-	// Activate is ignored until Start has recorded its base context.
+	// Admit is ignored until Start has recorded its base context.
 	err = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -75,7 +75,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal("the singleton's Start did not record its context:", err)
 	}
-	if err := s.Activate(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
+	if err := s.Admit(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
 		t.Fatal(err)
 	}
 	var ctx context.Context
@@ -116,7 +116,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 		t.Fatalf("the server saw %q, want one PATCH (the late ones never sent)", got)
 	}
 
-	if err := s.Revoke(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
+	if err := s.Revoke(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition), false); err != nil {
 		t.Fatal(err)
 	}
 	if ctx.Err() == nil {

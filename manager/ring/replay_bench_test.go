@@ -144,7 +144,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.step = &maxObserver{Histogram: metrics.step}
 	metrics.step = r.step
-	var part Participant = controllerParticipant{ctrl}
+	var part Participant = ctrl
 	if wrap != nil {
 		part = wrap(part)
 	}
@@ -321,22 +321,4 @@ func renewEvery(member *fakeMembership, period time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(stopCh); <-done }
-}
-
-// controllerParticipant is a controller as a Participant.
-type controllerParticipant struct{ c controller.Controller }
-
-func (p controllerParticipant) Admit(_ context.Context, set shard.PartitionSet) error {
-	return p.c.Admit(set)
-}
-
-func (p controllerParticipant) Replay(ctx context.Context, set shard.PartitionSet) error {
-	return p.c.Replay(ctx, set)
-}
-
-func (p controllerParticipant) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
-	if fence {
-		return p.c.Revoke(ctx, set, controller.GracePeriod(0))
-	}
-	return p.c.Revoke(ctx, set)
 }
