@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -134,14 +132,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	incarnation := newIncarnation()
+	incarnation := lease.NewIncarnation()
 	handoffCfg := handoff.Config{
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
-		PartitionCache: cacheOpts.Sharding != nil,
-		// A leave waits for handovers too: leave it two thirds of the
-		// shutdown for the drain and the release.
-		HandoverTimeout: min(opts.LeaseDuration, opts.GracefulShutdownTimeout/3),
+		Timing: opts.timing(), PartitionCache: cacheOpts.Sharding != nil,
 	}
 	if err := handoffCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -533,14 +527,6 @@ func (m *Manager) listen() ([]*httpServer, error) {
 		m.addrMu.Unlock()
 	}
 	return servers, nil
-}
-
-// newIncarnation is a random id for this process, written into its Lease so
-// that its writes are told apart from an earlier or duplicate process's.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // The sharded cache is what the ring coordinator holds partitions in and,

@@ -11,7 +11,7 @@
 //
 // # Converting an operator
 //
-//	ring, err := crshard.New(cfg, crshard.Options{Ring: "my-operator", Namespace: ns, Identity: podName})
+//	ring, err := crshard.New(cfg, crshard.Options{Ring: "my-operator"})
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{LeaderElection: false, ...})
 //	err = ring.NewControllerManagedBy(mgr).For(&v1.Widget{}).Owns(...).Complete(r)
 //
@@ -21,7 +21,14 @@
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
 // in. A controller built with controller.New opts in with
-// ring.Options(options), which wraps options.Reconciler.
+// ring.Options(mgr, options, forObj), which returns options with the gated
+// queue and options.Reconciler wrapped (forObj is the type whose cached
+// objects are replayed on activation).
+//
+// The Lease namespace and the identity default to the pod's ($POD_NAMESPACE
+// and $POD_NAME from the downward API), and every timing to kshard's
+// manager's (handoff.Timing), except GracefulShutdownTimeout, which stays
+// below controller-runtime's manager's own.
 //
 // # What the ring does
 //

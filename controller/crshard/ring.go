@@ -2,8 +2,6 @@ package crshard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -89,7 +87,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("crshard: building the Lease client: %w", err)
 	}
 	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
-	incarnation := newIncarnation()
+	incarnation := lease.NewIncarnation()
 	member, err := lease.New(lease.Options{
 		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
@@ -110,10 +108,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	}
 	r.running.init()
 	r.coord, err = ring.New(ring.Options{
-		Handoff: handoff.Config{
-			Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
-		},
+		Handoff:      handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing()},
 		Membership:   member,
 		Participants: []ring.Participant{r},
 		Logger:       log,
@@ -321,11 +316,4 @@ func (r *Ring) checkNotStarted() error {
 		return errLate
 	}
 	return nil
-}
-
-// newIncarnation is a random id for this process, written into its Lease.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // unreachable is a rest config nothing in these tests connects to.
@@ -243,9 +245,11 @@ func TestRefusedSetups(t *testing.T) {
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		_, err := New(unreachable(), Options{Registerer: prometheus.NewRegistry()})
-		if err == nil || !strings.Contains(err.Error(), "Ring is empty") || !strings.Contains(err.Error(), "Namespace is empty") {
-			t.Fatalf("err = %v, want both missing options named", err)
+		_, err := New(unreachable(), Options{Namespace: "Bad_NS", Identity: "Pod 0", RenewPeriod: time.Minute, Registerer: prometheus.NewRegistry()})
+		for _, want := range []string{"Ring is empty", `Namespace "Bad_NS" is not a namespace name`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to say %q", err, want)
+			}
 		}
 		if _, err := New(nil, Options{}); err == nil {
 			t.Fatal("New(nil config) succeeded")
@@ -458,5 +462,30 @@ func TestFailedBuildIsNotWaitedFor(t *testing.T) {
 	}
 	if n := len(r.controllers); n != 0 {
 		t.Fatalf("%d controllers registered after a failed build, want 0", n)
+	}
+}
+
+// The adapter's defaults come from where kshard's manager's come from: the
+// Lease namespace and identity from the pod (lease), the timings from
+// handoff.Timing (RenewPeriod by its rule), and a shutdown timeout below
+// controller-runtime's manager's own.
+func TestDefaultsAreTheManagers(t *testing.T) {
+	t.Setenv(lease.EnvPodNamespace, "from-pod")
+	t.Setenv(lease.EnvPodName, "op-0")
+	r, err := New(unreachable(), Options{Ring: "test", RenewDeadline: time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.opts
+	if o.Namespace != "from-pod" || o.Identity != "op-0" {
+		t.Errorf("Namespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.Namespace, o.Identity)
+	}
+	want := handoff.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: handoff.DefaultEmbeddedShutdownTimeout}.WithDefaults()
+	if o.LeaseDuration != want.LeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != want.DrainGracePeriod {
+		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
+			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, want.LeaseDuration, want.DrainGracePeriod)
+	}
+	if crDefault := 30 * time.Second; o.GracefulShutdownTimeout >= crDefault {
+		t.Errorf("GracefulShutdownTimeout %v; want it below controller-runtime's manager's default %v", o.GracefulShutdownTimeout, crDefault)
 	}
 }

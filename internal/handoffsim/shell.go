@@ -46,7 +46,7 @@ func (p *proc) Config() handoff.Config {
 	w := p.w
 	return handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
-		LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline,
+		Timing:              handoff.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
 		PartitionCache:      w.p.partitionCache && !w.p.ignoreCacheSync,
 		GarbageCollectAfter: w.p.gcAfter,
 	}

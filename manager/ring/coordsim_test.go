@@ -49,7 +49,7 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 		return nil, err
 	}
 	cfg := p.Config().WithDefaults()
-	c := newCoordinatorWith(core, p, []Participant{simParticipant{p}}, metrics, logr.Discard(), cfg.RenewDeadline, p.Exit)
+	c := newCoordinatorWith(core, p, []Participant{simParticipant{p}}, metrics, logr.Discard(), cfg.Timing, p.Exit)
 	c.now = p.Now
 	c.goAsync = p.Go
 	c.postFn = func(_ context.Context, f func()) { p.Post(f) }

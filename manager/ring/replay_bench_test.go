@@ -134,7 +134,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.ctrl = ctrl
 	core, err := handoff.New(handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: ring,
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline})
+		Timing: handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	if wrap != nil {
 		part = wrap(part)
 	}
-	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), renewDeadline, func(code int) { r.exited <- code })
+	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}, func(code int) { r.exited <- code })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

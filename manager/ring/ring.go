@@ -99,7 +99,7 @@ func New(opts Options) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ring: registering ring metrics: %w", err)
 	}
-	c := newCoordinatorWith(core, opts.Membership, opts.Participants, metrics, opts.Logger, opts.Handoff.RenewDeadline, opts.Exit)
+	c := newCoordinatorWith(core, opts.Membership, opts.Participants, metrics, opts.Logger, opts.Handoff.Timing, opts.Exit)
 	c.now = opts.Clock.Now
 	c.cache = opts.Cache
 	c.balanced = opts.Handoff.Ring.Balance > 0
