@@ -12,14 +12,18 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale image image-check chaos-safety chaos-inplace chaos-sharded kit-check kit-check-ci sim sim-assumptions crshard-e2e chaos-crshard
+.PHONY: test docs-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard
 
-## test: everything CI checks — no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit from the module cache (kit-check-ci), a smoke run of the benchmarks.
-test: large-files binaries fmt-check vet unit fuzz image-check kit-check-ci crshard-e2e bench-quick
+## test: everything CI checks — the docs (README length, relative links), no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
+test: docs-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
 	$(GO) run ./hack/ensure-controlplane
+
+## docs-check: fail when README.md is over 200 lines or a relative link in README.md, CHANGELOG.md, docs/*.md or a package README points to a missing file.
+docs-check:
+	hack/check-docs.sh
 
 ## large-files: fail on a tracked file over 1 MiB (binaries and outputs belong in .gitignore).
 large-files:
@@ -29,9 +33,15 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# Module by module. The repository's go.work holds the root module,
+# controller/crshard and e2e/bench/crshardop; the other modules have a
+# go.work of their own. In a workspace ./... still matches only the packages
+# of the module it is run in (not the nested workspace modules), so each
+# line covers one module once.
 vet:
 	$(GO) vet ./...
 	cd e2e/bench/baseline && $(GO) vet ./...
+	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
 	cd e2e/bench/crshardop && $(GO) vet ./... && $(GO) vet -tags kshardtest ./...
 	cd hack/image && $(GO) vet ./...
@@ -45,6 +55,7 @@ unit:
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
+	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 fuzz:
@@ -52,19 +63,31 @@ fuzz:
 		$(GOTEST) -run='^$$' -fuzz=FuzzDecodePartitionSet -fuzztime=$(FUZZTIME) ./shard/; \
 	fi
 
-## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min); output in e2e/bench/out/, never the committed results.
+## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min) and its charts; output in e2e/bench/out/, never the committed results.
 bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
+	$(MAKE) charts BENCH_OUT=$(CURDIR)/e2e/bench/out
 
-## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and throughput.png. PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it).
 PHASES ?=
 bench: binaries
 	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES))
+	$(MAKE) charts
 
-## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the README's recommendation per size); about 24 min on 2 cores (rolling restarts wait for make before break), never in CI; keeps the other phases' figures in e2e/bench/results.json.
+## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the recommendation per size in docs/configuration.md); about 24 min on 2 cores (rolling restarts wait for make before break), never in CI; keeps the other phases' figures in e2e/bench/results.json.
 LEASE_DURATION ?=
 bench-scale: binaries
 	$(GO) run ./e2e/bench -phases 9 $(if $(SCALE_REPLICAS),-scale-replicas $(SCALE_REPLICAS)) $(if $(SCALE_OBJECTS),-scale-objects $(SCALE_OBJECTS)) $(if $(LEASE_DURATION),-lease-duration $(LEASE_DURATION))
+	$(MAKE) charts
+
+## charts: draw the benchmark's charts (throughput.png, rss.png, handoff.png, which RESULTS.md shows) from BENCH_OUT/results.json into BENCH_OUT (default e2e/bench, the committed results) with gonum/plot; e2e/bench/charts is a module of its own, so the kshard module has no plotting dependency. `go run ./e2e/bench -report-only` renders RESULTS.md again from results.json. A few seconds.
+BENCH_OUT ?= $(CURDIR)/e2e/bench
+charts:
+	$(GO) -C e2e/bench/charts run . -results $(BENCH_OUT)/results.json -out $(BENCH_OUT)
+
+## charts-check: the charts module's tests, which draw every chart from the committed results.json into a temporary directory (a few seconds). Part of `make test`. Without -race: the module starts no goroutine, and the race detector makes the rasteriser 20 times slower (~30 s).
+charts-check:
+	cd e2e/bench/charts && $(GOTEST) -count=1 ./...
 
 ## image: build the example operator's image without a container daemon (scratch base, user 65532) into _output/image/: an OCI layout (oci/) and a docker-load archive, tagged ghcr.io/kshard/example-operator:v0.1.0 as deploy/ runs it. REF=… to tag it otherwise.
 REF ?=
@@ -89,6 +112,13 @@ chaos-sharded: binaries
 		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound; scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+chaos-labels: binaries
+	@rm -f $(CHAOS_SUMMARY)
+	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels
+	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
 chaos-inplace: binaries
 	@rm -f $(CHAOS_SUMMARY)
@@ -96,12 +126,12 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager/ring TestCoordinatorSimulation), each with full caches and again with sharded caches whose LISTs are slow or fail (…PartitionCache), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs 10,000 of each under -race (1,000 of the balanced ring). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
-	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
-		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
+	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
+		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000
@@ -114,6 +144,14 @@ sim-assumptions:
 ## kit-check-ci: kit-check with the cached binaries (KSHARD_BIN_DIR), so CI proves the kit works from the module cache without rebuilding the control plane (~30 s).
 kit-check-ci: binaries
 	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/kitcheck/run.sh
+
+## module-check: the published modules as a user installs them: fails if a module is not tidy, if the root's or controller/crshard's go.mod has a replace or the adapter requires kshard at other than a release version (or go.work resolves another), or if go.work changes the versions they build with; publishes both at one local version into a file:// GOPROXY and builds and runs a scratch module outside the repo (no replace) whose controller-runtime operator, converted with the adapter, runs two replicas on a real control plane (~1 min with warm caches). Part of `make test`.
+module-check: binaries
+	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/kitcheck/modulecheck.sh
+
+## tidy: go mod tidy in every module but hack/tools (hack/tools/pin.sh writes that one); controller/crshard through a copy of its go.mod that resolves kshard from the checkout, since go mod tidy ignores go.work and the release version it requires is published only when tagged.
+tidy:
+	hack/tidy.sh
 
 ## kit-check: a scratch module outside the repo, with kshard only in the module cache (a file:// GOPROXY holding a zip of this checkout), runs a tiny operator's 3-replica rolling restart through the test kit, building the control plane through the kit's own tools module into an empty cache (KIT_BIN_DIR=dir to use prebuilt binaries). Not in CI: ~1 min with a warm Go build cache, ~25 min cold on 2 busy cores.
 kit-check:

@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kshard/kshard/shard"
 )
 
 // Manager is what a Builder needs from the manager that will run its
@@ -182,6 +184,9 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 		return nil, fmt.Errorf("controller builder %s: %w", name, err)
 	}
 
+	if err := b.declareRoutes(informers); err != nil {
+		return nil, fmt.Errorf("controller builder %s: %w", name, err)
+	}
 	opts, err := b.options()
 	if err != nil {
 		return nil, fmt.Errorf("controller builder %s: %w", name, err)
@@ -231,6 +236,49 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 		return nil, fmt.Errorf("controller %q: adding it to the manager: %w", name, err)
 	}
 	return c, nil
+}
+
+// routeDeclarer is an informer cache that needs to know how sources map
+// each kind to requests: the manager's cache sharded by partition labels
+// labels an object with the partition of the request it maps to.
+type routeDeclarer interface {
+	DeclareRoute(obj Object, route shard.Route) error
+}
+
+// declareRoutes tells a routeDeclarer how this controller's sources map
+// their kinds: For to the object's own key, Owns to its controller owner's,
+// Watches by its handler (a map function: shard.RouteMapped).
+func (b *Builder) declareRoutes(informers Informers) error {
+	rd, ok := informers.(routeDeclarer)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	if b.forInput != nil {
+		errs = append(errs, rd.DeclareRoute(b.forInput.obj, shard.RouteSelf))
+	}
+	for _, in := range b.owns {
+		errs = append(errs, rd.DeclareRoute(in.obj, shard.RouteOwner))
+	}
+	for _, in := range b.watches {
+		errs = append(errs, rd.DeclareRoute(in.obj, routeOf(in.handler)))
+	}
+	return errors.Join(errs...)
+}
+
+// routeOf returns how handler h maps an object to requests.
+func routeOf(h EventHandler) shard.Route {
+	switch h := h.(type) {
+	case EnqueueRequestForObject, *EnqueueRequestForObject:
+		return shard.RouteSelf
+	case *ownerHandler:
+		// Every owner, or a cluster-scoped one, is not the one
+		// "namespace/controller-owner" key RouteOwner names.
+		if h.onlyController && h.namespaced {
+			return shard.RouteOwner
+		}
+	}
+	return shard.RouteMapped
 }
 
 func (b *Builder) validate(r Reconciler) error {

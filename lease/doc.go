@@ -25,6 +25,11 @@
 //	                                  its death can be proven, see TerminationMarker)
 //	annotation kshard.io/warm         partitions of the writer's target its sharded
 //	                                  cache holds (optional: sharded caches only)
+//	annotation kshard.io/weights      its partitions' object counts (optional:
+//	                                  balanced rings only)
+//	annotation kshard.io/cache-mode   the writer's cache mode and how many objects
+//	annotation kshard.io/cached-objects  its cache holds (optional: SetCacheStatus;
+//	                                  written with the renewals, never on its own)
 //	finalizer kshard.io/member        FinalizerMember, on every Lease this version writes
 //
 // A Lease carrying the ring label that does not follow this format is

@@ -37,6 +37,13 @@ const (
 	// (shard.Weights.Encode): its partitions' quantized object counts.
 	// Advisory like AnnotationWarm: an undecodable one is read as absent.
 	AnnotationWeights = "kshard.io/weights"
+	// AnnotationCacheMode and AnnotationCachedObjects are the writer's
+	// CacheStatus (SetCacheStatus): how its cache runs and how many
+	// objects it holds, for `kshard status`. Advisory like
+	// AnnotationWarm: absent on writers that publish none, and a value
+	// that does not parse is read as absent.
+	AnnotationCacheMode     = "kshard.io/cache-mode"
+	AnnotationCachedObjects = "kshard.io/cached-objects"
 
 	// FinalizerMember is on every member Lease this version writes: a
 	// deletion by hand then leaves the Lease in every view, terminating,
@@ -80,6 +87,51 @@ type Observed struct {
 	// LastChange is the time on this process's clock when it observed this
 	// Lease's resourceVersion change; first sight counts as a change.
 	LastChange time.Time
+	// Cache is what the writer published of its cache (nil when it
+	// published nothing readable). Informational: no decision rests on it.
+	Cache *CacheStatus
+}
+
+// CacheStatus is what a replica's cache holds, published in its Lease with
+// its renewals (AnnotationCacheMode, AnnotationCachedObjects) so that one
+// read of the ring's Leases shows every replica's share of the objects.
+type CacheStatus struct {
+	// Mode is the replica's cache mode, as its manager names it (full,
+	// labels, server): a short lower-case word.
+	Mode string
+	// Objects is how many objects its cache holds, summed over its kinds.
+	Objects int
+}
+
+// maxCacheModeLen bounds the cache mode a Lease may carry: it is a word,
+// and the Lease stays small.
+const maxCacheModeLen = 16
+
+// valid reports whether s can be published and read back as it is.
+func (s CacheStatus) valid() bool {
+	if s.Mode == "" || len(s.Mode) > maxCacheModeLen || s.Objects < 0 {
+		return false
+	}
+	for _, c := range s.Mode {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseCacheStatus reads the CacheStatus of a Lease's annotations, nil when
+// they carry none that parses.
+func parseCacheStatus(annotations map[string]string) *CacheStatus {
+	n, err := strconv.ParseUint(annotations[AnnotationCachedObjects], 10, 31)
+	if err != nil {
+		return nil
+	}
+	s := CacheStatus{Mode: annotations[AnnotationCacheMode], Objects: int(n)}
+	if !s.valid() {
+		return nil
+	}
+	return &s
 }
 
 // Parse reads a Lease of ring, whose claims are over partitions partitions.
@@ -164,6 +216,7 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 			o.Weights = w
 		}
 	}
+	o.Cache = parseCacheStatus(l.Annotations)
 	o.Problem = strings.Join(problems, "; ")
 	return o, reasons
 }
@@ -219,6 +272,16 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 		l.Annotations[AnnotationWeights] = r.Weights.Encode()
 	} else {
 		delete(l.Annotations, AnnotationWeights)
+	}
+	m.mu.Lock()
+	cs := m.cacheStatus
+	m.mu.Unlock()
+	if cs != nil {
+		l.Annotations[AnnotationCacheMode] = cs.Mode
+		l.Annotations[AnnotationCachedObjects] = strconv.Itoa(cs.Objects)
+	} else {
+		delete(l.Annotations, AnnotationCacheMode)
+		delete(l.Annotations, AnnotationCachedObjects)
 	}
 	if r.Pod != "" {
 		l.Annotations[AnnotationPod] = r.Pod
@@ -292,6 +355,8 @@ func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 	u.Labels[LabelState] = string(handoff.StateLeaving)
 	delete(u.Annotations, AnnotationWarm)
 	delete(u.Annotations, AnnotationWeights)
+	delete(u.Annotations, AnnotationCacheMode)
+	delete(u.Annotations, AnnotationCachedObjects)
 	if _, ok := u.Annotations[AnnotationClaim]; ok && partitions > 0 {
 		u.Annotations[AnnotationClaim] = shard.NewPartitionSet(partitions).Encode()
 		u.Labels[LabelPartitions] = "0"

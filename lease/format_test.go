@@ -168,6 +168,62 @@ func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 	}
 }
 
+// A cache status is read back as written; one that does not parse, or half
+// of one, reads as none, without making the Lease malformed; Released
+// drops it with the claim.
+func TestCacheStatusAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		mode, objects string
+		want          *CacheStatus
+	}{
+		{"labels", "0", &CacheStatus{Mode: "labels"}},
+		{"full", "100000", &CacheStatus{Mode: "full", Objects: 100000}},
+		{"", "5", nil},
+		{"labels", "", nil},
+		{"labels", "-3", nil},
+		{"labels", "1e3", nil},
+		{"Labels", "3", nil},
+		{"labels and more", "3", nil},
+	} {
+		l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
+			if tc.mode != "" {
+				l.Annotations[AnnotationCacheMode] = tc.mode
+			}
+			if tc.objects != "" {
+				l.Annotations[AnnotationCachedObjects] = tc.objects
+			}
+		})
+		got := Parse(l, "r", 7)
+		if got.Problem != "" {
+			t.Errorf("%q/%q: problem %q; an advisory annotation must not make the Lease malformed", tc.mode, tc.objects, got.Problem)
+		}
+		if (got.Cache == nil) != (tc.want == nil) || (got.Cache != nil && *got.Cache != *tc.want) {
+			t.Errorf("%q/%q: cache %+v, want %+v", tc.mode, tc.objects, got.Cache, tc.want)
+		}
+	}
+	o := validOptions()
+	o.Partitions = 7
+	m, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1)}
+	if l := m.render(nil, rec, time.Unix(1000, 0), false); Parse(l, "r", 7).Cache != nil {
+		t.Errorf("rendered cache annotations before SetCacheStatus: %v", l.Annotations)
+	}
+	m.SetCacheStatus(CacheStatus{Mode: "server", Objects: 42})
+	l := m.render(nil, rec, time.Unix(1000, 0), false)
+	if got := Parse(l, "r", 7).Cache; got == nil || *got != (CacheStatus{Mode: "server", Objects: 42}) {
+		t.Fatalf("rendered cache %+v, want server/42", got)
+	}
+	released := Released(l, 7)
+	for _, a := range []string{AnnotationCacheMode, AnnotationCachedObjects} {
+		if _, ok := released.Annotations[a]; ok {
+			t.Errorf("Released kept %s", a)
+		}
+	}
+}
+
 func TestClaimEmptyIsReadAtAnyPartitionCount(t *testing.T) {
 	for _, tc := range []struct {
 		claim string

@@ -55,8 +55,10 @@ type Member struct {
 	scanClean bool   // the join scan found the ring clean (scan.go)
 	scanDone  bool   // the join scan has returned
 	takeOver  string // TakeOver: a version of another writer that may be overwritten
-	fatal     error
-	cancelRun context.CancelCauseFunc
+	// cacheStatus is what SetCacheStatus last published (nil: nothing).
+	cacheStatus *CacheStatus
+	fatal       error
+	cancelRun   context.CancelCauseFunc
 	// acquireErr is why the own Lease is not held: the last failure to
 	// read or create it, until a read or write succeeds.
 	acquireErr error
@@ -133,6 +135,22 @@ func (m *Member) SetDesired(r handoff.Record) {
 		default:
 		}
 	}
+}
+
+// SetCacheStatus sets what the own Lease publishes of this replica's cache
+// (AnnotationCacheMode, AnnotationCachedObjects). It is written with the
+// next renewal and never causes a write of its own, so it costs the API
+// server nothing: call it as often as the counts are worth refreshing. A
+// status that cannot be published (an empty mode, or one that is not a
+// short lower-case word, or a negative count) is refused and logged.
+func (m *Member) SetCacheStatus(s CacheStatus) {
+	if !s.valid() {
+		m.log.Error(nil, "SetCacheStatus: ignoring a status that cannot be published; give a lower-case mode of at most 16 letters and a count of at least 0", "mode", s.Mode, "objects", s.Objects)
+		return
+	}
+	m.mu.Lock()
+	m.cacheStatus = &s
+	m.mu.Unlock()
 }
 
 // TakeOver allows Run to overwrite the own Lease at version, written by

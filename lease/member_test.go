@@ -799,3 +799,47 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(ReasonForeignConfig))
 	}
 }
+
+// The cache status rides on the renewals: setting it writes nothing at
+// once, the next renewal publishes it, peers read it back, and a status
+// that cannot be published is refused.
+func TestCacheStatusRidesOnRenewals(t *testing.T) {
+	u := newUnit(t)
+	m := u.member("a")
+	run(t, m)
+	eventually(t, "Synced", m.Synced)
+	if o, _ := observedByName(m.Snapshot(), "r-a"); o.Cache != nil {
+		t.Fatalf("a Lease written before any SetCacheStatus reads cache %+v, want none", o.Cache)
+	}
+	eventually(t, "the heartbeat to wait", u.clk.HasWaiters)
+	before := u.api.writesOf("r-a")
+	m.SetCacheStatus(CacheStatus{Mode: "labels", Objects: 1234})
+	if len(m.wake) != 0 || m.dirty() {
+		t.Fatal("SetCacheStatus asked for a write of its own")
+	}
+	step(t, u.clk, time.Second) // half a RenewPeriod: no renewal due
+	if n := u.api.writesOf("r-a") - before; n != 0 {
+		t.Fatalf("%d writes within half a renew period after SetCacheStatus, want none", n)
+	}
+	step(t, u.clk, time.Second)
+	eventually(t, "the renewal", func() bool { return u.api.writesOf("r-a") == before+1 })
+	l := u.get("r-a")
+	if l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
+		t.Fatalf("annotations after the renewal: %v", l.Annotations)
+	}
+	eventually(t, "the informer to read the status back", func() bool {
+		o, ok := observedByName(m.Snapshot(), "r-a")
+		return ok && o.Cache != nil && *o.Cache == CacheStatus{Mode: "labels", Objects: 1234}
+	})
+	for _, bad := range []CacheStatus{{Mode: "", Objects: 1}, {Mode: "Labels", Objects: 1}, {Mode: "labels", Objects: -1}, {Mode: strings.Repeat("x", 17)}} {
+		m.SetCacheStatus(bad)
+	}
+	if n := u.log.count("SetCacheStatus: ignoring"); n != 4 {
+		t.Errorf("%d refusals logged for 4 unpublishable statuses", n)
+	}
+	step(t, u.clk, 2*time.Second)
+	eventually(t, "the next renewal", func() bool { return u.api.writesOf("r-a") == before+2 })
+	if l := u.get("r-a"); l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
+		t.Errorf("a refused status replaced the published one: %v", l.Annotations)
+	}
+}

@@ -1,10 +1,15 @@
 package manager
 
 import (
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kshard/kshard/manager/cache"
 )
 
 // The object counts walk the whole cache: scrapes less than maxAge apart
@@ -28,5 +33,51 @@ func TestObjectCountsAreReusedBriefly(t *testing.T) {
 	now = now.Add(objectCountsMaxAge)
 	if got := m.objectCounts()[schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}]; walks != 2 || got != 2 {
 		t.Fatalf("after %v: %d walks, count %d; want a fresh count", objectCountsMaxAge, walks, got)
+	}
+}
+
+// A kind cached by labels exports what labelling costs — the label patches
+// sent and the live reads that confirm an object gone — beside its mode;
+// kinds in other modes export no such series, and a full kind no listed
+// count either.
+func TestLabelledKindsExportLabellingCosts(t *testing.T) {
+	crs := schema.GroupVersionKind{Group: "bench.kshard.io", Version: "v1", Kind: "BenchObject"}
+	cms := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	m := &cacheModeCollector{maxAge: objectCountsMaxAge, now: time.Now,
+		countFor: func() map[schema.GroupVersionKind]int { return nil },
+		modes: func() []cache.KindMode {
+			return []cache.KindMode{
+				{Kind: crs, Mode: cache.ModeLabels, ObjectsListed: 120, LabelPatches: 40, ConfirmReads: 3},
+				{Kind: cms, Mode: cache.ModeFull, Reason: "mapped by a function", LabelPatches: 7},
+			}
+		}}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(m); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := s.GetCounter().GetValue() + s.GetGauge().GetValue()
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	want := map[string]float64{
+		"kshard_cache_mode{kind=bench.kshard.io/v1, Kind=BenchObject,mode=labels}":     1,
+		"kshard_cache_mode{kind=/v1, Kind=ConfigMap,mode=full}":                        1,
+		"kshard_cache_listed_objects_total{kind=bench.kshard.io/v1, Kind=BenchObject}": 120,
+		"kshard_cache_label_patches_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  40,
+		"kshard_cache_confirm_reads_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  3,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("collected %v\nwant %v", got, want)
 	}
 }

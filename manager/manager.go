@@ -53,7 +53,8 @@ type Manager struct {
 	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
 	member      *lease.Member
-	handoff     handoff.Config // of the ring coordinator Start builds
+	handoff     handoff.Config      // of the ring coordinator Start builds
+	cacheCounts *cacheModeCollector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
 	coord           atomic.Pointer[ring.Coordinator] // set by Start
@@ -84,6 +85,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	// Label patches (CacheLabels) go through a client of their own: a
+	// label is a pure function of an object's key, so a late one is
+	// harmless and must not wait for the lease; the labeller bounds its
+	// own rate.
+	labelCfg := rest.CopyConfig(cfg)
+	labelCfg.QPS, labelCfg.Burst = -1, 0
 	// Every client built from cfg (the typed clientset, the cache, and
 	// those users build from GetConfig) refuses writes of a reconcile
 	// whose lease validity has passed.
@@ -124,9 +131,15 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	cacheOpts := cache.Options{Scheme: opts.Scheme, Mapper: mapper, Namespace: opts.WatchNamespace}
-	if ringCfg.Scheme.Ranged() {
-		rp, _ := partitioner.(shard.RangePartitioner)
-		cacheOpts.Sharding = &cache.Sharding{Partitioner: rp, Full: opts.FullCacheKinds, SharedNamespaces: opts.SharedNamespaces, Logger: opts.Logger.WithName("cache")}
+	if opts.CacheMode != CacheFull {
+		cacheOpts.Sharding = &cache.Sharding{Full: opts.FullCacheKinds, SharedNamespaces: opts.SharedNamespaces, Logger: opts.Logger.WithName("cache")}
+		if rp, ranged := partitioner.(shard.RangePartitioner); ranged {
+			cacheOpts.Sharding.Partitioner = rp
+		}
+		if opts.CacheMode == CacheLabels {
+			key, _ := shard.PartitionLabelKey(opts.Ring, ringCfg) // validated
+			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: labelCfg, QPS: opts.LabelQPS}
+		}
 	}
 	c, err := cache.New(cfg, cacheOpts)
 	if err != nil {
@@ -149,18 +162,20 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
+	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
 	m := &Manager{
 		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
 		partitioner: partitioner,
 		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
 		member:      member, handoff: handoffCfg,
-		exit: os.Exit,
+		cacheCounts: newCacheModeCollector(c),
+		exit:        os.Exit,
 	}
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
-		if err := opts.Registry.Register(newCacheModeCollector(c)); err != nil {
+		if err := opts.Registry.Register(m.cacheCounts); err != nil {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
@@ -401,6 +416,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	})
 	goRun("", m.cache.Start)
 	goRun("", m.member.Run)
+	goRun("", m.publishCacheStatus)
 	for i, r := range runnables {
 		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}
@@ -529,10 +545,12 @@ func (m *Manager) listen() ([]*httpServer, error) {
 	return servers, nil
 }
 
-// The sharded cache is what the ring coordinator holds partitions in and,
-// on a balanced ring, counts objects with.
+// The sharded cache is what the ring coordinator holds partitions in, on a
+// balanced ring counts objects with and, sharded by labels, tells the
+// active partitions to.
 var (
 	_ ring.PartitionCache = (*cache.Cache)(nil)
 	_ ring.PartitionCache = (*cache.Segmented)(nil)
 	_ ring.ObjectCounter  = (*cache.Cache)(nil)
+	_ ring.ActiveObserver = (*cache.Cache)(nil)
 )

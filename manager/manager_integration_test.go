@@ -130,6 +130,11 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, identity string, j *journa
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runReplica(t, mgr)
+}
+
+// runReplica starts mgr until the test ends.
+func runReplica(t *testing.T, mgr *Manager) *replica {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(ctx) }()

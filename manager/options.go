@@ -114,9 +114,40 @@ type Options struct {
 	// in FullCacheKinds. shard.SchemeUID is refused: requests carry no UID,
 	// so the gate could not place them (shard/README.md).
 	PartitionBy shard.Scheme
-	// FullCacheKinds are kinds cached whole even with PartitionBy
-	// namespace: those reconcilers read in namespaces they do not own.
-	// Cluster-scoped and metadata-only kinds are always cached whole.
+	// CacheMode says how the kinds the controllers watch are cached:
+	//
+	//   - CacheFull: every replica caches every object.
+	//   - CacheLabels: the gate-free sharded cache. Each object carries
+	//     the ring's partition label (shard.PartitionLabelKey, e.g.
+	//     "my-operator.kshard.io/xx1-key-p271"), written once in its life
+	//     by its partition's owner, and a replica lists and watches only
+	//     the labels of the partitions it holds, on any Kubernetes version
+	//     and for custom resources alike. Moves write nothing. Kinds a
+	//     controller maps with a function (under PartitionBy key), kinds
+	//     the replica may not patch, and cluster-scoped kinds are cached
+	//     whole, each with its reason in kshard_cache_mode and
+	//     /readyz?verbose. Needs RBAC patch on the labelled kinds.
+	//   - CacheServer: Kubernetes 1.36's sharded list and watch (feature
+	//     gate ShardedListAndWatch), PartitionBy namespace only; kinds the
+	//     server does not filter are listed whole and filtered on the
+	//     client (the fallback).
+	//
+	// With PartitionBy namespace and CacheLabels, a kind the server
+	// filters by a shard selector is cached that way (no labels needed),
+	// and by labels otherwise. Replicas of one ring may differ in
+	// CacheMode: it changes what a replica caches, not which partitions it
+	// owns, so a ring moves from one mode to another by a rolling update.
+	// Defaults to CacheFull with PartitionBy key, CacheServer with
+	// PartitionBy namespace.
+	CacheMode CacheMode
+	// LabelQPS bounds the partition-label patches a replica sends per
+	// second per kind (CacheLabels). They go through a client of their own,
+	// exempt from the fencing transport and from QPS. Defaults to
+	// cache.DefaultLabelQPS (200).
+	LabelQPS float64
+	// FullCacheKinds are kinds cached whole even with a sharded cache:
+	// those reconcilers read in partitions they do not own.
+	// Cluster-scoped kinds are always cached whole.
 	FullCacheKinds []cache.Object
 	// SharedNamespaces are namespaces every replica caches whole, for every
 	// kind, with PartitionBy namespace: where reconcilers read objects
@@ -172,6 +203,17 @@ type Options struct {
 	Registry *prometheus.Registry
 }
 
+// CacheMode is how a replica caches the kinds its controllers watch
+// (Options.CacheMode).
+type CacheMode string
+
+// Cache modes.
+const (
+	CacheFull   CacheMode = "full"
+	CacheLabels CacheMode = "labels"
+	CacheServer CacheMode = "server"
+)
+
 // Client rate limits applied when neither Options nor the rest config set
 // them: ten times client-go's 5 QPS and burst of 10, which a replica outgrows
 // at once (a reconcile reads from the cache but costs one or two writes),
@@ -217,6 +259,12 @@ func (o *Options) applyDefaults() {
 	if o.Load == 0 {
 		o.Load = shard.DefaultLoad
 	}
+	if o.CacheMode == "" {
+		o.CacheMode = CacheFull
+		if o.PartitionBy == shard.SchemeNamespace {
+			o.CacheMode = CacheServer
+		}
+	}
 	t := o.timing().WithDefaults()
 	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod
 	o.DrainGracePeriod, o.GracefulShutdownTimeout = t.DrainGracePeriod, t.GracefulShutdownTimeout
@@ -261,13 +309,32 @@ func (o *Options) validate() error {
 	if o.PartitionBy == shard.SchemeNamespace && o.WatchNamespace != "" {
 		errs = append(errs, fmt.Errorf("PartitionBy %q with WatchNamespace %q puts every object in one partition, so one replica would reconcile everything; leave WatchNamespace empty (every namespace) or use PartitionBy %q", shard.SchemeNamespace, o.WatchNamespace, shard.SchemeKey))
 	}
-	if len(o.SharedNamespaces) > 0 && o.PartitionBy != shard.SchemeNamespace {
+	if len(o.SharedNamespaces) > 0 && (o.PartitionBy != shard.SchemeNamespace || o.CacheMode == CacheFull) {
 		errs = append(errs, fmt.Errorf("SharedNamespaces %v needs PartitionBy %q: with PartitionBy %q every replica already caches every namespace", o.SharedNamespaces, shard.SchemeNamespace, o.ringConfig().WithDefaults().Scheme))
 	}
 	for _, ns := range o.SharedNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("SharedNamespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
 		}
+	}
+	switch o.CacheMode {
+	case CacheFull, CacheLabels:
+	case CacheServer:
+		if o.PartitionBy != shard.SchemeNamespace {
+			errs = append(errs, fmt.Errorf("CacheMode %q needs PartitionBy %q: the API server shards lists by namespace hash, not by kshard's key hash; use CacheMode %q for a sharded cache under PartitionBy %q", CacheServer, shard.SchemeNamespace, CacheLabels, o.ringConfig().WithDefaults().Scheme))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("CacheMode %q is not one of %q, %q, %q", o.CacheMode, CacheFull, CacheLabels, CacheServer))
+	}
+	if o.CacheMode == CacheLabels {
+		if _, err := shard.PartitionLabelKey(o.Ring, o.ringConfig()); err != nil {
+			errs = append(errs, fmt.Errorf("CacheMode %q: %w", CacheLabels, err))
+		} else if p := o.ringConfig().WithDefaults().Partitions; p > shard.MaxLabelPartitions {
+			errs = append(errs, fmt.Errorf("CacheMode %q supports at most %d Partitions, not %d: a replica's selector of unlabelled objects names every partition", CacheLabels, shard.MaxLabelPartitions, p))
+		}
+	}
+	if o.LabelQPS < 0 || math.IsNaN(o.LabelQPS) || math.IsInf(o.LabelQPS, 0) {
+		errs = append(errs, fmt.Errorf("LabelQPS %v must be a positive number; leave it 0 for the default", o.LabelQPS))
 	}
 	if o.PartitionBy == shard.SchemeUID {
 		errs = append(errs, errors.New("PartitionBy \"uid\" is not supported by the Manager: a request names an object by namespace and name, not UID, so the shard gate could not place it; use \"namespace\" (shard/README.md)"))

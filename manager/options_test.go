@@ -176,7 +176,9 @@ func TestPartitionByNamespaceRefusesWatchNamespace(t *testing.T) {
 	if err := o.validate(); err == nil || !strings.Contains(err.Error(), `WatchNamespace "apps" puts every object in one partition`) {
 		t.Fatalf("validate: %v, want an error about WatchNamespace", err)
 	}
-	o.PartitionBy = shard.SchemeKey
+	// The cache mode defaulted for the namespace scheme; default it again.
+	o.PartitionBy, o.CacheMode = shard.SchemeKey, ""
+	o.applyDefaults()
 	if err := o.validate(); err != nil {
 		t.Fatalf("PartitionBy key with WatchNamespace: %v", err)
 	}

@@ -329,11 +329,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		r := &replica{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
-		go func() { r.done <- mgr.Start(rctx) }()
-		t.Cleanup(func() { r.stop(t) })
-		return r
+		return runReplica(t, mgr)
 	}
 	r0, r1 := start("r-0"), start("r-1")
 	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })

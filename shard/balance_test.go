@@ -81,7 +81,8 @@ func measureMovement(t testing.TB, cfg Config, prefixes []string, maxN int) move
 // Scaling by one replica should move close to the ideal number of
 // partitions. Bounded loads move some extra: when the mean changes, members
 // that were at the bound pass partitions on. The bounds asserted here are
-// what the defaults measure (README.md), with a little headroom.
+// what the defaults measure (TestSweepReplicationFactor), with a little
+// headroom.
 func TestMovementOnScaleIsNearIdeal(t *testing.T) {
 	m := measureMovement(t, Config{}, namingSamples, 32)
 	t.Logf("P=271 N=2..32, %d namings: join avg %.3f× worst %.2f×; leave avg %.3f× worst %.2f×",
@@ -116,7 +117,8 @@ func TestSweepReplicationFactor(t *testing.T) {
 	}
 }
 
-// TestSweepLoad reruns the measurement behind the README's advice on Load:
+// TestSweepLoad reruns the measurement behind the advice on Load
+// (docs/configuration.md):
 // how much more than the mean the busiest member owns (it caps the fleet's
 // throughput, and with the sharded cache its memory), against how many
 // partitions move when one replica joins or leaves. Opt-in, like
@@ -125,7 +127,7 @@ func TestSweepReplicationFactor(t *testing.T) {
 //	KSHARD_SWEEP=1 go test -run TestSweepLoad -v ./shard/
 func TestSweepLoad(t *testing.T) {
 	if os.Getenv("KSHARD_SWEEP") == "" {
-		t.Skip("set KSHARD_SWEEP=1 to rerun the sweep behind the README's Load figures")
+		t.Skip("set KSHARD_SWEEP=1 to rerun the sweep behind the advice on Load")
 	}
 	for _, p := range []int{271, 1021} {
 		for _, load := range []float64{1.02, 1.05, 1.1, 1.15, 1.25} {

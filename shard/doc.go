@@ -46,8 +46,8 @@
 //     nowhere (RangePartitioner.PartitionOfObject returns ok=false).
 //
 // README.md ("Sharding by the API server's hash") has the details: what the
-// server does and does not echo, the balance of namespace hashing, and the
-// informer plan built on this.
+// server does and does not echo, the selector's size limit, and the balance
+// of namespace hashing.
 //
 // # Compatibility
 //

@@ -2,10 +2,15 @@ module github.com/kshard/kshard/controller/crshard
 
 go 1.26.0
 
+// github.com/kshard/kshard is required at the version both modules are
+// released at (docs/install.md). In the repository, go.work resolves that
+// version to the checkout until it is tagged; make tidy tidies this module
+// (go mod tidy ignores go.work).
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/kshard/kshard v0.0.0-00010101000000-000000000000
+	github.com/kshard/kshard v0.1.0
 	github.com/prometheus/client_golang v1.25.0
+	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
@@ -36,7 +41,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
@@ -52,7 +56,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.36.3 // indirect
 	k8s.io/apiextensions-apiserver v0.36.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
@@ -61,7 +64,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// The adapter is developed in the kshard repository and built against the
-// kshard code beside it; a released adapter requires a released kshard.
-replace github.com/kshard/kshard => ../..

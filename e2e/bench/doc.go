@@ -1,6 +1,8 @@
 // Command bench runs kshard and a leader-elected controller-runtime baseline on one
 // local control plane and reports throughput, handoff, failover and resource ratios:
-// `go run ./e2e/bench` writes results.json, RESULTS.md and throughput.png (-quick: a CI smoke run).
+// `go run ./e2e/bench` writes results.json and RESULTS.md (-quick: a CI smoke run); `make charts`
+// draws the PNGs RESULTS.md shows from results.json (e2e/bench/charts, a module of its own);
+// `-report-only` renders RESULTS.md again from results.json without measuring.
 // Phase 6 measures kshard's crash failover when the container is restarted in place (the
 // kubelet's report proves the death; the bench plays the kubelet with fixed delays, see
 // restart.go) beside the lease-wait failover, over several kills: results.json keys

@@ -41,6 +41,7 @@ type fleet struct {
 var fleetCounters = []string{
 	"kshard_cache_listed_objects_total", "kshard_handoff_seconds_count", "kshard_fences_total",
 	"kshard_coordinator_step_seconds_count", "kshard_coordinator_step_seconds_sum",
+	"kshard_cache_label_patches_total", "kshard_cache_confirm_reads_total",
 }
 
 // counters sums fleetCounters over the live processes and the last reading
@@ -128,9 +129,13 @@ func (f *fleet) start(id string) error {
 // probes.
 func (f *fleet) launch(id string) (*replica, error) {
 	p := f.b.p
+	ring := f.name
+	if f.sys.kshard && f.b.ring != "" {
+		ring = f.b.ring
+	}
 	args := []string{
 		"--kubeconfig=" + f.b.cp.KubeconfigPath(),
-		"--name=" + f.name,
+		"--name=" + ring,
 		"--namespace=" + f.b.ns,
 		"--latency=" + f.latency.String(),
 		"--workers=" + strconv.Itoa(p.Workers),

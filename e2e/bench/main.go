@@ -66,6 +66,14 @@ type params struct {
 	// placed by object counts, within this fraction of the mean (0: by
 	// number).
 	ShardedBalance float64 `json:"sharded_balance"`
+	// ShardedCustomResources: phase 7 also runs both systems over this
+	// many BenchObject custom resources on each of its control planes
+	// (0: none).
+	ShardedCustomResources int `json:"sharded_custom_resources"`
+	// Phase 10 (labels.go): the gate-free sharded cache's object counts,
+	// rising; the spread layout uses ShardedNamespaces and both
+	// ShardedReplicas kshard replicas, p.Rounds rounds.
+	LabelsObjects []int `json:"labels_objects"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -73,7 +81,7 @@ type params struct {
 	ScalePartitions int   `json:"scale_partitions"`
 	ScaleNamespaces int   `json:"scale_namespaces"`
 	// ScaleLeaseFixed: -lease-duration was given, so every phase 9
-	// configuration runs with it instead of the README's recommendation
+	// configuration runs with it instead of the recommendation in docs/configuration.md
 	// for its size (scaleLeaseDuration).
 	ScaleLeaseFixed bool          `json:"scale_lease_fixed"`
 	ReadyTimeout    time.Duration `json:"-"`
@@ -84,13 +92,14 @@ type params struct {
 func defaultParams(quick bool) params {
 	p := params{
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
-		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true}, RestartKills: 5,
+		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 10: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
 		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick, ShardedBalance: 0.02,
+		ShardedCustomResources: 10000, LabelsObjects: []int{100000},
 		ScaleReplicas: []int{3, 16, 32, 64}, ScaleObjects: []int{10000, 100000}, ScalePartitions: 1021, ScaleNamespaces: 2000,
 		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
@@ -107,6 +116,7 @@ func defaultParams(quick bool) params {
 		p.WriterRate = 50
 		p.RestartKills = 1
 		p.ShardedObjects, p.ShardedNamespaces = []int{600}, 20
+		p.ShardedCustomResources, p.LabelsObjects = 200, []int{600}
 		p.Timeout = 7 * time.Minute
 	}
 	return p
@@ -117,13 +127,20 @@ type bench struct {
 	p      params
 	cp     *controlplane.ControlPlane
 	client kubernetes.Interface
-	obs    *observer
-	dir    string // logs of the operators
-	ns     string
-	epoch  int   // the epoch ConfigMap's value
-	gens   []int // each object's generation as last written
-	// fleetArgs are added to every replica's command line (phases 7, 8).
+	// objs writes the benchmark objects: ConfigMaps, or the BenchObject
+	// custom resource (phases 7 and 10).
+	objs  objectClient
+	obs   *observer
+	dir   string // logs of the operators
+	ns    string
+	epoch int   // the epoch ConfigMap's value
+	gens  []int // each object's generation as last written
+	// fleetArgs are added to every replica's command line (phases 7, 8, 10).
 	fleetArgs []string
+	// ring, when set, names every kshard fleet's ring instead of the
+	// fleet's own name (phase 10: the partition label's key names the
+	// ring, so fleets that are to find the objects labelled share one).
+	ring string
 	// spread: object i lives in shardedNamespace(i % spread), each of those
 	// namespaces with its own epoch ConfigMap (phase 8); 0: every object
 	// and the one epoch ConfigMap live in ns.
@@ -137,9 +154,16 @@ type bench struct {
 
 	mu       sync.Mutex // guards warnings
 	warnings []string
+	// parent is the bench this one was made from, on a control plane of a
+	// phase's own (phases 7-10): warnings go to the run's.
+	parent *bench
 }
 
 func (b *bench) warn(format string, args ...any) {
+	if b.parent != nil {
+		b.parent.warn(format, args...)
+		return
+	}
 	msg := fmt.Sprintf(format, args...)
 	progress("warning: %s", msg)
 	b.mu.Lock()
@@ -155,21 +179,35 @@ func progress(format string, args ...any) {
 
 func main() {
 	quick := flag.Bool("quick", false, "a smoke run of every phase with small numbers (about 2 minutes), for CI")
-	out := flag.String("out", "", "directory for results.json, RESULTS.md and throughput.png (default e2e/bench in the module)")
+	out := flag.String("out", "", "directory for results.json and RESULTS.md (default e2e/bench in the module); `make charts` draws the charts beside them")
+	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
-	phases := flag.String("phases", "1,2,3,4,5,6,7,8", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover, 9 the scale envelope (never by default: about 24 minutes)")
+	phases := flag.String("phases", "1,2,3,4,5,6,7,8,10", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover, 9 the scale envelope (never by default: about 24 minutes), 10 the gate-free sharded cache (CacheMode labels) on custom resources")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
 	keep := flag.Bool("keep", false, "keep the control plane's and operators' files")
 	shardedObjects := flag.String("sharded-objects", "", "phase 7's object counts, comma-separated and rising (default 10000,50000,100000; 600 with -quick)")
+	shardedCRs := flag.Int("sharded-custom-resources", -1, "phase 7 also runs both systems over this many BenchObject custom resources on each control plane, 0 none (default 10000; 200 with -quick)")
+	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
 	shardedBalance := flag.Float64("sharded-balance", -1, "kshard's --balance in phases 7 and 8: place partitions by object counts, within this fraction of the mean; 0 places by number (default 0.02)")
-	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the README's recommendation per fleet size)")
+	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the recommendation per fleet size in docs/configuration.md)")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
+	if *reportOnly {
+		dir, err := outDir(*out)
+		if err == nil {
+			err = rewriteReport(dir)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -report-only: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	p := defaultParams(*quick)
 	if *objects > 0 {
 		p.Objects = *objects
@@ -178,8 +216,8 @@ func main() {
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 9 {
-			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-9\n", f)
+		if err != nil || n < 1 || n > 10 {
+			fmt.Fprintf(os.Stderr, "bench: -phases: %q is not a phase number 1-10\n", f)
 			os.Exit(2)
 		}
 		p.Phases[n] = true
@@ -191,10 +229,13 @@ func main() {
 	if *shardedBalance >= 0 {
 		p.ShardedBalance = *shardedBalance
 	}
+	if *shardedCRs >= 0 {
+		p.ShardedCustomResources = *shardedCRs
+	}
 	for _, c := range []struct {
 		flag, list string
 		dst        *[]int
-	}{{"sharded-objects", *shardedObjects, &p.ShardedObjects}, {"scale-replicas", *scaleReplicas, &p.ScaleReplicas}, {"scale-objects", *scaleObjects, &p.ScaleObjects}} {
+	}{{"sharded-objects", *shardedObjects, &p.ShardedObjects}, {"scale-replicas", *scaleReplicas, &p.ScaleReplicas}, {"scale-objects", *scaleObjects, &p.ScaleObjects}, {"labels-objects", *labelsObjects, &p.LabelsObjects}} {
 		if c.list == "" {
 			continue
 		}
@@ -247,8 +288,8 @@ func run(p params, out string, keep, merge bool) (err error) {
 	if err != nil {
 		return err
 	}
-	if out == "" {
-		out = filepath.Join(root, "e2e", "bench")
+	if out, err = outDir(out); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -310,12 +351,12 @@ func run(p params, out string, keep, merge bool) (err error) {
 	if err != nil {
 		return err
 	}
-	b := &bench{p: p, cp: cp, client: client, obs: newObserver(), dir: dir, ns: "kshard-bench"}
+	b := &bench{p: p, cp: cp, client: client, objs: objectClient{kind: configMaps, typed: client}, obs: newObserver(), dir: dir, ns: "kshard-bench"}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	obsCtx, stopObs := context.WithCancel(ctx)
-	obsDone, err := b.obs.run(obsCtx, client, b.ns)
+	obsDone, err := b.obs.run(obsCtx, cp.Config(), b.objs.kind, b.ns)
 	defer func() { stopObs(); <-obsDone }()
 	if err != nil {
 		return err
@@ -466,6 +507,14 @@ func run(p params, out string, keep, merge bool) (err error) {
 		}
 	}
 
+	if p.Phases[10] {
+		lr, err := b.labelsPhase(ctx, kshard, baseline)
+		res.Labels = lr
+		if err != nil {
+			return fmt.Errorf("phase 10 (gate-free sharded cache): %w", err)
+		}
+	}
+
 	if !p.Phases[5] {
 		res.Seconds = time.Since(started).Seconds()
 		progress("done in %.0fs; results in %s", res.Seconds, out)
@@ -490,6 +539,18 @@ func run(p params, out string, keep, merge bool) (err error) {
 	res.Seconds = time.Since(started).Seconds()
 	progress("done in %.0fs; results in %s", res.Seconds, out)
 	return nil
+}
+
+// outDir is -out, or e2e/bench in the module when it is empty.
+func outDir(out string) (string, error) {
+	if out != "" {
+		return out, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "e2e", "bench"), nil
 }
 
 // moduleRoot is the directory of the kshard module's go.mod.

@@ -15,7 +15,7 @@ import (
 // allPhases are the phase numbers a full run measures.
 // Phase 9 (the scale envelope) runs only when asked for; a default run
 // keeps its figures from results.json.
-var allPhases = []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+var allPhases = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 
 // provenance says which run measured a phase kept in results.json, so a
 // file assembled from several runs still names the command, parameters and
@@ -80,6 +80,8 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 			r.ShardedHandoff = prev.ShardedHandoff
 		case 9:
 			r.Scale = prev.Scale
+		case 10:
+			r.Labels = prev.Labels
 		}
 		if r.Provenance == nil {
 			r.Provenance = map[string]provenance{}
@@ -125,6 +127,8 @@ func (r *results) measured(ph int) bool {
 		return len(r.ShardedHandoff) > 0
 	case 9:
 		return r.Scale != nil && len(r.Scale.Runs) > 0
+	case 10:
+		return r.Labels != nil && len(r.Labels.Layouts) > 0
 	}
 	return false
 }

@@ -11,7 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // The object contract shared with the two operators (each keeps a copy).
@@ -27,6 +32,93 @@ const (
 )
 
 func objectName(i int) string { return fmt.Sprintf("obj-%05d", i) }
+
+// objectKind is the kind of the benchmark objects: ConfigMaps, or
+// BenchObjects (bench.kshard.io/v1, benchobject-crd.yaml), a custom
+// resource of the same shape (metadata and a data map), so that both are
+// written with the same patches and reconciled with the same code.
+type objectKind struct {
+	// Name is the kind, as the operators' --kind takes it.
+	Name string
+	GVR  schema.GroupVersionResource
+}
+
+var (
+	configMaps   = objectKind{"ConfigMap", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+	benchObjects = objectKind{"BenchObject", schema.GroupVersionResource{Group: "bench.kshard.io", Version: "v1", Resource: "benchobjects"}}
+)
+
+// metricLabel is the kind as kshard's metrics label it (kshard_cache_mode's
+// "kind": the GroupVersionKind's String()).
+func (k objectKind) metricLabel() string {
+	return schema.GroupVersionKind{Group: k.GVR.Group, Version: k.GVR.Version, Kind: k.Name}.String()
+}
+
+// objectClient creates and patches the benchmark objects of one kind:
+// ConfigMaps through the typed clientset (as every phase before custom
+// resources did), BenchObjects through the dynamic client.
+type objectClient struct {
+	kind  objectKind
+	typed kubernetes.Interface
+	dyn   dynamic.Interface
+}
+
+// newObjectClient returns an objectClient of kind on cfg.
+func newObjectClient(cfg *rest.Config, kind objectKind) (objectClient, error) {
+	c := objectClient{kind: kind}
+	var err error
+	if kind == configMaps {
+		c.typed, err = kubernetes.NewForConfig(cfg)
+	} else {
+		c.dyn, err = dynamic.NewForConfig(cfg)
+	}
+	return c, err
+}
+
+// create creates the benchmark object ns/name (labelled as one) with
+// annotations and data; one that exists already is left as it is.
+func (c objectClient) create(ctx context.Context, ns, name string, annotations, data map[string]string) error {
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{labelKey: labelObject}, Annotations: annotations}
+	var err error
+	if c.typed != nil {
+		_, err = c.typed.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: data}, metav1.CreateOptions{})
+	} else {
+		obj := &unstructured.Unstructured{Object: map[string]any{"data": stringMap(data)}}
+		obj.SetAPIVersion(c.kind.GVR.GroupVersion().String())
+		obj.SetKind(c.kind.Name)
+		obj.SetName(name)
+		obj.SetLabels(meta.Labels)
+		obj.SetAnnotations(annotations)
+		_, err = c.dyn.Resource(c.kind.GVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// patch sends a JSON merge patch of the object ns/name.
+func (c objectClient) patch(ctx context.Context, ns, name string, body []byte) error {
+	if c.typed != nil {
+		_, err := c.typed.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	}
+	_, err := c.dyn.Resource(c.kind.GVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+	return err
+}
+
+// stringMap is m as unstructured content holds it.
+func stringMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// objectKey is object i's key, "namespace/name", by which the observer
+// knows it.
+func (b *bench) objectKey(i int) string { return b.objectNamespace(i) + "/" + objectName(i) }
 
 // objectNamespace is the namespace of object i (see bench.spread).
 func (b *bench) objectNamespace(i int) string {
@@ -84,18 +176,9 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 	}
 	return parallel(ctx, 32, n-from, func(ctx context.Context, k int) error {
 		i := from + k
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: objectName(i), Labels: map[string]string{labelKey: labelObject},
-				Annotations: map[string]string{annObserved: "1/" + strconv.Itoa(b.epoch)},
-			},
-			Data: map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)},
-		}
-		_, err := b.client.CoreV1().ConfigMaps(b.objectNamespace(i)).Create(ctx, cm, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
+		return b.objs.create(ctx, b.objectNamespace(i), objectName(i),
+			map[string]string{annObserved: "1/" + strconv.Itoa(b.epoch)},
+			map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)})
 	})
 }
 
@@ -148,9 +231,8 @@ func (b *bench) bumpGen(ctx context.Context, i int) error {
 	gen := b.gens[i]
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{genKey: strconv.Itoa(gen)}})
 	at := time.Now()
-	b.obs.expect(objectName(i), gen, at)
-	_, err := b.client.CoreV1().ConfigMaps(b.objectNamespace(i)).Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
+	b.obs.expect(b.objectKey(i), gen, at)
+	return b.objs.patch(ctx, b.objectNamespace(i), objectName(i), patch)
 }
 
 // parallel runs f for 0..n-1 on up to workers goroutines, stopping at the

@@ -11,16 +11,21 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kshard/kshard/shard"
 )
 
-// observer watches the benchmark objects and keeps, for each, the
-// generation and epoch its reconciler last recorded; it times updates the
-// writer registered until their reconcile is seen.
+// observer watches the benchmark objects' metadata and keeps, for each (by
+// "namespace/name"), the generation and epoch its reconciler last
+// recorded; it times updates the writer registered until their reconcile
+// is seen. With a label check (watchLabels) it also counts the objects
+// that carry their partition label.
 type observer struct {
 	mu         sync.Mutex
 	objs       map[string]seen
@@ -31,11 +36,44 @@ type observer struct {
 	pending map[string][]expectation
 	delays  []delay
 	changed chan struct{} // closed and replaced on every change
+	// labels checks partition labels (nil: no check); labelled counts the
+	// objects whose label names their own partition.
+	labels   *labelCheck
+	labelled int
 }
 
 type seen struct {
 	gen, epoch int
 	by         string
+	labelled   bool
+}
+
+// labelCheck is a ring's partition label (phase 10): its key and the
+// partition function whose value each object's label must name.
+type labelCheck struct {
+	key         string
+	partitioner shard.Partitioner
+}
+
+// watchLabels makes the observer count the objects labelled with their
+// partition under ring's label for cfg. Call it before run.
+func (o *observer) watchLabels(ring string, cfg shard.Config) error {
+	key, err := shard.PartitionLabelKey(ring, cfg)
+	if err != nil {
+		return err
+	}
+	p, err := shard.PartitionerFor(cfg)
+	if err != nil {
+		return err
+	}
+	o.labels = &labelCheck{key: key, partitioner: p}
+	return nil
+}
+
+// has reports whether m's partition label names its own partition.
+func (c *labelCheck) has(m metav1.Object) bool {
+	want := shard.PartitionLabelValue(c.partitioner.Partition(shard.KeyOf(m.GetNamespace(), m.GetName())))
+	return m.GetLabels()[c.key] == want
 }
 
 type expectation struct {
@@ -53,18 +91,33 @@ func newObserver() *observer {
 	return &observer{objs: map[string]seen{}, epochCount: map[int]int{}, epochBy: map[int]map[string]*replicaShare{}, pending: map[string][]expectation{}, changed: make(chan struct{})}
 }
 
-// run watches until ctx ends; it returns once the informer has synced (or
-// ctx ended). The informer's goroutines are owned by ctx: wait on done.
-func (o *observer) run(ctx context.Context, client kubernetes.Interface, ns string) (done <-chan struct{}, err error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = labelKey + "=" + labelObject }))
-	inf := factory.Core().V1().ConfigMaps().Informer()
+// run watches the objects of kind in ns ("": every namespace) until ctx
+// ends; it returns once the informer has synced (or ctx ended). The
+// informer's goroutines are owned by ctx: wait on done.
+func (o *observer) run(ctx context.Context, cfg *rest.Config, kind objectKind, ns string) (done <-chan struct{}, err error) {
+	closed := make(chan struct{})
+	close(closed)
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return closed, err
+	}
+	factory := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, ns,
+		func(lo *metav1.ListOptions) { lo.LabelSelector = labelKey + "=" + labelObject })
+	inf := factory.ForResource(kind.GVR).Informer()
+	// The observer reads names, labels and annotations: the store need
+	// not keep managed fields.
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}); err != nil {
+		return closed, err
+	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.observe(obj) },
 		UpdateFunc: func(_, obj any) { o.observe(obj) },
 	}); err != nil {
-		closed := make(chan struct{})
-		close(closed)
 		return closed, err
 	}
 	factory.Start(ctx.Done())
@@ -82,25 +135,34 @@ func (o *observer) run(ctx context.Context, client kubernetes.Interface, ns stri
 }
 
 func (o *observer) observe(obj any) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
+	m, err := meta.Accessor(obj)
+	if err != nil {
 		return
 	}
 	now := time.Now()
-	gen, epoch := parseObserved(cm.Annotations[annObserved])
+	key := m.GetNamespace() + "/" + m.GetName()
+	annotations := m.GetAnnotations()
+	gen, epoch := parseObserved(annotations[annObserved])
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	prev, had := o.objs[cm.Name]
+	prev, had := o.objs[key]
 	if had {
 		o.epochCount[prev.epoch]--
+		if prev.labelled {
+			o.labelled--
+		}
 	}
-	by := cm.Annotations[annReconciler]
-	o.objs[cm.Name] = seen{gen: gen, epoch: epoch, by: by}
+	by := annotations[annReconciler]
+	labelled := o.labels != nil && o.labels.has(m)
+	if labelled {
+		o.labelled++
+	}
+	o.objs[key] = seen{gen: gen, epoch: epoch, by: by, labelled: labelled}
 	o.epochCount[epoch]++
 	if !had || epoch > prev.epoch {
 		o.recordShare(epoch, by, now)
 	}
-	if ps := o.pending[cm.Name]; len(ps) > 0 {
+	if ps := o.pending[key]; len(ps) > 0 {
 		keep := ps[:0]
 		for _, p := range ps {
 			if p.gen <= gen {
@@ -110,9 +172,9 @@ func (o *observer) observe(obj any) {
 			}
 		}
 		if len(keep) == 0 {
-			delete(o.pending, cm.Name)
+			delete(o.pending, key)
 		} else {
-			o.pending[cm.Name] = keep
+			o.pending[key] = keep
 		}
 	}
 	close(o.changed)
@@ -174,11 +236,12 @@ func parseObserved(s string) (gen, epoch int) {
 	return gen, epoch
 }
 
-// expect registers an update of name to gen, sent at sent.
-func (o *observer) expect(name string, gen int, sent time.Time) {
+// expect registers an update of key ("namespace/name") to gen, sent at
+// sent.
+func (o *observer) expect(key string, gen int, sent time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.pending[name] = append(o.pending[name], expectation{gen: gen, sent: sent})
+	o.pending[key] = append(o.pending[key], expectation{gen: gen, sent: sent})
 }
 
 // wait blocks until cond (called with the lock held) holds or ctx ends.
@@ -260,9 +323,36 @@ func (o *observer) takeDelays() []delay {
 	return out
 }
 
-// get returns what was last seen of name.
-func (o *observer) get(name string) seen {
+// get returns what was last seen of key ("namespace/name").
+func (o *observer) get(key string) seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.objs[name]
+	return o.objs[key]
+}
+
+// waitLabelled waits until n objects carry their partition label
+// (watchLabels), returning when the last was seen.
+func (o *observer) waitLabelled(ctx context.Context, n int) (time.Time, error) {
+	var at time.Time
+	err := o.wait(ctx, func() bool {
+		if o.labelled >= n {
+			at = time.Now()
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		o.mu.Lock()
+		got := o.labelled
+		o.mu.Unlock()
+		return at, fmt.Errorf("%d of %d objects labelled with their partition: %w", got, n, err)
+	}
+	return at, nil
+}
+
+// labelledCount is how many objects carry their partition label now.
+func (o *observer) labelledCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.labelled
 }

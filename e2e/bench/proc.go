@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,8 +36,13 @@ type replica struct {
 	id          string
 	metricsAddr string // bound on port 0, read from the replica's log
 	probeAddr   string
+	debugAddr   string // the bench debug server (heap.go in each operator)
 	proc        *process.Process
 }
+
+// debugServer is the name of the operators' bench debug server in their
+// "serving" line (heap.go in each operator).
+const debugServer = "bench debug"
 
 func (r *replica) running() bool { return r.proc.Running() }
 
@@ -47,7 +53,7 @@ const bindTimeout = time.Minute
 // startReplica starts bin with args and waits until it has bound its
 // metrics and probe servers on ports the kernel chose.
 func startReplica(ctx context.Context, id, bin, logPath string, args []string) (*replica, error) {
-	args = append(args, "--identity="+id, "--metrics-addr=127.0.0.1:0", "--probe-addr=127.0.0.1:0")
+	args = append(args, "--identity="+id, "--metrics-addr=127.0.0.1:0", "--probe-addr=127.0.0.1:0", "--debug-addr=127.0.0.1:0")
 	proc, err := process.Start(process.Options{Name: id, Path: bin, Args: args, LogPath: logPath})
 	if err != nil {
 		return nil, err
@@ -56,7 +62,9 @@ func startReplica(ctx context.Context, id, bin, logPath string, args []string) (
 	ctx, cancel := context.WithTimeout(ctx, bindTimeout)
 	defer cancel()
 	if r.metricsAddr, err = proc.ServingAddr(ctx, process.ServerMetrics); err == nil {
-		r.probeAddr, err = proc.ServingAddr(ctx, process.ServerProbe)
+		if r.probeAddr, err = proc.ServingAddr(ctx, process.ServerProbe); err == nil {
+			r.debugAddr, err = proc.ServingAddr(ctx, debugServer)
+		}
 	}
 	if err != nil {
 		proc.Kill()
@@ -86,10 +94,12 @@ func (r *replica) stop(timeout time.Duration) (time.Duration, error) {
 // kill ends the process group at once, as a crash, and waits for the reap.
 func (r *replica) kill() { r.proc.Kill() }
 
-// procStats are a live process's CPU time and peak resident set.
+// procStats are a live process's CPU time and its peak and current
+// resident set.
 type procStats struct {
 	CPUSeconds float64
 	PeakRSS    int64 // bytes (VmHWM)
+	RSS        int64 // bytes (VmRSS)
 }
 
 func (r *replica) stats() (procStats, error) {
@@ -112,16 +122,54 @@ func (r *replica) stats() (procStats, error) {
 	if err != nil {
 		return procStats{}, err
 	}
+	out.PeakRSS, out.RSS = statusBytes(status, "VmHWM:"), statusBytes(status, "VmRSS:")
+	return out, nil
+}
+
+// statusBytes reads the field named by prefix (kB) from /proc/<pid>/status
+// in bytes; 0 when it is absent.
+func statusBytes(status []byte, prefix string) int64 {
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
 				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				out.PeakRSS = kb * 1024
+				return kb * 1024
 			}
 		}
 	}
-	return out, nil
+	return 0
+}
+
+// heapStats is a replica's memory after a forced collection (its /heap).
+type heapStats struct {
+	// LiveHeap is the Go heap still allocated after the collection.
+	LiveHeap int64 `json:"heap_alloc_bytes"`
+	// RSS is the resident set once the freed pages went back to the
+	// kernel (VmRSS read after the answer).
+	RSS int64 `json:"-"`
+}
+
+// liveHeap asks the replica to collect garbage and return the freed memory
+// to the kernel (its bench debug server's /heap) and reads what is left:
+// figures that do not move with the collector's timing, as peak RSS does.
+func (r *replica) liveHeap(ctx context.Context) (heapStats, error) {
+	var h heapStats
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.debugAddr+"/heap", nil)
+	// A collection over a large heap takes longer than a scrape.
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return h, fmt.Errorf("%s: live heap: %w", r.id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return h, fmt.Errorf("%s: live heap: %s", r.id, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return h, fmt.Errorf("%s: live heap: %w", r.id, err)
+	}
+	s, err := r.stats()
+	h.RSS = s.RSS
+	return h, err
 }
 
 // ready reports whether the replica's /readyz answers 200.

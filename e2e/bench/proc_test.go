@@ -27,3 +27,37 @@ kshard_fences_total 2
 		}
 	}
 }
+
+func TestStatusBytesReadsPeakAndCurrentRSS(t *testing.T) {
+	status := []byte("Name:\tkshardop\nVmPeak:\t 2000000 kB\nVmHWM:\t  123456 kB\nVmRSS:\t   65432 kB\nThreads:\t12\n")
+	if got := statusBytes(status, "VmHWM:"); got != 123456*1024 {
+		t.Errorf("VmHWM = %d bytes", got)
+	}
+	if got := statusBytes(status, "VmRSS:"); got != 65432*1024 {
+		t.Errorf("VmRSS = %d bytes", got)
+	}
+	if got := statusBytes(status, "VmSwap:"); got != 0 {
+		t.Errorf("absent VmSwap = %d bytes, want 0", got)
+	}
+}
+
+// kindMode reads the mode kshard_cache_mode names for one kind, among the
+// series of every kind.
+func TestKindModeReadsOneKind(t *testing.T) {
+	m, err := parseMetrics(strings.NewReader(`# TYPE kshard_cache_mode gauge
+kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="full"} 1
+kshard_cache_mode{kind="bench.kshard.io/v1, Kind=BenchObject",mode="labels"} 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kindMode(m, benchObjects); got != "labels" {
+		t.Errorf("BenchObject mode %q, want labels", got)
+	}
+	if got := kindMode(m, configMaps); got != "full" {
+		t.Errorf("ConfigMap mode %q, want full", got)
+	}
+	if got := kindMode(metrics{}, configMaps); got != "" {
+		t.Errorf("mode %q of a kind not cached, want none", got)
+	}
+}

@@ -40,8 +40,10 @@ type results struct {
 	ShardedRuns []shardedResult `json:"sharded_runs,omitempty"`
 	// ShardedHandoff is phase 8 (shardedhandoff.go).
 	ShardedHandoff []shardedHandoffResult `json:"sharded_handoff_runs,omitempty"`
-	Seconds        float64                `json:"run_seconds"`
-	Command        string                 `json:"command"`
+	// Labels is phase 10 (labels.go).
+	Labels  *labelsResults `json:"sharded_gate_off_runs,omitempty"`
+	Seconds float64        `json:"run_seconds"`
+	Command string         `json:"command"`
 	// ChangedLines is the adapter conversion's size (adapter.go); nil when
 	// it could not be counted.
 	ChangedLines *int `json:"-"`
@@ -197,6 +199,9 @@ type Summary struct {
 	// ShardedFallback the same with the feature gate off.
 	Sharded         *shardedSummary `json:"sharded,omitempty"`
 	ShardedFallback *shardedSummary `json:"sharded_fallback,omitempty"`
+	// ShardedGateOff is phase 10's headline: the gate-free sharded cache
+	// (CacheMode labels) on custom resources.
+	ShardedGateOff *labelsSummary `json:"sharded_gate_off,omitempty"`
 	// Scale is phase 9 (scale.go): the scale envelope, a row per
 	// configuration.
 	Scale *scaleResults `json:"scale,omitempty"`
@@ -296,6 +301,38 @@ func paramsView(p params) map[string]any {
 	return out
 }
 
+// paramsFromView reverses paramsView for a loaded results.json (durations
+// from their strings), so that RESULTS.md can be rendered again without a
+// run. Parameters the file lacks (it predates them) stay zero.
+func paramsFromView(view map[string]any) (params, error) {
+	var p params
+	v, t := reflect.ValueOf(&p).Elem(), reflect.TypeOf(p)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		raw, ok := view[name]
+		if name == "" || name == "-" || !ok {
+			continue
+		}
+		if t.Field(i).Type == reflect.TypeFor[time.Duration]() {
+			s, _ := raw.(string)
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return p, fmt.Errorf("params.%s is %v, not a duration such as \"20ms\"", name, raw)
+			}
+			v.Field(i).SetInt(int64(d))
+			continue
+		}
+		js, err := json.Marshal(raw)
+		if err == nil {
+			err = json.Unmarshal(js, v.Field(i).Addr().Interface())
+		}
+		if err != nil {
+			return p, fmt.Errorf("params.%s: %w", name, err)
+		}
+	}
+	return p, nil
+}
+
 func ratio(a, b float64) *float64 {
 	if a == 0 || b == 0 {
 		return nil
@@ -309,10 +346,7 @@ func ptr(v float64) *float64 { return &v }
 // summarise fills the headline figures from the detailed results.
 func (r *results) summarise() {
 	s := &r.Summary
-	ceilings := map[int]float64{}
-	for _, c := range r.Ceiling {
-		ceilings[c.Round] = max(ceilings[c.Round], c.WritesPerSec)
-	}
+	ceilings := ceilingsByRound(r.Ceiling)
 	var cs []float64
 	for _, c := range ceilings {
 		cs = append(cs, c)
@@ -383,9 +417,20 @@ func (r *results) summarise() {
 		s.Adapter = ad
 	}
 	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
+	s.ShardedGateOff = summariseLabels(r.Labels)
 	if s.Scale != nil {
 		s.Scale.summarise()
 	}
+}
+
+// ceilingsByRound is each round's ceiling: its best goroutine count's
+// writes/s.
+func ceilingsByRound(cs []ceilingResult) map[int]float64 {
+	out := map[int]float64{}
+	for _, c := range cs {
+		out[c.Round] = max(out[c.Round], c.WritesPerSec)
+	}
+	return out
 }
 
 func maxOf(m map[string]float64) float64 {
@@ -396,7 +441,8 @@ func maxOf(m map[string]float64) float64 {
 	return v
 }
 
-// write writes results.json, RESULTS.md and throughput.png into dir.
+// write writes results.json and RESULTS.md into dir; `make charts` draws
+// the charts RESULTS.md shows from results.json (e2e/bench/charts).
 func (r *results) write(dir string) error {
 	r.summarise()
 	r.ParamsView = paramsView(r.Params)
@@ -411,7 +457,25 @@ func (r *results) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644); err != nil {
 		return err
 	}
-	return writeChart(filepath.Join(dir, "throughput.png"), r)
+	return nil
+}
+
+// rewriteReport renders RESULTS.md again from the results.json in dir and
+// measures nothing: for a change to the report's text. results.json stays
+// as it is, headline figures included.
+func rewriteReport(dir string) error {
+	path := filepath.Join(dir, "results.json")
+	r, err := loadResults(path)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("no %s: run the benchmark first, or pass -out with the directory that holds results.json", path)
+	}
+	if r.Params, err = paramsFromView(r.ParamsView); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }
 
 func f2(p *float64) string {
@@ -537,6 +601,9 @@ func (r *results) markdown() string {
 		}
 		p("| adapter: conversion ≤ 20 changed lines (`git diff --numstat`) | %s | %s |", lines, goal(checkInt(a.ChangedLines, 20)))
 	}
+	if g := s.ShardedGateOff; g != nil {
+		labelsGoals(p, g)
+	}
 	p("")
 	p("## 1. API server ceiling")
 	p("")
@@ -573,7 +640,7 @@ func (r *results) markdown() string {
 	}
 	tpTable(fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", pr.Latency, pr.Workers, pr.Latency, float64(pr.Workers)/pr.Latency.Seconds()), r.Throughput)
 	tpTable("Write-bound (no simulated latency): one patch per object.", r.WriteBound)
-	p("![throughput vs replicas](throughput.png)")
+	p("![Latency-bound throughput: objects/s per replica count for controller-runtime's leader, kshard and the adapter, against n × the leader; phase 8's sharded-cache runs at 4 replicas beside them](throughput.png)")
 	p("")
 	p("## 3. Graceful handoff (rolling restart)")
 	p("")
@@ -587,6 +654,10 @@ func (r *results) markdown() string {
 		p("| %s | %d | %d | %.3f | %.3f | %.3f | %s | %.3f | %s | %.1f |", h.System, h.Replicas, h.Rollout.Updates, h.Rollout.P50Seconds, h.Rollout.P99Seconds, h.Rollout.MaxSeconds,
 			f2(ratio(h.Rollout.P99Seconds, derefOr(s.HandoffP99SecondsBaseline))), h.Steady.P99Seconds, strings.Join(stops, ", "), h.RolloutTotal)
 	}
+	p("")
+	p("Every rolling restart in this file — this phase's, the sharded cache's (phase 8) and the scale envelope's (phase 9) — by its update → reconcile delays (p50, p99, max; each percentile where results.json holds them):")
+	p("")
+	p("![Update → reconcile delay during each rolling restart: p50, p99 and max per system, cache mode and fleet size](handoff.png)")
 	p("")
 	p("## 4. Crash failover (SIGKILL)")
 	p("")
@@ -637,31 +708,36 @@ func (r *results) markdown() string {
 		p("kshard with `PartitionBy: namespace` (%d replicas) beside the leader-elected controller-runtime operator (%d replicas), both caching every namespace; the objects are spread over %d namespaces. Each run starts the fleet, waits until it is formed and idle, updates every object once and waits until every update is reconciled. CPU is the whole fleet's, start to end. A control plane with the `ShardedListAndWatch` feature gate, and one without it for kshard's fallback.",
 			r.Params.ShardedReplicas, r.Params.BaselineReplicas, r.Params.ShardedNamespaces)
 		p("")
-		p("| system | gate | cache | objects | start → formed s | pass s | peak RSS per replica MiB | fleet CPU s | objects listed |")
-		p("|---|---|---|---|---|---|---|---|---|")
+		p("| system | gate | kind | cache | objects | start → formed s | pass s | peak RSS per replica MiB | steady RSS max MiB | live heap max MiB | fleet CPU s | objects listed |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, sr := range r.ShardedRuns {
-			var rss []string
-			for _, id := range sortedKeys(sr.PeakRSSMiB) {
-				rss = append(rss, fmt.Sprintf("%s %.0f", id, sr.PeakRSSMiB[id]))
-			}
-			listed := "—"
-			if sr.ObjectsListed > 0 {
-				listed = fmt.Sprintf("%.0f", sr.ObjectsListed)
-			}
-			p("| %s | %t | %s | %d | %.1f | %.1f | %s | %.1f | %s |", sr.System, sr.Gate, sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds, strings.Join(rss, ", "), sr.FleetCPU, listed)
+			p("| %s | %t | %s | %s | %d | %.1f | %.1f | %s | %s | %s | %.1f | %s |", sr.System, sr.Gate, sr.kindOf(), sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds,
+				perReplica(sr.PeakRSSMiB), orDash(sr.MaxSteadyRSSMiB), orDash(sr.MaxLiveHeapMiB), sr.FleetCPU, orDash(sr.ObjectsListed))
 		}
 		p("")
 		fallback := "not run (-quick or -sharded-fallback=false)"
 		if fb := s.ShardedFallback; fb != nil && fb.RSSRatio != nil {
 			fallback = fmt.Sprintf("peak RSS %s×, fleet CPU %s×", f2(fb.RSSRatio), f2(fb.FleetCPURatio))
 		}
-		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): %s.",
-			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), fallback)
+		p("At %d objects: largest kshard replica ÷ controller-runtime leader, peak RSS **%s×** (goal ≤ 0.40, aim 0.35; %s× at the smallest count), beside it the steadier live heap after a forced collection %s× and RSS once idle after the pass %s×; idle floor (the standby's ÷ the leader's) %s×; fleet CPU %s× (goal ≤ 1.2). Gate off (fallback): %s.",
+			sh.Objects, f2(sh.RSSRatio), f2(sh.RSSRatioSmall), f2(sh.LiveHeapRatio), f2(sh.SteadyRSSRatio), f2(sh.IdleFloorRatio), f2(sh.FleetCPURatio), fallback)
+		if sh.CustomResources > 0 {
+			fb := "—"
+			if s.ShardedFallback != nil && s.ShardedFallback.CustomResourceMode != "" {
+				fb = s.ShardedFallback.CustomResourceMode
+			}
+			p("")
+			p("Custom resources (kind BenchObject, %d objects, beside the ConfigMaps): with the gate kshard caches them in mode **%s** (peak RSS %s× the leader's over them), without it in mode %s.",
+				sh.CustomResources, sh.CustomResourceMode, f2(sh.RSSRatioCustomResources), fb)
+		}
 		if sh.RSSRatioRollout != nil {
 			p("")
 			p("In a rolling restart of the kshard replicas, the new processes peak at **%s×** the leader's: while one replica restarts the others hold its partitions too (with 3 replicas, 1.5× their share), which a memory limit must allow.", f2(sh.RSSRatioRollout))
 		}
 	}
+	// Below phase 7's section, or section 5's when phase 7 did not run.
+	p("")
+	p("![Peak RSS of the largest replica against objects: by cache mode (phases 5, 7 and 10) and the sharded cache by fleet size (phase 9)](rss.png)")
 	if len(r.ShardedHandoff) > 0 {
 		p("")
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")
@@ -718,10 +794,13 @@ func (r *results) markdown() string {
 				st.KshardSeconds, st.CRSeconds, f2(st.Ratio), seconds(st.Kshard), seconds(st.CR))
 		}
 	}
+	if r.Labels != nil && len(r.Labels.Layouts) > 0 {
+		r.labelsSection(p, tpTable)
+	}
 	p("")
 	p("## How to read these figures")
 	p("")
-	p("- Everything shares %d cores: the API server and etcd, every replica, and the harness. A replica's reconciles cost API-server CPU (one patch each), and every replica's informer decodes every write's watch event: kshard replicas each keep a full cache (DESIGN.md), a controller-runtime standby caches nothing until it leads. When the replicas' writes approach the ceiling, the latency-bound workload turns write-bound, and more replicas add watch fan-out rather than throughput.", r.Env.Cores)
+	p("- Everything shares %d cores: the API server and etcd, every replica, and the harness. A replica's reconciles cost API-server CPU (one patch each), and every replica's informer decodes every write's watch event: kshard replicas each keep a full cache (docs/design.md), a controller-runtime standby caches nothing until it leads. When the replicas' writes approach the ceiling, the latency-bound workload turns write-bound, and more replicas add watch fan-out rather than throughput.", r.Env.Cores)
 	p("- The ceiling is a plain client-go loop with no informer; operators also pay for their watches, so a fraction of 1.0 is not reachable by either system.")
 	p("- controller-runtime's handoff and failover wait for its standby's next acquire attempt (RetryPeriod) and then a cold cache sync; kshard's graceful handoff waits for one Lease watch round-trip, its failover for the peer's Lease to expire as observed (up to one RenewPeriod less than LeaseDuration after the kill).")
 	p("- Peak RSS compares the largest replica of each system (for controller-runtime, the leader).")
@@ -734,6 +813,23 @@ func (r *results) markdown() string {
 		}
 	}
 	return w.String()
+}
+
+// perReplica formats a figure per replica: "r-0 120, r-1 80".
+func perReplica(m map[string]float64) string {
+	var out []string
+	for _, id := range sortedKeys(m) {
+		out = append(out, fmt.Sprintf("%s %.0f", id, m[id]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// orDash formats v, or "—" when it was not measured (0).
+func orDash(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 // orEmpty is *s, or an empty summary (every figure "—") when s is nil.
@@ -760,4 +856,96 @@ func seconds(v []float64) string {
 		parts[i] = fmt.Sprintf("%.2f", x)
 	}
 	return strings.Join(parts, ", ") + " s"
+}
+
+// labelsGoals renders phase 10's rows of the goals table.
+func labelsGoals(p func(string, ...any), g *labelsSummary) {
+	atMost := func(limit float64) func(float64) bool { return func(v float64) bool { return v <= limit } }
+	both := func(a, b *float64, limit float64) *bool {
+		switch {
+		case a == nil && b == nil:
+			return nil
+		case a == nil:
+			return check(b, atMost(limit))
+		case b == nil:
+			return check(a, atMost(limit))
+		}
+		return check(ptr(max(*a, *b)), atMost(limit))
+	}
+	p("| gate off, labels, custom resources: per-replica peak RSS ≤ 0.40× the leader's (aim 0.35; spread over namespaces, and in one namespace) | %s× (one namespace %s×; live heap %s× and %s×) | %s |",
+		f2(g.RSSRatio), f2(g.RSSRatioSingleNamespace), f2(g.LiveHeapRatio), f2(g.LiveHeapRatioSingleNamespace), goal(both(g.RSSRatio, g.RSSRatioSingleNamespace, 0.40)))
+	p("| gate off, labels: peak RSS through a rolling restart ≤ 0.40× | %s× (one namespace %s×) | %s |",
+		f2(g.RSSRatioRollout), f2(g.RSSRatioSingleNamespaceRollout), goal(both(g.RSSRatioRollout, g.RSSRatioSingleNamespaceRollout, 0.40)))
+	p("| gate off, labels: fleet CPU ≤ 1.2× | %s× (one namespace %s×) | %s |", f2(g.FleetCPURatio), f2(g.FleetCPURatioSingleNamespace), goal(both(g.FleetCPURatio, g.FleetCPURatioSingleNamespace, 1.2)))
+	p("| gate off, labels: 4 replicas ≥ 3.6× on the latency-bound workload | %s× | %s |", f2(g.ThroughputRatio4), goal(check(g.ThroughputRatio4, func(v float64) bool { return v >= 3.6 })))
+	p("| gate off, labels: write-bound 4 replicas ≥ 0.8 of the API-server ceiling | %s | %s |", f2(g.CeilingFraction4), goal(check(g.CeilingFraction4, func(v float64) bool { return v >= 0.8 })))
+	p("| gate off, labels: objects written per move = 0 | %s | %s |", f3(g.WritesPerMove), goal(check(g.WritesPerMove, atMost(0))))
+	p("| gate off, labels: label writes per object ≤ 1 | %s | %s |", f2(g.LabelWritesPerObject), goal(check(g.LabelWritesPerObject, atMost(1))))
+	p("| gate off, labels: first start over unlabelled objects, peak RSS ≤ 0.6× | %s× (one namespace %s×) | %s |",
+		f2(g.FirstStartRSSRatio), f2(g.FirstStartRSSRatioSingleNamespace), goal(both(g.FirstStartRSSRatio, g.FirstStartRSSRatioSingleNamespace, 0.6)))
+}
+
+// labelsSection renders phase 10.
+func (r *results) labelsSection(p func(string, ...any), tpTable func(string, throughputSet)) {
+	pr, g := r.Params, orZero(r.Summary.ShardedGateOff)
+	p("")
+	p("## Gate-free sharded cache on custom resources (phase 10)")
+	p("")
+	p("kshard with `CacheMode: labels` (`PartitionBy: key`, no `Balance`; %d replicas) beside the leader-elected controller-runtime operator (%d replicas), both reconciling the BenchObject custom resource (a ConfigMap's shape in a kind of its own: e2e/bench/benchobject-crd.yaml) and caching every namespace, on control planes **without** the `ShardedListAndWatch` feature gate: one with the objects spread over %d namespaces, one with all of them in one namespace. Per object count, kshard's first start over the objects that carry no partition label yet, then %d round(s) of each system: start, formed and idle, one update of every object until reconciled and idle. Memory per replica: peak RSS (VmHWM), steady RSS (VmRSS once idle after the pass), the Go heap live after a forced collection and the RSS once the collection's pages went back (each operator's bench debug server); CPU is the whole fleet's, start to end. Then kshard restarts every replica in turn: the new processes' peak RSS, and the label patches and objects listed ÷ the objects moved (every cached object moves twice). Ratios are medians of per-round ratios.",
+		pr.ShardedReplicas, pr.BaselineReplicas, pr.ShardedNamespaces, pr.Rounds)
+	p("")
+	p("At %d objects, kshard ÷ controller-runtime (largest replica of each): peak RSS **%s×** spread, **%s×** in one namespace (goal ≤ 0.40, aim 0.35); through a rolling restart %s× and %s×; live heap after a forced collection %s× and %s×; steady RSS %s× and %s×; fleet CPU %s× and %s× (goal ≤ 1.2). Label writes per moved object %s (goal 0), objects listed per moved object %s; label writes per unlabelled object at a first start %s (goal ≤ 1).",
+		g.Objects, f2(g.RSSRatio), f2(g.RSSRatioSingleNamespace), f2(g.RSSRatioRollout), f2(g.RSSRatioSingleNamespaceRollout), f2(g.LiveHeapRatio), f2(g.LiveHeapRatioSingleNamespace),
+		f2(g.SteadyRSSRatio), f2(g.SteadyRSSRatioSingleNamespace), f2(g.FleetCPURatio), f2(g.FleetCPURatioSingleNamespace), f3(g.WritesPerMove), f2(g.ObjectsListedPerMove), f2(g.LabelWritesPerObject))
+	p("")
+	p("| layout | round | system | cache | objects | start → formed s | pass s | peak RSS per replica MiB | steady RSS max MiB | live heap max MiB | RSS after collection max MiB | fleet CPU s | objects cached per replica | label patches | rolling restart: peak RSS max MiB, label patches, objects listed |")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, l := range r.Labels.Layouts {
+		for _, sr := range l.Runs {
+			rollout := "—"
+			if sr.RolloutMaxPeakRSSMiB > 0 {
+				rollout = fmt.Sprintf("%.0f, %.0f, %.0f", sr.RolloutMaxPeakRSSMiB, sr.RolloutLabelPatches, sr.RolloutObjectsListed)
+			}
+			p("| %s | %d | %s | %s | %d | %.1f | %.1f | %s | %.0f | %.0f | %.0f | %.1f | %s | %.0f | %s |", l.Layout, sr.Round, sr.System, sr.CacheMode, sr.Objects, sr.StartupSeconds, sr.PassSeconds,
+				perReplica(sr.PeakRSSMiB), sr.MaxSteadyRSSMiB, sr.MaxLiveHeapMiB, sr.MaxRSSAfterGCMiB, sr.FleetCPU, cmp.Or(perReplica(sr.CachedObjects), "—"), sr.LabelPatches, rollout)
+		}
+	}
+	p("")
+	p("**First start** over objects without their partition label (the objects were created while no kshard replica ran): %d kshard replicas, from the first process's start until the harness's watch sees every object labelled with its own partition, and until formed and idle; the fleet's label patches, live reads confirming objects that left a label selector, and objects listed; every resource request the API server completed meanwhile (a watch counts when it ends), those on BenchObjects by verb. Peak RSS %s× the leader's spread, %s× in one namespace (goal ≤ 0.6).",
+		pr.ShardedReplicas, f2(g.FirstStartRSSRatio), f2(g.FirstStartRSSRatioSingleNamespace))
+	p("")
+	p("| layout | objects (unlabelled) | all labelled s | formed s | label patches (per unlabelled object) | confirm reads | objects listed | API requests | BenchObject LIST / WATCH / GET / PATCH | peak RSS per replica MiB | fleet CPU s |")
+	p("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, l := range r.Labels.Layouts {
+		for _, fs := range l.FirstStarts {
+			p("| %s | %d (%d) | %.1f | %.1f | %.0f (%s) | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f / %.0f | %s | %.1f |", l.Layout, fs.Objects, fs.Unlabelled, fs.LabelledSeconds, fs.FormedSeconds,
+				fs.LabelPatches, f2(ratio(fs.LabelPatches, float64(fs.Unlabelled))), fs.ConfirmReads, fs.ObjectsListed, fs.APIRequests,
+				fs.Requests["LIST"], fs.Requests["WATCH"], fs.Requests["GET"], fs.Requests["PATCH"], perReplica(fs.PeakRSSMiB), fs.FleetCPU)
+		}
+	}
+	for _, l := range r.Labels.Layouts {
+		if len(l.Ceiling) == 0 && len(l.Throughput.Samples) == 0 {
+			continue
+		}
+		p("")
+		p("**Throughput** (%s layout's control plane, %d BenchObjects in the bench namespace, kshard at 4 replicas with the gate-free sharded cache): phase 2's workloads, and the ceiling of BenchObject patches from a plain client-go loop before each round (round's best: %s writes/s median).",
+			l.Layout, pr.Objects, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
+		p("")
+		tpTable(fmt.Sprintf("Latency-bound (%s per reconcile), custom resources.", pr.Latency), l.Throughput)
+		tpTable("Write-bound (no simulated latency), custom resources: one patch per object.", l.WriteBound)
+		if h, f := l.Handoff, l.Failover; h != nil || f != nil {
+			hf, ff := orZero(h), orZero(f)
+			p("**Handoff and failover** (%d kshard replicas on those objects): a rolling restart under a writer at %.0f updates/s — %d updates, p50 %.3f s, p99 %.3f s, max %.3f s, rollout %.1f s, %.0f label patches and %.0f objects listed in it; crash failover %.2f s (%s killed).",
+				pr.ShardedReplicas, pr.WriterRate, hf.Rollout.Updates, hf.Rollout.P50Seconds, hf.Rollout.P99Seconds, hf.Rollout.MaxSeconds, hf.RolloutTotal, hf.LabelPatches, hf.ObjectsListed, ff.Seconds, cmp.Or(ff.Killed, "—"))
+		}
+	}
+}
+
+// orZero is *v, or T's zero value (every figure "—" or 0) when v is nil.
+func orZero[T any](v *T) T {
+	if v == nil {
+		var zero T
+		return zero
+	}
+	return *v
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,16 +73,109 @@ func TestWriteProducesEveryFile(t *testing.T) {
 	if p := got["params"].(map[string]any); p["latency"] != (20 * time.Millisecond).String() {
 		t.Errorf("params.latency = %v, want %q", p["latency"], "20ms")
 	}
-	f, err := os.Open(filepath.Join(dir, "throughput.png"))
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("throughput.png: %v", err)
+	// e2e/bench/charts draws these beside RESULTS.md (make charts).
+	for _, chart := range []string{"throughput.png", "rss.png", "handoff.png"} {
+		if !strings.Contains(string(md), "]("+chart+")") {
+			t.Errorf("RESULTS.md does not show %s", chart)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "RESULTS.md")); err != nil {
-		t.Error(err)
+}
+
+// The percentiles e2e/bench/charts draws agree with the headline p50, p99
+// and max, rise, and are as many whatever the number of updates.
+func TestDelayPercentiles(t *testing.T) {
+	for _, n := range []int{1, 7, 2000} {
+		ds := make([]delay, n)
+		for i := range ds {
+			ds[i] = delay{d: time.Duration((i*7919)%n+1) * time.Millisecond} // 1..n ms, shuffled
+		}
+		s := summarise(ds)
+		if len(s.Percentiles) != 100 {
+			t.Fatalf("%d delays: %d percentiles, want 100", n, len(s.Percentiles))
+		}
+		if s.Percentiles[49] != s.P50Seconds || s.Percentiles[98] != s.P99Seconds || s.Percentiles[99] != s.MaxSeconds {
+			t.Errorf("%d delays: percentiles 50, 99, 100 = %v, %v, %v; headline p50 %v, p99 %v, max %v", n,
+				s.Percentiles[49], s.Percentiles[98], s.Percentiles[99], s.P50Seconds, s.P99Seconds, s.MaxSeconds)
+		}
+		if !slices.IsSorted(s.Percentiles) {
+			t.Errorf("%d delays: percentiles not rising: %v", n, s.Percentiles)
+		}
+		if want := float64(n) / 1000; s.MaxSeconds != want {
+			t.Errorf("%d delays: max %v, want %v", n, s.MaxSeconds, want)
+		}
+	}
+	if s := summarise(nil); s.Percentiles != nil {
+		t.Errorf("no delays: percentiles %v, want none", s.Percentiles)
+	}
+}
+
+// paramsFromView reads back every serialised parameter of a results.json;
+// the ones results.json leaves out (timeouts) stay zero.
+func TestParamsRoundTripThroughResultsJSON(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		want := defaultParams(quick)
+		want.ScaleLeaseFixed, want.ShardedBalance = true, 0.05
+		js, err := json.Marshal(paramsView(want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view map[string]any
+		if err := json.Unmarshal(js, &view); err != nil {
+			t.Fatal(err)
+		}
+		got, err := paramsFromView(view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.ReadyTimeout, want.StopTimeout, want.Timeout = 0, 0, 0
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("quick=%t: read back\n%+v\nwant\n%+v", quick, got, want)
+		}
+	}
+	if _, err := paramsFromView(map[string]any{"latency": "fast"}); err == nil || !strings.Contains(err.Error(), "params.latency") {
+		t.Errorf("a bad duration: error %v does not name params.latency", err)
+	}
+	if _, err := paramsFromView(map[string]any{"objects": "many"}); err == nil || !strings.Contains(err.Error(), "params.objects") {
+		t.Errorf("a bad count: error %v does not name params.objects", err)
+	}
+}
+
+// -report-only renders the RESULTS.md the run wrote, from results.json
+// alone, and leaves results.json as it was.
+func TestRewriteReportRendersTheSameReport(t *testing.T) {
+	dir := t.TempDir()
+	fullRun(t, dir)
+	mdPath, jsPath := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "results.json")
+	want, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile(jsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(mdPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := rewriteReport(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("RESULTS.md rendered again differs from the run's:\n%s\nwant\n%s", got, want)
+	}
+	if after, err := os.ReadFile(jsPath); err != nil || string(after) != string(js) {
+		t.Errorf("results.json changed (%v)", err)
+	}
+	if err := rewriteReport(t.TempDir()); err == nil || !strings.Contains(err.Error(), "run the benchmark first") {
+		t.Errorf("no results.json: error %v does not say to run the benchmark", err)
 	}
 }
 

@@ -84,7 +84,7 @@ func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) 
 			return res, err
 		}
 		b.obs.takeDelays()
-		owner := b.obs.get(res.Key).by
+		owner := b.obs.get(b.objectKey(0)).by
 		r := f.replicas[owner]
 		if r == nil {
 			return res, fmt.Errorf("%s was reconciled by %q, not a replica of %s", res.Key, owner, f.name)

@@ -149,7 +149,7 @@ func (b *bench) scalePhase(ctx context.Context, kshard, baseline *system) (*scal
 	defer stop()
 	sb.obs = newObserver()
 	obsCtx, stopObs := context.WithCancel(ctx)
-	obsDone, err := sb.obs.run(obsCtx, sb.client, "")
+	obsDone, err := sb.obs.run(obsCtx, sb.cp.Config(), sb.objs.kind, "")
 	defer func() { stopObs(); <-obsDone }()
 	if err != nil {
 		return out, err
@@ -251,8 +251,8 @@ func (b *bench) formedOnce(ctx context.Context, sys *system, staggered bool) (fl
 	return took, nil
 }
 
-// scaleLeaseDuration is the LeaseDuration the README recommends for n
-// replicas over objects objects (its "Recommended settings"): the default
+// scaleLeaseDuration is the LeaseDuration docs/configuration.md recommends
+// for n replicas over objects objects ("Sizing a fleet"): the default
 // 10 s, and 20 s once 48 or more replicas each list 1,500 objects or more at
 // once when the fleet forms, whose LIST wave on a small control plane
 // outlasts a 10 s Lease's renew timeout (64 × 100,000 did not form at 10 s).

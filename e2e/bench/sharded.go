@@ -1,19 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -24,13 +26,24 @@ import (
 // the objects of the other phases do not sit in the all-namespace caches:
 // one with the ShardedListAndWatch feature gate (kshard sharded beside
 // controller-runtime) and, in full runs, one without it (kshard in the
-// fallback: every object listed and cached, filtered on the client).
+// fallback: every object listed and cached, filtered on the client). On
+// each, before the ConfigMaps, both systems also reconcile the BenchObject
+// custom resource at p.ShardedCustomResources objects, and the report
+// names the cache mode kshard chose for it beside the ConfigMaps'.
 
-// shardedResult is one system's run of phase 7 at one object count.
+// shardedResult is one system's run of phase 7 at one object count, or of
+// phase 10 in one round.
 type shardedResult struct {
-	System     string `json:"system"`
-	CacheMode  string `json:"cache_mode"` // kshard: sharded or fallback; controller-runtime: full
+	System string `json:"system"`
+	// Kind is the objects' kind: ConfigMap (files from before custom
+	// resources were measured have none) or BenchObject.
+	Kind string `json:"kind,omitempty"`
+	// CacheMode: kshard's kshard_cache_mode for Kind (sharded or fallback in
+	// phase 7, labels in phase 10; several joined by "+" when the replicas
+	// disagree); controller-runtime: full.
+	CacheMode  string `json:"cache_mode"`
 	Gate       bool   `json:"feature_gate"`
+	Round      int    `json:"round,omitempty"` // phase 10
 	Replicas   int    `json:"replicas"`
 	Objects    int    `json:"objects"`
 	Namespaces int    `json:"namespaces"`
@@ -44,8 +57,27 @@ type shardedResult struct {
 	MaxPeakRSSMiB  float64            `json:"max_peak_rss_mib"`
 	MinPeakRSSMiB  float64            `json:"min_peak_rss_mib"`
 	FleetCPU       float64            `json:"fleet_cpu_seconds"`
+	// SteadyRSSMiB is each replica's RSS once the fleet is idle after the
+	// pass; LiveHeapMiB its Go heap after a forced collection, and
+	// RSSAfterGCMiB its RSS once that collection's pages went back to the
+	// kernel: figures that move less with the collector's timing than
+	// the peak (results.json from before have none).
+	SteadyRSSMiB     map[string]float64 `json:"steady_rss_mib,omitempty"`
+	LiveHeapMiB      map[string]float64 `json:"live_heap_mib,omitempty"`
+	RSSAfterGCMiB    map[string]float64 `json:"rss_after_gc_mib,omitempty"`
+	MaxSteadyRSSMiB  float64            `json:"max_steady_rss_mib,omitempty"`
+	MaxLiveHeapMiB   float64            `json:"max_live_heap_mib,omitempty"`
+	MaxRSSAfterGCMiB float64            `json:"max_rss_after_gc_mib,omitempty"`
 	// ObjectsListed sums kshard_cache_listed_objects_total over the fleet.
 	ObjectsListed float64 `json:"objects_listed,omitempty"`
+	// CachedObjects is each kshard replica's kshard_cache_objects for Kind
+	// after the pass: the objects it holds.
+	CachedObjects map[string]float64 `json:"cached_objects,omitempty"`
+	// LabelPatches and ConfirmReads sum the fleet's
+	// kshard_cache_label_patches_total and kshard_cache_confirm_reads_total
+	// (CacheMode labels) from start to the end of the pass.
+	LabelPatches float64 `json:"label_patches,omitempty"`
+	ConfirmReads float64 `json:"confirm_reads,omitempty"`
 	// RolloutMaxPeakRSSMiB (kshard, gate on): after the pass the replicas
 	// are restarted one by one, as a rollout does; the largest peak RSS of
 	// the new processes. While one replica restarts the others hold its
@@ -53,7 +85,16 @@ type shardedResult struct {
 	// share plus its part of a peer's (1.5× its share with 3 replicas):
 	// what a memory limit must allow.
 	RolloutMaxPeakRSSMiB float64 `json:"rollout_max_peak_rss_mib,omitempty"`
+	// RolloutLabelPatches and RolloutObjectsListed: what the fleet's
+	// processes labelled and listed during the rolling restart, in which
+	// every object moves twice (away from its replica and back).
+	RolloutLabelPatches  float64 `json:"rollout_label_patches,omitempty"`
+	RolloutObjectsListed float64 `json:"rollout_objects_listed,omitempty"`
 }
+
+// kindOf is r's kind; files from before custom resources were measured
+// name none: ConfigMap.
+func (r shardedResult) kindOf() string { return cmp.Or(r.Kind, configMaps.Name) }
 
 // shardedSummary is the headline of phases 7 and 8 on one control plane
 // (with the feature gate: "sharded"; without: "sharded_fallback").
@@ -71,6 +112,18 @@ type shardedSummary struct {
 	// IdleFloorRatio: the controller-runtime standby's peak RSS (caches
 	// nothing) ÷ its leader's: the floor no replica can go below.
 	IdleFloorRatio *float64 `json:"idle_floor_ratio,omitempty"`
+	// LiveHeapRatio and SteadyRSSRatio are RSSRatio's steadier companions
+	// (absent from older files): the largest live heap after a forced
+	// collection, and the largest RSS once the fleet is idle after the
+	// pass, each ÷ the leader's.
+	LiveHeapRatio  *float64 `json:"live_heap_ratio,omitempty"`
+	SteadyRSSRatio *float64 `json:"steady_rss_ratio,omitempty"`
+	// CustomResources is how many BenchObjects phase 7 ran over,
+	// CustomResourceMode the cache mode kshard chose for them, and
+	// RSSRatioCustomResources RSSRatio over them.
+	CustomResources         int      `json:"custom_resources,omitempty"`
+	CustomResourceMode      string   `json:"custom_resource_mode,omitempty"`
+	RSSRatioCustomResources *float64 `json:"rss_ratio_custom_resources,omitempty"`
 	// FleetCPURatio: CPU seconds of the whole kshard fleet ÷ the
 	// controller-runtime fleet's, same work (goal ≤ 1.2).
 	FleetCPURatio *float64 `json:"fleet_cpu_ratio"`
@@ -110,6 +163,20 @@ func (b *bench) shardedPhase(ctx context.Context, kshard, baseline *system) ([]s
 		if err != nil {
 			return out, err
 		}
+		systems := []*system{kshard}
+		if gate {
+			systems = []*system{baseline, kshard} // controller-runtime ignores the gate: measured once
+		}
+		// The custom resources first: their runs would otherwise cache the
+		// ConfigMaps too (both operators watch ConfigMaps for the epoch).
+		if n := b.p.ShardedCustomResources; n > 0 {
+			rs, err := sb.shardedCustomResources(ctx, systems, n, gate)
+			out = append(out, rs...)
+			if err != nil {
+				stop()
+				return out, err
+			}
+		}
 		created := 0
 		for _, n := range b.p.ShardedObjects {
 			progress("phase 7: %d objects over %d namespaces (feature gate %t)", n, b.p.ShardedNamespaces, gate)
@@ -118,21 +185,78 @@ func (b *bench) shardedPhase(ctx context.Context, kshard, baseline *system) ([]s
 				return out, err
 			}
 			created = n
-			systems := []*system{kshard}
-			if gate {
-				systems = []*system{baseline, kshard} // controller-runtime ignores the gate: measured once
-			}
 			for _, sys := range systems {
 				r, err := sb.shardedRun(ctx, sys, n, gate)
+				out = append(out, r)
 				if err != nil {
 					stop()
 					return out, fmt.Errorf("%s at %d objects (gate %t): %w", sys.name, n, gate, err)
 				}
-				progress("  %s (%s): peak RSS max %.0f MiB min %.0f MiB, fleet CPU %.1fs, listed %.0f", r.System, r.CacheMode, r.MaxPeakRSSMiB, r.MinPeakRSSMiB, r.FleetCPU, r.ObjectsListed)
-				out = append(out, r)
+				if want := map[bool]string{true: cache.ModeSharded, false: cache.ModeFallback}[gate]; sys.kshard && r.CacheMode != want {
+					stop()
+					return out, fmt.Errorf("kshard cached ConfigMaps in mode %s with the feature gate %t, want %s", r.CacheMode, gate, want)
+				}
 			}
 		}
 		stop()
+	}
+	return out, nil
+}
+
+// shardedRun is one system's phase 7 run at n objects: kshard on the
+// sharded cache (phase 7's fleet, PartitionBy namespace) and, with the
+// gate, through a rolling restart; controller-runtime's usual pair.
+func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (shardedResult, error) {
+	spec := resourceSpec{scenario: fmt.Sprintf("shard-%s-%d-%t", strings.ToLower(b.objs.kind.Name), n, gate), replicas: b.p.BaselineReplicas}
+	if b.objs.kind != configMaps {
+		spec.args = []string{"--kind=" + b.objs.kind.Name}
+	}
+	if sys.kshard {
+		spec.replicas = b.p.ShardedReplicas
+		spec.args = append(spec.args, b.shardedArgs()...)
+		spec.rollout = gate && b.objs.kind == configMaps
+	}
+	r, err := b.measureResources(ctx, sys, n, spec)
+	r.Gate, r.Namespaces = gate, b.p.ShardedNamespaces
+	if err == nil {
+		r.logProgress()
+	}
+	return r, err
+}
+
+// logProgress reports a resources run on the progress log.
+func (r shardedResult) logProgress() {
+	progress("  %s, %s (%s): peak RSS max %.0f MiB min %.0f MiB, steady %.0f MiB, live heap %.0f MiB; fleet CPU %.1fs; %.0f objects listed, %.0f label patches",
+		r.System, r.kindOf(), r.CacheMode, r.MaxPeakRSSMiB, r.MinPeakRSSMiB, r.MaxSteadyRSSMiB, r.MaxLiveHeapMiB, r.FleetCPU, r.ObjectsListed, r.LabelPatches)
+	if r.RolloutMaxPeakRSSMiB > 0 {
+		progress("  %s after a rolling restart: peak RSS max %.0f MiB, %.0f label patches, %.0f objects listed", r.System, r.RolloutMaxPeakRSSMiB, r.RolloutLabelPatches, r.RolloutObjectsListed)
+	}
+}
+
+// shardedCustomResources runs phase 7's systems over n BenchObjects on sb's
+// control plane. kshard's cache mode for them is recorded, not required:
+// an API server that filters custom resources by shard selector but does
+// not say so leaves them in the fallback (a warning), until kshard's probe
+// proves the filtering otherwise.
+func (sb *bench) shardedCustomResources(ctx context.Context, systems []*system, n int, gate bool) ([]shardedResult, error) {
+	cb, err := sb.withKind(ctx, benchObjects)
+	if err != nil {
+		return nil, err
+	}
+	progress("phase 7: %d custom resources (BenchObject) over %d namespaces (feature gate %t)", n, cb.spread, gate)
+	if err := cb.createSpread(ctx, 0, n); err != nil {
+		return nil, err
+	}
+	var out []shardedResult
+	for _, sys := range systems {
+		r, err := cb.shardedRun(ctx, sys, n, gate)
+		out = append(out, r)
+		if err != nil {
+			return out, fmt.Errorf("%s over %d custom resources (gate %t): %w", sys.name, n, gate, err)
+		}
+		if gate && sys.kshard && r.CacheMode != cache.ModeSharded {
+			sb.warn("phase 7: with the feature gate, kshard cached the BenchObject custom resource in mode %s, not %s", r.CacheMode, cache.ModeSharded)
+		}
 	}
 	return out, nil
 }
@@ -151,7 +275,7 @@ func (b *bench) shardedBench(ctx context.Context, gate bool, namespaces int) (*b
 		stop()
 		return nil, nil, err
 	}
-	sb := &bench{p: b.p, cp: cp, client: client, dir: b.dir, ns: b.ns, spread: namespaces}
+	sb := &bench{p: b.p, cp: cp, client: client, objs: objectClient{kind: configMaps, typed: client}, dir: b.dir, ns: b.ns, spread: namespaces, parent: b}
 	for k := -1; k < namespaces; k++ {
 		ns := b.ns
 		if k >= 0 {
@@ -174,38 +298,36 @@ func (b *bench) createSpread(ctx context.Context, from, n int) error {
 	}
 	return parallel(ctx, 32, n-from, func(ctx context.Context, k int) error {
 		i := from + k
-		ns := b.objectNamespace(i)
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: objectName(i), Namespace: ns, Labels: map[string]string{labelKey: labelObject},
-				// No epoch ConfigMap in these namespaces: the operators read
-				// epoch 0.
-				Annotations: map[string]string{annObserved: "1/0"},
-			},
-			Data: map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)},
-		}
-		_, err := b.client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
+		// No epoch ConfigMap in these namespaces: the operators read epoch 0.
+		return b.objs.create(ctx, b.objectNamespace(i), objectName(i), map[string]string{annObserved: "1/0"},
+			map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)})
 	})
 }
 
-// shardedRun starts sys (kshard: PartitionBy namespace, p.ShardedReplicas
-// replicas; controller-runtime: its usual pair), waits until formed and
-// idle, updates every object once, waits until every update is reconciled
-// and the fleet is idle, and reads the replicas' CPU and peak RSS.
-func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (shardedResult, error) {
-	res := shardedResult{System: sys.name, Gate: gate, Objects: n, Namespaces: b.p.ShardedNamespaces, CacheMode: "full", Replicas: b.p.BaselineReplicas}
-	b.fleetArgs = []string{"--all-namespaces"}
-	if sys.kshard {
-		b.fleetArgs = append(b.fleetArgs, b.shardedArgs()...)
-		res.Replicas = b.p.ShardedReplicas
-	}
+// resourceSpec says how measureResources runs a system.
+type resourceSpec struct {
+	scenario string
+	replicas int
+	// args are the replicas' flags beyond --all-namespaces.
+	args []string
+	// rollout: after the pass, restart every replica one by one, as a
+	// rolling update does, and measure the new processes (kshard).
+	rollout bool
+}
+
+// measureResources starts sys with spec over the n objects of b (which
+// every replica caches: --all-namespaces), waits until formed and idle,
+// updates every object once, waits until every update is reconciled and
+// the fleet is idle, and reads the replicas' CPU and peak and current RSS,
+// then their live heap after a forced collection; kshard's also its cache
+// mode for b's kind and what its caches listed and labelled, and with
+// spec.rollout the peak RSS and labelling of a rolling restart.
+func (b *bench) measureResources(ctx context.Context, sys *system, n int, spec resourceSpec) (shardedResult, error) {
+	res := shardedResult{System: sys.name, Kind: b.objs.kind.Name, Objects: n, CacheMode: "full", Replicas: spec.replicas}
+	b.fleetArgs = append([]string{"--all-namespaces"}, spec.args...)
 	defer func() { b.fleetArgs = nil }()
 	start := time.Now()
-	f, err := b.startFleet(sys, fmt.Sprintf("shard-%d-%t", n, gate), res.Replicas, 0)
+	f, err := b.startFleet(sys, spec.scenario, res.Replicas, 0)
 	if err != nil {
 		return res, err
 	}
@@ -226,40 +348,33 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 		return res, err
 	}
 	res.PassSeconds = time.Since(sent).Seconds()
-	stats, err := f.stats()
-	if err != nil {
+	if err := res.readMemory(ctx, f); err != nil {
 		return res, err
 	}
-	res.CPUSeconds, res.PeakRSSMiB = map[string]float64{}, map[string]float64{}
-	res.MinPeakRSSMiB = -1
-	for id, s := range stats {
-		res.CPUSeconds[id] = s.CPUSeconds
-		res.FleetCPU += s.CPUSeconds
-		rss := float64(s.PeakRSS) / (1 << 20)
-		res.PeakRSSMiB[id] = rss
-		res.MaxPeakRSSMiB = max(res.MaxPeakRSSMiB, rss)
-		if res.MinPeakRSSMiB < 0 || rss < res.MinPeakRSSMiB {
-			res.MinPeakRSSMiB = rss
-		}
-	}
 	if sys.kshard {
-		mode := "sharded"
+		modes := map[string]bool{}
+		res.CachedObjects = map[string]float64{}
 		for _, r := range f.live() {
 			m, err := scrape(ctx, r.metricsAddr)
 			if err != nil {
 				return res, err
 			}
 			res.ObjectsListed += m.sum("kshard_cache_listed_objects_total", nil)
-			if m.sum("kshard_cache_mode", map[string]string{"mode": "sharded"}) == 0 {
-				mode = "fallback"
-			}
+			modes[kindMode(m, b.objs.kind)] = true
+			res.CachedObjects[r.id] = m.sum("kshard_cache_objects", map[string]string{"kind": b.objs.kind.metricLabel()})
 		}
-		res.CacheMode = mode
-		if want := map[bool]string{true: "sharded", false: "fallback"}[gate]; mode != want {
-			return res, fmt.Errorf("kshard cached ConfigMaps in mode %s with the feature gate %t, want %s", mode, gate, want)
+		res.CacheMode = strings.Join(slices.Sorted(maps.Keys(modes)), "+")
+		c, err := f.counters(ctx)
+		if err != nil {
+			return res, err
 		}
+		res.LabelPatches, res.ConfirmReads = c["kshard_cache_label_patches_total"], c["kshard_cache_confirm_reads_total"]
 	}
-	if sys.kshard && gate {
+	if spec.rollout {
+		before, err := f.counters(ctx)
+		if err != nil {
+			return res, err
+		}
 		for _, id := range slices.Clone(f.ids) {
 			if _, err := f.restart(ctx, id); err != nil {
 				return res, fmt.Errorf("rolling restart, %s: %w", id, err)
@@ -270,9 +385,14 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 			return res, err
 		}
 		for _, s := range restarted {
-			res.RolloutMaxPeakRSSMiB = max(res.RolloutMaxPeakRSSMiB, float64(s.PeakRSS)/(1<<20))
+			res.RolloutMaxPeakRSSMiB = max(res.RolloutMaxPeakRSSMiB, mib(s.PeakRSS))
 		}
-		progress("  kshard after a rolling restart: peak RSS max %.0f MiB", res.RolloutMaxPeakRSSMiB)
+		after, err := f.counters(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.RolloutLabelPatches = after["kshard_cache_label_patches_total"] - before["kshard_cache_label_patches_total"]
+		res.RolloutObjectsListed = after["kshard_cache_listed_objects_total"] - before["kshard_cache_listed_objects_total"]
 	}
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)
@@ -280,13 +400,70 @@ func (b *bench) shardedRun(ctx context.Context, sys *system, n int, gate bool) (
 	return res, nil
 }
 
+// readMemory fills res's CPU and memory figures from f's live replicas:
+// CPU time, peak RSS and the RSS now (the steady state, read after the
+// fleet went idle), then each replica's live heap after a forced
+// collection and its RSS once the freed pages went back.
+func (res *shardedResult) readMemory(ctx context.Context, f *fleet) error {
+	stats, err := f.stats()
+	if err != nil {
+		return err
+	}
+	res.CPUSeconds, res.PeakRSSMiB, res.SteadyRSSMiB = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	res.LiveHeapMiB, res.RSSAfterGCMiB = map[string]float64{}, map[string]float64{}
+	res.MinPeakRSSMiB = -1
+	for id, s := range stats {
+		res.CPUSeconds[id] = s.CPUSeconds
+		res.FleetCPU += s.CPUSeconds
+		rss := mib(s.PeakRSS)
+		res.PeakRSSMiB[id] = rss
+		res.MaxPeakRSSMiB = max(res.MaxPeakRSSMiB, rss)
+		if res.MinPeakRSSMiB < 0 || rss < res.MinPeakRSSMiB {
+			res.MinPeakRSSMiB = rss
+		}
+		res.SteadyRSSMiB[id] = mib(s.RSS)
+		res.MaxSteadyRSSMiB = max(res.MaxSteadyRSSMiB, res.SteadyRSSMiB[id])
+	}
+	// After the CPU reading: the collections cost CPU the workload did not.
+	for _, r := range f.live() {
+		h, err := r.liveHeap(ctx)
+		if err != nil {
+			return err
+		}
+		res.LiveHeapMiB[r.id], res.RSSAfterGCMiB[r.id] = mib(h.LiveHeap), mib(h.RSS)
+		res.MaxLiveHeapMiB = max(res.MaxLiveHeapMiB, res.LiveHeapMiB[r.id])
+		res.MaxRSSAfterGCMiB = max(res.MaxRSSAfterGCMiB, res.RSSAfterGCMiB[r.id])
+	}
+	return nil
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// kindMode is the cache mode a kshard replica's kshard_cache_mode reports
+// for kind ("" when the kind is not cached yet).
+func kindMode(m metrics, kind objectKind) string {
+	for _, s := range m["kshard_cache_mode"].GetMetric() {
+		var k, mode string
+		for _, l := range s.GetLabel() {
+			switch l.GetName() {
+			case "kind":
+				k = l.GetValue()
+			case "mode":
+				mode = l.GetValue()
+			}
+		}
+		if k == kind.metricLabel() && s.GetGauge().GetValue() == 1 {
+			return mode
+		}
+	}
+	return ""
+}
+
 // bumpSpread writes a new generation into object i of phase 7.
 func (b *bench) bumpSpread(ctx context.Context, i int) error {
 	b.gens[i]++
 	patch, _ := json.Marshal(map[string]any{"data": map[string]string{genKey: strconv.Itoa(b.gens[i])}})
-	ns := b.objectNamespace(i)
-	_, err := b.client.CoreV1().ConfigMaps(ns).Patch(ctx, objectName(i), types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
+	return b.objs.patch(ctx, b.objectNamespace(i), objectName(i), patch)
 }
 
 // reconciles sums the live replicas' reconciles so far.
@@ -306,17 +483,24 @@ func (f *fleet) reconciles(ctx context.Context) (float64, error) {
 // with the gate and without it (the fallback; its ratios divide by the
 // controller-runtime runs of the gate-on control plane).
 func summariseSharded(runs []shardedResult, moves []shardedHandoffResult) (sharded, fallback *shardedSummary) {
-	find := func(system string, gate bool, n int) *shardedResult {
+	findKind := func(kind, system string, gate bool, n int) *shardedResult {
 		for i := range runs {
-			if r := &runs[i]; r.System == system && r.Gate == gate && r.Objects == n {
+			if r := &runs[i]; r.kindOf() == kind && r.System == system && r.Gate == gate && r.Objects == n {
 				return r
 			}
 		}
 		return nil
 	}
-	lo, hi := 0, 0
-	for i, r := range runs {
-		if i == 0 {
+	find := func(system string, gate bool, n int) *shardedResult {
+		return findKind(configMaps.Name, system, gate, n)
+	}
+	lo, hi, crs := 0, 0, 0
+	for _, r := range runs {
+		if r.kindOf() != configMaps.Name {
+			crs = r.Objects
+			continue
+		}
+		if hi == 0 {
 			lo, hi = r.Objects, r.Objects
 		}
 		lo, hi = min(lo, r.Objects), max(hi, r.Objects)
@@ -330,6 +514,14 @@ func summariseSharded(runs []shardedResult, moves []shardedHandoffResult) (shard
 				s.RSSRatioRollout = ratio(ks.RolloutMaxPeakRSSMiB, cr.MaxPeakRSSMiB)
 			}
 			s.FleetCPURatio = ratio(ks.FleetCPU, cr.FleetCPU)
+			s.LiveHeapRatio = ratio(ks.MaxLiveHeapMiB, cr.MaxLiveHeapMiB)
+			s.SteadyRSSRatio = ratio(ks.MaxSteadyRSSMiB, cr.MaxSteadyRSSMiB)
+		}
+		if ks := findKind(benchObjects.Name, nativeName, gate, crs); ks != nil {
+			s.CustomResources, s.CustomResourceMode = crs, ks.CacheMode
+			if cr := findKind(benchObjects.Name, baselineName, true, crs); cr != nil {
+				s.RSSRatioCustomResources = ratio(ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+			}
 		}
 		if ks := find(nativeName, gate, lo); ks != nil && crSmall != nil {
 			s.RSSRatioSmall = ratio(ks.MaxPeakRSSMiB, crSmall.MaxPeakRSSMiB)

@@ -81,7 +81,7 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	defer stop()
 	sb.obs = newObserver()
 	obsCtx, stopObs := context.WithCancel(ctx)
-	obsDone, err := sb.obs.run(obsCtx, sb.client, "")
+	obsDone, err := sb.obs.run(obsCtx, sb.cp.Config(), sb.objs.kind, "")
 	defer func() { stopObs(); <-obsDone }()
 	if err != nil {
 		return res, nil, err

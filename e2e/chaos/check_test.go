@@ -79,10 +79,10 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 			t.Errorf("the writes show a violation:\n%s", wr)
 		}
 	}
-	suite.add(rep.Intervals, len(handoffs), r.faults, overlaps, len(rep.Lost), worst)
+	suite.add(rep, len(handoffs), r.faults, overlaps, worst)
 	t.Logf("records: %s", rep)
-	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults, %d overlaps, %d lost, %d fence exits",
-		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, overlaps, len(rep.Lost), len(r.fenceExits))
+	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults, %d overlaps, %d lost, %d NotFound reads (%d of existing objects), %d fence exits",
+		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, overlaps, len(rep.Lost), rep.NotFounds, len(rep.Vanished), len(r.fenceExits))
 	if !rep.OK() {
 		t.Errorf("the records show a violation:\n%s", rep)
 	}

@@ -17,4 +17,14 @@
 // force-deleted with its process must not count as proof (the Lease is
 // waited out). One round each runs in every test run; `make chaos-inplace
 // ROUNDS=20` runs many.
+//
+// Every round checks, besides overlaps and lost updates, that no reconcile
+// read an existing object from its cache as NotFound. The kill, restart,
+// scaling and outage scenarios also run on the sharded caches: -sharded
+// (the API server's shard selectors, make chaos-sharded) and -labels (the
+// gate-free cache by partition labels, make chaos-labels).
+// TestLabelTampering runs on the latter whatever the flags say: it strips,
+// edits and replaces partition labels through the API server while updates
+// flow, and checks that the replicas restore every label by themselves
+// (its changes are logged in tamper.log beside the records).
 package chaos

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // rounds is how often each scenario runs, each round with new random timing
@@ -21,6 +22,12 @@ var rounds = flag.Int("rounds", envInt(EnvRounds, 1), "rounds of every chaos sce
 // the ShardedListAndWatch gate, replicas with PartitionBy namespace, and
 // the objects spread over namespaces (make chaos-sharded).
 var sharded = flag.Bool("sharded", false, "run the scenarios with the sharded cache: API server feature gate ShardedListAndWatch, --partition-by=namespace, objects spread over namespaces")
+
+// labels runs every scenario on the gate-free sharded cache: replicas with
+// --cache-mode=labels under key partitioning, on a control plane without
+// the ShardedListAndWatch gate, the objects spread over namespaces (make
+// chaos-labels).
+var labels = flag.Bool("labels", false, "run the scenarios with the gate-free sharded cache: --cache-mode=labels, key partitioning, no feature gate, objects spread over namespaces")
 
 // balance, with -sharded, gives the replicas --balance: a ring placed by
 // the partitions' object counts (make chaos-sharded BALANCE=0.02).
@@ -37,6 +44,10 @@ const (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if *sharded && *labels {
+		fmt.Fprintln(os.Stderr, "chaos: -sharded and -labels are two cache setups; pass one of them")
+		os.Exit(2)
+	}
 	code := harness.Run(m)
 	if line, ok := suite.line(); ok {
 		fmt.Println(line)
@@ -85,7 +96,14 @@ type tally struct {
 	faults     int
 	overlaps   int
 	lost       int
-	worstGap   time.Duration
+	// notFound counts the reconciles' cache reads that found no object,
+	// and vanished those of them that read an existing object so (see
+	// recorder.Report.Vanished).
+	notFound, vanished int
+	// tampered counts the partition labels a third party stripped,
+	// edited or replaced (TestLabelTampering).
+	tampered int
+	worstGap time.Duration
 	// Of blind-write rounds (harness.Options.BlindWrite): writes sent,
 	// writes sent after their lease validity passed, stale writes sent over
 	// a newer one, and objects whose final state is not their last write.
@@ -103,16 +121,27 @@ func (s *tally) addWrites(sends, late, regressions, stale int) {
 	s.stale += stale
 }
 
-func (s *tally) add(reconciles, handoffs, faults, overlaps, lost int, worstGap time.Duration) {
+// add adds a checked round: its records' report, and what the round
+// measured beside it.
+func (s *tally) add(rep recorder.Report, handoffs, faults, overlaps int, worstGap time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checked++
-	s.reconciles += reconciles
+	s.reconciles += rep.Intervals
 	s.handoffs += handoffs
 	s.faults += faults
 	s.overlaps += overlaps
-	s.lost += lost
+	s.lost += len(rep.Lost)
+	s.notFound += rep.NotFounds
+	s.vanished += len(rep.Vanished)
 	s.worstGap = max(s.worstGap, worstGap)
+}
+
+// addTampered adds a round's label tamperings.
+func (s *tally) addTampered(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tampered += n
 }
 
 // line is the summary tools read, or false when no round was checked.
@@ -122,7 +151,7 @@ func (s *tally) line() (string, bool) {
 	if s.checked == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d worst_gap=%.3f sends=%d late=%d regressions=%d stale=%d",
-		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, math.Round(s.worstGap.Seconds()*1000)/1000,
+	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d notfound=%d notfound_existing=%d tampered=%d worst_gap=%.3f sends=%d late=%d regressions=%d stale=%d",
+		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, s.notFound, s.vanished, s.tampered, math.Round(s.worstGap.Seconds()*1000)/1000,
 		s.sends, s.late, s.regressions, s.stale), true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
@@ -85,7 +86,8 @@ func (r *round) crashLooping(identity string) bool {
 }
 
 // converge waits until the ring has converged on the live replicas,
-// reviving fence exits meanwhile, and returns the ring.
+// reviving fence exits meanwhile, and returns the ring. The round's first
+// convergence also checks that the replicas cache as its setup says.
 func (r *round) converge(h *harness.Harness) harness.Ring {
 	r.t.Helper()
 	var ring harness.Ring
@@ -97,6 +99,10 @@ func (r *round) converge(h *harness.Harness) harness.Ring {
 		ring, err = h.Converged(ctx)
 		cancel()
 		if err == nil {
+			if !r.modeChecked {
+				r.checkCacheMode(h)
+				r.modeChecked = true
+			}
 			return ring
 		}
 		if time.Now().After(deadline) {
@@ -120,4 +126,29 @@ func (r *round) kill(h *harness.Harness, identity string) harness.Exit {
 	r.t.Helper()
 	r.revive(h)
 	return h.Kill(identity)
+}
+
+// checkCacheMode fails the round unless every live replica reports the
+// ConfigMaps cached in its setup's mode (/readyz?verbose): a replica that
+// fell back to a full cache would pass every other check while testing
+// nothing of the sharded cache.
+func (r *round) checkCacheMode(h *harness.Harness) {
+	r.t.Helper()
+	mode := r.setup.kindMode()
+	if mode == "" {
+		return
+	}
+	want := "/v1, Kind=ConfigMap " + mode
+	for _, id := range h.Live() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		got, err := h.Readyz(ctx, id)
+		cancel()
+		if err != nil {
+			r.t.Fatalf("reading %s's cache mode: %v", id, err)
+		}
+		if !strings.Contains(got, want+";") && !strings.Contains(got, want+"\n") {
+			r.t.Fatalf("%s does not cache ConfigMaps in mode %s; its /readyz?verbose says:\n%s", id, mode, got)
+		}
+	}
+	r.t.Logf("every replica caches ConfigMaps in mode %s", mode)
 }

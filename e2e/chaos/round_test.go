@@ -48,16 +48,72 @@ type round struct {
 	// did not run), so finish checks their reconciles through the writes
 	// they sent rather than through their intervals and windows.
 	paused map[recorder.Process]bool
+	// setup is how the replicas cache, and modeChecked whether the first
+	// convergence has checked that they do (see converge).
+	setup       cacheSetup
+	modeChecked bool
+}
+
+// cacheSetup is how a round's replicas cache the objects, and on which
+// control plane.
+type cacheSetup int
+
+const (
+	// setupFull: key partitioning, every replica caches every object of
+	// the round's namespace (the default).
+	setupFull cacheSetup = iota
+	// setupServer (-sharded): the API server's sharded list and watch
+	// (feature gate ShardedListAndWatch), PartitionBy namespace, objects
+	// spread over namespaces.
+	setupServer
+	// setupLabels (-labels): the gate-free sharded cache, CacheMode
+	// labels under key partitioning, no feature gate, objects spread over
+	// labelledNamespaces namespaces.
+	setupLabels
+)
+
+// labelledNamespaces is how many namespaces hold the objects of a round on
+// the gate-free sharded cache: under key partitioning the namespaces do
+// not place the objects, they only make the replicas watch across them.
+const labelledNamespaces = 6
+
+// flagSetup is the setup the flags ask for.
+func flagSetup() cacheSetup {
+	switch {
+	case *sharded:
+		return setupServer
+	case *labels:
+		return setupLabels
+	}
+	return setupFull
+}
+
+// kindMode is the cache mode (cache.ModeReport) the replicas must report
+// for ConfigMaps under the setup, "" when they report none (a full cache).
+func (s cacheSetup) kindMode() string {
+	switch s {
+	case setupServer:
+		return "sharded"
+	case setupLabels:
+		return "labels"
+	}
+	return ""
 }
 
 // scenario runs body once per round (-rounds) as subtests round-1, round-2…
-// on a control plane of the test's own, in parallel with other scenarios.
+// on a control plane of the test's own, in parallel with other scenarios,
+// in the cache setup the flags ask for.
 func scenario(t *testing.T, name string, body func(r *round)) {
+	scenarioIn(t, name, flagSetup(), body)
+}
+
+// scenarioIn is scenario in the given cache setup, whatever the flags say.
+func scenarioIn(t *testing.T, name string, setup cacheSetup, body func(r *round)) {
 	if testing.Short() {
 		t.Skip("e2e chaos: runs a control plane and replicas for about a minute per round")
 	}
 	t.Parallel()
-	cp := controlplane.ForTest(t, controlplane.Options{ShardedListAndWatch: *sharded})
+	cp := controlplane.ForTest(t, controlplane.Options{ShardedListAndWatch: setup == setupServer})
 	for i := range *rounds {
 		s := *seed
 		if s == 0 {
@@ -67,7 +123,7 @@ func scenario(t *testing.T, name string, body func(r *round)) {
 		// so a run of many rounds tells how often a scenario fails.
 		t.Run(fmt.Sprintf("round-%d", i+1), func(t *testing.T) {
 			t.Logf("seed %d (rerun this round's timing with -seed=%d)", s, s)
-			body(&round{t: t, cp: cp, rng: rand.New(rand.NewPCG(s, 0)), name: fmt.Sprintf("%s-%d", name, i+1)})
+			body(&round{t: t, cp: cp, rng: rand.New(rand.NewPCG(s, 0)), name: fmt.Sprintf("%s-%d", name, i+1), setup: setup})
 		})
 	}
 }
@@ -77,8 +133,11 @@ func scenario(t *testing.T, name string, body func(r *round)) {
 func (r *round) harness(opts harness.Options) *harness.Harness {
 	r.t.Helper()
 	opts.Ring, opts.Namespace = r.name, "chaos-"+r.name
-	if *sharded {
+	switch r.setup {
+	case setupServer:
 		opts.PartitionBy, opts.Balance = "namespace", *balance
+	case setupLabels:
+		opts.CacheMode, opts.ObjectNamespaces = "labels", labelledNamespaces
 	}
 	return harness.New(r.t, r.cp, opts)
 }

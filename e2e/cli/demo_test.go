@@ -26,13 +26,34 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"Ring formed in",
 		"All 60 Widgets reconciled",
-		"REPLICA", "RECONCILES", "PER SEC", "QUEUE",
+		"REPLICA", "CACHED", "RECONCILES", "PER SEC", "QUEUE",
+		"cache mode labels",
 		"example-operator-0", "example-operator-1", "example-operator-2",
 		"example-operator-0 exited 0",
 		"Demo finished in",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
+		}
+	}
+
+	// The replicas ran the gate-free sharded cache on a control plane
+	// without the feature gate: each cached a share, together every
+	// Widget and ConfigMap once (60 Widgets, their 60 ConfigMaps and the
+	// namespace's own, such as kube-root-ca.crt).
+	cached := regexp.MustCompile(`Cached objects \(Lease annotation kshard.io/cached-objects\): (.*); together (\d+) = each of the (\d+) Widgets and ConfigMaps once`).FindStringSubmatch(out)
+	if cached == nil {
+		t.Errorf("no line showing each replica's share of the cache:\n%s", out)
+	} else {
+		shares := regexp.MustCompile(`example-operator-\d (\d+)`).FindAllStringSubmatch(cached[1], -1)
+		watched, _ := strconv.Atoi(cached[3])
+		if cached[2] != cached[3] || watched < 120 || len(shares) != 2 {
+			t.Errorf("cache line %q: want two replicas' shares adding up to the 120 or more objects watched", cached[0])
+		}
+		for _, sh := range shares {
+			if n, _ := strconv.Atoi(sh[1]); n <= 0 || n >= watched {
+				t.Errorf("a replica caches %d of %d objects: want a share, not none or all", n, watched)
+			}
 		}
 	}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +47,14 @@ type statusDoc struct {
 		Overlapping int      `json:"overlapping"`
 		Malformed   int      `json:"malformed"`
 		Members     []struct {
-			Identity    string `json:"identity"`
-			State       string `json:"state"`
-			Health      string `json:"health"`
-			Partitions  int    `json:"partitions"`
-			Target      int    `json:"target"`
-			Incarnation string `json:"incarnation"`
+			Identity      string `json:"identity"`
+			State         string `json:"state"`
+			Health        string `json:"health"`
+			Partitions    int    `json:"partitions"`
+			Target        int    `json:"target"`
+			Incarnation   string `json:"incarnation"`
+			CacheMode     string `json:"cacheMode"`
+			CachedObjects *int   `json:"cachedObjects"`
 		} `json:"members"`
 	} `json:"rings"`
 }
@@ -65,12 +68,21 @@ type ownerDoc struct {
 	Owner     string   `json:"owner"`
 	ClaimedBy []string `json:"claimedBy"`
 	Handoff   bool     `json:"handoff"`
+	// PartitionLabels are the ring's labels on the object.
+	PartitionLabels []struct {
+		Key       string `json:"key"`
+		Value     string `json:"value"`
+		Current   bool   `json:"current"`
+		Partition *int   `json:"partition"`
+	} `json:"partitionLabels"`
 }
 
 // TestStatusAndOwnerMatchReconciles runs three example-operator replicas
-// and checks that `kshard owner` names, for every Widget, the replica that
-// reconciled it (status.reconciledBy), and that `kshard status` shows the
-// ring they formed.
+// with the gate-free sharded cache (--cache-mode labels) on a control plane
+// without the feature gate, and checks that `kshard owner` names, for every
+// Widget, the replica that reconciled it (status.reconciledBy) and the
+// partition label it carries, and that `kshard status` shows the ring they
+// formed and each replica's share of the cached objects.
 func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 	skipIfShort(t)
 	cp := controlplane.ForTest(t, controlplane.Options{})
@@ -138,6 +150,45 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 	if status.Namespace != namespace || rg.Name != ring || rg.Partitions != 271 || total != 271 || rg.Malformed != 0 || rg.Params == "" {
 		t.Errorf("status = %+v", status)
 	}
+	// Each replica caches its share: the counts in the Leases, refreshed
+	// with the renewals, add up to every Widget and ConfigMap once.
+	var shares []int
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		cms, err := client.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		r := kshard(t, time.Minute, "status", "-o", "json", "--kubeconfig", kc, "-n", namespace)
+		var doc statusDoc
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil {
+			return false, nil
+		}
+		shares, total = nil, 0
+		for _, m := range doc.Rings[0].Members {
+			if m.CacheMode != "labels" || m.CachedObjects == nil {
+				return false, nil
+			}
+			shares = append(shares, *m.CachedObjects)
+			total += *m.CachedObjects
+		}
+		return len(shares) == 3 && total == widgets+len(cms.Items) && !slices.Contains(shares, 0), nil
+	})
+	if err != nil {
+		t.Fatalf("the replicas' cached objects do not add up to every object once: %v (last: %v)", err, shares)
+	}
+	t.Logf("cached objects per replica: %v", shares)
+	if r := kshard(t, time.Minute, "status", "--kubeconfig", kc, "-n", namespace); r.code != 0 || !strings.Contains(r.stdout, "CACHE") || !strings.Contains(r.stdout, "labels") {
+		t.Errorf("status table lacks the cache columns: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Every Widget gets its partition label, written once by its owner.
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := dyn.Resource(widgetGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: ring + ".kshard.io/xx1-key-p271"})
+		return err == nil && len(list.Items) == widgets, nil
+	})
+	if err != nil {
+		t.Fatalf("the Widgets were not all labelled: %v", err)
+	}
 
 	// The ring is stable now, so owners are fixed: ask once per Widget.
 	owners := map[string]string{}
@@ -154,6 +205,9 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 		if o.Resource != "widgets.demo.kshard.io" || o.Exists == nil || !*o.Exists || o.Key != namespace+"/"+name ||
 			o.Handoff || len(o.ClaimedBy) != 1 || o.ClaimedBy[0] != o.Owner {
 			t.Errorf("owner %s = %+v", name, o)
+		}
+		if l := o.PartitionLabels; len(l) != 1 || l[0].Key != ring+".kshard.io/xx1-key-p271" || !l[0].Current || l[0].Partition == nil || *l[0].Partition != o.Partition {
+			t.Errorf("owner %s: partition labels %+v, want the ring's label naming partition %d", name, l, o.Partition)
 		}
 		owners[name] = o.Owner
 	}
@@ -188,7 +242,8 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 
 	// The table form, an object that does not exist, and bad input.
 	r = kshard(t, time.Minute, "owner", "widget", namespace+"/w-00", "--kubeconfig", kc, "-n", namespace)
-	if r.code != 0 || !strings.Contains(r.stdout, "OWNER       "+owners["w-00"]) || !strings.Contains(r.stdout, "(exists)") {
+	if r.code != 0 || !strings.Contains(r.stdout, "OWNER       "+owners["w-00"]) || !strings.Contains(r.stdout, "(exists)") ||
+		!strings.Contains(r.stdout, "LABEL       "+ring+".kshard.io/xx1-key-p271=") || !strings.Contains(r.stdout, "its key's") {
 		t.Errorf("owner table: code %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = kshard(t, time.Minute, "owner", "widgets", namespace+"/nope", "--kubeconfig", kc, "-n", namespace)
@@ -240,7 +295,7 @@ users: [{name: u, user: {token: t}}]
 func startReplica(t *testing.T, kubeconfig, identity string) {
 	t.Helper()
 	p, err := process.Start(process.Options{Name: identity, Path: operatorBin, LogPath: filepath.Join(t.TempDir(), identity+".log"),
-		Args: []string{"--kubeconfig", kubeconfig, "--ring", ring,
+		Args: []string{"--kubeconfig", kubeconfig, "--ring", ring, "--cache-mode", "labels",
 			"--lease-namespace", namespace, "--watch-namespace", namespace, "--identity", identity,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}})
 	if err != nil {

@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -112,6 +114,60 @@ func TestPodTemplateMeetsRestrictedPodSecurity(t *testing.T) {
 	// Drain must fit in the termination grace period.
 	if g := sts.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
 		t.Errorf("terminationGracePeriodSeconds = %v, want above the 30s shutdown timeout", g)
+	}
+}
+
+// TestRBACGrantsWhatTheOperatorUses applies the manifests for real and
+// asks the API server, as the operator's service account (impersonated),
+// whether it may do what the operator does, --cache-mode=labels included:
+// patch on Widgets and ConfigMaps to write their partition labels. A few
+// verbs it must not have show that the answers can be no.
+func TestRBACGrantsWhatTheOperatorUses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts a real control plane; skipped with -short")
+	}
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	dir := deployDir(t)
+	kubectl(t, cp, "apply", "-f", filepath.Join(dir, "namespace.yaml"))
+	kubectl(t, cp, "apply", "-k", dir)
+	cfg := cp.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:kshard-system:example-operator",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kshard-system", "system:authenticated"},
+	}
+	sa := kubernetes.NewForConfigOrDie(cfg)
+	for _, tc := range []struct {
+		verb, group, resource, sub, namespace string
+		allowed                               bool
+	}{
+		{"patch", "demo.kshard.io", "widgets", "", "team-a", true}, // the partition label
+		{"patch", "", "configmaps", "", "team-a", true},            // the partition label
+		{"list", "demo.kshard.io", "widgets", "", "", true},
+		{"watch", "", "configmaps", "", "", true},
+		{"create", "", "configmaps", "", "team-a", true},
+		{"update", "", "configmaps", "", "team-a", true},
+		{"patch", "demo.kshard.io", "widgets", "status", "team-a", true},
+		{"create", "authorization.k8s.io", "selfsubjectaccessreviews", "", "", true}, // how a replica learns it may patch
+		{"update", "coordination.k8s.io", "leases", "", "kshard-system", true},
+		{"delete", "coordination.k8s.io", "leases", "", "kshard-system", true},
+		{"get", "", "pods", "", "kshard-system", true},
+		// Least privilege: nothing beyond.
+		{"delete", "", "configmaps", "", "team-a", false},
+		{"update", "demo.kshard.io", "widgets", "", "team-a", false},
+		{"update", "coordination.k8s.io", "leases", "", "team-a", false},
+		{"get", "", "secrets", "", "kshard-system", false},
+	} {
+		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+			Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.sub, Namespace: tc.namespace,
+		}}}
+		got, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("asking whether the operator may %s %s: %v", tc.verb, tc.resource, err)
+		}
+		if got.Status.Allowed != tc.allowed {
+			t.Errorf("the operator's service account may %s %s.%s/%s in %q: %v, want %v (%s)",
+				tc.verb, tc.resource, tc.group, tc.sub, tc.namespace, got.Status.Allowed, tc.allowed, got.Status.Reason)
+		}
 	}
 }
 

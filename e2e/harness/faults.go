@@ -3,8 +3,6 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,19 +74,12 @@ func (h *Harness) FinalValues() map[string]string {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ns := h.opts.Namespace
-	if h.opts.spread() {
-		ns = metav1.NamespaceAll
-	}
-	list, err := h.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=1", labelKey)})
+	list, err := h.ConfigMaps(ctx)
 	if err != nil {
-		h.t.Fatalf("listing the ConfigMaps: %v", err)
+		h.t.Fatal(err)
 	}
-	out := make(map[string]string, len(list.Items))
-	for _, cm := range list.Items {
-		if h.opts.spread() && !strings.HasSuffix(cm.Namespace, "-"+h.opts.Namespace) {
-			continue // another round's
-		}
+	out := make(map[string]string, len(list))
+	for _, cm := range list {
 		out[shard.KeyOf(cm.Namespace, cm.Name)] = cm.Annotations[writtenKey]
 	}
 	return out

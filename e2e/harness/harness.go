@@ -63,22 +63,29 @@ type Options struct {
 	// Defaults to false: no pods, and crash failover waits the Lease out.
 	Pods bool
 	// PartitionBy is every replica's --partition-by: "" or "key" (the
-	// default: objects in Namespace), or "namespace": CreateConfigMaps
-	// spreads the objects over ObjectNamespaces namespaces
-	// o0-<Namespace>, o1-… and the replicas watch every namespace, with
-	// the sharded cache (give the control plane the ShardedListAndWatch
-	// gate to have the API server filter).
+	// default), or "namespace": the objects are spread over namespaces
+	// (ObjectNamespaces), with the sharded cache (give the control plane
+	// the ShardedListAndWatch gate to have the API server filter).
 	PartitionBy string
+	// CacheMode is every replica's --cache-mode (manager.Options.CacheMode):
+	// "full", "labels" (the gate-free sharded cache, by partition labels)
+	// or "server". Defaults to "": the manager's default for PartitionBy.
+	CacheMode string
 	// Balance is every replica's --balance (with PartitionBy
 	// "namespace"): partitions placed by object counts. 0: by number.
 	Balance float64
-	// ObjectNamespaces is how many namespaces hold the objects when
-	// PartitionBy is "namespace". Defaults to 24.
+	// ObjectNamespaces, when positive, spreads the objects: CreateConfigMaps
+	// creates them round robin in namespaces o0-<Namespace>, o1-… and the
+	// replicas watch every namespace (--all-namespaces). The harness
+	// deletes those objects when the test ends, after its replicas, so
+	// that later tests on the same control plane do not reconcile or
+	// label them. Defaults to 24 with PartitionBy "namespace", else 0: the
+	// objects live in Namespace.
 	ObjectNamespaces int
 }
 
 // spread reports whether the objects live in namespaces of their own.
-func (o Options) spread() bool { return o.PartitionBy == "namespace" }
+func (o Options) spread() bool { return o.ObjectNamespaces > 0 }
 
 func (o Options) withDefaults() Options {
 	def := func(d *time.Duration, v time.Duration) {
@@ -105,7 +112,7 @@ func (o Options) withDefaults() Options {
 	if o.Workers == 0 {
 		o.Workers = 4
 	}
-	if o.spread() && o.ObjectNamespaces == 0 {
+	if o.PartitionBy == "namespace" && o.ObjectNamespaces == 0 {
 		o.ObjectNamespaces = 24
 	}
 	return o
@@ -163,6 +170,7 @@ func (h *Harness) cleanup() {
 	for _, r := range running {
 		r.kill()
 	}
+	h.deleteSpreadObjects()
 	h.closeProxies()
 	_ = h.events.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -108,6 +109,12 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.PartitionBy != "" {
 		args = append(args, "--partition-by="+o.PartitionBy)
 	}
+	if o.CacheMode != "" {
+		args = append(args, "--cache-mode="+o.CacheMode)
+	}
+	if o.spread() {
+		args = append(args, "--all-namespaces")
+	}
 	if o.Balance > 0 {
 		args = append(args, "--balance="+strconv.FormatFloat(o.Balance, 'f', -1, 64))
 	}
@@ -181,6 +188,30 @@ func (h *Harness) WaitReady(identity string) {
 	if err != nil {
 		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, r.proc.Tail(30))
 	}
+}
+
+// Readyz returns identity's /readyz?verbose answer: every check, and the
+// information lines such as each kind's cache mode.
+func (h *Harness) Readyz(ctx context.Context, identity string) (string, error) {
+	r := h.Replica(identity)
+	if r == nil || !r.running() {
+		return "", fmt.Errorf("%s is not running", identity)
+	}
+	probe, err := r.ServingAddr(ctx, process.ServerProbe)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probe+"/readyz?verbose", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 // Stop sends SIGTERM to identity and waits for it to exit, which it must do

@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +46,44 @@ func (h *Harness) CreateConfigMaps(n int) []string {
 		h.t.Fatal(err)
 	}
 	return names
+}
+
+// ConfigMaps reads the labelled ConfigMaps of this harness's namespace, or
+// of its object namespaces when the objects are spread, from the API server.
+func (h *Harness) ConfigMaps(ctx context.Context) ([]corev1.ConfigMap, error) {
+	ns := h.opts.Namespace
+	if h.opts.spread() {
+		ns = metav1.NamespaceAll
+	}
+	list, err := h.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: labelKey + "=1"})
+	if err != nil {
+		return nil, fmt.Errorf("listing the ConfigMaps: %w", err)
+	}
+	mine := make(map[string]bool, h.opts.ObjectNamespaces)
+	for _, o := range h.objectNamespaces() {
+		mine[o] = true
+	}
+	return slices.DeleteFunc(list.Items, func(cm corev1.ConfigMap) bool {
+		return h.opts.spread() && !mine[cm.Namespace] // another test's
+	}), nil
+}
+
+// deleteSpreadObjects deletes the ConfigMaps of the object namespaces
+// (the harness's cleanup, after its replicas are gone). Errors are logged:
+// the control plane may be down at the end of a failed test.
+func (h *Harness) deleteSpreadObjects() {
+	if !h.opts.spread() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ns := range h.objectNamespaces() {
+		err := h.client.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelKey + "=1"})
+		if err != nil {
+			h.t.Logf("deleting the ConfigMaps of %s at the end of the test: %v", ns, err)
+			return
+		}
+	}
 }
 
 // objectNamespaces are the namespaces that hold the objects with

@@ -141,6 +141,10 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--renew-period (2s)", "--renew-deadline (2s", "lower --renew-period"}},
 		{name: "zero workers", args: []string{"--workers=0"}, code: 2,
 			want: []string{"--workers", "at least 1"}},
+		{name: "unknown cache mode", args: []string{"--cache-mode=sharded"}, code: 2,
+			want: []string{"--cache-mode", `"sharded"`, `"labels"`}},
+		{name: "server cache mode under key partitioning", args: []string{"--cache-mode=server"}, code: 2,
+			want: []string{"--cache-mode=server needs --partition-by=namespace", "--cache-mode=labels"}},
 		{name: "kubeconfig does not exist", args: []string{"--kubeconfig", missing}, code: 1,
 			want: []string{"--kubeconfig " + missing, "does not exist", "leave the flag out"}},
 		{name: "kubeconfig cannot be parsed", args: []string{"--kubeconfig", garbage}, code: 1,
@@ -175,6 +179,7 @@ func TestHelpDocumentsFlags(t *testing.T) {
 		"-metrics-bind-address", "-health-probe-bind-address", "-workers", "-work-delay", "-reconcile-timeout",
 		"-kube-api-qps", "-kube-api-burst", "(default 50)", "(default 100)",
 		"-api-server-wait", "0 retries forever", "-install-crd",
+		"-cache-mode", "no feature gate", "-label-qps",
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("--help does not mention %q", want)

@@ -2,7 +2,8 @@
 // processes: it reconciles ConfigMaps labelled kshard-e2e=1 by pretending to
 // work for --work, and records every reconcile and ring event with the test
 // kit's recorder (manager/kshardtest/recorder) so the tests can prove no key
-// was reconciled twice at once.
+// was reconciled twice at once, and every cache read that found no object,
+// so they can prove no existing object was reported gone.
 // With --blind-write every reconcile that did its work ends with a merge
 // patch of an annotation of its ConfigMap, without a resourceVersion
 // precondition, recorded by a transport inside the manager's fencing

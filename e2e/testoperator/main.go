@@ -61,6 +61,8 @@ func run() error {
 		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
 		balance       = flag.Float64("balance", 0, "the manager's Balance: with --partition-by=namespace, place partitions by object counts")
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: \"key\" (default; ConfigMaps of --namespace) or \"namespace\" (ConfigMaps of every namespace, sharded cache)")
+		cacheMode     = flag.String("cache-mode", "", "the manager's CacheMode: \"full\", \"labels\" (the gate-free sharded cache) or \"server\" (empty: the manager's default for --partition-by)")
+		allNamespaces = flag.Bool("all-namespaces", false, "reconcile the ConfigMaps of every namespace, not only --namespace's (always so with --partition-by=namespace)")
 		leaseDuration = flag.Duration("lease-duration", 4*time.Second, "Lease duration")
 		renewPeriod   = flag.Duration("renew-period", 500*time.Millisecond, "Lease renew period")
 		renewDeadline = flag.Duration("renew-deadline", 2600*time.Millisecond, "fence after failing to renew for this long")
@@ -97,7 +99,7 @@ func run() error {
 	}
 
 	watchNamespace := *namespace
-	if *partitionBy == string(shard.SchemeNamespace) {
+	if *allNamespaces || *partitionBy == string(shard.SchemeNamespace) {
 		watchNamespace = "" // the objects are spread over namespaces
 	}
 	ctx := manager.SetupSignalHandler()
@@ -114,6 +116,7 @@ func run() error {
 		MetricsBindAddress:     *metricsAddr,
 		WatchNamespace:         watchNamespace,
 		PartitionBy:            shard.Scheme(*partitionBy),
+		CacheMode:              manager.CacheMode(*cacheMode),
 		Balance:                *balance,
 		TerminationMessagePath: *termPath,
 	})
@@ -171,7 +174,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (con
 	var cm corev1.ConfigMap
 	if err := r.cache.Get(ctx, req.NamespacedName, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return controller.Result{}, nil
+			// The suite never deletes an object while replicas run:
+			// the checker compares this read with the object's creation.
+			return controller.Result{}, r.rec.NotFound(req.Key(), start)
 		}
 		return controller.Result{}, err
 	}

@@ -8,6 +8,9 @@ set -euo pipefail
 KUBE_VERSION=${1:?usage: hack/tools/pin.sh vX.Y.Z}
 STAGING_VERSION=v0.${KUBE_VERSION#v1.}
 cd "$(dirname "$0")"
+# Module mode: this module is outside the repository's workspace, and go get
+# here must write this module's go.sum, not a go.work.sum.
+export GOWORK=off
 modfile=$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$modfile")
 {

@@ -59,6 +59,34 @@ type Options struct {
 	// dies. The invariants and the liveness bound stay the same: weights
 	// decide placement, never who may run a partition.
 	Balance bool
+	// Labels gives every process the cache of a kind sharded by labels
+	// (manager/cache's Labelled; it implies PartitionCache), over objects
+	// that carry their partition in a label or none: some there at the
+	// start (all unlabelled, as at a first start, all labelled, or a mix,
+	// a few labelled for another partition), more created unlabelled while
+	// the faults last, and a third party that strips labels and edits them
+	// to name another partition. Each process's label segments and
+	// unlabelled views watch with lags of their own (now and then slow, or
+	// listing again); its labeller writes the labels of its active
+	// partitions, now and then slowly, failing and retrying while the
+	// faults last. Besides the usual invariants the oracle checks that a
+	// partition activates only once both views have listed it, that no
+	// object of a partition a process runs is missing from its cache (but
+	// for the documented stray; see checkObject), and, at the end, that
+	// every object carries its own partition's label.
+	Labels bool
+	// LabelFixes are the changes to the cache as built that the model
+	// applies (LabelFix); 0: the cache as manager/cache builds it, which
+	// the simulation shows breaks the oracle in three ways.
+	LabelFixes LabelFix
+	// LabelsSyncIgnoresUnlabelled (with Labels) is a mutation: the caches
+	// report a partition synced once its label segment has listed, whatever
+	// the unlabelled view, to show the oracle finds it.
+	LabelsSyncIgnoresUnlabelled bool
+	// LabelsDropOnLeave (with Labels) is a mutation: an object that leaves
+	// a view is dropped at once rather than kept served until a live read
+	// decides, to show the oracle finds it.
+	LabelsDropOnLeave bool
 	// IgnoreCacheSync makes the cores activate without waiting for their
 	// caches (the oracle still checks), to show the check finds it.
 	IgnoreCacheSync bool
@@ -77,6 +105,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.ClockSkewPPM == 0 {
 		o.ClockSkewPPM = DefaultClockSkewPPM
+	}
+	if o.Labels {
+		o.PartitionCache = true
 	}
 	return o
 }
@@ -129,6 +160,8 @@ type Result struct {
 	// collection deleted.
 	CollectEarly bool
 	Collections  int
+	// Labels counts what the labels model did (Options.Labels).
+	Labels LabelStats
 }
 
 // Run plays one seed to its end and checks, at every step, that no
@@ -139,12 +172,16 @@ type Result struct {
 func Run(seed uint64, opts Options) Result {
 	w := newWorld(seed, opts.withDefaults())
 	w.run()
+	w.checkLabelsSettled()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
 		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
 		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists, Handovers: w.handovers,
 		CountChanges: w.countChanges, WeightReports: w.weightReports,
 		Finalizers: w.p.finalizers, Terminations: w.terminations, Finalizes: w.finalizes, CollectedTerminating: w.collectedTerminating,
 		FastJoins: w.fastJoins, UncleanScans: w.uncleanScans, CollectEarly: w.p.gcAfter != 0, Collections: w.collections}
+	if w.lab != nil {
+		r.Labels = w.lab.stats
+	}
 	if w.trace != nil {
 		r.Trace = w.trace.String()
 	}
@@ -173,6 +210,8 @@ type Summary struct {
 	// CollectSeeds counts the seeds whose cores collect within the seed;
 	// Collections, the Leases a peer's collection deleted.
 	CollectSeeds, Collections int64
+	// Labels adds up the labels model's counts (Settle: the longest).
+	Labels LabelStats
 	// Safety counts the violations of a safety invariant (the others are
 	// liveness failures: a partition not settled in time).
 	Safety int64
@@ -258,6 +297,7 @@ func (s *Summary) add(r Result) (safety bool) {
 	s.UncleanScans += int64(r.UncleanScans)
 	s.CollectSeeds += int64(btoi(r.CollectEarly))
 	s.Collections += int64(r.Collections)
+	s.Labels.add(r.Labels)
 	if r.Violation == "" {
 		return false
 	}

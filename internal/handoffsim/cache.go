@@ -20,6 +20,10 @@ type partCache struct {
 	// changed: SyncedPartitions differs from what the shell last read (an external
 	// shell's PartitionCache.Changed).
 	changed chan struct{}
+	// labels: the cache of a kind sharded by labels (Options.Labels,
+	// labelcache.go), whose label segments are the LISTs above; nil
+	// without.
+	labels *labelCache
 }
 
 func newPartCache(partitions int) partCache {
@@ -39,16 +43,24 @@ const (
 // time; failures only while the faults last.
 func (w *world) listTime() (time.Duration, bool) {
 	w.lists++
-	d := w.between(5*time.Millisecond, 200*time.Millisecond)
-	if w.rng.IntN(10) == 0 {
-		d = w.between(time.Second, maxListTime)
+	d, slow, fails := w.drawListTime()
+	if slow {
 		w.slowLists++
 	}
-	fails := !w.quiet && w.rng.IntN(100) < 15
 	if fails {
 		w.failedLists++
 	}
 	return d, fails
+}
+
+// drawListTime draws one LIST's time, whether it is slow, and whether it
+// fails.
+func (w *world) drawListTime() (d time.Duration, slow, fails bool) {
+	d = w.between(5*time.Millisecond, 200*time.Millisecond)
+	if slow = w.rng.IntN(10) == 0; slow {
+		d = w.between(time.Second, maxListTime)
+	}
+	return d, slow, !w.quiet && w.rng.IntN(100) < 15
 }
 
 // holdCache makes the cache hold set: new partitions are listed, released
@@ -71,6 +83,9 @@ func (p *proc) holdCache(set shard.PartitionSet) {
 				p.cacheChanged()
 			}
 		})
+	}
+	if c.labels != nil {
+		p.holdLabels(gained, released)
 	}
 	for q := range gained.All() {
 		c.token[q]++
@@ -109,10 +124,39 @@ func (p *proc) list(q int, tok uint64) {
 			w.after(w.between(100*time.Millisecond, maxListRetry), func() { p.list(q, tok) })
 			return
 		}
+		if p.pcache.labels != nil {
+			p.segmentListed(q)
+		}
 		p.pcache.synced.Add(q)
 		p.cacheChanged()
 	}
 	w.after(d, done)
+}
+
+// syncedPartitions is what the cache reports synced: the held partitions
+// whose LIST has succeeded, over both views with labels (labelSynced).
+func (p *proc) syncedPartitions() shard.PartitionSet {
+	if p.pcache.labels != nil {
+		return p.labelSynced()
+	}
+	return p.pcache.synced.Clone()
+}
+
+// cacheAdmits is the oracle's synced-before-act check of p activating
+// partition q: its cache must have listed it (with labels, both views, and
+// every object of q it can know of must be in them).
+func (p *proc) cacheAdmits(q int) bool {
+	w := p.w
+	switch {
+	case !w.p.partitionCache:
+		return true
+	case p.pcache.labels != nil:
+		return p.labelsAdmit(q)
+	case !p.pcache.synced.Has(q):
+		w.fail("%s activates %d before its cache has listed it (held %v, synced %v)", p, q, p.pcache.hold.Has(q), p.pcache.synced)
+		return false
+	}
+	return true
 }
 
 // cacheChanged reports the cache's synced set to the core, through the
@@ -126,7 +170,7 @@ func (p *proc) cacheChanged() {
 		p.shell.CacheChanged()
 		return
 	}
-	p.core.PartitionsSynced(p.pcache.synced.Clone())
+	p.core.PartitionsSynced(p.syncedPartitions())
 	if p.w.objects != nil {
 		p.countLater()
 	}
@@ -142,8 +186,9 @@ func (p *proc) Hold(set shard.PartitionSet) {
 	}
 }
 
-// SyncedPartitions returns the held partitions whose LIST has succeeded.
-func (p *proc) SyncedPartitions() shard.PartitionSet { return p.pcache.synced.Clone() }
+// SyncedPartitions returns the held partitions whose LIST has succeeded
+// (with labels, over both views).
+func (p *proc) SyncedPartitions() shard.PartitionSet { return p.syncedPartitions() }
 
 // Changed receives a value when SyncedPartitions may have changed.
 func (p *proc) Changed() <-chan struct{} { return p.pcache.changed }

@@ -5,8 +5,8 @@
 // to drain, crashes, pauses, partitions from the API server, membership
 // flapping and third-party Lease edits, and, against two of the core's
 // assumptions, clocks at different rates and stale views of peers' Leases;
-// see Options), driven by one seeded PRNG and one event queue, so that a
-// seed replays exactly.
+// sharded caches, by LISTs or by labels: see Options), driven by one seeded
+// PRNG and one event queue, so that a seed replays exactly.
 //
 // Each process runs a handoff.Core behind a shell. The built-in shell feeds
 // the core directly (shard/handoff's TestSimulation); an external Shell,

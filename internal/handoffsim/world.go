@@ -321,6 +321,9 @@ type world struct {
 	// nil otherwise); countChanges and weightReports are Result's.
 	objects                     []int
 	countChanges, weightReports int
+	// lab: the objects of a kind sharded by labels (labels.go); nil
+	// without Options.Labels.
+	lab *labelWorld
 	// handovers counts partitions revoked after staying active until
 	// their new owner's cache held them (Core.HandingOver).
 	handovers int
@@ -375,6 +378,7 @@ func newWorld(seed uint64, opts Options) *world {
 		w.p.faultsEnd = 30*time.Second + 2*w.p.faultsEnd
 	}
 	w.newShell = opts.Shell
+	w.lab = newLabelWorld(w, seed, opts)
 	w.p.finalizers = rng.IntN(4) != 0
 	// Drawn from a stream of their own, so that the seed's other choices
 	// stay what they were before collection ran in some seeds.
@@ -532,6 +536,7 @@ func (w *world) start(i int) {
 		departed: map[string][]departure{},
 	}
 	p.pcache = newPartCache(len(w.runningBy))
+	p.startLabelCache()
 	w.initialClockRate(p)
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
@@ -865,8 +870,8 @@ type proc struct {
 	// disarmed holds partitions whose reconcile in flight ran into a pause
 	// that outlasted the lease validity, from the resume until it returns:
 	// the worker starts none after it and the client transport refuses
-	// every write of one started before it (README, "How handoff works"
-	// item 7), so it runs on writing nothing, and is not active.
+	// every write of one started before it (docs/design.md, "Pauses and late
+	// writes"), so it runs on writing nothing, and is not active.
 	disarmed shard.PartitionSet
 
 	wakeAt  time.Duration // pending deadline wake-up; 0: none
@@ -1100,6 +1105,7 @@ func (p *proc) step() {
 		p.finalize(*r.Finalize)
 	}
 	p.core.Advance(r) // everything above was carried out
+	p.SetActive(p.core.Active())
 	if r.DeleteLease {
 		p.leaveComplete()
 	}
@@ -1163,8 +1169,7 @@ func (p *proc) activate(set shard.PartitionSet) bool {
 		if p.inflight.Has(q) {
 			w.fail("%s activates %d while its own drain of it is in flight", p, q)
 		}
-		if w.p.partitionCache && !p.pcache.synced.Has(q) {
-			w.fail("%s activates %d before its cache has listed it (held %v, synced %v)", p, q, p.pcache.hold.Has(q), p.pcache.synced)
+		if !p.cacheAdmits(q) {
 			return false
 		}
 		w.runningBy[q] = p

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -84,7 +85,9 @@ type Cache struct {
 	stopped     bool               // set when Start's context ends; no informer may start after
 	running     sync.WaitGroup     // one per running informer; Start waits for all
 	held        shard.PartitionSet // Hold's last set, for sharded kinds created later
-	changed     chan struct{}      // closed and replaced when SyncedPartitions may change
+	active      shard.PartitionSet // SetActive's last set, for labelled kinds created later
+	routes      map[informerKey][]shard.Route
+	changed     chan struct{} // closed and replaced when SyncedPartitions may change
 }
 
 type informerKey struct {
@@ -93,18 +96,39 @@ type informerKey struct {
 }
 
 // entry is one kind's informer: a SharedIndexInformer when the kind is
-// cached whole, a Segmented when it is sharded.
+// cached whole, a partitioned informer (Segmented, Labelled) when it is
+// sharded.
 type entry struct {
-	informer toolscache.SharedIndexInformer // nil when seg is set
-	seg      *Segmented
+	informer toolscache.SharedIndexInformer // nil when part is set
+	part     partitionedInformer
 	mapping  *meta.RESTMapping
 	mode     KindMode
+	route    shard.Route // the route its partitions are told by (labels mode)
+	// reprobed is the mode a probe at the kind's first object chose
+	// (reprobeFor); nil until then. mode stays the first decision.
+	reprobed atomic.Pointer[KindMode]
+}
+
+// partitionedInformer is the informer of a sharded kind: it holds the
+// objects of the partitions it is told to hold.
+type partitionedInformer interface {
+	Informer
+	Run(ctx context.Context)
+	Hold(set shard.PartitionSet)
+	Held() shard.PartitionSet
+	SyncedPartitions() shard.PartitionSet
+	Changed() <-chan struct{}
+	List() []any
+	ByIndex(name, value string) ([]any, error)
+	GetByKey(key string) (any, bool, error)
+	ObjectsListed() int64
+	countPartitions(counts []int)
 }
 
 // asInformer is e's informer as sources use it.
 func (e *entry) asInformer() Informer {
-	if e.seg != nil {
-		return e.seg
+	if e.part != nil {
+		return e.part
 	}
 	return e.informer
 }
@@ -132,8 +156,15 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	held := shard.NewPartitionSet(1)
 	shared := held
 	if sh := opts.Sharding; sh != nil {
-		if sh.Partitioner.Count() == 0 || !sh.Partitioner.Scheme().Ranged() {
-			return nil, errors.New("cache: Options.Sharding.Partitioner is not set; use the ring's RangePartitioner (shard.SchemeNamespace or shard.SchemeUID)")
+		if ls := sh.Labels; ls != nil {
+			if ls.Key == "" || ls.Partitioner == nil || ls.Partitioner.Count() < 1 {
+				return nil, errors.New("cache: Options.Sharding.Labels needs Key (shard.PartitionLabelKey) and Partitioner (the ring's)")
+			}
+			if sh.Partitioner.Count() > 0 && sh.Partitioner.Count() != ls.Partitioner.Count() {
+				return nil, fmt.Errorf("cache: Options.Sharding.Partitioner has %d partitions and Labels.Partitioner %d; both are the ring's", sh.Partitioner.Count(), ls.Partitioner.Count())
+			}
+		} else if sh.Partitioner.Count() == 0 || !sh.Partitioner.Scheme().Ranged() {
+			return nil, errors.New("cache: Options.Sharding.Partitioner is not set; use the ring's RangePartitioner (shard.SchemeNamespace or shard.SchemeUID), or set Sharding.Labels")
 		}
 		for _, obj := range sh.Full {
 			gvk, err := kindFromScheme(opts.Scheme, obj)
@@ -157,6 +188,8 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		fullKinds:   fullKinds,
 		shared:      shared,
 		held:        held,
+		active:      shard.NewPartitionSet(held.Size()),
+		routes:      map[informerKey][]shard.Route{},
 		changed:     make(chan struct{}),
 		config:      rest.CopyConfig(cfg),
 		httpClient:  httpClient,
@@ -206,8 +239,8 @@ func (c *Cache) SharedInformer(ctx context.Context, obj Object) (toolscache.Shar
 	if err != nil {
 		return nil, err
 	}
-	if e.seg != nil {
-		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.mode.Mode)
+	if e.part != nil {
+		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.currentMode().Mode)
 	}
 	return e.informer, nil
 }
@@ -239,9 +272,9 @@ func (c *Cache) Start(ctx context.Context) error {
 // have checked c.stopped, so no Add races Start's final Wait.
 func (c *Cache) runLocked(e *entry) {
 	ctx := c.runCtx
-	if e.seg != nil {
-		c.running.Go(func() { e.seg.Run(ctx) })
-		c.running.Go(func() { c.forward(ctx, e.seg) })
+	if e.part != nil {
+		c.running.Go(func() { e.part.Run(ctx) })
+		c.running.Go(func() { c.forward(ctx, e.part) })
 		return
 	}
 	c.running.Go(func() { e.informer.RunWithContext(ctx) })
@@ -327,10 +360,13 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 		}
 		return nil, fmt.Errorf("cache: mapping %s to an API resource: %w", key.gvk, err)
 	}
-	e = &entry{mapping: mapping, mode: c.shardingFor(ctx, key, mapping)}
+	e = &entry{mapping: mapping}
+	e.mode, e.route = c.shardingFor(ctx, key, mapping)
 	switch {
+	case e.mode.Mode == ModeLabels:
+		e.part, err = c.newLabelled(key, mapping, e.route)
 	case e.mode.Mode != ModeFull:
-		e.seg, err = c.newSegmented(key.gvk, mapping, e.mode)
+		e.part, err = c.newSegmented(key.gvk, mapping, e.mode)
 	case key.metadataOnly:
 		e.informer, err = c.newMetadataInformer(key.gvk, mapping)
 	default:
@@ -353,8 +389,11 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	if c.sharding != nil {
 		c.sharding.Logger.Info("caching a kind", "kind", key.gvk.String(), "mode", e.mode.Mode, "reason", e.mode.Reason)
 	}
-	if e.seg != nil {
-		e.seg.Hold(c.held)
+	if e.part != nil {
+		e.part.Hold(c.held)
+		if lab, ok := e.part.(*Labelled); ok {
+			lab.SetActive(c.active)
+		}
 		c.signalLocked() // a kind that has synced nothing yet narrows SyncedPartitions
 	}
 	if c.runCtx != nil {

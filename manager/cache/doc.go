@@ -2,10 +2,12 @@
 // SharedIndexInformer per GroupVersionKind (typed, or metadata-only for
 // *metav1.PartialObjectMetadata), started together, read through Get and List.
 //
-// ProbeShardSelector and ShardMatcher are the foundations of sharded caches
+// ProbeShardFiltering and ShardMatcher are the foundations of sharded caches
 // (Kubernetes 1.36 sharded list/watch, KEP-5866): the probe asks the API
-// server whether it applies a shard selector to a resource, trusting only an
-// exact ShardInfo echo; the matcher checks each object on the client.
+// server whether it applies a shard selector to a resource, trusting an
+// exact ShardInfo echo and, where the server echoes none (custom resources),
+// only a proof from what it returns about an existing object; the matcher
+// checks each object on the client.
 //
 // Segmented is the sharded informer of one resource (ring.PartitionCache):
 // it holds the partitions it is told to, one informer (segment) per gain, so
@@ -14,11 +16,14 @@
 // partitions is held; more than MaxSegments (default 4) are compacted into
 // one informer of everything held, which replaces them once synced. So a
 // replica holds one to MaxSegments+1 watches per resource. Segments LIST
-// (watch-list off) so every response's ShardInfo echo is checked, and every
-// item and event passes a client-side partition check before the store.
+// (watch-list off) so every response is checked as a whole (an object
+// outside the selector shows the server ignored it), and every item and
+// event passes a client-side partition check before the store.
 // Options.Sharding puts every namespaced typed kind of a Cache on Segmented
-// (probed per kind: sharded, or fallback where the server does not filter);
-// the manager turns it on with Options.PartitionBy namespace.
+// (probed per kind: sharded, or fallback where the server does not filter;
+// a kind with no object to probe with is probed again at its first, and
+// moves to sharded without a gap); the manager turns it on with
+// Options.PartitionBy namespace.
 //
 // Typed informers list and watch through a REST client built from the
 // caller's scheme, so custom resource types registered in that scheme work

@@ -86,6 +86,24 @@ func (c *Cache) typedListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMa
 // newMetadataInformer builds an informer holding only object metadata
 // (*metav1.PartialObjectMetadata) for gvk's resource.
 func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+	lw, err := c.metadataListWatch(gvk, mapping)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := c.metadataClient()
+	if err != nil {
+		return nil, err
+	}
+	return toolscache.NewSharedIndexInformerWithOptions(
+		toolscache.ToListWatcherWithWatchListSemantics(lw, mc),
+		&metav1.PartialObjectMetadata{},
+		c.informerOptions(gvk),
+	), nil
+}
+
+// metadataListWatch lists and watches gvk's resource as metadata only,
+// stamping the kind on every object, patient through outages.
+func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (*toolscache.ListWatch, error) {
 	mc, err := c.metadataClient()
 	if err != nil {
 		return nil, err
@@ -121,11 +139,7 @@ func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.R
 			}), nil
 		},
 	}
-	return toolscache.NewSharedIndexInformerWithOptions(
-		toolscache.ToListWatcherWithWatchListSemantics(patient(lw), mc),
-		&metav1.PartialObjectMetadata{},
-		c.informerOptions(gvk),
-	), nil
+	return patient(lw), nil
 }
 
 // speaksProtobuf reports whether obj's Go type has a protobuf encoding, as

@@ -67,6 +67,35 @@ func widgetScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
+// exampleWidgetCRD is the CustomResourceDefinition of Widget
+// (example.kshard.io/v1), a test type, with any fields allowed.
+func exampleWidgetCRD() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]interface{}{"name": "widgets.example.kshard.io"},
+		"spec": map[string]interface{}{
+			"group": "example.kshard.io", "scope": "Namespaced",
+			"names": map[string]interface{}{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+			"versions": []interface{}{map[string]interface{}{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]interface{}{"openAPIV3Schema": map[string]interface{}{
+					"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// createCRD creates a CustomResourceDefinition; callers wait until its
+// resource is served.
+func createCRD(t *testing.T, ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) {
+	t.Helper()
+	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -168,23 +197,7 @@ func TestIntegrationCache(t *testing.T) {
 
 	// Install the Widget CRD: the refreshing mapper finds it on the next
 	// request, and the typed informer decodes Widgets with the test scheme.
-	crd := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]interface{}{"name": "widgets.example.kshard.io"},
-		"spec": map[string]interface{}{
-			"group": "example.kshard.io", "scope": "Namespaced",
-			"names": map[string]interface{}{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"versions": []interface{}{map[string]interface{}{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]interface{}{"openAPIV3Schema": map[string]interface{}{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createCRD(t, ctx, dyn, exampleWidgetCRD())
 	widgets := dyn.Resource(widgetGV.WithResource("widgets")).Namespace("default")
 	await(t, "Widget resource served", func() bool {
 		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{

@@ -9,10 +9,16 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
+	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/dynamic"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/shard"
@@ -28,13 +34,23 @@ type Informer = interface {
 	GetStore() toolscache.Store
 }
 
-// Sharding configures a Cache that holds, for each namespaced typed kind,
-// only the objects of the partitions this replica holds (Cache.Hold), on the
-// API server's sharded list and watch (Kubernetes 1.36, KEP-5866).
+// Sharding configures a Cache that holds, for each namespaced kind, only
+// the objects of the partitions this replica holds (Cache.Hold): on the API
+// server's sharded list and watch (Kubernetes 1.36, KEP-5866) where it
+// filters a kind, and by partition labels (Labels) where it does not or the
+// ring's scheme is not ranged.
 type Sharding struct {
-	// Partitioner is the ring's partition function; its scheme must be
-	// ranged (shard.SchemeNamespace or shard.SchemeUID). Required.
+	// Partitioner is the ring's partition function when its scheme is
+	// ranged (shard.SchemeNamespace or shard.SchemeUID): kinds are then
+	// listed with a shard selector where the API server applies one.
+	// Required unless Labels is set.
 	Partitioner shard.RangePartitioner
+	// Labels shards kinds by the ring's partition label: kinds of a ring
+	// whose scheme is not ranged (shard.SchemeKey), and with a ranged one
+	// those the API server does not filter by a shard selector (no
+	// feature gate: every managed cluster today), which would otherwise be
+	// listed whole (ModeFallback).
+	Labels *LabelSharding
 	// Full lists kinds cached whole, as without Sharding: those a
 	// reconciler reads outside the partitions it owns (a ConfigMap every
 	// replica reads, say). Cluster-scoped and metadata-only kinds are
@@ -54,6 +70,29 @@ type Sharding struct {
 	// Logger receives one line per kind naming the mode chosen and why.
 	// Defaults to logr.Discard().
 	Logger logr.Logger
+}
+
+// LabelSharding configures the gate-free sharded cache: every object of a
+// sharded kind carries the ring's partition label, and a replica lists and
+// watches only the labels of the partitions it holds (see Labelled).
+type LabelSharding struct {
+	// Key is the ring's partition label (shard.PartitionLabelKey).
+	// Required.
+	Key string
+	// Partitioner is the ring's partition function of request keys
+	// (shard.PartitionerFor). Required.
+	Partitioner shard.Partitioner
+	// WriteConfig is the client configuration label patches are sent with.
+	// Give it one without the fencing transport: a label is a pure
+	// function of an object's key, so a write that lands late is harmless,
+	// and a replica whose lease has lapsed must still be able to label.
+	// Defaults to the cache's configuration.
+	WriteConfig *rest.Config
+	// QPS bounds the label patches per kind per second (DefaultLabelQPS).
+	QPS float64
+	// KeepManagedFields keeps metadata.managedFields in cached objects;
+	// by default a labelled kind's objects are stored without them.
+	KeepManagedFields bool
 }
 
 // ErrPartitionNotHeld is wrapped by the error of a Get or List of a sharded
@@ -88,14 +127,20 @@ const (
 	// the replica's partitions; the cache holds only those.
 	ModeSharded = "sharded"
 	// ModeFallback: sharding was asked for, but the API server does not
-	// filter the kind (no feature gate, an old server, a custom resource
-	// whose LIST echoes no ShardInfo in 1.36, or the probe failed): one
-	// informer lists, watches and stores the whole kind, as a full cache
-	// does (the memory is not saved), and reads and events are filtered on
-	// the client, so the cache still answers only for held partitions.
+	// filter the kind (no feature gate, an old server, or the probe
+	// failed), or the kind has no object yet to prove it does (probed
+	// again at its first, ProbeShardFiltering): one informer lists,
+	// watches and stores the whole kind, as a full cache does (the memory
+	// is not saved), and reads and events are filtered on the client, so
+	// the cache still answers only for held partitions.
 	ModeFallback = "fallback"
+	// ModeLabels: the kind is listed and watched by the ring's partition
+	// label (Sharding.Labels): the cache holds only the held partitions'
+	// objects, on any API server.
+	ModeLabels = "labels"
 	// ModeFull: the kind is cached whole (no sharding, Sharding.Full,
-	// cluster-scoped or metadata-only).
+	// cluster-scoped, metadata-only without labels, or a kind whose
+	// objects' partitions cannot be told).
 	ModeFull = "full"
 )
 
@@ -107,6 +152,16 @@ type KindMode struct {
 	// ObjectsListed counts the objects the API server returned to the
 	// kind's LISTs (sharded and fallback kinds; see Segmented).
 	ObjectsListed int64
+	// LabelPatches counts the label patches sent and ConfirmReads the live
+	// reads of objects that left a label selector (ModeLabels).
+	LabelPatches, ConfirmReads int64
+	// ForeignLabels counts the objects relabelled whose label carried a
+	// value naming no partition (LabelStats.ForeignValues).
+	ForeignLabels int64
+
+	// reprobe: in fallback only because the probe could not decide (the
+	// kind had no object to test with); probed again at its first object.
+	reprobe bool
 }
 
 // ModeReport returns how every kind created so far is cached, sorted by
@@ -116,10 +171,17 @@ func (c *Cache) ModeReport() []KindMode {
 	defer c.mu.Unlock()
 	out := make([]KindMode, 0, len(c.informers))
 	for key, e := range c.informers {
-		m := e.mode
+		m := e.currentMode()
 		m.Kind = key.gvk
-		if e.seg != nil {
-			m.ObjectsListed = e.seg.ObjectsListed()
+		if e.part != nil {
+			m.ObjectsListed = e.part.ObjectsListed()
+		}
+		if lab, ok := e.part.(*Labelled); ok {
+			st := lab.Stats()
+			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
+			if f := lab.Forbidden(); f != "" {
+				m.Reason = f
+			}
 		}
 		if key.metadataOnly {
 			m.Kind.Kind += " (metadata)"
@@ -145,8 +207,8 @@ func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
 	c.mu.Unlock()
 	out := make(map[schema.GroupVersionKind]int, len(entries))
 	for gvk, e := range entries {
-		if e.seg != nil {
-			out[gvk] = len(e.seg.List())
+		if e.part != nil {
+			out[gvk] = len(e.part.List())
 		} else {
 			out[gvk] = len(e.informer.GetStore().ListKeys())
 		}
@@ -180,62 +242,142 @@ func (c *Cache) ObjectsPerPartition() []int {
 		return nil
 	}
 	c.mu.Lock()
-	segs := make([]*Segmented, 0, len(c.informers))
+	segs := make([]partitionedInformer, 0, len(c.informers))
 	for _, e := range c.informers {
-		// A kind cached whole has no Segmented (entry.seg is nil).
-		if e.seg != nil {
-			segs = append(segs, e.seg)
+		// A kind cached whole has no partitioned informer.
+		if e.part != nil {
+			segs = append(segs, e.part)
 		}
 	}
 	c.mu.Unlock()
 	// The kinds' stores are walked outside c.mu, as in ObjectCounts: each
 	// Segmented guards its own, and Hold and Get must not wait for a walk.
-	counts := make([]int, c.sharding.Partitioner.Count())
+	counts := make([]int, c.sharding.partitions())
 	for _, seg := range segs {
 		seg.countPartitions(counts)
 	}
 	return counts
 }
 
-// shardingFor decides how the kind of key is cached. It probes the API
-// server once per kind, retrying while the server is unreachable; a probe
-// that fails otherwise (forbidden, say) falls back, logged: the client-side
-// check keeps a fallback exact.
-func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.RESTMapping) KindMode {
+// partitions is the ring's partition count.
+func (sh *Sharding) partitions() int {
+	if sh.Labels != nil {
+		return sh.Labels.Partitioner.Count()
+	}
+	return sh.Partitioner.Count()
+}
+
+// DeclareRoute tells the cache how a source maps obj's kind to requests
+// (controllers call it as they are built, before their sources start). A
+// cache sharded by labels needs it for each kind it labels: under the key
+// scheme an object's partition is that of its own key (shard.RouteSelf) or
+// its controller owner's (shard.RouteOwner), and a kind only mapped by a
+// function (shard.RouteMapped), or mapped both ways, is cached whole. It
+// fails when the kind's informer exists already in a mode the new route
+// does not fit.
+func (c *Cache) DeclareRoute(obj Object, route shard.Route) error {
+	key, err := c.keyOf(obj)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.routes[key], route) {
+		c.routes[key] = append(c.routes[key], route)
+	}
+	e, ok := c.informers[key]
+	if !ok || e.mode.Mode != ModeLabels {
+		return nil
+	}
+	if r, why := c.labelRoute(key); r != e.route {
+		return fmt.Errorf("cache: %s is already cached by partition label for route %s, and a source that maps it by route %s (%s) came after it started; build every controller before the manager starts, or list the kind in the manager's FullCacheKinds", key.gvk, e.route, route, why)
+	}
+	return nil
+}
+
+// labelRoute returns the route by which the kind of key is labelled, or 0
+// and why when it cannot be. Call with c.mu held.
+func (c *Cache) labelRoute(key informerKey) (shard.Route, string) {
+	routes := c.routes[key]
+	if c.sharding.Labels.Partitioner.Count() > 0 {
+		if _, ranged := c.sharding.Labels.Partitioner.(shard.RangePartitioner); ranged {
+			// A ranged scheme partitions by namespace: an object, its
+			// owner and whatever maps within its namespace share it.
+			return shard.RouteSelf, ""
+		}
+	}
+	switch {
+	case len(routes) == 0:
+		return 0, "no controller watches it, so the partition of its objects cannot be told (a reconciler reading it by name may need any of them)"
+	case slices.Contains(routes, shard.RouteMapped):
+		return 0, "a controller maps its events with a function, so the partition of its objects cannot be told"
+	case len(routes) > 1:
+		return 0, "controllers map it both to its own key and to its owner's, which are different partitions"
+	}
+	return routes[0], ""
+}
+
+// shardingFor decides how the kind of key is cached, and by which route its
+// labels are told (ModeLabels). It probes the API server once per kind
+// where a shard selector could serve (probeServer), retrying while the
+// server is unreachable; a probe that fails otherwise falls back, logged.
+// A kind that had no object to probe with falls back until its first
+// (reprobeFor), or is labelled where labels are on.
+func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.RESTMapping) (KindMode, shard.Route) {
 	sh := c.sharding
 	switch {
 	case sh == nil:
-		return KindMode{Mode: ModeFull, Reason: "sharding is off"}
-	case key.metadataOnly:
-		return KindMode{Mode: ModeFull, Reason: "metadata-only kinds are cached whole: the API server does not echo ShardInfo on metadata-only lists"}
+		return KindMode{Mode: ModeFull, Reason: "sharding is off"}, 0
 	case mapping.Scope.Name() != meta.RESTScopeNameNamespace:
-		return KindMode{Mode: ModeFull, Reason: "cluster-scoped kinds are cached whole"}
+		return KindMode{Mode: ModeFull, Reason: "cluster-scoped kinds are cached whole"}, 0
 	case slices.Contains(c.fullKinds, key.gvk):
-		return KindMode{Mode: ModeFull, Reason: "listed in Sharding.Full"}
+		return KindMode{Mode: ModeFull, Reason: "listed in Sharding.Full"}, 0
+	case sh.partitions() < 2:
+		return KindMode{Mode: ModeFull, Reason: "a ring of one partition has nothing to shard"}, 0
 	}
-	if sh.Partitioner.Count() < 2 {
-		return KindMode{Mode: ModeFull, Reason: "a ring of one partition has nothing to shard"}
-	}
-	selector, err := sh.Partitioner.Selector(shard.NewPartitionSet(sh.Partitioner.Count(), 0))
-	if err == nil {
-		var dc dynamic.Interface
-		if dc, err = dynamic.NewForConfigAndClient(c.config, c.httpClient); err == nil {
-			ns, _ := c.namespaceFor(mapping)
-			var probe ShardProbe
-			// Patient like the informers: a replica started while the API
-			// server is unreachable must not settle for the fallback.
-			probe, err = retryUnreachable(ctx, func() (ShardProbe, error) {
-				return ProbeShardSelector(ctx, dc, mapping.Resource, ns, selector)
-			})
-			if err == nil {
-				if probe.Filtered {
-					return KindMode{Mode: ModeSharded}
-				}
-				return KindMode{Mode: ModeFallback, Reason: probe.Reason}
-			}
+	server := KindMode{Mode: ModeFull, Reason: "metadata-only kinds are not sharded by the API server: it echoes no ShardInfo on metadata-only lists"}
+	if !key.metadataOnly && sh.Partitioner.Count() > 0 {
+		if server = c.probeServer(ctx, mapping); server.Mode == ModeSharded {
+			return server, 0
 		}
 	}
-	return KindMode{Mode: ModeFallback, Reason: fmt.Sprintf("probing the API server's sharded list failed (%v); listing the whole kind and filtering on the client", err)}
+	if sh.Labels == nil {
+		return server, 0
+	}
+	c.mu.Lock()
+	route, why := c.labelRoute(key)
+	c.mu.Unlock()
+	if route == 0 {
+		return KindMode{Mode: ModeFull, Reason: why + "; cached whole (list it in FullCacheKinds to say so, or partition by namespace)"}, 0
+	}
+	if denied := c.canPatch(ctx, mapping); denied != "" {
+		return KindMode{Mode: ModeFull, Reason: denied}, 0
+	}
+	return KindMode{Mode: ModeLabels}, route
+}
+
+// canPatch asks the API server (a SelfSubjectAccessReview) whether this
+// replica may patch the kind, which labelling needs; it returns why not,
+// or "" when it may. A review that cannot be made counts as allowed: the
+// labeller reports a refusal when it meets one.
+func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string {
+	cs, err := authorizationv1.NewForConfigAndClient(c.config, c.httpClient)
+	if err != nil {
+		return ""
+	}
+	ns, _ := c.namespaceFor(mapping)
+	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authzv1.ResourceAttributes{
+			Namespace: ns, Verb: "patch", Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
+		},
+	}}
+	got, err := retryUnreachable(ctx, func() (*authzv1.SelfSubjectAccessReview, error) {
+		return cs.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+	})
+	if err != nil || got.Status.Allowed {
+		return ""
+	}
+	return fmt.Sprintf("this replica may not patch %s (RBAC), which labelling its objects needs; cached whole: grant the ring's service account patch on it", mapping.Resource.GroupResource())
 }
 
 // newSegmented builds the sharded informer of a typed kind.
@@ -249,8 +391,92 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		ListWatch:   lw.ListWatch,
 		Example:     example,
 		Filtered:    mode.Mode == ModeSharded,
+		Reprobe:     c.reprobeFor(gvk, mapping, mode),
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
 	})
+}
+
+// newLabelled builds the label-sharded informer of a kind.
+func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route) (*Labelled, error) {
+	ls := c.sharding.Labels
+	var lw toolscache.ListerWatcherWithContext
+	var example runtime.Object
+	var get func(ctx context.Context, ns, name string) (runtime.Object, error)
+	ns, scoped := c.namespaceFor(mapping)
+	if key.metadataOnly {
+		mlw, err := c.metadataListWatch(key.gvk, mapping)
+		if err != nil {
+			return nil, err
+		}
+		lw, example = mlw, &metav1.PartialObjectMetadata{}
+		mc, err := c.metadataClient()
+		if err != nil {
+			return nil, err
+		}
+		get = func(ctx context.Context, ns, name string) (runtime.Object, error) {
+			obj, err := mc.Resource(mapping.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				obj.SetGroupVersionKind(key.gvk)
+			}
+			return obj, err
+		}
+	} else {
+		tlw, ex, err := c.typedListWatch(key.gvk, mapping)
+		if err != nil {
+			return nil, err
+		}
+		lw, example = tlw.ListWatch, ex
+		get = func(ctx context.Context, getNS, name string) (runtime.Object, error) {
+			obj, err := c.scheme.New(key.gvk)
+			if err != nil {
+				return nil, err
+			}
+			err = tlw.rc.Get().NamespaceIfScoped(getNS, scoped || getNS != "").Resource(mapping.Resource.Resource).Name(name).Do(ctx).Into(obj)
+			return obj, err
+		}
+	}
+	_ = ns
+	writeCfg := ls.WriteConfig
+	if writeCfg == nil {
+		writeCfg = c.config
+	}
+	writer, err := metadata.NewForConfig(writeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("cache: building the label writer: %w", err)
+	}
+	var transform toolscache.TransformFunc
+	if !ls.KeepManagedFields {
+		transform = stripManagedFields
+	}
+	return NewLabelled(LabelledOptions{
+		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
+		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS,
+		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)},
+		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
+	})
+}
+
+// objectClient is a Labelled's ObjectClient: typed (or metadata) reads
+// through the cache's clients, label patches through the writer.
+type objectClient struct {
+	get    func(ctx context.Context, namespace, name string) (runtime.Object, error)
+	writer metadata.Getter
+}
+
+func (o objectClient) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
+	return o.get(ctx, namespace, name)
+}
+
+func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) (string, error) {
+	patch, err := labelPatch(labels)
+	if err != nil {
+		return "", err
+	}
+	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return "", err
+	}
+	return got.ResourceVersion, nil
 }
 
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
@@ -265,8 +491,25 @@ func (c *Cache) Hold(set shard.PartitionSet) {
 	}
 	c.held = set.Union(c.shared)
 	for _, e := range c.informers {
-		if e.seg != nil {
-			e.seg.Hold(c.held)
+		if e.part != nil {
+			e.part.Hold(c.held)
+		}
+	}
+}
+
+// SetActive tells the labelled kinds which partitions are active on this
+// replica: their owner labels their unlabelled objects. The coordinator
+// calls it whenever the active set changes.
+func (c *Cache) SetActive(set shard.PartitionSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sharding == nil {
+		return
+	}
+	c.active = set.Clone()
+	for _, e := range c.informers {
+		if lab, ok := e.part.(*Labelled); ok {
+			lab.SetActive(set)
 		}
 	}
 }
@@ -279,8 +522,8 @@ func (c *Cache) SyncedPartitions() shard.PartitionSet {
 	defer c.mu.Unlock()
 	out := c.held.Clone()
 	for _, e := range c.informers {
-		if e.seg != nil {
-			out = out.Intersect(e.seg.SyncedPartitions())
+		if e.part != nil {
+			out = out.Intersect(e.part.SyncedPartitions())
 		}
 	}
 	return out
@@ -300,13 +543,14 @@ func (c *Cache) signalLocked() {
 	c.changed = make(chan struct{})
 }
 
-// forward turns a Segmented's changes into the Cache's until ctx ends.
-func (c *Cache) forward(ctx context.Context, seg *Segmented) {
+// forward turns a partitioned informer's changes into the Cache's until
+// ctx ends.
+func (c *Cache) forward(ctx context.Context, part partitionedInformer) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-seg.Changed():
+		case <-part.Changed():
 			c.mu.Lock()
 			c.signalLocked()
 			c.mu.Unlock()
@@ -314,16 +558,33 @@ func (c *Cache) forward(ctx context.Context, seg *Segmented) {
 	}
 }
 
-// awaitPartition waits until partition p of seg's kind is synced, or
+// partitionOfKey returns the partition of the object namespace/name of e's
+// kind as a key tells it; ok is false when the key does not (the uid
+// scheme, or a kind labelled by its controller owner).
+func (c *Cache) partitionOfKey(e *entry, namespace, name string) (int, bool) {
+	if e.mode.Mode == ModeLabels {
+		ls := c.sharding.Labels
+		if _, ranged := ls.Partitioner.(shard.RangePartitioner); ranged || e.route == shard.RouteSelf {
+			return ls.Partitioner.Partition(shard.KeyOf(namespace, name)), true
+		}
+		return 0, false
+	}
+	if c.sharding.Partitioner.Scheme() != shard.SchemeNamespace {
+		return 0, false
+	}
+	return c.sharding.Partitioner.PartitionOfObject(namespace, "")
+}
+
+// awaitPartition waits until partition p of part's kind is synced, or
 // fails at once with ErrPartitionNotHeld if it is not held.
-func (c *Cache) awaitPartition(ctx context.Context, seg *Segmented, gr schema.GroupResource, what string, p int, ok bool) error {
+func (c *Cache) awaitPartition(ctx context.Context, part partitionedInformer, gr schema.GroupResource, what string, p int) error {
 	for {
 		changed := c.Changed()
-		if !ok || !seg.Held().Has(p) {
-			return fmt.Errorf("%w: %s %s is in partition %d (%s); this replica reads only the partitions it holds: read it from the API server, list its kind in the manager's FullCacheKinds, or its namespace in SharedNamespaces",
-				ErrPartitionNotHeld, gr, what, p, c.sharding.Partitioner.Scheme())
+		if !part.Held().Has(p) {
+			return fmt.Errorf("%w: %s %s is in partition %d; this replica reads only the partitions it holds: read it from the API server, list its kind in the manager's FullCacheKinds, or its namespace in SharedNamespaces",
+				ErrPartitionNotHeld, gr, what, p)
 		}
-		if seg.SyncedPartitions().Has(p) {
+		if part.SyncedPartitions().Has(p) {
 			return nil
 		}
 		select {
@@ -336,35 +597,45 @@ func (c *Cache) awaitPartition(ctx context.Context, seg *Segmented, gr schema.Gr
 
 // getSharded is Get for a sharded kind.
 func (c *Cache) getSharded(ctx context.Context, e *entry, key string, namespace, name string) (any, bool, error) {
-	p, ok := c.sharding.Partitioner.PartitionOfObject(namespace, "")
-	if c.sharding.Partitioner.Scheme() != shard.SchemeNamespace {
-		// Under SchemeUID the key does not tell the partition: look in
-		// every held partition; absence cannot be told from elsewhere.
-		obj, found, err := e.seg.GetByKey(key)
-		if err == nil && !found {
+	gr := e.mapping.Resource.GroupResource()
+	p, known := c.partitionOfKey(e, namespace, name)
+	if !known {
+		obj, found, err := e.part.GetByKey(key)
+		if err == nil && !found && e.mode.Mode != ModeLabels {
+			// Under SchemeUID the key does not tell the partition: look
+			// in every held partition; absence cannot be told from
+			// elsewhere.
 			err = fmt.Errorf("%w: %s %s is not in the partitions held here, and under the uid scheme its partition cannot be told from its name",
-				ErrPartitionNotHeld, e.mapping.Resource.GroupResource(), key)
+				ErrPartitionNotHeld, gr, key)
 		}
 		return obj, found, err
 	}
-	if err := c.awaitPartition(ctx, e.seg, e.mapping.Resource.GroupResource(), key, p, ok); err != nil {
+	if err := c.awaitPartition(ctx, e.part, gr, key, p); err != nil {
 		return nil, false, err
 	}
-	return e.seg.GetByKey(key)
+	return e.part.GetByKey(key)
 }
 
 // listSharded is List for a sharded kind: the objects of namespace if it is
 // in a held partition, or of every held partition when namespace is "".
 func (c *Cache) listSharded(ctx context.Context, e *entry, namespace string) ([]any, error) {
-	gr := e.mapping.Resource.GroupResource()
 	if namespace == "" {
-		return e.seg.List(), nil
+		return e.part.List(), nil
 	}
-	if c.sharding.Partitioner.Scheme() == shard.SchemeNamespace {
-		p, ok := c.sharding.Partitioner.PartitionOfObject(namespace, "")
-		if err := c.awaitPartition(ctx, e.seg, gr, "in namespace "+namespace, p, ok); err != nil {
+	if p, known := c.partitionOfKey(e, namespace, ""); known && c.namespacePartitioned(e) {
+		if err := c.awaitPartition(ctx, e.part, e.mapping.Resource.GroupResource(), "in namespace "+namespace, p); err != nil {
 			return nil, err
 		}
 	}
-	return e.seg.ListNamespace(namespace)
+	return e.part.ByIndex(toolscache.NamespaceIndex, namespace)
+}
+
+// namespacePartitioned reports whether a namespace lies in one partition
+// of e's kind (the namespace scheme).
+func (c *Cache) namespacePartitioned(e *entry) bool {
+	if e.mode.Mode == ModeLabels {
+		rp, ranged := c.sharding.Labels.Partitioner.(shard.RangePartitioner)
+		return ranged && rp.Scheme() == shard.SchemeNamespace
+	}
+	return c.sharding.Partitioner.Scheme() == shard.SchemeNamespace
 }

@@ -108,8 +108,8 @@ func TestObjectsPerPartition(t *testing.T) {
 		return cs.CoreV1().ConfigMaps("").Watch(ctx, o)
 	}, &corev1.ConfigMap{})
 	services := corev1informers.NewServiceInformer(cs, "", 0, toolscache.Indexers{})
-	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}}] = &entry{seg: secrets, mode: KindMode{Mode: ModeSharded}}
-	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}] = &entry{seg: configMaps, mode: KindMode{Mode: ModeFallback}}
+	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}}] = &entry{part: secrets, mode: KindMode{Mode: ModeSharded}}
+	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}] = &entry{part: configMaps, mode: KindMode{Mode: ModeFallback}}
 	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Service"}}] = &entry{informer: services, mode: KindMode{Mode: ModeFull, Reason: "listed in Sharding.Full"}}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -33,7 +33,7 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, obj Object) e
 	}
 	var item any
 	var exists bool
-	if e.seg != nil {
+	if e.part != nil {
 		item, exists, err = c.getSharded(ctx, e, storeKey, key.Namespace, key.Name)
 		if errors.Is(err, ErrPartitionNotHeld) {
 			return err
@@ -73,7 +73,7 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, namespace string)
 		return err
 	}
 	var items []interface{}
-	if e.seg != nil {
+	if e.part != nil {
 		if items, err = c.listSharded(ctx, e, namespace); err != nil {
 			return err
 		}

@@ -25,23 +25,56 @@ const DefaultMaxSegments = 4
 // SegmentedOptions configure a Segmented.
 type SegmentedOptions struct {
 	// Partitioner maps objects to partitions by the server's hash
-	// (shard.Config.Scheme namespace or uid). Required.
+	// (shard.Config.Scheme namespace or uid). Required unless LabelKey is
+	// set.
 	Partitioner shard.RangePartitioner
+	// LabelKey, when set, makes segments select objects by the ring's
+	// partition label (shard.PartitionLabelKey) instead of a shard
+	// selector: a segment of partitions S lists and watches
+	// "LabelKey in (S)", and an object is stored under the partition its
+	// label names. Every API server applies label selectors, so Filtered
+	// is implied. Partitions is then the ring's partition count.
+	LabelKey   string
+	Partitions int
 	// ListWatch lists and watches the resource; the Segmented sets
-	// ListOptions.ShardSelector on every call when Filtered. Required.
+	// ListOptions.ShardSelector (or LabelSelector) on every call when
+	// Filtered. Required.
 	ListWatch toolscache.ListerWatcherWithContext
 	// Example is an object of the resource's type (for the informers).
 	// Required.
 	Example runtime.Object
 	// Filtered: the API server applies shard selectors to this resource
-	// (ProbeShardSelector said so). Otherwise the Segmented falls back to
+	// (ProbeShardFiltering said so). Otherwise the Segmented falls back to
 	// one informer of the whole resource, filtered on the client only.
 	Filtered bool
+	// Reprobe, for a Segmented that starts unfiltered because the probe
+	// had no object to test with (ShardProbe.Retry), asks again whether
+	// the server filters the resource. Run calls it on a goroutine it
+	// owns once the informer of the whole resource caches an object.
+	// Filtered: the Segmented moves to the server's filter (one segment
+	// lists the held partitions with the selector and replaces the whole
+	// informer once synced, so no partition stops being synced). Retry:
+	// asked again once an object is cached, no sooner than after a delay
+	// that doubles from 1 s to 5 minutes. Anything else is final.
+	// Default nil: the mode never changes.
+	Reprobe func(ctx context.Context) ShardProbe
 	// MaxSegments: more informers than this are compacted into one, off
 	// the handoff path. Default DefaultMaxSegments.
 	MaxSegments int
+	// Transform is applied to every object before it is stored (an
+	// informer transform). Default: none.
+	Transform toolscache.TransformFunc
+	// Indexers are added to every segment's informer besides the
+	// namespace index.
+	Indexers toolscache.Indexers
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
+
+	// leaving, when set, is told of every object that leaves a segment (a
+	// DELETED event, or a relist without it) before the segment's store
+	// drops it: a Labelled keeps serving an object that left a label
+	// selector until it knows where it went.
+	leaving func(obj runtime.Object)
 }
 
 // Segmented is an informer of one resource that holds only the objects of
@@ -66,9 +99,12 @@ type Segmented struct {
 	segments []*segment // oldest first
 	handlers []*segmentedHandler
 	changed  chan struct{}
+	filtered bool // segments list with the server's filter: opts.Filtered, or Reprobe proved it
+
+	objectSeen chan struct{} // the whole informer cached an object, for Reprobe
 
 	listed     atomic.Int64 // objects the server returned to LISTs
-	unfiltered atomic.Int64 // LISTs with a selector that came back without its echo
+	unfiltered atomic.Int64 // LISTs with a shard selector the server did not apply (UnfilteredLists)
 }
 
 // segment is one informer and the partitions it was started for.
@@ -78,13 +114,16 @@ type segment struct {
 	cancel   context.CancelFunc
 	synced   atomic.Bool
 	compacts bool // started to replace every older segment
+	filtered bool // lists with a selector (else: the whole resource)
 }
 
 // NewSegmented validates opts and returns a Segmented holding nothing; call
 // Run, then Hold.
 func NewSegmented(opts SegmentedOptions) (*Segmented, error) {
 	switch {
-	case opts.Partitioner.Count() == 0:
+	case opts.LabelKey != "" && opts.Partitions < 1:
+		return nil, fmt.Errorf("cache: SegmentedOptions.Partitions=%d with LabelKey %q; pass the ring's partition count", opts.Partitions, opts.LabelKey)
+	case opts.LabelKey == "" && opts.Partitioner.Count() == 0:
 		return nil, errors.New("cache: SegmentedOptions.Partitioner is nil; use the ring's shard.Config.RangePartitioner (scheme namespace or uid)")
 	case opts.ListWatch == nil:
 		return nil, errors.New("cache: SegmentedOptions.ListWatch is nil")
@@ -99,7 +138,15 @@ func NewSegmented(opts SegmentedOptions) (*Segmented, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Segmented{opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitioner.Count()), changed: make(chan struct{}, 1)}, nil
+	if opts.LabelKey != "" {
+		opts.Filtered = true
+	} else {
+		opts.Partitions = opts.Partitioner.Count()
+	}
+	return &Segmented{
+		opts: opts, log: opts.Logger, held: shard.NewPartitionSet(opts.Partitions),
+		changed: make(chan struct{}, 1), filtered: opts.Filtered, objectSeen: make(chan struct{}, 1),
+	}, nil
 }
 
 // Run owns the segments' informers until ctx ends, then stops them and
@@ -109,6 +156,9 @@ func (s *Segmented) Run(ctx context.Context) {
 	s.ctx = ctx
 	held := s.held.Clone()
 	s.held = shard.NewPartitionSet(held.Size())
+	if s.opts.Reprobe != nil && !s.filtered {
+		s.wg.Go(func() { s.reprobe(ctx) })
+	}
 	s.mu.Unlock()
 	if !held.IsEmpty() {
 		s.Hold(held) // what was asked before Run
@@ -145,7 +195,7 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 			kept := seg.parts.Intersect(s.held)
 			switch {
 			case kept.IsEmpty():
-			case s.opts.Filtered && !seg.compacts && !seg.synced.Load() && !kept.Equal(seg.parts):
+			case s.filtered && !seg.compacts && !seg.synced.Load() && !kept.Equal(seg.parts):
 				// Still listing partitions no longer held: restart it
 				// for the rest. Otherwise a segment caches its released
 				// partitions' objects (hidden, never served) until its last
@@ -165,14 +215,17 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 	}
 	switch {
 	case gained.IsEmpty():
-	case !s.opts.Filtered:
+	case !s.filtered:
 		// Fallback: one informer of everything, started once.
 		if len(s.segments) == 0 {
 			s.start(shard.FullPartitionSet(set.Size()), false)
 		} else {
 			s.signal()
 		}
-	case len(s.segments)+1 > s.opts.MaxSegments:
+	case len(s.segments)+1 > s.opts.MaxSegments || s.wholeRuns():
+		// A compaction replaces the whole informer of a fallback that
+		// moved to the server's filter only once it covers every held
+		// partition: one of the gained alone would leave it running.
 		s.start(s.held.Clone(), true)
 	default:
 		s.start(gained, false)
@@ -182,10 +235,18 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 // start runs a segment for parts. Call with s.mu held.
 func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	seg := &segment{parts: parts, cancel: cancel, compacts: compacts}
-	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts), s.opts.Example, toolscache.SharedIndexInformerOptions{
-		Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
-	})
+	seg := &segment{parts: parts, cancel: cancel, compacts: compacts, filtered: s.filtered}
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	for name, f := range s.opts.Indexers {
+		indexers[name] = f
+	}
+	seg.inf = toolscache.NewSharedIndexInformerWithOptions(s.listWatchFor(parts, seg), s.opts.Example, toolscache.SharedIndexInformerOptions{Indexers: indexers})
+	if s.opts.Transform != nil {
+		_ = seg.inf.SetTransform(s.opts.Transform)
+	}
+	if !seg.filtered && s.opts.Reprobe != nil {
+		_, _ = seg.inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.noteObject() }})
+	}
 	for _, h := range s.handlers {
 		s.register(seg, h)
 	}
@@ -223,14 +284,14 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 }
 
 // segmentListWatch turns client-go's watch-list off for a segment: its
-// initial state comes from a LIST, whose response echoes the shard selector
-// the server applied (ListMeta.ShardInfo), which a streamed watch does not.
-// The server filters a watch-list by the selector too, but streaming is
-// slower where it matters: measured at 100,000 objects (bench phase 9,
-// 2026-11-26), streamed segments formed 3 replicas in 6.3 s against 4.3 s,
-// rolled them in 18 s against 11 s with a handoff p99 of 1.52 s against
-// 0.89 s (each move waits for its new owner's segment), and peaked higher
-// (247 MiB against 235).
+// initial state comes from a LIST, whose response is checked as a whole
+// (UnfilteredLists), which a stream of events is not. The server filters a
+// watch-list by the selector too, but streaming is slower where it
+// matters: measured at 100,000 objects (bench phase 9, 2026-11-26),
+// streamed segments formed 3 replicas in 6.3 s against 4.3 s, rolled them
+// in 18 s against 11 s with a handoff p99 of 1.52 s against 0.89 s (each
+// move waits for its new owner's segment), and peaked higher (247 MiB
+// against 235).
 type segmentListWatch struct{ *toolscache.ListWatch }
 
 // IsWatchListSemanticsUnSupported tells the reflector to LIST.
@@ -239,23 +300,27 @@ func (segmentListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // listWatchFor is the resource's list and watch restricted to parts: the
 // selector sent to the server when it filters, and a client-side check of
 // every item and event in any case.
-func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatcher {
+func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolscache.ListerWatcher {
 	matcher := func(obj runtime.Object) bool {
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return false
-		}
-		p, ok := s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
+		p, ok := s.partitionOf(obj)
 		return ok && parts.Has(p)
 	}
-	selector := ""
-	if s.opts.Filtered {
-		selector, _ = s.opts.Partitioner.Selector(parts)
+	shardSelector, labelSelector := "", ""
+	switch {
+	case s.opts.LabelKey != "":
+		labelSelector, _ = shard.LabelSelectorIn(s.opts.LabelKey, parts)
+	case s.filtered:
+		shardSelector, _ = s.opts.Partitioner.Selector(parts)
+	}
+	selector := shardSelector // the one whose application is checked
+	setSelector := func(o *metav1.ListOptions) {
+		o.ShardSelector = shardSelector
+		o.LabelSelector = andSelectors(o.LabelSelector, labelSelector)
 	}
 	inner := s.opts.ListWatch
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.ShardSelector = selector
+			setSelector(&o)
 			list, err := inner.ListWithContext(ctx, o)
 			if err != nil {
 				return nil, err
@@ -264,30 +329,40 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatc
 			if err != nil {
 				return nil, err
 			}
-			s.listed.Add(int64(len(items)))
-			if selector != "" && !echoes(list, selector) {
+			listed := len(items)
+			s.listed.Add(int64(listed))
+			kept := slices.DeleteFunc(items, func(o runtime.Object) bool { return !matcher(o) })
+			if selector != "" && (len(kept) < listed || echoesAnother(list, selector)) {
 				// Another API server behind the same address may lack the
-				// gate: the client-side check below keeps the store exact.
+				// gate: the client-side check keeps the store exact.
 				if s.unfiltered.Add(1) == 1 {
-					s.log.Info("the API server did not echo the shard selector on a LIST; filtering on the client (HA control plane with the ShardedListAndWatch gate on some servers only?)")
+					s.log.Info("the API server returned objects outside the shard selector to a LIST; filtering on the client (HA control plane with the ShardedListAndWatch gate on some servers only?)")
 				}
 			}
-			kept := slices.DeleteFunc(items, func(o runtime.Object) bool { return !matcher(o) })
+			if s.opts.leaving != nil {
+				reportVanished(seg.inf.GetStore(), kept, s.opts.leaving)
+			}
 			if err := meta.SetList(list, kept); err != nil {
 				return nil, err
 			}
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.ShardSelector = selector
+			setSelector(&o)
 			w, err := inner.WatchWithContext(ctx, o)
 			if err != nil {
 				return nil, err
 			}
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				switch ev.Type {
-				case watch.Added, watch.Modified, watch.Deleted:
+				case watch.Added, watch.Modified:
 					return ev, matcher(ev.Object)
+				case watch.Deleted:
+					keep := matcher(ev.Object)
+					if keep && s.opts.leaving != nil {
+						s.opts.leaving(ev.Object)
+					}
+					return ev, keep
 				}
 				return ev, true // bookmarks and errors carry no object of a partition
 			}), nil
@@ -295,19 +370,65 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet) toolscache.ListerWatc
 	}}
 }
 
-// echoes reports whether a LIST response says the server applied selector.
-func echoes(list runtime.Object, selector string) bool {
+// reportVanished tells leaving of every object in store that a relist's
+// items no longer have: the store is about to drop it.
+func reportVanished(store toolscache.Store, items []runtime.Object, leaving func(runtime.Object)) {
+	if len(store.ListKeys()) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(items))
+	for _, it := range items {
+		if k, err := toolscache.MetaNamespaceKeyFunc(it); err == nil {
+			listed[k] = true
+		}
+	}
+	for _, obj := range store.List() {
+		if k, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil && !listed[k] {
+			if o, ok := obj.(runtime.Object); ok {
+				leaving(o)
+			}
+		}
+	}
+}
+
+// andSelectors joins two label selectors: objects must match both. The
+// ListWatch's own selector (a cache that holds only some labels, say) is
+// kept beside the partition label's.
+func andSelectors(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "," + b
+}
+
+// echoesAnother reports whether a LIST response says the server applied
+// another selector than the one sent. No echo at all says nothing: the
+// server filters custom resources without one (Kubernetes 1.36).
+func echoesAnother(list runtime.Object, selector string) bool {
 	a, ok := list.(metav1.ListMetaAccessor)
 	if !ok {
 		return false
 	}
 	m, ok := a.GetListMeta().(*metav1.ListMeta)
-	return ok && m.ShardInfo != nil && m.ShardInfo.Selector == selector
+	return ok && m.ShardInfo != nil && m.ShardInfo.Selector != selector
 }
 
 // UnfilteredLists counts the LISTs sent with a shard selector whose
-// response did not echo it (the server ignored it; the client filtered).
+// response shows the server did not apply it: it held objects outside the
+// selector (the client dropped them), or echoed another selector.
 func (s *Segmented) UnfilteredLists() int64 { return s.unfiltered.Load() }
+
+// Filtered reports whether the segments list and watch with a selector the
+// API server applies: SegmentedOptions.Filtered (or LabelKey), or Reprobe
+// has proved since that the server filters.
+func (s *Segmented) Filtered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.filtered
+}
 
 // signal notes that SyncedPartitions may have changed. Never blocks.
 func (s *Segmented) signal() {
@@ -356,9 +477,11 @@ func (s *Segmented) owns(seg *segment, obj any) bool {
 	return ok && s.held.Has(p) && seg.parts.Has(p) && s.speakerOf(p) == seg
 }
 
-// partitionOf returns the partition of a stored object (or of the object a
-// DeletedFinalStateUnknown carries) by the ring's partition function; ok is
-// false for an object without metadata, or without UID under the uid scheme.
+// partitionOf returns the partition an object (or the object a
+// DeletedFinalStateUnknown carries) is stored under: by the ring's partition
+// function of the server's hash, or the partition its label names. ok is
+// false for an object without metadata, without UID under the uid scheme, or
+// without a valid partition label.
 func (s *Segmented) partitionOf(obj any) (p int, ok bool) {
 	if d, isDeleted := obj.(toolscache.DeletedFinalStateUnknown); isDeleted {
 		obj = d.Obj
@@ -366,6 +489,9 @@ func (s *Segmented) partitionOf(obj any) (p int, ok bool) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return -1, false
+	}
+	if s.opts.LabelKey != "" {
+		return shard.ParsePartitionLabel(m.GetLabels()[s.opts.LabelKey], s.opts.Partitions)
 	}
 	return s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
 }
@@ -532,11 +658,17 @@ func (s *Segmented) List() []any {
 // ListNamespace returns the cached objects of namespace in the held
 // partitions, each once.
 func (s *Segmented) ListNamespace(namespace string) ([]any, error) {
+	return s.ByIndex(toolscache.NamespaceIndex, namespace)
+}
+
+// ByIndex returns the cached objects of the held partitions whose index
+// name has value, each once.
+func (s *Segmented) ByIndex(name, value string) ([]any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []any
 	for _, seg := range s.segments {
-		items, err := seg.inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+		items, err := seg.inf.GetIndexer().ByIndex(name, value)
 		if err != nil {
 			return nil, err
 		}
@@ -559,28 +691,37 @@ func (s *Segmented) Held() shard.PartitionSet {
 // GetStore returns a read-only view of the held objects (List, ListKeys,
 // Get, GetByKey), for code written against an informer's store, such as a
 // source's replay. Its writes fail: the segments own their stores.
-func (s *Segmented) GetStore() toolscache.Store { return segmentedStore{s} }
+func (s *Segmented) GetStore() toolscache.Store { return readOnlyStore{s} }
 
-// segmentedStore is the read-only Store of a Segmented.
-type segmentedStore struct{ s *Segmented }
+// storeReader is what a readOnlyStore reads: a sharded informer's merged
+// content.
+type storeReader interface {
+	List() []any
+	GetByKey(key string) (any, bool, error)
+}
+
+// readOnlyStore is the Store of a sharded informer (Segmented, Labelled):
+// reads of the objects it serves; writes fail, its informers own their
+// stores.
+type readOnlyStore struct{ s storeReader }
 
 var errReadOnlyStore = errors.New("cache: the store of a sharded cache is read-only")
 
-func (v segmentedStore) Add(any) error               { return errReadOnlyStore }
-func (v segmentedStore) Update(any) error            { return errReadOnlyStore }
-func (v segmentedStore) Delete(any) error            { return errReadOnlyStore }
-func (v segmentedStore) Replace([]any, string) error { return errReadOnlyStore }
-func (v segmentedStore) Resync() error               { return nil }
-func (v segmentedStore) Bookmark(string)             {}
-func (v segmentedStore) LastStoreSyncResourceVersion() string {
+func (v readOnlyStore) Add(any) error               { return errReadOnlyStore }
+func (v readOnlyStore) Update(any) error            { return errReadOnlyStore }
+func (v readOnlyStore) Delete(any) error            { return errReadOnlyStore }
+func (v readOnlyStore) Replace([]any, string) error { return errReadOnlyStore }
+func (v readOnlyStore) Resync() error               { return nil }
+func (v readOnlyStore) Bookmark(string)             {}
+func (v readOnlyStore) LastStoreSyncResourceVersion() string {
 	return "" // one per segment; none speaks for the view
 }
-func (v segmentedStore) List() []any { return v.s.List() }
-func (v segmentedStore) GetByKey(key string) (any, bool, error) {
+func (v readOnlyStore) List() []any { return v.s.List() }
+func (v readOnlyStore) GetByKey(key string) (any, bool, error) {
 	return v.s.GetByKey(key)
 }
 
-func (v segmentedStore) ListKeys() []string {
+func (v readOnlyStore) ListKeys() []string {
 	items := v.s.List()
 	keys := make([]string, 0, len(items))
 	for _, obj := range items {
@@ -591,7 +732,7 @@ func (v segmentedStore) ListKeys() []string {
 	return keys
 }
 
-func (v segmentedStore) Get(obj any) (any, bool, error) {
+func (v readOnlyStore) Get(obj any) (any, bool, error) {
 	k, err := toolscache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return nil, false, err

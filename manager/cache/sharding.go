@@ -24,17 +24,25 @@ import (
 // not 400, so the error text is what identifies it.
 var ErrShardSelectorRejected = errors.New("cache: the API server rejected the shard selector")
 
-// ShardProbe is what one probe LIST learned about whether the API server
-// filters a resource by a shard selector (KEP-5866, Kubernetes ≥ 1.36 with
-// the ShardedListAndWatch feature gate on).
+// ShardProbe is what a probe learned about whether the API server filters a
+// resource by a shard selector (KEP-5866, Kubernetes ≥ 1.36 with the
+// ShardedListAndWatch feature gate on).
 type ShardProbe struct {
-	// Filtered is true only when the response echoed, in
-	// ListMeta.ShardInfo.Selector, exactly the selector that was sent: the
-	// answering server applied it. Anything else means the response may be
-	// unfiltered and must not be trusted as a shard.
+	// Filtered is true when the server was seen to apply the selector:
+	// it echoed, in ListMeta.ShardInfo.Selector, exactly the selector
+	// that was sent (ProbeShardSelector, ProbeShardFiltering), or it left
+	// out an object that exists while returning it to the same request
+	// with a selector that includes it (ProbeShardFiltering; Echoed is
+	// then ""). Anything else means responses may be unfiltered and must
+	// not be trusted as a shard.
 	Filtered bool
 	// Echoed is the selector the server echoed; "" when it echoed none.
 	Echoed string
+	// Retry: the probe could not decide, because the resource had no
+	// object to test the selector on or its test object was deleted or
+	// replaced while probing; probe again once an object exists. Only
+	// ProbeShardFiltering sets it, never with Filtered.
+	Retry bool
 	// Reason says in a sentence why Filtered is false (for logs and
 	// readiness); "" when Filtered.
 	Reason string
@@ -42,16 +50,18 @@ type ShardProbe struct {
 
 // ProbeShardSelector sends one LIST (limit 1) of resource gvr in namespace
 // ("" for all namespaces or a cluster-scoped resource) carrying selector, and
-// reports whether the server applied it. A server without the feature gate
-// ignores the parameter silently and answers with the full list and no
-// ShardInfo: Filtered is false. A server that refuses the selector (too long,
-// malformed) makes it return an error wrapping ErrShardSelectorRejected; any
-// other failed request is returned as an error too.
+// reports whether the server applied it, trusting only the echo. A server
+// without the feature gate ignores the parameter silently and answers with
+// the full list and no ShardInfo: Filtered is false. A server that refuses
+// the selector (too long, malformed) makes it return an error wrapping
+// ErrShardSelectorRejected; any other failed request is returned as an
+// error too.
 //
 // The probe speaks JSON through a dynamic client because the server drops
 // ShardInfo from metadata-only (PartialObjectMetadataList) responses.
 // Kubernetes 1.36 echoes no ShardInfo for custom resources either, although
-// it filters them, so for those the probe reports Filtered false. The
+// it filters them, so for those this probe reports Filtered false;
+// ProbeShardFiltering tells them apart by what the server returns. The
 // answer holds only for the API server that served the probe: behind a load
 // balancer, servers may differ in the gate, so check every event as well
 // (ShardMatcher).
@@ -59,12 +69,9 @@ func ProbeShardSelector(ctx context.Context, client dynamic.Interface, gvr schem
 	if selector == "" {
 		return ShardProbe{}, errors.New("cache: probing with an empty shard selector, which selects everything; build one with shard.RangePartitioner.Selector")
 	}
-	list, err := client.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{Limit: 1, ShardSelector: selector})
+	list, err := listForProbe(ctx, client, gvr, namespace, metav1.ListOptions{Limit: 1, ShardSelector: selector})
 	if err != nil {
-		if apierrors.IsBadRequest(err) || strings.Contains(err.Error(), "invalid shard selector") {
-			return ShardProbe{}, fmt.Errorf("%w (%d characters) for %s: %w", ErrShardSelectorRejected, len(selector), gvr.String(), err)
-		}
-		return ShardProbe{}, fmt.Errorf("cache: probing sharded list of %s: %w", gvr.String(), err)
+		return ShardProbe{}, err
 	}
 	echoed, found, err := unstructured.NestedString(list.UnstructuredContent(), "metadata", "shardInfo", "selector")
 	if err != nil {
@@ -74,9 +81,28 @@ func ProbeShardSelector(ctx context.Context, client dynamic.Interface, gvr schem
 	case !found:
 		return ShardProbe{Reason: fmt.Sprintf("the API server echoed no ShardInfo for the shard selector on %s, so the answer may be unfiltered: either it does not serve sharded list/watch (Kubernetes < 1.36 or feature gate ShardedListAndWatch off) or it does not echo ShardInfo for this resource (custom resources in Kubernetes 1.36)", gvr.String())}, nil
 	case echoed != selector:
-		return ShardProbe{Echoed: echoed, Reason: fmt.Sprintf("the API server echoed another shard selector on %s than the one sent (%d characters sent, %d echoed); the filter it applied is not the one asked for", gvr.String(), len(selector), len(echoed))}, nil
+		return ShardProbe{Echoed: echoed, Reason: anotherSelectorReason(gvr.String(), selector, echoed)}, nil
 	}
 	return ShardProbe{Filtered: true, Echoed: echoed}, nil
+}
+
+func anotherSelectorReason(resource, sent, echoed string) string {
+	return fmt.Sprintf("the API server echoed another shard selector on %s than the one sent (%d characters sent, %d echoed); the filter it applied is not the one asked for", resource, len(sent), len(echoed))
+}
+
+// listForProbe sends one LIST of a probe, naming a refused shard selector
+// with ErrShardSelectorRejected.
+func listForProbe(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	list, err := client.Resource(gvr).Namespace(namespace).List(ctx, opts)
+	if err == nil {
+		return list, nil
+	}
+	// A bad request is the selector's fault only when nothing else could
+	// be: a server may refuse the probe's field selector too.
+	if opts.ShardSelector != "" && (strings.Contains(err.Error(), "invalid shard selector") || (apierrors.IsBadRequest(err) && opts.FieldSelector == "")) {
+		return nil, fmt.Errorf("%w (%d characters) for %s: %w", ErrShardSelectorRejected, len(opts.ShardSelector), gvr.String(), err)
+	}
+	return nil, fmt.Errorf("cache: probing sharded list of %s: %w", gvr.String(), err)
 }
 
 // ShardMatcher checks objects against a shard selector on the client, with

@@ -306,6 +306,9 @@ func TestIntegrationShardedListGateOff(t *testing.T) {
 		t.Fatalf("probe against a server without the gate = %+v; want not filtered, with the reason", probe)
 	}
 	t.Logf("gate off: %s", probe.Reason)
+	if p, err := cache.ProbeShardFiltering(ctx, dyn, configMapsGVR, "", rp); err != nil || p.Filtered || p.Retry || !strings.Contains(p.Reason, "does not filter") {
+		t.Fatalf("ProbeShardFiltering against a server without the gate = %+v, %v; want not filtered, decided, with the reason", p, err)
+	}
 	// The server really ignored it: the full list comes back, which the
 	// client-side matcher would have to filter.
 	got := listKeys(t, ctx, dyn, sel)
@@ -319,29 +322,13 @@ func TestIntegrationShardedListGateOff(t *testing.T) {
 
 // checkCustomResourceNotEchoed pins what Kubernetes 1.36.3 does for custom
 // resources, served by the apiextensions server: it filters by the selector
-// but echoes no ShardInfo (its UnstructuredList has no SetShardInfo), so the
-// probe cannot tell a filtered answer from an ignored one and reports not
-// filtered. A custom resource therefore stays on a full cache until
-// detection does not rest on ShardInfo alone.
+// but echoes no ShardInfo (its UnstructuredList has no SetShardInfo), so
+// ProbeShardSelector, which trusts only the echo, reports not filtered,
+// while ProbeShardFiltering, which tests what the server returns about an
+// existing Widget, reports filtered.
 func checkCustomResourceNotEchoed(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
 	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]interface{}{"name": "widgets.example.kshard.io"},
-		"spec": map[string]interface{}{
-			"group": "example.kshard.io", "scope": "Namespaced",
-			"names": map[string]interface{}{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"versions": []interface{}{map[string]interface{}{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]interface{}{"openAPIV3Schema": map[string]interface{}{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createCRD(t, ctx, dyn, exampleWidgetCRD())
 	widgetsGVR := widgetGV.WithResource("widgets")
 	widgets := dyn.Resource(widgetsGVR).Namespace("default")
 	var uids []string
@@ -381,4 +368,12 @@ func checkCustomResourceNotEchoed(t *testing.T, ctx context.Context, dyn dynamic
 		t.Fatalf("custom resources: probe = %+v; Kubernetes 1.36.3 echoes no ShardInfo for them — if it now does, update this test and the shard README", probe)
 	}
 	t.Logf("custom resources: server filtered %d of %d, but echoed no ShardInfo; probe: %s", len(list.Items), len(uids), probe.Reason)
+	for _, scheme := range []shard.Scheme{shard.SchemeUID, shard.SchemeNamespace} {
+		rp, _ := shard.NewRangePartitioner(scheme, shard.DefaultPartitions)
+		for _, ns := range []string{"", "default"} {
+			if p, err := cache.ProbeShardFiltering(ctx, dyn, widgetsGVR, ns, rp); err != nil || !p.Filtered || p.Echoed != "" {
+				t.Fatalf("custom resources, %s scheme, namespace %q: ProbeShardFiltering = %+v, %v; want filtered, without echo", scheme, ns, p, err)
+			}
+		}
+	}
 }

@@ -28,7 +28,7 @@ func TestSharedNamespacesAreAlwaysHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}] = &entry{seg: seg}
+	c.informers[informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}}] = &entry{part: seg}
 	p, _ := rp.PartitionOfObject("operator-system", "")
 	other := (p + 1) % rp.Count()
 	if got := c.held.Slice(); len(got) != 1 || got[0] != p {

@@ -13,7 +13,7 @@
 // ring's Leases and the test's objects. Binaries come from $KSHARD_BIN_DIR
 // when it is set; otherwise they are built once from source (the kit carries
 // the pinned tools module, so this works with kshard only in the module
-// cache; about 9 minutes on a quiet 2-core machine) and cached under
+// cache; it takes minutes) and cached under
 // ~/.cache/kshard. Under `go test -short` (unit tests only) New skips the
 // test instead, saying so (controlplane.SkipIfShort).
 //
@@ -49,5 +49,7 @@
 // The kit's writer (CreateConfigMaps, StartWriter) bumps a generation in
 // ConfigMaps and records every acknowledged update. Env.Check waits until
 // every update was reconciled or the timeout passed and returns the
-// checker's report: Report.OK is false on any overlap or lost update.
+// checker's report: Report.OK is false on any overlap or lost update, and
+// on an existing object that a reconcile read from its cache as NotFound
+// (recorded with recorder.Writer.NotFound).
 package kshardtest

@@ -35,3 +35,11 @@ type PartitionCache interface {
 type ObjectCounter interface {
 	ObjectsPerPartition() []int
 }
+
+// ActiveObserver is a PartitionCache that is told, after every step of the
+// coordinator, which partitions are active here: a cache sharded by labels
+// labels the unlabelled objects of those partitions (manager/cache's
+// Cache.SetActive).
+type ActiveObserver interface {
+	SetActive(active shard.PartitionSet)
+}

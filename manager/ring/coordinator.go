@@ -380,6 +380,9 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		}
 	}
 	c.core.Advance(ack)
+	if a, ok := c.cache.(ActiveObserver); ok {
+		a.SetActive(c.core.Active())
+	}
 }
 
 // revoke drains set in every participant, in parallel, and reports Drained

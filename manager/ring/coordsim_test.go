@@ -22,6 +22,8 @@ var (
 	coordSimSeed  = flag.Int64("handoff.seed", -1, "replay this one seed and print its trace")
 	// coordSimCacheSeeds: TestCoordinatorSimulationPartitionCache's seeds.
 	coordSimCacheSeeds = flag.Int("handoff.cacheseeds", 2000, "seeds the coordinator simulation with partition caches runs")
+	// coordSimLabelSeeds: TestCoordinatorSimulationLabels' seeds.
+	coordSimLabelSeeds = flag.Int("handoff.labelseeds", 500, "seeds the coordinator simulation with caches sharded by labels runs")
 )
 
 // simMetrics is one set of ring metrics shared by every simulated
@@ -91,6 +93,9 @@ var (
 	_ Membership     = (*handoffsim.Process)(nil)
 	_ podReader      = (*handoffsim.Process)(nil)
 	_ PartitionCache = (*handoffsim.Process)(nil)
+	// The simulated cache is told the active partitions, as cache.Cache
+	// is, so that its labeller labels theirs.
+	_ ActiveObserver = (*handoffsim.Process)(nil)
 )
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,
@@ -181,4 +186,31 @@ func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
 	}
 	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
+}
+
+// TestCoordinatorSimulationLabels runs the coordinator simulation with
+// caches sharded by labels (handoffsim.Options.Labels, with the fixes
+// handoffsim.AllLabelFixes): the coordinator holds partitions through the
+// cache, activates only what it reports synced over its label segments and
+// its unlabelled view, and tells it the active partitions (SetActive),
+// whose objects its labeller labels. The world checks that no partition
+// activates before both views listed it, that no object of a partition a
+// process runs is missing from its cache, and that every object ends up
+// with its own partition's label despite a third party stripping and
+// editing labels.
+func TestCoordinatorSimulationLabels(t *testing.T) {
+	opts := handoffsim.Options{Shell: newSimShell, Labels: true, LabelFixes: handoffsim.AllLabelFixes}
+	if *coordSimSeed >= 0 {
+		handoffsim.Replay(t, uint64(*coordSimSeed), opts)
+		return
+	}
+	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimLabelSeeds, opts)
+	l := s.Labels
+	t.Logf("coordinator simulation with caches sharded by labels: seeds=%d steps=%d violations=%d in %v; objects %d (%d created unlabelled), labels stripped %d and edited %d by a third party; label writes %d (%d failed, %d slow); unlabelled LISTs %d (%d replacements); objects pending %d; object checks %d (%d strays excused)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), l.Objects, l.Created, l.Stripped, l.Edited,
+		l.Patches, l.FailedPatches, l.SlowPatches, l.UnlabelledLists, l.Replacements, l.Pending, l.ObjectChecks, l.StraysExcused)
+	if s.Seeds >= 100 && (l.Patches == 0 || l.Stripped == 0 || l.Pending == 0) {
+		t.Errorf("no label write, stripped label or pending object in %d seeds: the labels model did not run", s.Seeds)
+	}
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
 }

@@ -82,6 +82,13 @@ type Member struct {
 	// partitions meanwhile. Absent for a member that publishes no warm set
 	// (a full cache, warm for every partition).
 	Warm *int `json:"warm,omitempty"`
+	// CacheMode is the member's cache mode (full, labels, server) and
+	// CachedObjects how many objects its cache held at its last renewals
+	// (lease.AnnotationCacheMode, AnnotationCachedObjects; refreshed every
+	// few seconds). Both absent for a member that publishes neither (a
+	// kshard without them).
+	CacheMode     string `json:"cacheMode,omitempty"`
+	CachedObjects *int   `json:"cachedObjects,omitempty"`
 	// RenewTime is spec.renewTime, absent when unset.
 	RenewTime *time.Time `json:"renewTime,omitempty"`
 	// RenewAgeSeconds is the reader's clock minus RenewTime (negative when
@@ -171,6 +178,10 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if o.Warm.Size() > 0 {
 			warm := o.Warm.Len()
 			m.Warm = &warm
+		}
+		if o.Cache != nil {
+			objects := o.Cache.Objects
+			m.CacheMode, m.CachedObjects = o.Cache.Mode, &objects
 		}
 		m.Health = Expired
 		if !o.RenewTime.IsZero() {

@@ -614,3 +614,33 @@ func TestTerminatingLeaseIsNoRingMember(t *testing.T) {
 		t.Errorf("problems %q; want one naming ops-c, expired while being deleted, and kshard release", r.Problems)
 	}
 }
+
+// A member's cache status is read from its Lease; a member that publishes
+// none (an older kshard) or one that does not parse reads as unknown, and
+// neither makes the Lease malformed.
+func TestMemberCacheStatus(t *testing.T) {
+	abc := []string{"a", "b", "c"}
+	withCache := func(mode, objects string) func(*coordinationv1.Lease) {
+		return func(l *coordinationv1.Lease) {
+			l.Annotations[lease.AnnotationCacheMode] = mode
+			l.Annotations[lease.AnnotationCachedObjects] = objects
+		}
+	}
+	r := only(t, build(
+		spec{id: "a", state: "active", claim: owned(t, "a", abc...), mutate: withCache("labels", "33412")},
+		spec{id: "b", state: "active", claim: owned(t, "b", abc...)},
+		spec{id: "c", state: "active", claim: owned(t, "c", abc...), mutate: withCache("full", "many")},
+	))
+	if r.Malformed != 0 || len(r.RingMembers) != 3 {
+		t.Fatalf("malformed %d, members %v: cache annotations must not affect the ring", r.Malformed, r.RingMembers)
+	}
+	a, b, c := r.Members[0], r.Members[1], r.Members[2]
+	if a.CacheMode != "labels" || a.CachedObjects == nil || *a.CachedObjects != 33412 {
+		t.Errorf("a: cache %q %v, want labels 33412", a.CacheMode, a.CachedObjects)
+	}
+	for _, m := range []Member{b, c} {
+		if m.CacheMode != "" || m.CachedObjects != nil {
+			t.Errorf("%s: cache %q %v, want unknown", m.Identity, m.CacheMode, m.CachedObjects)
+		}
+	}
+}

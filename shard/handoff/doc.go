@@ -126,8 +126,9 @@
 //     API server) may still run a reconcile that ignores cancellation, and
 //     further beyond any reconcile, when a peer activates its partitions.
 //     The simulation runs with every clock at 1 ± up to 8 %, rates changing
-//     mid-run, and finds no violation; with long fault windows it finds
-//     none at ±8 % and ±9 % and some at ±9.5 % and beyond (README).
+//     mid-run, and must find no violation; TestSimulationFindsClockRateBeyondBound
+//     shows that rates far beyond the bound break safety, and `make
+//     sim-assumptions` sweeps skews around it.
 //   - The watch delivers Lease events in etcd order (the informer's content
 //     is always the state at one resourceVersion). Defence: a peer's Lease
 //     state older than one already seen of the same writer (a lower

@@ -56,6 +56,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.mgr.WatchNamespace, "watch-namespace", "", "reconcile Widgets of this namespace only (default: all namespaces)")
 	fs.IntVar(&c.mgr.Partitions, "partitions", 271, "number of partitions keys hash into; all replicas must agree")
 	fs.StringVar((*string)(&c.mgr.PartitionBy), "partition-by", "key", "how objects map to partitions: \"key\" (namespace/name), or \"namespace\" (the API server's hash of the namespace: each replica caches only its namespaces, with Kubernetes 1.36 sharded list/watch where the server has it); all replicas must agree")
+	fs.StringVar((*string)(&c.mgr.CacheMode), "cache-mode", "", "how each replica caches Widgets and ConfigMaps: \"full\" (every object on every replica), \"labels\" (only its partitions' objects, selected by a partition label it writes once per object: any Kubernetes version, no feature gate; needs RBAC patch on both kinds) or \"server\" (Kubernetes 1.36 sharded list/watch, --partition-by=namespace only); replicas of one ring may differ, so a rolling update changes it (default \"full\" with --partition-by=key, \"server\" with namespace)")
+	fs.Float64Var(&c.mgr.LabelQPS, "label-qps", 0, "with --cache-mode=labels, the partition-label patches a replica sends per second per kind at most (default 200)")
 	fs.Float64Var(&c.mgr.Balance, "balance", 0, "with --partition-by=namespace, place partitions by the objects they hold: no replica holds more than this fraction above the mean (0.05: 5 %) where a move can help; 0 places by number; all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
@@ -117,6 +119,14 @@ func (c *config) validate() error {
 		return fmt.Errorf("--partitions must be at least 1, got %d", c.mgr.Partitions)
 	case c.mgr.PartitionBy != shard.SchemeKey && c.mgr.PartitionBy != shard.SchemeNamespace:
 		return fmt.Errorf("--partition-by must be \"key\" or \"namespace\", got %q", c.mgr.PartitionBy)
+	case c.mgr.CacheMode != "" && c.mgr.CacheMode != manager.CacheFull && c.mgr.CacheMode != manager.CacheLabels && c.mgr.CacheMode != manager.CacheServer:
+		return fmt.Errorf("--cache-mode must be \"full\", \"labels\" or \"server\", got %q", c.mgr.CacheMode)
+	case c.mgr.CacheMode == manager.CacheServer && c.mgr.PartitionBy != shard.SchemeNamespace:
+		return fmt.Errorf("--cache-mode=server needs --partition-by=namespace: the API server shards lists by namespace hash; use --cache-mode=labels for a sharded cache under --partition-by=%s", c.mgr.PartitionBy)
+	case !(c.mgr.LabelQPS >= 0) || c.mgr.LabelQPS > 1e6:
+		return fmt.Errorf("--label-qps must be a positive number of patches per second (0 for the default), got %v", c.mgr.LabelQPS)
+	case c.mgr.LabelQPS > 0 && c.mgr.CacheMode != manager.CacheLabels:
+		return fmt.Errorf("--label-qps applies only with --cache-mode=labels; drop it or add --cache-mode=labels")
 	case c.mgr.PartitionBy == shard.SchemeNamespace && c.mgr.WatchNamespace != "":
 		return fmt.Errorf("--partition-by=namespace with --watch-namespace=%s puts every Widget in one partition, so one replica would reconcile them all; drop --watch-namespace or use --partition-by=key", c.mgr.WatchNamespace)
 	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod < 0 || c.mgr.RenewDeadline < 0:

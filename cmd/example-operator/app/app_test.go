@@ -86,3 +86,37 @@ func TestPartitionByFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheModeFlags: --cache-mode and --label-qps reach the manager; the
+// manager's default applies when unset; bad values and combinations fail
+// naming the flag.
+func TestCacheModeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		mode manager.CacheMode
+		qps  float64
+		err  string
+	}{
+		{nil, "", 0, ""},
+		{[]string{"--cache-mode=labels"}, manager.CacheLabels, 0, ""},
+		{[]string{"--cache-mode=labels", "--label-qps=50"}, manager.CacheLabels, 50, ""},
+		{[]string{"--cache-mode=full"}, manager.CacheFull, 0, ""},
+		{[]string{"--cache-mode=labels", "--partition-by=namespace"}, manager.CacheLabels, 0, ""},
+		{[]string{"--cache-mode=server", "--partition-by=namespace"}, manager.CacheServer, 0, ""},
+		{[]string{"--cache-mode=server"}, "", 0, "--cache-mode=server needs --partition-by=namespace"},
+		{[]string{"--cache-mode=label"}, "", 0, `--cache-mode must be "full", "labels" or "server"`},
+		{[]string{"--cache-mode=labels", "--label-qps=-1"}, "", 0, "--label-qps must be a positive number"},
+		{[]string{"--cache-mode=labels", "--label-qps=NaN"}, "", 0, "--label-qps must be a positive number"},
+		{[]string{"--label-qps=10"}, "", 0, "--label-qps applies only with --cache-mode=labels"},
+	} {
+		c, err := parseFlags(tc.args)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err == "" && (c.mgr.CacheMode != tc.mode || c.mgr.LabelQPS != tc.qps):
+			t.Errorf("%v: CacheMode %q LabelQPS %v, want %q %v", tc.args, c.mgr.CacheMode, c.mgr.LabelQPS, tc.mode, tc.qps)
+		}
+	}
+}

@@ -3,7 +3,7 @@ module github.com/kshard/kshard/e2e/bench/crshardop
 go 1.26.0
 
 require (
-	github.com/kshard/kshard v0.0.0-00010101000000-000000000000
+	github.com/kshard/kshard v0.1.0
 	github.com/kshard/kshard/controller/crshard v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/api v0.36.3

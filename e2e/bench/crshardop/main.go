@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -75,6 +76,8 @@ func run() error {
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
 		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
+		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
+		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -89,6 +92,13 @@ func run() error {
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := addBenchObjects(scheme); err != nil {
+		return err
+	}
+	objects, err := kindFor(*kind)
+	if err != nil {
 		return err
 	}
 	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
@@ -114,18 +124,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), identity: *identity, latency: *latency, epochNS: *epochNS}
+	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS}
 	err = ring.NewControllerManagedBy(mgr).
 		Named("bench").
-		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(e event.CreateEvent) bool { return isObject(e.Object) },
-			UpdateFunc:  func(e event.UpdateEvent) bool { return isObject(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew) },
+		For(objects.newObject(), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool { return isObject(e.Object) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return isObject(e.ObjectNew) && r.dataChanged(e.ObjectOld, e.ObjectNew)
+			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(e event.GenericEvent) bool { return isObject(e.Object) },
 		})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(e event.CreateEvent) bool { return r.isEpoch(e.Object) },
-			UpdateFunc:  func(e event.UpdateEvent) bool { return r.isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew) },
+			CreateFunc: func(e event.CreateEvent) bool { return r.isEpoch(e.Object) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return r.isEpoch(e.ObjectNew) && epochChanged(e.ObjectOld, e.ObjectNew)
+			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
@@ -139,6 +153,11 @@ func run() error {
 		return err
 	}
 	defer stopServers()
+	stopDebug, err := serveDebug(*debugAddr)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	defer writeHeapProfile(*identity)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
@@ -190,7 +209,16 @@ func (r *reconciler) isEpoch(o client.Object) bool {
 	return o != nil && o.GetLabels()[labelKey] == labelEpoch && (r.epochNS == "" || o.GetNamespace() == r.epochNS)
 }
 
-func dataChanged(a, b client.Object) bool {
+// dataChanged reports whether an object's data changed (an update that
+// only annotates it needs no reconcile).
+func (r *reconciler) dataChanged(a, b client.Object) bool {
+	da, ok1 := r.kind.data(a)
+	db, ok2 := r.kind.data(b)
+	return !ok1 || !ok2 || !maps.Equal(da, db)
+}
+
+// epochChanged reports whether an epoch ConfigMap's data changed.
+func epochChanged(a, b client.Object) bool {
 	ca, ok1 := a.(*corev1.ConfigMap)
 	cb, ok2 := b.(*corev1.ConfigMap)
 	return !ok1 || !ok2 || !maps.Equal(ca.Data, cb.Data)
@@ -198,6 +226,7 @@ func dataChanged(a, b client.Object) bool {
 
 type reconciler struct {
 	client   client.Client
+	kind     objectKind
 	identity string
 	latency  time.Duration
 	epochNS  string // --epoch-namespace; "": each object's own
@@ -205,31 +234,33 @@ type reconciler struct {
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
 func (r *reconciler) allObjects(ctx context.Context, epoch client.Object) []reconcile.Request {
-	var list corev1.ConfigMapList
+	list := r.kind.newList()
 	ns := epoch.GetNamespace()
 	if r.epochNS != "" {
 		ns = "" // one epoch for the objects of every namespace
 	}
-	if err := r.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
 		log.FromContext(ctx).Error(err, "listing objects for a new epoch")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		if isObject(&list.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	var reqs []reconcile.Request
+	_ = meta.EachListItem(list, func(item runtime.Object) error {
+		if o, ok := item.(client.Object); ok && isObject(o) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
 		}
-	}
+		return nil
+	})
 	return reqs
 }
 
 // Reconcile records "<gen>/<epoch>" in the object's annotation after the
 // simulated latency, unless it is already there.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var cm corev1.ConfigMap
-	if err := r.client.Get(ctx, req.NamespacedName, &cm); err != nil {
+	obj := r.kind.newObject()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	data, _ := r.kind.data(obj)
 	epoch := "0"
 	var ep corev1.ConfigMap
 	epochNS := cmp.Or(r.epochNS, req.Namespace)
@@ -239,8 +270,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	want := cm.Data[genKey] + "/" + epoch
-	if cm.Annotations[annObserved] == want {
+	want := data[genKey] + "/" + epoch
+	if obj.GetAnnotations()[annObserved] == want {
 		return reconcile.Result{}, nil
 	}
 	if r.latency > 0 {
@@ -253,7 +284,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annObserved: want, annReconciler: r.identity}}})
-	err := r.client.Patch(ctx, &cm, client.RawPatch(types.MergePatchType, patch))
+	err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	return reconcile.Result{}, client.IgnoreNotFound(err)
 }
 

@@ -20,9 +20,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
@@ -78,6 +79,10 @@ func run() error {
 		balance       = flag.Float64("balance", 0, "the manager's Balance: with --partition-by=namespace, place partitions by object counts (phase 8)")
 		sharedNS      = flag.String("shared-namespaces", "", "the manager's SharedNamespaces, comma-separated: namespaces every replica caches whole (phase 8: the epoch's)")
 		recordDir     = flag.String("record-dir", "", "record every reconcile's interval and every partition activation and revoke in this directory, for the recorder's overlap check (phase 9)")
+		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
+		cacheMode     = flag.String("cache-mode", "", "the manager's CacheMode: full, labels (the gate-free sharded cache, phase 10) or server (default: the manager's for --partition-by)")
+		labelQPS      = flag.Float64("label-qps", 0, "the manager's LabelQPS: partition-label patches per second per kind with --cache-mode=labels (default the manager's)")
+		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -88,11 +93,19 @@ func run() error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := addBenchObjects(scheme); err != nil {
+		return err
+	}
 	watch := *namespace
 	if *allNamespaces {
 		watch = ""
 	}
 	mgr, err := manager.New(cfg, manager.Options{
+		Scheme: scheme, CacheMode: manager.CacheMode(*cacheMode), LabelQPS: *labelQPS,
 		Ring: *name, LeaseNamespace: *namespace, Identity: *identity, WatchNamespace: watch, PartitionBy: shard.Scheme(*partitionBy), Partitions: *partitions,
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
@@ -101,7 +114,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{cache: mgr.GetCache(), client: mgr.GetClient(), identity: *identity, latency: *latency, epochNS: *epochNS}
+	objects, err := kindFor(*kind, mgr.GetConfig(), mgr.GetClient(), scheme)
+	if err != nil {
+		return err
+	}
+	stopDebug, err := serveDebug(*debugAddr)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
+	r := &reconciler{cache: mgr.GetCache(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS}
 	var built controller.Manager = mgr
 	if *recordDir != "" {
 		// The process's own incarnation in the records: a restarted
@@ -115,10 +137,10 @@ func run() error {
 	}
 	err = controller.NewControllerManagedBy(built).
 		Named("bench").
-		For(&corev1.ConfigMap{}, controller.Funcs{
+		For(objects.example, controller.Funcs{
 			CreateFunc: func(e controller.CreateEvent) bool { return isObject(e.Object) },
 			UpdateFunc: func(e controller.UpdateEvent) bool {
-				return isObject(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
+				return isObject(e.ObjectNew) && r.dataChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(controller.DeleteEvent) bool { return false },
 			GenericFunc: func(e controller.GenericEvent) bool { return isObject(e.Object) },
@@ -126,7 +148,7 @@ func run() error {
 		Watches(&corev1.ConfigMap{}, controller.EnqueueRequestsFromMapFunc(r.allObjects), controller.Funcs{
 			CreateFunc: func(e controller.CreateEvent) bool { return r.isEpoch(e.Object) },
 			UpdateFunc: func(e controller.UpdateEvent) bool {
-				return r.isEpoch(e.ObjectNew) && dataChanged(e.ObjectOld, e.ObjectNew)
+				return r.isEpoch(e.ObjectNew) && epochChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(controller.DeleteEvent) bool { return false },
 			GenericFunc: func(controller.GenericEvent) bool { return false },
@@ -148,7 +170,16 @@ func (r *reconciler) isEpoch(o controller.Object) bool {
 	return o != nil && o.GetLabels()[labelKey] == labelEpoch && (r.epochNS == "" || o.GetNamespace() == r.epochNS)
 }
 
-func dataChanged(a, b controller.Object) bool {
+// dataChanged reports whether an object's data changed (an update that
+// only relabels or annotates it needs no reconcile).
+func (r *reconciler) dataChanged(a, b controller.Object) bool {
+	da, ok1 := r.kind.data(a)
+	db, ok2 := r.kind.data(b)
+	return !ok1 || !ok2 || !maps.Equal(da, db)
+}
+
+// epochChanged reports whether an epoch ConfigMap's data changed.
+func epochChanged(a, b controller.Object) bool {
 	ca, ok1 := a.(*corev1.ConfigMap)
 	cb, ok2 := b.(*corev1.ConfigMap)
 	return !ok1 || !ok2 || !maps.Equal(ca.Data, cb.Data)
@@ -156,7 +187,7 @@ func dataChanged(a, b controller.Object) bool {
 
 type reconciler struct {
 	cache    *cache.Cache
-	client   kubernetes.Interface
+	kind     objectKind
 	identity string
 	latency  time.Duration
 	epochNS  string           // --epoch-namespace; "": each object's own
@@ -173,21 +204,22 @@ func splitList(s string) []string {
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
 func (r *reconciler) allObjects(ctx context.Context, epoch controller.Object) []controller.Request {
-	var list corev1.ConfigMapList
+	list := r.kind.newList()
 	ns := epoch.GetNamespace()
 	if r.epochNS != "" {
 		ns = "" // one epoch for the objects of every namespace (held ones, when sharded)
 	}
-	if err := r.cache.List(ctx, &list, ns); err != nil {
+	if err := r.cache.List(ctx, list, ns); err != nil {
 		controller.LoggerFrom(ctx).Error(err, "listing objects for a new epoch")
 		return nil
 	}
-	reqs := make([]controller.Request, 0, len(list.Items))
-	for i := range list.Items {
-		if isObject(&list.Items[i]) {
-			reqs = append(reqs, controller.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	var reqs []controller.Request
+	_ = meta.EachListItem(list, func(item k8sruntime.Object) error {
+		if o, ok := item.(controller.Object); ok && isObject(o) {
+			reqs = append(reqs, controller.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
 		}
-	}
+		return nil
+	})
 	return reqs
 }
 
@@ -197,15 +229,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (res
 	// Taken before the read, so a recorded interval covers everything the
 	// reconcile did with the object.
 	start := time.Now()
-	var cm corev1.ConfigMap
-	if err := r.cache.Get(ctx, req.NamespacedName, &cm); err != nil {
+	obj := r.kind.newObject()
+	if err := r.cache.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return controller.Result{}, nil
 		}
 		return controller.Result{}, err
 	}
+	data, _ := r.kind.data(obj)
 	if r.rec != nil {
-		gen, _ := strconv.ParseInt(cm.Data[genKey], 10, 64)
+		gen, _ := strconv.ParseInt(data[genKey], 10, 64)
 		rc, err := r.rec.Started(req.Key(), gen, start)
 		if err != nil {
 			return controller.Result{}, err
@@ -225,8 +258,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (res
 	case !apierrors.IsNotFound(err):
 		return controller.Result{}, err
 	}
-	want := cm.Data[genKey] + "/" + epoch
-	if cm.Annotations[annObserved] == want {
+	want := data[genKey] + "/" + epoch
+	if obj.GetAnnotations()[annObserved] == want {
 		return controller.Result{}, nil
 	}
 	if r.latency > 0 {
@@ -239,7 +272,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req controller.Request) (res
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annObserved: want, annReconciler: r.identity}}})
-	_, err = r.client.CoreV1().ConfigMaps(req.Namespace).Patch(ctx, req.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	err = r.kind.patch(ctx, req.Namespace, req.Name, patch)
 	if apierrors.IsNotFound(err) {
 		return controller.Result{}, nil
 	}

@@ -11,7 +11,7 @@
 // cache. Builds are cached per pin under $KSHARD_CACHE_DIR,
 // $XDG_CACHE_HOME/kshard or ~/.cache/kshard (the entry's name hashes the
 // module's bytes, so hack/tools and the carried copy share it), so only the
-// first use pays the build (about 9 minutes on a quiet 2-core machine). The package itself needs only
+// first use pays the build (minutes). The package itself needs only
 // the standard library and client-go, so importing it adds nothing heavy to the
 // kshard module.
 //

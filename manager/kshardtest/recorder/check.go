@@ -32,6 +32,25 @@ type Report struct {
 	PartitionOverlaps []PartitionOverlap
 	// Lost are keys whose last written generation no finished reconcile saw.
 	Lost []Lost
+	// NotFounds counts the reconciles' cache reads that found no object
+	// (KindNotFound), and Vanished lists those of them that began after
+	// the object's creation was acknowledged: a cache that reported an
+	// existing object gone. The records hold no deletions (no writer of
+	// the kit deletes an object), so an object exists from its first
+	// acknowledged write on.
+	NotFounds int
+	Vanished  []Vanished
+}
+
+// Vanished is a cache read that found no object although the object
+// existed: its creation was acknowledged at Created, before the read began.
+type Vanished struct {
+	Read    Record // the KindNotFound record
+	Created int64
+}
+
+func (v Vanished) String() string {
+	return fmt.Sprintf("key %s: %s read it from its cache as NotFound over %d..%d, though it was created at %d", v.Read.Key, v.Read.Process, v.Read.Start, v.Read.At, v.Created)
 }
 
 // PartitionOverlap is two processes' intersecting windows of one partition.
@@ -60,9 +79,10 @@ func (l Lost) String() string {
 	return fmt.Sprintf("key %s: final gen %d written at %d, highest gen reconciled to the end %d", l.Key, l.FinalGen, l.WrittenAt, l.Reconciled)
 }
 
-// OK reports whether no key was reconciled twice at once and no update lost.
+// OK reports whether no key was reconciled twice at once, no update lost,
+// and no existing object read as NotFound.
 func (r Report) OK() bool {
-	return len(r.Overlaps) == 0 && len(r.SelfOverlaps) == 0 && len(r.PartitionOverlaps) == 0 && len(r.Lost) == 0
+	return len(r.Overlaps) == 0 && len(r.SelfOverlaps) == 0 && len(r.PartitionOverlaps) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0
 }
 
 // maxListed bounds the details String prints per kind of problem.
@@ -70,8 +90,8 @@ const maxListed = 20
 
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d processes, %d keys, %d reconciles (%d completed, %d failed, %d cut by kill, %d abandoned at exit, %d open), %d writes, %d ring events, %d torn lines; %d overlaps, %d self-overlaps, %d partition overlaps, %d lost updates",
-		r.Processes, r.Keys, r.Intervals, r.Completed, r.Failed, r.Killed, r.Exited, r.Open, r.Writes, r.RingEvents, r.Torn, len(r.Overlaps), len(r.SelfOverlaps), len(r.PartitionOverlaps), len(r.Lost))
+	fmt.Fprintf(&b, "%d processes, %d keys, %d reconciles (%d completed, %d failed, %d cut by kill, %d abandoned at exit, %d open), %d writes, %d ring events, %d torn lines, %d NotFound reads; %d overlaps, %d self-overlaps, %d partition overlaps, %d lost updates, %d existing objects read as NotFound",
+		r.Processes, r.Keys, r.Intervals, r.Completed, r.Failed, r.Killed, r.Exited, r.Open, r.Writes, r.RingEvents, r.Torn, r.NotFounds, len(r.Overlaps), len(r.SelfOverlaps), len(r.PartitionOverlaps), len(r.Lost), len(r.Vanished))
 	list := func(title string, n int, item func(int) string) {
 		for i := 0; i < n && i < maxListed; i++ {
 			fmt.Fprintf(&b, "\n  %s %s", title, item(i))
@@ -84,6 +104,7 @@ func (r Report) String() string {
 	list("SELF-OVERLAP", len(r.SelfOverlaps), func(i int) string { return r.SelfOverlaps[i].String() })
 	list("PARTITION-OVERLAP", len(r.PartitionOverlaps), func(i int) string { return r.PartitionOverlaps[i].String() })
 	list("LOST", len(r.Lost), func(i int) string { return r.Lost[i].String() })
+	list("VANISHED", len(r.Vanished), func(i int) string { return r.Vanished[i].String() })
 	return b.String()
 }
 
@@ -96,8 +117,8 @@ func Check(dir string) (Report, error) {
 	return log.Check(), nil
 }
 
-// Check finds overlapping reconciles, overlapping partition ownership and
-// lost updates.
+// Check finds overlapping reconciles, overlapping partition ownership, lost
+// updates and existing objects read as NotFound.
 //
 // Two intervals overlap when each starts strictly before the other ends, so
 // a reconcile that starts the instant another ended is a clean handoff.
@@ -166,6 +187,8 @@ func (log *Log) Check() Report {
 		}
 	}
 	sort.Slice(r.Lost, func(i, j int) bool { return r.Lost[i].Key < r.Lost[j].Key })
+	r.NotFounds = len(log.NotFounds)
+	r.Vanished = log.vanished()
 	sortOverlaps(r.Overlaps)
 	sortOverlaps(r.SelfOverlaps)
 	return r
@@ -239,4 +262,23 @@ func (log *Log) Takeover(p Process, at time.Time) (gap time.Duration, held []int
 		return 0, held, fmt.Errorf("%d of the %d partitions %s held at %s were never activated elsewhere: %s", len(missing), len(held), p, at.Format(time.RFC3339Nano), joinInts(missing))
 	}
 	return time.Duration(latest - t), held, nil
+}
+
+// vanished lists the NotFound reads that began after their object's first
+// acknowledged write, in the order they began.
+func (log *Log) vanished() []Vanished {
+	created := map[string]int64{}
+	for _, w := range log.Writes {
+		if c, ok := created[w.Key]; !ok || w.At < c {
+			created[w.Key] = w.At
+		}
+	}
+	var out []Vanished
+	for _, nf := range log.NotFounds {
+		if c, ok := created[nf.Key]; ok && c < nf.Start {
+			out = append(out, Vanished{Read: nf, Created: c})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Read.Start < out[j].Read.Start })
+	return out
 }

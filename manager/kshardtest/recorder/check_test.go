@@ -164,6 +164,29 @@ func TestCheckFindsLostUpdate(t *testing.T) {
 	}
 }
 
+func TestCheckFindsExistingObjectReadAsNotFound(t *testing.T) {
+	tr := newTrace(t)
+	tr.write("ns/a", 1, 10, 20) // created, acknowledged at 20
+	tr.write("ns/a", 2, 40, 50)
+	tr.write("ns/b", 1, 10, 60) // acknowledged only at 60
+	tr.reconcile(r0a, "ns/a", 2, 55, 65)
+	tr.reconcile(r0a, "ns/b", 1, 70, 80)
+	w := tr.writer(r0a, "")
+	tr.append(w, Record{Kind: KindNotFound, Process: r0a, Key: "ns/a", Start: 30, At: 31}) // after its creation: vanished
+	tr.append(w, Record{Kind: KindNotFound, Process: r0a, Key: "ns/b", Start: 55, At: 56}) // before the create was acknowledged
+	tr.append(w, Record{Kind: KindNotFound, Process: r0a, Key: "ns/x", Start: 90, At: 91}) // never written
+	r := tr.check()
+	if r.NotFounds != 3 || len(r.Vanished) != 1 || r.OK() {
+		t.Fatalf("want 3 NotFound reads, exactly one of an existing object, and the report not OK:\n%s", r)
+	}
+	if v := r.Vanished[0]; v.Read.Key != "ns/a" || v.Read.Process != r0a || v.Read.Start != 30 || v.Created != 20 {
+		t.Fatalf("wrong vanished read: %s", v)
+	}
+	if !strings.Contains(r.String(), "VANISHED key ns/a") {
+		t.Fatalf("the report does not list the vanished read:\n%s", r)
+	}
+}
+
 func TestCheckCancelledReconcileDoesNotCount(t *testing.T) {
 	tr := newTrace(t)
 	tr.write("ns/a", 2, 10, 20)
@@ -279,12 +302,18 @@ func TestWriterRoundTrip(t *testing.T) {
 	if err := w.Ended(rc, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.NotFound("ns/b", before); err != nil {
+		t.Fatal(err)
+	}
 	log, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(log.Intervals) != 1 || len(log.Ring) != 1 {
-		t.Fatalf("got %d intervals, %d ring events", len(log.Intervals), len(log.Ring))
+	if len(log.Intervals) != 1 || len(log.Ring) != 1 || len(log.NotFounds) != 1 {
+		t.Fatalf("got %d intervals, %d ring events, %d NotFound reads", len(log.Intervals), len(log.Ring), len(log.NotFounds))
+	}
+	if nf := log.NotFounds[0]; nf.Process != r0a || nf.Key != "ns/b" || nf.Start != before.UnixNano() || nf.At < nf.Start {
+		t.Fatalf("NotFound read did not round-trip: %+v", nf)
 	}
 	iv := log.Intervals[0]
 	if iv.Process != r0a || iv.Key != "ns/a" || iv.Gen != 7 || iv.Start != before.UnixNano() || iv.End < iv.Start || !iv.Completed() {

@@ -67,6 +67,9 @@ type Log struct {
 	// Sends holds the replicas' writes of reconciled objects (KindSend),
 	// each process's in the order it sent them.
 	Sends []Record
+	// NotFounds holds the reconciles' cache reads that found no object
+	// (KindNotFound).
+	NotFounds []Record
 	// Signals holds the harness's term, kill and exit records.
 	Signals []Record
 	// Torn counts last lines cut short by a SIGKILL during their write.
@@ -162,6 +165,8 @@ func (log *Log) readFile(path string, starts, ends map[procSeq]Record) error {
 			log.Writes = append(log.Writes, r)
 		case KindSend:
 			log.Sends = append(log.Sends, r)
+		case KindNotFound:
+			log.NotFounds = append(log.NotFounds, r)
 		case KindTerm, KindKill, KindExit:
 			log.Signals = append(log.Signals, r)
 		default:

@@ -34,6 +34,11 @@ const (
 	// the reconcile's lease validity and Late whether it had passed then.
 	KindSend = "send"
 
+	// KindNotFound is a reconcile's read of Key from its cache that found
+	// no object: Start is when the read began, At when it returned. Log.Check
+	// reports such a read of an object that existed (see Vanished).
+	KindNotFound = "notfound"
+
 	// KindTerm and KindKill are the harness's SIGTERM and SIGKILL of a
 	// process (At = when sent); KindExit is when the harness saw it dead.
 	KindTerm = "term"
@@ -151,6 +156,12 @@ func (w *Writer) Ended(rc Reconcile, failure error) error {
 		r.Error = failure.Error()
 	}
 	return w.Append(r)
+}
+
+// NotFound records that a reconcile's cache read of key, begun at start,
+// has just found no object.
+func (w *Writer) NotFound(key string, start time.Time) error {
+	return w.Append(Record{Kind: KindNotFound, Process: w.proc, Key: key, Start: start.UnixNano(), At: time.Now().UnixNano()})
 }
 
 // Ring records a ring event (KindActivate, KindRevoke or KindRevoked) for

@@ -31,11 +31,16 @@ starts --replicas replicas of the example operator (identities
 example-operator-0, -1, ...) as processes: the example-operator binary
 next to this one, or built with the go tool on first use (not counted by
 --timeout). It creates
---objects Widgets and shows a table per replica (Lease state, partitions
-claimed and active, reconciles, reconciles/s, queue depth from its
-/metrics), refreshed every second on a terminal and every 5 seconds
-otherwise, until every Widget's status.observedGeneration matches its
-generation. Then it sends SIGTERM to one replica and prints the handoff gap
+--objects Widgets and shows a table per replica (Lease state and the
+objects its cache holds, from its Lease; partitions claimed and active,
+reconciles, reconciles/s, queue depth from its /metrics), refreshed every
+second on a terminal and every 5 seconds otherwise, until every Widget's
+status.observedGeneration matches its generation, and says how many objects
+each replica caches. The replicas run --cache-mode labels by default: each
+labels the objects of its partitions once with the ring's partition label
+and lists and watches only its partitions' labels, so each caches its share
+of the Widgets and ConfigMaps, on a control plane without any feature gate.
+Then it sends SIGTERM to one replica and prints the handoff gap
 (SIGTERM until all its partitions are claimed by the others, seen through
 the Lease watch) and how many partitions moved, starts a new replica and
 prints what moved to it, and stops everything.
@@ -46,6 +51,8 @@ a second Ctrl-C kills the replicas instead of waiting for them.
 Flags:
       --replicas N      replicas to start with, at least 2 (default 3)
       --objects N       Widgets to create (default 1000)
+      --cache-mode M    the replicas' cache mode: labels (each caches its partitions'
+                        objects) or full (each caches every object) (default labels)
       --timeout D       bound on the demo once the control plane is up, e.g. 10m
                         (default 10m); not on the first build nor on --keep's wait
       --keep            keep the control plane and replicas running afterwards, print a
@@ -59,10 +66,12 @@ Flags:
 func runDemo(e *env, _ *globals, args []string) error {
 	fs := newFlagSet("demo")
 	replicas, objects, timeout := 3, 1000, 10*time.Minute
+	cacheMode := demo.CacheLabels
 	var keep bool
 	fs.Var(intValue{&replicas}, "replicas", "")
 	fs.Var(intValue{&objects}, "objects", "")
 	fs.Var(durationValue{&timeout}, "timeout", "")
+	fs.StringVar(&cacheMode, "cache-mode", cacheMode, "")
 	fs.BoolVar(&keep, "keep", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -77,6 +86,8 @@ func runDemo(e *env, _ *globals, args []string) error {
 		return usagef("--objects %d: give 1 to 100000", objects)
 	case timeout <= 0:
 		return usagef("--timeout %s: give a positive duration such as 10m", timeout)
+	case cacheMode != demo.CacheLabels && cacheMode != demo.CacheFull:
+		return usagef("--cache-mode %q: give %s or %s (the demo partitions by key, where the server mode does not apply)", cacheMode, demo.CacheLabels, demo.CacheFull)
 	}
 	// First Ctrl-C (or SIGTERM): stop gracefully. Second: hurry, killing
 	// replicas instead of waiting for their leave.
@@ -119,7 +130,7 @@ func runDemo(e *env, _ *globals, args []string) error {
 	}
 	defer cleanup()
 	_, err = demo.Run(ctx, demo.Options{
-		Replicas: replicas, Objects: objects, Keep: keep, Timeout: timeout,
+		Replicas: replicas, Objects: objects, CacheMode: cacheMode, Keep: keep, Timeout: timeout,
 		Executable: exe, Prog: e.prog,
 		Stdout: e.stdout, Stderr: e.stderr, TTY: isTerminal(e.stdout), Hurry: hurry,
 	})

@@ -1,5 +1,5 @@
 // Package cli is the kshard command line: argument parsing, the status,
-// owner and release commands, and the wiring of the demo. Main returns an exit code
+// owner, release and unlabel commands, and the wiring of the demo. Main returns an exit code
 // instead of exiting, so tests drive it in-process.
 //
 // # Errors
@@ -13,7 +13,7 @@
 //
 // Flags follow kubectl, with the same parser (pflag): they may come before
 // or after the command and its arguments, long flags take two dashes, and
-// "--" ends them. status, owner and release take kubectl's standard connection flags
+// "--" ends them. status, owner, release and unlabel take kubectl's standard connection flags
 // (--kubeconfig, --context, -n/--namespace, --server, --token, --as, ...)
 // from client-go's clientcmd.RecommendedConfigOverrideFlags, applied to the
 // kubeconfig as kubectl applies them, so `kubectl shard` behaves like any

@@ -37,7 +37,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{statusCommand(), ownerCommand(), releaseCommand(), demoCommand(), versionCommand()}
+	return []*command{statusCommand(), ownerCommand(), releaseCommand(), unlabelCommand(), demoCommand(), versionCommand()}
 }
 
 // commandNames lists the commands for messages: "status, owner, ...".
@@ -176,7 +176,7 @@ Commands:
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.synopsis)
 	}
 	fmt.Fprintf(&b, `
-Flags of status, owner and release (before or after the command):
+Flags of status, owner, release and unlabel (before or after the command):
 %s
 Run '%s <command> --help' for a command's flags and details.
 `, globalFlagsHelp, e.prog)
@@ -188,7 +188,7 @@ const globalFlagsHelp = `      --kubeconfig PATH   kubeconfig file (default: $KU
   -n, --namespace NS      namespace of the ring's Leases (default: the context's namespace)
       --ring NAME         ring name, the Leases' kshard.io/ring label (default: status shows
                           every ring of the namespace; owner uses the only one; release
-                          needs it)
+                          and unlabel need it)
   -o, --output FORMAT     table or json (default: table)
   and kubectl's other connection flags, which override the kubeconfig as in kubectl:
       --cluster, --user, --server, --tls-server-name, --insecure-skip-tls-verify,

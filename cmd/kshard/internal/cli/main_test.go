@@ -82,6 +82,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "-n", "x"}, []string{"unknown flag -n"}},
 		{[]string{"-n", "x", "demo"}, []string{"flag --namespace does not apply to demo"}},
 		{[]string{"demo", "now"}, []string{"demo takes no arguments"}},
+		{[]string{"demo", "--cache-mode", "server"}, []string{`--cache-mode "server"`, "labels or full"}},
 		{[]string{"version", "--short"}, []string{"unknown flag --short"}},
 	}
 	for _, tc := range tests {
@@ -266,6 +267,7 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	b := member("b", "active", ring.Partitions("b").Union(shard.NewPartitionSet(271, 0, 1, 2)))
 	warm := ring.Partitions("b").Difference(shard.NewPartitionSet(271, ring.Partitions("b").Slice()[:3]...))
 	b.Annotations[lease.AnnotationWarm] = warm.Encode()
+	b.Annotations[lease.AnnotationCacheMode], b.Annotations[lease.AnnotationCachedObjects] = "labels", "48213"
 	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{member("a", "active", ring.Partitions("a")), b}, http.StatusOK)
 
 	code, stdout, stderr := run(t, "status", "--kubeconfig", kc)
@@ -273,7 +275,7 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}
 	for _, want := range []string{"RING ops  namespace from-context  partitions 271", "members 2 (live and active) of 2 Leases",
-		"IDENTITY", "WARM", "a  ", "active", "live", "i-b"} {
+		"IDENTITY", "WARM", "CACHE", "OBJECTS", "a  ", "active", "live", "i-b"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table does not contain %q:\n%s", want, stdout)
 		}
@@ -289,6 +291,13 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	}
 	if got, want := rows["b"][4], strconv.Itoa(warm.Len()); got != want {
 		t.Errorf("b's WARM column %q, want %q:\n%s", got, want, stdout)
+	}
+	// a publishes no cache status (an older kshard): "-", not 0.
+	if got := strings.Join(rows["a"][5:7], " "); got != "- -" {
+		t.Errorf("a's CACHE and OBJECTS columns %q, want \"- -\":\n%s", got, stdout)
+	}
+	if got := strings.Join(rows["b"][5:7], " "); got != "labels 48213" {
+		t.Errorf("b's CACHE and OBJECTS columns %q, want \"labels 48213\":\n%s", got, stdout)
 	}
 
 	code, stdout, stderr = run(t, "-o", "json", "status", "--kubeconfig", kc)
@@ -309,6 +318,8 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 				Identity, State, Health, Incarnation string
 				Partitions                           int
 				RenewAgeSeconds                      float64
+				CacheMode                            string
+				CachedObjects                        *int
 			}
 		}
 	}
@@ -320,6 +331,12 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	if doc.Namespace != "from-context" || r.Name != "ops" || r.Partitions != 271 || len(r.RingMembers) != 2 ||
 		r.Unclaimed != 0 || r.Overlapping != wantOverlap || len(r.Members) != 2 || r.Members[0].Health != "live" {
 		t.Errorf("status JSON = %+v", doc)
+	}
+	if a, b := r.Members[0], r.Members[1]; a.CacheMode != "" || a.CachedObjects != nil || b.CacheMode != "labels" || b.CachedObjects == nil || *b.CachedObjects != 48213 {
+		t.Errorf("status JSON cache fields: a %q %v, b %q %v; want a absent, b labels 48213", a.CacheMode, a.CachedObjects, b.CacheMode, b.CachedObjects)
+	}
+	if strings.Count(stdout, `"cachedObjects"`) != 1 {
+		t.Errorf("JSON should carry cachedObjects for b only:\n%s", stdout)
 	}
 	if wantOverlap > 0 && !strings.Contains(stdout, `"overlappingPartitions": [`) {
 		t.Errorf("JSON lacks overlappingPartitions")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -49,6 +51,14 @@ The key is that of the reconcile request: for a controller whose events on
 one object enqueue another (Owns, Watches with a mapping), ask about the
 object that is reconciled.
 
+When the object exists, its partition labels are shown too: the labels of
+the ring's domain (<ring>.kshard.io/…) that replicas with --cache-mode labels
+write once per object, each with the partition it names. Under the ring's
+current key that is the partition of the request the object maps to: its
+own key's, or its controller owner's for an owned object. A key of other
+ring parameters (another partition count, say) is no longer read by the
+ring; '%[1]s unlabel' removes it.
+
 Liveness is judged from the Leases' timestamps (see '%[1]s status --help').
 
 Examples:
@@ -71,6 +81,62 @@ type ownerJSON struct {
 	Exists      *bool  `json:"exists,omitempty"`
 	ExistsError string `json:"existsError,omitempty"`
 	ringstatus.Owner
+	// PartitionLabels are the object's labels of the ring's domain, the
+	// current key's first; empty when it has none or does not exist.
+	PartitionLabels []partitionLabel `json:"partitionLabels,omitempty"`
+}
+
+// partitionLabel is one of the ring's partition labels on an object.
+type partitionLabel struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// Current: Key is the ring's partition label under its present
+	// parameters, the one its replicas read and write.
+	Current bool `json:"current"`
+	// Partition is the partition Value names under the current key;
+	// absent when it names none or the key is not current.
+	Partition *int `json:"partition,omitempty"`
+}
+
+// partitionLabels picks the ring's partition labels out of an object's
+// labels: every key of the ring's domain (<ring>.kshard.io/), the key of
+// the ring's parameters first (params, as its Leases carry them), then the
+// others sorted.
+func partitionLabels(ring, params string, labels map[string]string) []partitionLabel {
+	current := ""
+	cfg, err := ringstatus.ParseParams(params)
+	if err == nil {
+		current, _ = shard.PartitionLabelKey(ring, cfg)
+	}
+	var out []partitionLabel
+	for _, key := range slices.Sorted(maps.Keys(labels)) {
+		if !isRingLabel(ring, key) {
+			continue
+		}
+		l := partitionLabel{Key: key, Value: labels[key], Current: key == current}
+		if l.Current {
+			if p, ok := shard.ParsePartitionLabel(l.Value, cfg.WithDefaults().Partitions); ok {
+				l.Partition = &p
+			}
+		}
+		out = append(out, l)
+	}
+	slices.SortStableFunc(out, func(a, b partitionLabel) int {
+		switch {
+		case a.Current == b.Current:
+			return 0
+		case a.Current:
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// isRingLabel reports whether key is in ring's label domain,
+// <ring>.kshard.io/…, where its partition labels live.
+func isRingLabel(ring, key string) bool {
+	return strings.HasPrefix(key, ring+"."+shard.LabelDomain+"/")
 }
 
 func runOwner(e *env, g *globals, args []string) error {
@@ -128,11 +194,12 @@ func runOwner(e *env, g *globals, args []string) error {
 		return err
 	}
 	out := ownerJSON{Resource: gr, Owner: owner}
-	exists, existsErr := c.objectExists(ctx, gvr, objNamespace, objName)
+	exists, labels, existsErr := c.objectLabels(ctx, gvr, objNamespace, objName)
 	if existsErr != nil {
 		out.ExistsError = existsErr.Error()
 	} else {
 		out.Exists = &exists
+		out.PartitionLabels = partitionLabels(rings[0].Name, rings[0].Params, labels)
 	}
 	if g.output == "json" {
 		return writeJSON(e.stdout, out)
@@ -190,21 +257,21 @@ func (c *cluster) resolveResource(resource string) (schema.GroupVersionResource,
 	return gvr, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// objectExists reads the object's metadata only, the least a user may be
-// allowed to read.
-func (c *cluster) objectExists(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (bool, error) {
+// objectLabels reads whether the object exists, and its labels, from its
+// metadata only, the least a user may be allowed to read.
+func (c *cluster) objectLabels(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (bool, map[string]string, error) {
 	mc, err := metadata.NewForConfig(c.config)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	_, err = mc.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	obj, err := mc.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		return true, nil
+		return true, obj.Labels, nil
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return false, nil, nil
 	default:
-		return false, fmt.Errorf("could not check: %s", oneLine(err.Error()))
+		return false, nil, fmt.Errorf("could not check: %s", oneLine(err.Error()))
 	}
 }
 
@@ -223,8 +290,31 @@ func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring) error {
 	fmt.Fprintf(tw, "PARTITION\t%d\n", o.Partition)
 	fmt.Fprintf(tw, "OWNER\t%s\n", orDash(o.Owner.Owner))
 	fmt.Fprintf(tw, "CLAIMED BY\t%s\n", orDash(strings.Join(o.ClaimedBy, ", ")))
+	if o.Exists != nil && *o.Exists {
+		if len(o.PartitionLabels) == 0 {
+			fmt.Fprintf(tw, "LABEL\tnone of ring %s (replicas with --cache-mode labels write one)\n", r.Name)
+		}
+		for _, l := range o.PartitionLabels {
+			fmt.Fprintf(tw, "LABEL\t%s=%s (%s)\n", l.Key, l.Value, l.describe(o.Partition))
+		}
+	}
 	if o.Note != "" {
 		fmt.Fprintf(tw, "NOTE\t%s\n", o.Note)
 	}
 	return tw.Flush()
+}
+
+// describe says what the label means for an object whose key is in
+// partition keyPartition.
+func (l partitionLabel) describe(keyPartition int) string {
+	switch {
+	case !l.Current:
+		return "a key of other ring parameters: the ring no longer reads it; kshard unlabel --key removes it"
+	case l.Partition == nil:
+		return "names no partition: the owner of its partition labels it again"
+	case *l.Partition == keyPartition:
+		return fmt.Sprintf("partition %d, its key's", *l.Partition)
+	default:
+		return fmt.Sprintf("partition %d, not its key's %d: an owned object carries its controller owner's partition; any other is relabelled", *l.Partition, keyPartition)
+	}
 }

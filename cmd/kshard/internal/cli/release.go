@@ -154,16 +154,21 @@ func runRelease(e *env, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, r := range results {
-		if !r.ok() {
-			failed++
-		}
-	}
-	if failed > 0 {
+	if failed := notOK(results); failed > 0 {
 		return fmt.Errorf("%d of %d Lease(s) not released (see above)", failed, len(results))
 	}
 	return nil
+}
+
+// notOK counts the results that need more than the command did.
+func notOK[R interface{ ok() bool }](results []R) int {
+	n := 0
+	for _, r := range results {
+		if !r.ok() {
+			n++
+		}
+	}
+	return n
 }
 
 // dial connects to the cluster the flags name (tests substitute a fake).

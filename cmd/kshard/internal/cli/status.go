@@ -27,8 +27,12 @@ Usage:
 
 Per member: identity, state (joining, active, leaving), partitions claimed,
 target (partitions the ring assigns it; claimed differs from target while a
-handoff is under way), age of the last renewal, health and incarnation (a
-random id per process: it changes when a replica restarts). Per ring: members, partition count P,
+handoff is under way), with a sharded cache how many partitions of its target
+the cache holds (WARM), its cache mode (CACHE: full, labels or server) and
+how many objects its cache holds (OBJECTS, refreshed with its renewals every
+few seconds; "-" for a replica that does not publish them), age of the last
+renewal, health and incarnation (a random id per process: it changes when a
+replica restarts). Per ring: members, partition count P,
 the ring-parameters fingerprint, and three numbers that should be 0:
   unclaimed    partitions no live member claims: their keys are reconciled
                by nobody until one does
@@ -105,9 +109,10 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d  foreign %d\n",
 			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed, r.Foreign)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tRENEWED\tHEALTH\tINCARNATION")
+		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tCACHE\tOBJECTS\tRENEWED\tHEALTH\tINCARNATION")
 		for _, m := range r.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, warm(m), renewed(m), m.Health, orDash(m.Incarnation))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, warm(m),
+				orDash(m.CacheMode), cachedObjects(m), renewed(m), m.Health, orDash(m.Incarnation))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -147,6 +152,15 @@ func warm(m ringstatus.Member) string {
 		return "-"
 	}
 	return strconv.Itoa(*m.Warm)
+}
+
+// cachedObjects prints how many objects the member's cache holds, or "-"
+// for a member that does not publish it.
+func cachedObjects(m ringstatus.Member) string {
+	if m.CachedObjects == nil {
+		return "-"
+	}
+	return strconv.Itoa(*m.CachedObjects)
 }
 
 // renewed says how long ago the member's Lease was renewed, as kubectl

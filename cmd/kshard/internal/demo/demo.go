@@ -46,6 +46,11 @@ type Options struct {
 	Replicas int
 	// Objects is how many Widgets are created.
 	Objects int
+	// CacheMode is the replicas' --cache-mode: "labels" (each caches only
+	// its partitions' objects, found by a partition label it writes once
+	// per object; the demo's control plane has no feature gate) or "full".
+	// Defaults to "labels".
+	CacheMode string
 	// Keep keeps everything running after the demo until ctx is done.
 	Keep bool
 	// Timeout bounds the demo from when the control plane is up: not the
@@ -78,7 +83,23 @@ type Results struct {
 	JoinMoved    int           // partitions that moved to the new replica
 	JoinDuration time.Duration // new replica started → ring converged
 	ReconciledBy map[string]int
+	// Cached is how many objects each replica's cache held once the
+	// Widgets were reconciled, as its Lease published it, and Watched how
+	// many objects (Widgets and ConfigMaps) the replicas watch.
+	Cached  map[string]int
+	Watched int
 }
+
+// Cache modes the demo runs (Options.CacheMode).
+const (
+	CacheLabels = "labels"
+	CacheFull   = "full"
+)
+
+// cacheSettle bounds the wait for the replicas' published object counts to
+// agree with the objects there are: they ride on the Lease renewals every
+// few seconds, and a replica labels what it owns at its own pace.
+const cacheSettle = 30 * time.Second
 
 // replicaLeaveGrace bounds a replica's graceful leave at shutdown; the
 // operator's own --shutdown-timeout is 30s.
@@ -157,6 +178,9 @@ func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlan
 // when ctx ended first, and otherwise what failed. Everything it started is
 // stopped before it returns.
 func Run(ctx context.Context, o Options) (res Results, err error) {
+	if o.CacheMode == "" {
+		o.CacheMode = CacheLabels
+	}
 	d := &demo{opts: o, start: time.Now(), stats: map[string]*replicaStats{}, stopping: map[string]bool{},
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	d.scr = &screen{w: o.Stdout, tty: o.TTY, plainEvery: 5 * time.Second}
@@ -230,6 +254,7 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 	}
 	d.fleet = &fleet{executable: o.Executable, logDir: logDir, baseArgs: []string{
 		"--kubeconfig", cp.KubeconfigPath(), "--ring", Ring, "--lease-namespace", Namespace, "--watch-namespace", Namespace,
+		"--cache-mode", o.CacheMode,
 	}}
 	// Registered after the informers' stop, so it runs before it: replicas
 	// leave while the demo still watches, and before the API server goes.
@@ -248,7 +273,7 @@ func Run(ctx context.Context, o Options) (res Results, err error) {
 func (d *demo) script(ctx context.Context) (res Results, err error) {
 	o := d.opts
 	d.phase = fmt.Sprintf("starting %d replicas", o.Replicas)
-	d.scr.say("Starting %d example-operator replicas (ring %q, %d partitions, namespace %s)...", o.Replicas, Ring, shard.DefaultPartitions, Namespace)
+	d.scr.say("Starting %d example-operator replicas (ring %q, %d partitions, namespace %s, cache mode %s)...", o.Replicas, Ring, shard.DefaultPartitions, Namespace, o.CacheMode)
 	t0 := time.Now()
 	for range o.Replicas {
 		if _, err := d.startReplica(ctx); err != nil {
@@ -291,6 +316,9 @@ func (d *demo) script(ctx context.Context) (res Results, err error) {
 	_, res.ReconciledBy = widgetProgress(d.widgets.List())
 	d.scr.say("All %d Widgets reconciled (status.observedGeneration == metadata.generation) in %s; last reconciled by: %s",
 		o.Objects, since(t0), countSummary(res.ReconciledBy))
+	if err := d.reportCaches(ctx, &res); err != nil {
+		return res, err
+	}
 
 	if err := d.leave(ctx, &res); err != nil {
 		return res, err
@@ -424,6 +452,90 @@ func (d *demo) join(ctx context.Context, res *Results) error {
 	return nil
 }
 
+// reportCaches waits (at most cacheSettle) until the object counts the
+// running replicas publish in their Leases agree with the objects they
+// watch, and says what each caches: with labels, each replica holds only
+// its partitions' share and together they hold every object once; with
+// full caches, each holds everything.
+func (d *demo) reportCaches(ctx context.Context, res *Results) error {
+	cms, err := d.client.CoreV1().ConfigMaps(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the ConfigMaps of namespace %s: %w", Namespace, err)
+	}
+	res.Watched = len(d.widgets.List()) + len(cms.Items)
+	replicas := 0
+	for _, r := range d.fleet.list() {
+		if r.running() && !d.stopping[r.identity] {
+			replicas++
+		}
+	}
+	settled := func() (bool, error) {
+		res.Cached = d.cachedObjects()
+		return cachesAgree(d.opts.CacheMode, res.Cached, replicas, res.Watched), nil
+	}
+	d.phase = "waiting for the replicas' cache counts"
+	wctx, cancel := context.WithTimeout(ctx, cacheSettle)
+	defer cancel()
+	// Counts that do not settle in time are reported as they are; a
+	// replica that failed, or the demo's own end, stops the demo.
+	if err := d.until(wctx, time.Second, settled); err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
+		return err
+	}
+	total := 0
+	for _, n := range res.Cached {
+		total += n
+	}
+	switch agree := cachesAgree(d.opts.CacheMode, res.Cached, replicas, res.Watched); {
+	case d.opts.CacheMode == CacheLabels && agree:
+		d.scr.say("Cached objects (Lease annotation %s): %s; together %d = each of the %d Widgets and ConfigMaps once: every replica holds only its partitions' share.",
+			lease.AnnotationCachedObjects, countSummary(res.Cached), total, res.Watched)
+	case agree:
+		d.scr.say("Cached objects (Lease annotation %s): %s: every replica holds all %d Widgets and ConfigMaps (--cache-mode %s).",
+			lease.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, d.opts.CacheMode)
+	default:
+		d.scr.say("Cached objects (Lease annotation %s): %s of %d Widgets and ConfigMaps; the counts had not settled within %s.",
+			lease.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, cacheSettle)
+	}
+	return nil
+}
+
+// cachedObjects returns the object counts the running replicas publish in
+// their Leases.
+func (d *demo) cachedObjects() map[string]int {
+	running := map[string]bool{}
+	for _, r := range d.fleet.list() {
+		running[r.identity] = r.running() && !d.stopping[r.identity]
+	}
+	out := map[string]int{}
+	for _, m := range d.ring().Members {
+		if running[m.Identity] && m.CachedObjects != nil {
+			out[m.Identity] = *m.CachedObjects
+		}
+	}
+	return out
+}
+
+// cachesAgree reports whether the counts the replicas published fit the
+// objects there are: every one of the replicas published one; under labels
+// they add up to every object once, each replica holding some; under full
+// caches each holds them all.
+func cachesAgree(mode string, cached map[string]int, replicas, watched int) bool {
+	if len(cached) != replicas || replicas == 0 {
+		return false
+	}
+	total := 0
+	for _, n := range cached {
+		if mode != CacheLabels && n != watched {
+			return false
+		}
+		if n == 0 {
+			return false
+		}
+		total += n
+	}
+	return mode != CacheLabels || total == watched
+}
+
 // keep leaves everything running until ctx is done, and says how to look.
 func (d *demo) keep(ctx context.Context, cp *controlplane.ControlPlane) {
 	kc := cp.KubeconfigPath()
@@ -546,8 +658,8 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 	}
 	done, _ := widgetProgress(d.widgets.List())
 	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
-	lines = append(lines, "LEASE from the ring's Leases; CLAIMED to QUEUE from one scrape of each replica's /metrics; PER SEC over the last "+rateWindow.String())
-	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
+	lines = append(lines, "LEASE and CACHED (objects in the replica's cache) from the ring's Leases; CLAIMED to QUEUE from one scrape of each replica's /metrics; PER SEC over the last "+rateWindow.String())
+	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CACHED", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
 	for _, r := range d.fleet.list() {
 		st := d.stats[r.identity]
 		if st == nil {
@@ -558,11 +670,14 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 		if r.running() && d.stopping[r.identity] {
 			process = "leaving"
 		}
-		leaseState := "-"
+		leaseState, cached := "-", "-"
 		if m, ok := members[r.identity]; ok {
 			leaseState = m.State
 			if !m.Live() {
 				leaseState += " (expired)"
+			}
+			if m.CachedObjects != nil {
+				cached = strconv.Itoa(*m.CachedObjects)
 			}
 		}
 		// CLAIMED, ACTIVE and QUEUE come from one scrape, so they are one
@@ -586,7 +701,7 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			rate = strconv.Itoa(int(st.rate.rate(time.Now()) + 0.5))
 			queue = strconv.Itoa(int(st.last.queue))
 		}
-		rows = append(rows, []string{r.identity, process, leaseState, claimed, active, total, rate, queue})
+		rows = append(rows, []string{r.identity, process, leaseState, cached, claimed, active, total, rate, queue})
 	}
 	lines = append(lines, align(rows)...)
 	d.scr.frame(lines, force)

@@ -160,3 +160,25 @@ func TestFleetStartFailsWhenReplicaExitsUnbound(t *testing.T) {
 	}
 	f.stopAll(time.Minute, nil)
 }
+
+func TestCachesAgree(t *testing.T) {
+	for _, tc := range []struct {
+		mode     string
+		cached   map[string]int
+		replicas int
+		want     bool
+	}{
+		{CacheLabels, map[string]int{"a": 40, "b": 60}, 2, true},
+		{CacheLabels, map[string]int{"a": 40, "b": 59}, 2, false},   // one object not (yet) cached
+		{CacheLabels, map[string]int{"a": 100, "b": 100}, 2, false}, // full caches under labels
+		{CacheLabels, map[string]int{"a": 100, "b": 0}, 2, false},   // b holds nothing yet
+		{CacheLabels, map[string]int{"a": 100}, 2, false},           // b published nothing
+		{CacheFull, map[string]int{"a": 100, "b": 100}, 2, true},
+		{CacheFull, map[string]int{"a": 100, "b": 50}, 2, false},
+		{CacheFull, map[string]int{}, 0, false},
+	} {
+		if got := cachesAgree(tc.mode, tc.cached, tc.replicas, 100); got != tc.want {
+			t.Errorf("%s %v of %d replicas: %v, want %v", tc.mode, tc.cached, tc.replicas, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,547 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard"
+)
+
+// Phase 10 measures the gate-free sharded cache (manager.Options.CacheMode
+// labels, PartitionBy key, no Balance) on the BenchObject custom resource
+// against the controller-runtime leader, on control planes of its own
+// without the ShardedListAndWatch feature gate: one with the objects spread
+// over p.ShardedNamespaces namespaces, one with all of them in one
+// namespace. On each, per object count: kshard's first start over the
+// objects that carry no partition label yet (time and API requests until
+// every one carries its own, label writes per object, peak RSS); then
+// p.Rounds rounds of both systems over the labelled objects (peak, steady
+// and after-collection memory, fleet CPU; kshard through a rolling restart:
+// its peak RSS, and the labels it wrote and objects it listed per moved
+// object). The spread control plane first runs phase 2's latency-bound and
+// write-bound throughput, with its ceiling, over p.Objects objects in the
+// bench namespace, and last a graceful handoff and a crash failover there.
+
+// labelsRing names every kshard fleet of phase 10: the partition label's
+// key names the ring, so fleets that share it find the objects labelled.
+const labelsRing = "ks-labels"
+
+// The two object layouts of phase 10.
+const (
+	layoutSpread = "spread"
+	layoutSingle = "single namespace"
+)
+
+// labelsResults is phase 10: a row set per layout.
+type labelsResults struct {
+	Layouts []labelsLayout `json:"layouts"`
+}
+
+// labelsLayout is phase 10 on one control plane.
+type labelsLayout struct {
+	Layout     string `json:"layout"` // layoutSpread or layoutSingle
+	Namespaces int    `json:"namespaces"`
+	// FirstStarts: kshard's first start at each object count (over the
+	// objects created since the last).
+	FirstStarts []firstStart `json:"first_starts"`
+	// Runs: per object count and round, controller-runtime's and kshard's.
+	Runs []shardedResult `json:"runs"`
+	// The spread layout's throughput rounds (as phases 1 and 2: ratios
+	// are medians of per-round ratios) and its handoff and failover.
+	Ceiling    []ceilingResult `json:"ceiling,omitempty"`
+	Throughput throughputSet   `json:"throughput"`
+	WriteBound throughputSet   `json:"write_bound"`
+	Handoff    *handoffResult  `json:"handoff,omitempty"`
+	Failover   *failoverResult `json:"failover,omitempty"`
+}
+
+// firstStart is kshard's start over objects of which some carry no
+// partition label of its ring yet.
+type firstStart struct {
+	// Count is the phase's object count it ran at (p.LabelsObjects);
+	// Objects all the objects the fleet caches (with the spread layout's
+	// throughput objects); Unlabelled those without their partition label
+	// when it started.
+	Count      int `json:"count"`
+	Objects    int `json:"objects"`
+	Unlabelled int `json:"unlabelled"`
+	Replicas   int `json:"replicas"`
+	// LabelledSeconds: start of the first process → every object labelled
+	// with its partition (seen by the harness's watch); FormedSeconds:
+	// start → formed, every initial reconcile done and idle.
+	LabelledSeconds float64 `json:"labelled_seconds"`
+	FormedSeconds   float64 `json:"formed_seconds"`
+	// LabelPatches, ConfirmReads and ObjectsListed sum the fleet's
+	// kshard_cache_label_patches_total, kshard_cache_confirm_reads_total
+	// and kshard_cache_listed_objects_total.
+	LabelPatches  float64 `json:"label_patches"`
+	ConfirmReads  float64 `json:"confirm_reads"`
+	ObjectsListed float64 `json:"objects_listed"`
+	// APIRequests counts every resource request the API server completed
+	// from the start until labelled and formed (apiserver_request_total;
+	// a watch counts when it ends); Requests those on BenchObjects, by
+	// verb.
+	APIRequests   float64            `json:"api_requests"`
+	Requests      map[string]float64 `json:"benchobject_requests"`
+	CacheMode     string             `json:"cache_mode"`
+	PeakRSSMiB    map[string]float64 `json:"peak_rss_mib"`
+	MaxPeakRSSMiB float64            `json:"max_peak_rss_mib"`
+	CPUSeconds    map[string]float64 `json:"cpu_seconds"`
+	FleetCPU      float64            `json:"fleet_cpu_seconds"`
+}
+
+// labelsArgs are kshard's flags for phase 10.
+var labelsArgs = []string{"--kind=" + benchObjects.Name, "--cache-mode=labels"}
+
+// labelsPhase runs phase 10 on each layout.
+func (b *bench) labelsPhase(ctx context.Context, kshard, baseline *system) (*labelsResults, error) {
+	out := &labelsResults{}
+	for _, l := range []struct {
+		name       string
+		namespaces int
+	}{{layoutSpread, b.p.ShardedNamespaces}, {layoutSingle, 0}} {
+		res, err := b.labelsOn(ctx, kshard, baseline, l.name, l.namespaces)
+		out.Layouts = append(out.Layouts, res)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", l.name, err)
+		}
+	}
+	return out, nil
+}
+
+// labelsOn runs phase 10 on a new control plane without the feature gate,
+// the objects spread over namespaces (0: all in the bench namespace).
+func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout string, namespaces int) (labelsLayout, error) {
+	res := labelsLayout{Layout: layout, Namespaces: max(namespaces, 1)}
+	pb, stop, err := b.shardedBench(ctx, false, namespaces)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+	pb.ring = labelsRing
+	// rb holds the objects whose memory is measured; it watches them all,
+	// counting those that carry their partition label.
+	rb, err := pb.withKind(ctx, benchObjects)
+	if err != nil {
+		return res, err
+	}
+	rb.obs = newObserver()
+	if err := rb.obs.watchLabels(labelsRing, shard.Config{}); err != nil {
+		return res, err
+	}
+	obsCtx, stopObs := context.WithCancel(ctx)
+	rbDone, err := rb.obs.run(obsCtx, rb.cp.Config(), benchObjects, "")
+	defer func() { stopObs(); <-rbDone }()
+	if err != nil {
+		return res, err
+	}
+	// tb holds the throughput, handoff and failover objects: p.Objects in
+	// the bench namespace, with its epoch ConfigMap (the spread layout).
+	var tb *bench
+	if layout == layoutSpread {
+		if tb, err = pb.withKind(ctx, benchObjects); err != nil {
+			return res, err
+		}
+		tb.spread = 0
+		tb.obs = newObserver()
+		tbDone, err := tb.obs.run(obsCtx, tb.cp.Config(), benchObjects, tb.ns)
+		defer func() { stopObs(); <-tbDone }()
+		if err != nil {
+			return res, err
+		}
+		if err := tb.labelsThroughput(ctx, kshard, baseline, &res); err != nil {
+			return res, err
+		}
+	}
+
+	created := 0
+	for _, n := range b.p.LabelsObjects {
+		progress("phase 10: %d custom resources, %s (%d namespaces), feature gate off", n, layout, res.Namespaces)
+		if err := rb.createSpread(ctx, created, n); err != nil {
+			return res, err
+		}
+		created = n
+		all := n + len(tbGens(tb))
+		if err := rb.obs.wait(ctx, func() bool { return len(rb.obs.objs) >= all }); err != nil {
+			return res, err
+		}
+		fs, err := rb.firstStart(ctx, kshard, all)
+		fs.Count = n
+		res.FirstStarts = append(res.FirstStarts, fs)
+		if err != nil {
+			return res, fmt.Errorf("first start over %d objects: %w", n, err)
+		}
+		progress("  first start: %d of %d objects unlabelled, all labelled after %.1fs (formed %.1fs); %.0f label patches, %.0f API requests, peak RSS max %.0f MiB",
+			fs.Unlabelled, fs.Objects, fs.LabelledSeconds, fs.FormedSeconds, fs.LabelPatches, fs.APIRequests, fs.MaxPeakRSSMiB)
+		for round := 1; round <= b.p.Rounds; round++ {
+			for _, sys := range []*system{baseline, kshard} {
+				spec := resourceSpec{scenario: fmt.Sprintf("labels-%d-%d", n, round), replicas: b.p.BaselineReplicas, args: []string{"--kind=" + benchObjects.Name}}
+				if sys.kshard {
+					spec.replicas, spec.args, spec.rollout = b.p.ShardedReplicas, labelsArgs, true
+				}
+				progress("round %d/%d, phase 10: %s over %d custom resources, %s", round, b.p.Rounds, sys.name, n, layout)
+				r, err := rb.measureResources(ctx, sys, n, spec)
+				r.Round, r.Namespaces = round, res.Namespaces
+				res.Runs = append(res.Runs, r)
+				if err != nil {
+					return res, fmt.Errorf("%s at %d objects, round %d: %w", sys.name, n, round, err)
+				}
+				r.logProgress()
+				if sys.kshard && r.CacheMode != cache.ModeLabels {
+					return res, fmt.Errorf("kshard cached BenchObjects in mode %q, want %s", r.CacheMode, cache.ModeLabels)
+				}
+			}
+		}
+	}
+
+	if tb != nil {
+		return res, tb.labelsMoves(ctx, kshard, &res)
+	}
+	return res, nil
+}
+
+// tbGens is the throughput objects' generations (none without them).
+func tbGens(tb *bench) []int {
+	if tb == nil {
+		return nil
+	}
+	return tb.gens
+}
+
+// labelsThroughput runs phases 1 and 2 on b's objects in the bench
+// namespace, in rounds: the ceiling of BenchObject patches, then the
+// latency-bound and write-bound workloads on controller-runtime and on 4
+// kshard replicas with the gate-free sharded cache.
+func (b *bench) labelsThroughput(ctx context.Context, kshard, baseline *system, res *labelsLayout) error {
+	progress("phase 10: creating %d custom resources in %s", b.p.Objects, b.ns)
+	if err := b.ensureObjects(ctx, b.p.Objects); err != nil {
+		return err
+	}
+	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= b.p.Objects }); err != nil {
+		return err
+	}
+	defer func() { b.fleetArgs = nil }()
+	for round := 1; round <= b.p.Rounds; round++ {
+		for _, g := range b.p.CeilingWorkers {
+			progress("round %d/%d, phase 10: API server ceiling with %d goroutines (custom resources)", round, b.p.Rounds, g)
+			c, err := b.measureCeiling(ctx, g, b.p.CeilingDuration)
+			if err != nil {
+				return fmt.Errorf("ceiling: %w", err)
+			}
+			c.Round = round
+			progress("  %.0f writes/s", c.WritesPerSec)
+			res.Ceiling = append(res.Ceiling, c)
+		}
+		for _, c := range []struct {
+			sys     *system
+			n       int
+			latency time.Duration
+			set     *throughputSet
+		}{
+			{baseline, b.p.BaselineReplicas, b.p.Latency, &res.Throughput}, {kshard, 4, b.p.Latency, &res.Throughput},
+			{baseline, b.p.BaselineReplicas, 0, &res.WriteBound}, {kshard, 4, 0, &res.WriteBound},
+		} {
+			b.fleetArgs = []string{"--kind=" + benchObjects.Name}
+			if c.sys.kshard {
+				b.fleetArgs = labelsArgs
+			}
+			progress("round %d/%d, phase 10: %s with %d replicas, %s latency, %d custom resources", round, b.p.Rounds, c.sys.name, c.n, c.latency, len(b.gens))
+			t, err := b.throughput(ctx, c.sys, c.n, c.latency, fmt.Sprintf("labels-%d-%d-%d", round, c.n, c.latency.Milliseconds()))
+			if err != nil {
+				return fmt.Errorf("throughput, %s, %d replicas, %s latency: %w", c.sys.name, c.n, c.latency, err)
+			}
+			t.Round = round
+			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+			c.set.Samples = append(c.set.Samples, t)
+		}
+	}
+	return nil
+}
+
+// labelsMoves runs a graceful handoff (rolling restart under a writer) and
+// a crash failover of phase 7's fleet size on b's objects; the failover
+// comes last, since the killed replica's Lease outlives it.
+func (b *bench) labelsMoves(ctx context.Context, kshard *system, res *labelsLayout) error {
+	b.fleetArgs = labelsArgs
+	defer func() { b.fleetArgs = nil }()
+	n := b.p.ShardedReplicas
+	progress("phase 10: graceful handoff, rolling restart of %d kshard replicas (gate-free sharded cache)", n)
+	h, err := b.handoff(ctx, kshard, n)
+	if err != nil {
+		return fmt.Errorf("handoff: %w", err)
+	}
+	res.Handoff = &h
+	progress("  rollout p99 %.3fs, max %.3fs over %d updates; %.0f label patches, %.0f objects listed", h.Rollout.P99Seconds, h.Rollout.MaxSeconds, h.Rollout.Updates, h.LabelPatches, h.ObjectsListed)
+	progress("phase 10: crash failover (%d kshard replicas)", n)
+	f, err := b.failover(ctx, kshard, n)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	res.Failover = &f
+	progress("  %s killed; %s reconciled again after %.2fs", f.Killed, f.Key, f.Seconds)
+	return nil
+}
+
+// firstStart starts p.ShardedReplicas kshard replicas over b's objects (all
+// of them, total with those of other benches on the control plane) and
+// measures until every object carries its partition label and the fleet is
+// formed and idle.
+func (b *bench) firstStart(ctx context.Context, kshard *system, total int) (firstStart, error) {
+	fs := firstStart{Objects: total, Unlabelled: total - b.obs.labelledCount(), Replicas: b.p.ShardedReplicas}
+	b.fleetArgs = append([]string{"--all-namespaces"}, labelsArgs...)
+	defer func() { b.fleetArgs = nil }()
+	before, err := b.apiserverMetrics(ctx)
+	if err != nil {
+		return fs, err
+	}
+	start := time.Now()
+	f, err := b.startFleet(kshard, fmt.Sprintf("labels-first-%d", total), fs.Replicas, 0)
+	if err != nil {
+		return fs, err
+	}
+	defer f.kill()
+	// Labelling runs once partitions are active, at LabelQPS per replica:
+	// allow it beyond the readiness timeout.
+	lctx, cancel := context.WithTimeout(ctx, b.p.ReadyTimeout+time.Duration(fs.Unlabelled)*time.Second/time.Duration(50*fs.Replicas))
+	defer cancel()
+	var labelled time.Time
+	var labelErr, readyErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { labelled, labelErr = b.obs.waitLabelled(lctx, total) })
+	readyErr = f.waitReady(ctx, readiness{minReconciles: float64(total), quiet: true}, b.p.ReadyTimeout)
+	if readyErr == nil {
+		fs.FormedSeconds = time.Since(start).Seconds()
+	} else {
+		cancel()
+	}
+	wg.Wait()
+	if readyErr != nil {
+		return fs, readyErr
+	}
+	if labelErr != nil {
+		return fs, labelErr
+	}
+	fs.LabelledSeconds = labelled.Sub(start).Seconds()
+	after, err := b.apiserverMetrics(ctx)
+	if err != nil {
+		return fs, err
+	}
+	fs.APIRequests = sumRequests(after, nil) - sumRequests(before, nil)
+	fs.Requests = map[string]float64{}
+	for _, verb := range []string{"LIST", "WATCH", "GET", "PATCH"} {
+		on := func(l map[string]string) bool { return l["resource"] == benchObjects.GVR.Resource && l["verb"] == verb }
+		fs.Requests[verb] = sumRequests(after, on) - sumRequests(before, on)
+	}
+	c, err := f.counters(ctx)
+	if err != nil {
+		return fs, err
+	}
+	fs.LabelPatches, fs.ConfirmReads, fs.ObjectsListed = c["kshard_cache_label_patches_total"], c["kshard_cache_confirm_reads_total"], c["kshard_cache_listed_objects_total"]
+	stats, err := f.stats()
+	if err != nil {
+		return fs, err
+	}
+	fs.PeakRSSMiB, fs.CPUSeconds = map[string]float64{}, map[string]float64{}
+	for id, s := range stats {
+		fs.PeakRSSMiB[id], fs.CPUSeconds[id] = mib(s.PeakRSS), s.CPUSeconds
+		fs.MaxPeakRSSMiB = max(fs.MaxPeakRSSMiB, fs.PeakRSSMiB[id])
+		fs.FleetCPU += s.CPUSeconds
+	}
+	for _, r := range f.live() {
+		m, err := scrape(ctx, r.metricsAddr)
+		if err != nil {
+			return fs, err
+		}
+		if mode := kindMode(m, benchObjects); mode != cache.ModeLabels {
+			return fs, fmt.Errorf("%s cached BenchObjects in mode %q, want %s", r.id, mode, cache.ModeLabels)
+		}
+	}
+	fs.CacheMode = cache.ModeLabels
+	if err := f.stopAll(); err != nil {
+		b.warn("%s: %v", f.name, err)
+	}
+	return fs, nil
+}
+
+// labelsSummary is phase 10's headline, results.json's "sharded_gate_off":
+// the gate-free sharded cache on custom resources against the
+// controller-runtime leader. Ratios are medians of per-round ratios at
+// Objects (kshard ÷ controller-runtime, the largest replica of each).
+type labelsSummary struct {
+	Objects int `json:"objects"`
+	// RSSRatio: peak RSS, the objects spread over namespaces (goal ≤ 0.40,
+	// aim 0.35); RSSRatioRollout: the new processes of kshard's rolling
+	// restart; the SingleNamespace figures with every object in one
+	// namespace.
+	RSSRatio                       *float64 `json:"rss_ratio"`
+	RSSRatioRollout                *float64 `json:"rss_ratio_rolling_restart"`
+	RSSRatioSingleNamespace        *float64 `json:"rss_ratio_single_namespace"`
+	RSSRatioSingleNamespaceRollout *float64 `json:"rss_ratio_single_namespace_rolling_restart"`
+	// Steadier figures beside the peaks, which move with the collector's
+	// timing: the Go heap live after a forced collection, and the RSS
+	// once the fleet is idle after the pass.
+	LiveHeapRatio                 *float64 `json:"live_heap_ratio"`
+	LiveHeapRatioSingleNamespace  *float64 `json:"live_heap_ratio_single_namespace"`
+	SteadyRSSRatio                *float64 `json:"steady_rss_ratio"`
+	SteadyRSSRatioSingleNamespace *float64 `json:"steady_rss_ratio_single_namespace"`
+	// FleetCPURatio: the whole fleets' CPU, start to the end of a pass
+	// over every object (goal ≤ 1.2).
+	FleetCPURatio                *float64 `json:"fleet_cpu_ratio"`
+	FleetCPURatioSingleNamespace *float64 `json:"fleet_cpu_ratio_single_namespace"`
+	// Phase 2's workloads on the custom resource: 4 kshard replicas'
+	// latency-bound throughput ÷ the leader's (goal ≥ 3.6), the
+	// write-bound rate ÷ the ceiling of BenchObject patches (goal ≥ 0.8)
+	// and ÷ the leader's.
+	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	CeilingFraction4 *float64 `json:"ceiling_fraction_4"`
+	WriteBoundRatio4 *float64 `json:"write_bound_ratio_4"`
+	// Graceful handoff p99 in a rolling restart under a writer, and crash
+	// failover.
+	HandoffP99Seconds *float64 `json:"handoff_p99_seconds"`
+	FailoverSeconds   *float64 `json:"failover_seconds"`
+	// WritesPerMove: partition labels written in kshard's rolling restarts
+	// ÷ the objects they moved (each replica's objects move away at its
+	// stop and back at its start; goal 0); ObjectsListedPerMove: objects
+	// listed in them ÷ the same (1: only what moved).
+	WritesPerMove        *float64 `json:"writes_per_move"`
+	ObjectsListedPerMove *float64 `json:"objects_listed_per_move"`
+	// LabelWritesPerObject: label patches of the first starts ÷ the
+	// objects they found unlabelled (goal ≤ 1).
+	LabelWritesPerObject *float64 `json:"label_writes_per_object"`
+	// The first start over Objects unlabelled objects, spread over
+	// namespaces: the largest replica's peak RSS ÷ the leader's (median
+	// over the rounds; goal ≤ 0.6), start → every object labelled, and the
+	// API requests until labelled and formed.
+	FirstStartRSSRatio                *float64 `json:"first_start_rss_ratio"`
+	FirstStartRSSRatioSingleNamespace *float64 `json:"first_start_rss_ratio_single_namespace"`
+	FirstStartLabelledSeconds         *float64 `json:"first_start_labelled_seconds"`
+	FirstStartAPIRequests             *float64 `json:"first_start_api_requests"`
+}
+
+// layoutFigures are one layout's medians at one object count.
+type layoutFigures struct {
+	rss, rollout, live, steady, cpu, firstStart *float64
+	firstStartRun                               *firstStart
+}
+
+// figures computes l's medians of per-round ratios at n objects, and its
+// first start's peak against the leader's median peak.
+func (l *labelsLayout) figures(n int) layoutFigures {
+	rounds := map[int]map[string]*shardedResult{}
+	for i := range l.Runs {
+		r := &l.Runs[i]
+		if r.Objects != n {
+			continue
+		}
+		if rounds[r.Round] == nil {
+			rounds[r.Round] = map[string]*shardedResult{}
+		}
+		rounds[r.Round][r.System] = r
+	}
+	var rss, rollout, live, steady, cpu, leader []float64
+	add := func(v *[]float64, a, b float64) {
+		if q := ratio(a, b); q != nil {
+			*v = append(*v, *q)
+		}
+	}
+	for _, m := range rounds {
+		ks, cr := m[nativeName], m[baselineName]
+		if ks == nil || cr == nil {
+			continue
+		}
+		add(&rss, ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+		add(&rollout, ks.RolloutMaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+		add(&live, ks.MaxLiveHeapMiB, cr.MaxLiveHeapMiB)
+		add(&steady, ks.MaxSteadyRSSMiB, cr.MaxSteadyRSSMiB)
+		add(&cpu, ks.FleetCPU, cr.FleetCPU)
+		leader = append(leader, cr.MaxPeakRSSMiB)
+	}
+	f := layoutFigures{rss: medianPtr(rss), rollout: medianPtr(rollout), live: medianPtr(live), steady: medianPtr(steady), cpu: medianPtr(cpu)}
+	for i := range l.FirstStarts {
+		if fs := &l.FirstStarts[i]; fs.Count == n {
+			f.firstStartRun = fs
+			if len(leader) > 0 {
+				f.firstStart = ratio(fs.MaxPeakRSSMiB, median(leader))
+			}
+		}
+	}
+	return f
+}
+
+// counts are the object counts of l's runs, rising.
+func (l *labelsLayout) counts() []int {
+	var out []int
+	for _, r := range l.Runs {
+		if len(out) == 0 || r.Objects > out[len(out)-1] {
+			out = append(out, r.Objects)
+		}
+	}
+	return out
+}
+
+// summariseLabels fills phase 10's headline (nil when it did not run) and
+// the throughput sets' per-configuration medians.
+func summariseLabels(lr *labelsResults) *labelsSummary {
+	if lr == nil || len(lr.Layouts) == 0 {
+		return nil
+	}
+	s := &labelsSummary{}
+	var patches, unlabelled, movePatches, moveListed, moved float64
+	for i := range lr.Layouts {
+		l := &lr.Layouts[i]
+		counts := l.counts()
+		if len(counts) > 0 {
+			n := counts[len(counts)-1]
+			s.Objects = max(s.Objects, n)
+			f := l.figures(n)
+			if l.Layout == layoutSingle {
+				s.RSSRatioSingleNamespace, s.RSSRatioSingleNamespaceRollout = f.rss, f.rollout
+				s.LiveHeapRatioSingleNamespace, s.SteadyRSSRatioSingleNamespace, s.FleetCPURatioSingleNamespace = f.live, f.steady, f.cpu
+				s.FirstStartRSSRatioSingleNamespace = f.firstStart
+			} else {
+				s.RSSRatio, s.RSSRatioRollout, s.LiveHeapRatio, s.SteadyRSSRatio, s.FleetCPURatio = f.rss, f.rollout, f.live, f.steady, f.cpu
+				s.FirstStartRSSRatio = f.firstStart
+				if fs := f.firstStartRun; fs != nil {
+					s.FirstStartLabelledSeconds, s.FirstStartAPIRequests = ptr(fs.LabelledSeconds), ptr(fs.APIRequests)
+				}
+			}
+		}
+		for _, fs := range l.FirstStarts {
+			patches += fs.LabelPatches
+			unlabelled += float64(fs.Unlabelled)
+		}
+		for _, r := range l.Runs {
+			if r.System == nativeName && r.RolloutMaxPeakRSSMiB > 0 {
+				movePatches += r.RolloutLabelPatches
+				moveListed += r.RolloutObjectsListed
+				for _, c := range r.CachedObjects {
+					moved += 2 * c
+				}
+			}
+		}
+		summariseSet(&l.Throughput, ceilingsByRound(l.Ceiling))
+		summariseSet(&l.WriteBound, ceilingsByRound(l.Ceiling))
+		if c := l.Throughput.config(nativeName, 4); c != nil {
+			s.ThroughputRatio4 = c.Ratio
+		}
+		if c := l.WriteBound.config(nativeName, 4); c != nil {
+			s.CeilingFraction4, s.WriteBoundRatio4 = c.CeilingFraction, c.Ratio
+		}
+		if h := l.Handoff; h != nil && h.Rollout.Updates > 0 {
+			s.HandoffP99Seconds = ptr(h.Rollout.P99Seconds)
+		}
+		if f := l.Failover; f != nil && f.Seconds > 0 {
+			s.FailoverSeconds = ptr(f.Seconds)
+		}
+	}
+	if moved > 0 {
+		s.WritesPerMove, s.ObjectsListedPerMove = ptr(movePatches/moved), ptr(moveListed/moved)
+	}
+	if unlabelled > 0 {
+		s.LabelWritesPerObject = ptr(patches / unlabelled)
+	}
+	return s
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/kshard/kshard/shard"
+)
+
+// The operator modules keep their own copies of the custom resource's Go
+// type and of the debug server (the baseline imports nothing of kshard):
+// the copies must not drift apart, nor from what the harness expects.
+func TestOperatorCopiesAgree(t *testing.T) {
+	for _, set := range [][]string{
+		{"kshardop/benchobject.go", "baseline/benchobject.go", "crshardop/benchobject.go"},
+		{"kshardop/heap.go", "baseline/heap.go", "crshardop/heap.go"},
+		{"baseline/kind.go", "crshardop/kind.go"},
+	} {
+		first, err := os.ReadFile(set[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range set[1:] {
+			b, err := os.ReadFile(other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(first, b) {
+				t.Errorf("e2e/bench/%s differs from e2e/bench/%s; copy one over the other", other, set[0])
+			}
+		}
+	}
+	heap, err := os.ReadFile("kshardop/heap.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `const debugServer = "` + debugServer + `"`; !bytes.Contains(heap, []byte(want)) {
+		t.Errorf("the operators' heap.go lacks %s: the harness would wait for a server they never name", want)
+	}
+}
+
+// The embedded CRD serves the kind the harness writes and the operators'
+// type names.
+func TestBenchObjectCRDMatchesTheKind(t *testing.T) {
+	crd := &unstructured.Unstructured{}
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(benchObjectCRD), 4096).Decode(&crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	str := func(path ...string) string { v, _, _ := unstructured.NestedString(crd.Object, path...); return v }
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) != 1 {
+		t.Fatalf("%d versions, want 1", len(versions))
+	}
+	version, _, _ := unstructured.NestedString(versions[0].(map[string]any), "name")
+	got := [4]string{str("spec", "group"), version, str("spec", "names", "plural"), str("spec", "names", "kind")}
+	want := [4]string{benchObjects.GVR.Group, benchObjects.GVR.Version, benchObjects.GVR.Resource, benchObjects.Name}
+	if got != want {
+		t.Errorf("CRD group, version, plural, kind = %v, want %v", got, want)
+	}
+	if name := str("metadata", "name"); name != benchObjects.GVR.Resource+"."+benchObjects.GVR.Group {
+		t.Errorf("CRD name %q", name)
+	}
+	if l := benchObjects.metricLabel(); l != "bench.kshard.io/v1, Kind=BenchObject" {
+		t.Errorf("metric label %q, want kshard_cache_mode's kind label", l)
+	}
+	if l := configMaps.metricLabel(); l != "/v1, Kind=ConfigMap" {
+		t.Errorf("metric label %q, want kshard_cache_mode's kind label", l)
+	}
+}
+
+// The observer counts the objects whose label names their own partition
+// under the ring's key, as labels come, go and change.
+func TestObserverCountsPartitionLabels(t *testing.T) {
+	o := newObserver()
+	if err := o.watchLabels(labelsRing, shard.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := shard.PartitionLabelKey(labelsRing, shard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := shard.NewPartitioner(shard.DefaultPartitions)
+	own := func(ns, name string) string { return shard.PartitionLabelValue(p.Partition(shard.KeyOf(ns, name))) }
+	object := func(ns, name string, labels map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	}
+	a, b, c := own("s000", "obj-00000"), own("s001", "obj-00001"), own("kshard-bench", "obj-00000")
+	wrong := shard.PartitionLabelValue((p.Partition(shard.KeyOf("s001", "obj-00001")) + 1) % shard.DefaultPartitions)
+	o.observe(object("s000", "obj-00000", map[string]string{key: a}))
+	o.observe(object("s001", "obj-00001", map[string]string{key: wrong}))
+	// The same name in another namespace is another object.
+	o.observe(object("kshard-bench", "obj-00000", nil))
+	if got := o.labelledCount(); got != 1 {
+		t.Fatalf("%d labelled, want 1 (one own label, one naming another partition, one without)", got)
+	}
+	o.observe(object("s001", "obj-00001", map[string]string{key: b}))
+	o.observe(object("kshard-bench", "obj-00000", map[string]string{key: c, "other.kshard.io/xx1-key-p271": "0"}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := o.waitLabelled(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	o.observe(object("s000", "obj-00000", map[string]string{labelKey: labelObject})) // stripped
+	if got := o.labelledCount(); got != 2 {
+		t.Fatalf("%d labelled after a label was stripped, want 2", got)
+	}
+	if len(o.objs) != 3 {
+		t.Errorf("%d objects observed, want 3 (keyed by namespace and name)", len(o.objs))
+	}
+}
+
+// labelsRun is a phase 10 run of one system in one round.
+func labelsRun(system string, round int, peak, rollout, live, steady, cpu float64, cached ...float64) shardedResult {
+	r := shardedResult{System: system, Kind: benchObjects.Name, Round: round, Objects: 1000, MaxPeakRSSMiB: peak, RolloutMaxPeakRSSMiB: rollout,
+		MaxLiveHeapMiB: live, MaxSteadyRSSMiB: steady, FleetCPU: cpu, CacheMode: "full", PeakRSSMiB: map[string]float64{"r-0": peak}}
+	if system == nativeName {
+		r.CacheMode, r.CachedObjects = "labels", map[string]float64{}
+		for i, c := range cached {
+			r.CachedObjects["r-"+string(rune('0'+i))] = c
+		}
+		r.RolloutObjectsListed = 2 * 1000
+	}
+	return r
+}
+
+// labelsFixture is phase 10 as a run writes it: three rounds spread over
+// namespaces (the leader's peak moving from round to round), one in one
+// namespace, first starts on both, throughput, handoff and failover.
+func labelsFixture() *labelsResults {
+	spread := labelsLayout{Layout: layoutSpread, Namespaces: 500,
+		FirstStarts: []firstStart{{Count: 1000, Objects: 1200, Unlabelled: 1000, LabelPatches: 1000, MaxPeakRSSMiB: 55, LabelledSeconds: 7.5, APIRequests: 1400}},
+		Runs: []shardedResult{
+			labelsRun(baselineName, 1, 100, 0, 50, 80, 10), labelsRun(nativeName, 1, 35, 38, 15, 30, 11, 334, 333, 333),
+			labelsRun(baselineName, 2, 110, 0, 50, 80, 10), labelsRun(nativeName, 2, 44, 40, 15, 30, 11, 334, 333, 333),
+			labelsRun(baselineName, 3, 90, 0, 50, 80, 10), labelsRun(nativeName, 3, 30, 36, 15, 30, 11, 334, 333, 333),
+		},
+		Ceiling:  []ceilingResult{{Round: 1, Goroutines: 16, WritesPerSec: 500}},
+		Handoff:  &handoffResult{System: nativeName, Replicas: 3, Rollout: delayStats{Updates: 10, P99Seconds: 0.05}},
+		Failover: &failoverResult{System: nativeName, Seconds: 9.5, Killed: "r-1"},
+	}
+	spread.Throughput.Samples = []throughputResult{
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 100}, {Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 370}}
+	spread.WriteBound.Samples = []throughputResult{
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 300}, {Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 420}}
+	single := labelsLayout{Layout: layoutSingle, Namespaces: 1,
+		FirstStarts: []firstStart{{Count: 1000, Objects: 1000, Unlabelled: 1000, LabelPatches: 1100, MaxPeakRSSMiB: 70}},
+		Runs:        []shardedResult{labelsRun(baselineName, 1, 100, 0, 50, 80, 10), labelsRun(nativeName, 1, 37, 45, 16, 31, 12, 500, 500)},
+	}
+	single.Runs[1].RolloutLabelPatches = 20 // a replica relabelled objects while partitions moved
+	return &labelsResults{Layouts: []labelsLayout{spread, single}}
+}
+
+func TestLabelsSummaryTakesMediansOfRoundRatios(t *testing.T) {
+	s := summariseLabels(labelsFixture())
+	// Moved: every cached object twice in each of the 4 rolling restarts.
+	moved := 3*2*1000.0 + 2*1000.0
+	for name, c := range map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"rss_ratio":                          {s.RSSRatio, 0.35},        // 0.35, 0.40, 0.333
+		"rss_ratio_rolling_restart":          {s.RSSRatioRollout, 0.38}, // 0.38, 0.364, 0.40
+		"rss_ratio_single_namespace":         {s.RSSRatioSingleNamespace, 0.37},
+		"rss_ratio_single_namespace_rollout": {s.RSSRatioSingleNamespaceRollout, 0.45},
+		"live_heap_ratio":                    {s.LiveHeapRatio, 0.3},
+		"steady_rss_ratio":                   {s.SteadyRSSRatio, 0.375},
+		"fleet_cpu_ratio":                    {s.FleetCPURatio, 1.1},
+		"fleet_cpu_ratio_single_namespace":   {s.FleetCPURatioSingleNamespace, 1.2},
+		"throughput_ratio_4":                 {s.ThroughputRatio4, 3.7},
+		"ceiling_fraction_4":                 {s.CeilingFraction4, 0.84},
+		"write_bound_ratio_4":                {s.WriteBoundRatio4, 1.4},
+		"handoff_p99_seconds":                {s.HandoffP99Seconds, 0.05},
+		"failover_seconds":                   {s.FailoverSeconds, 9.5},
+		"writes_per_move":                    {s.WritesPerMove, 20 / moved},
+		"objects_listed_per_move":            {s.ObjectsListedPerMove, 4 * 2000 / moved},
+		"label_writes_per_object":            {s.LabelWritesPerObject, 2100.0 / 2000},
+		// The first start's peak ÷ the leader's median peak (100).
+		"first_start_rss_ratio":                  {s.FirstStartRSSRatio, 0.55},
+		"first_start_rss_ratio_single_namespace": {s.FirstStartRSSRatioSingleNamespace, 0.7},
+		"first_start_labelled_seconds":           {s.FirstStartLabelledSeconds, 7.5},
+		"first_start_api_requests":               {s.FirstStartAPIRequests, 1400},
+	} {
+		if c.got == nil || *c.got < c.want-1e-9 || *c.got > c.want+1e-9 {
+			t.Errorf("%s = %v, want %v", name, deref(c.got), c.want)
+		}
+	}
+	if s.Objects != 1000 {
+		t.Errorf("objects = %d, want 1000", s.Objects)
+	}
+	if summariseLabels(nil) != nil || summariseLabels(&labelsResults{}) != nil {
+		t.Error("a run without phase 10 has a sharded_gate_off headline")
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// Phase 7's custom resources run beside its ConfigMaps: their mode and
+// ratio are reported apart, and the ConfigMaps' ratios ignore them.
+func TestShardedSummaryKeepsCustomResourcesApart(t *testing.T) {
+	runs := []shardedResult{
+		{System: baselineName, Kind: benchObjects.Name, Gate: true, Objects: 200, MaxPeakRSSMiB: 60},
+		{System: nativeName, Kind: benchObjects.Name, Gate: true, Objects: 200, MaxPeakRSSMiB: 50, CacheMode: "fallback"},
+		{System: baselineName, Gate: true, Objects: 600, MaxPeakRSSMiB: 100, MaxLiveHeapMiB: 40, MaxSteadyRSSMiB: 90},
+		{System: nativeName, Kind: configMaps.Name, Gate: true, Objects: 600, MaxPeakRSSMiB: 40, MaxLiveHeapMiB: 12, MaxSteadyRSSMiB: 36, CacheMode: "sharded"},
+	}
+	s, _ := summariseSharded(runs, nil)
+	if s == nil || s.RSSRatio == nil || *s.RSSRatio != 0.4 || s.RSSRatioSmall == nil || *s.RSSRatioSmall != 0.4 {
+		t.Fatalf("ConfigMap ratios %+v: the custom resources' runs leaked in", s)
+	}
+	if s.LiveHeapRatio == nil || *s.LiveHeapRatio != 0.3 || s.SteadyRSSRatio == nil || *s.SteadyRSSRatio != 0.4 {
+		t.Errorf("live heap %v, steady RSS %v; want 0.3, 0.4", deref(s.LiveHeapRatio), deref(s.SteadyRSSRatio))
+	}
+	if s.CustomResources != 200 || s.CustomResourceMode != "fallback" || s.RSSRatioCustomResources == nil || *s.RSSRatioCustomResources != 50.0/60 {
+		t.Errorf("custom resources %d in mode %q, ratio %v", s.CustomResources, s.CustomResourceMode, deref(s.RSSRatioCustomResources))
+	}
+}
+
+// results.json gains "sharded_gate_off" with every figure the issue asks
+// for, and RESULTS.md phase 10's section and goals.
+func TestPhase10ReachesResults(t *testing.T) {
+	dir := t.TempDir()
+	r := &results{Params: defaultParams(false), Labels: labelsFixture()}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		GateOff map[string]any `json:"sharded_gate_off"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"rss_ratio", "rss_ratio_single_namespace", "fleet_cpu_ratio", "throughput_ratio_4", "handoff_p99_seconds",
+		"failover_seconds", "writes_per_move", "label_writes_per_object", "ceiling_fraction_4", "live_heap_ratio", "steady_rss_ratio",
+		"rss_ratio_rolling_restart", "first_start_rss_ratio", "first_start_labelled_seconds", "first_start_api_requests"} {
+		if v, ok := got.GateOff[k]; !ok || v == nil {
+			t.Errorf("sharded_gate_off.%s = %v", k, v)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Gate-free sharded cache on custom resources (phase 10)",
+		"| gate off, labels, custom resources: per-replica peak RSS ≤ 0.40× the leader's (aim 0.35; spread over namespaces, and in one namespace) | 0.35× (one namespace 0.37×; live heap 0.30× and 0.32×) | **met** |",
+		"| gate off, labels: objects written per move = 0 | 0.003 | **missed** |",
+		"| gate off, labels: label writes per object ≤ 1 | 1.05 | **missed** |",
+		"| spread | 1200 (1000) | 7.5 |",
+		"| single namespace | 1 | kshard | labels | 1000 |",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+	// Rendering again from results.json (-report-only) gives the same file.
+	if err := rewriteReport(dir); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(md, again) {
+		t.Error("-report-only renders phase 10 differently from the run")
+	}
+}
+
+// A run of other phases keeps phase 10's figures.
+func TestPartialRunKeepsPhase10(t *testing.T) {
+	dir := t.TempDir()
+	prev := &results{Params: defaultParams(false), Command: "go run ./e2e/bench -phases 10", Labels: labelsFixture()}
+	prev.Params.Phases = map[int]bool{10: true}
+	if err := prev.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{4: true}
+	r := &results{Params: p}
+	kept, err := r.keepEarlier(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0] != 10 || r.Labels == nil || len(r.Labels.Layouts) != 2 {
+		t.Fatalf("kept %v, phase 10 %v", kept, r.Labels)
+	}
+	r.summarise()
+	if r.ShardedGateOff == nil || r.ShardedGateOff.RSSRatio == nil {
+		t.Error("the kept phase 10 has no headline")
+	}
+}
