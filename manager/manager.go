@@ -25,6 +25,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/manager/fence"
 	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
@@ -53,8 +54,8 @@ type Manager struct {
 	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
 	member      *lease.Member
-	handoff     handoff.Config      // of the ring coordinator Start builds
-	cacheCounts *cacheModeCollector // the cache's object counts, for metrics and the Lease
+	handoff     handoff.Config          // of the ring coordinator Start builds
+	cacheCounts *cachemetrics.Collector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
 	coord           atomic.Pointer[ring.Coordinator] // set by Start
@@ -169,7 +170,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
 		member:      member, handoff: handoffCfg,
-		cacheCounts: newCacheModeCollector(c),
+		cacheCounts: cachemetrics.New(c),
 		exit:        os.Exit,
 	}
 	_ = m.healthz.add("ping", Ping)

@@ -23,6 +23,7 @@ type Builder struct {
 	opts         controller.Options
 	forObj       client.Object
 	metadataOnly bool
+	routes       []route // for the sharded cache (cacheroutes.go)
 	err          error
 }
 
@@ -36,6 +37,7 @@ func (r *Ring) NewControllerManagedBy(mgr crmanager.Manager) *Builder {
 // For is builder.For; its objects are what replay enqueues.
 func (b *Builder) For(object client.Object, opts ...builder.ForOption) *Builder {
 	b.forObj = object
+	b.routes = append(b.routes, forRoute(object, opts))
 	for _, o := range opts {
 		if o == builder.OnlyMetadata {
 			b.metadataOnly = true
@@ -47,6 +49,7 @@ func (b *Builder) For(object client.Object, opts ...builder.ForOption) *Builder 
 
 // Owns is builder.Owns.
 func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builder {
+	b.routes = append(b.routes, ownsRoute(object, opts))
 	b.b = b.b.Owns(object, opts...)
 	return b
 }
@@ -54,12 +57,14 @@ func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builde
 // Watches is builder.Watches. The requests its handler maps to are
 // replayed only when they name For objects (see the package doc).
 func (b *Builder) Watches(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
+	b.routes = append(b.routes, watchesRoute(object, h, false, opts))
 	b.b = b.b.Watches(object, h, opts...)
 	return b
 }
 
 // WatchesMetadata is builder.WatchesMetadata.
 func (b *Builder) WatchesMetadata(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
+	b.routes = append(b.routes, watchesRoute(object, h, true, opts))
 	b.b = b.b.WatchesMetadata(object, h, opts...)
 	return b
 }
@@ -118,6 +123,9 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if err := b.ring.checkNotStarted(); err != nil {
 		return nil, err
 	}
+	if err := declareRoutes(b.mgr.GetCache(), b.mgr.GetScheme(), b.routes); err != nil {
+		return nil, err
+	}
 	global := b.mgr.GetControllerOptions()
 	opts := b.opts
 	if opts.Logger.GetSink() == nil {
@@ -160,6 +168,9 @@ func (r *Ring) Options(mgr crmanager.Manager, options controller.Options, forObj
 			return options, err
 		}
 		c.forList = list
+		if err := declareRoutes(mgr.GetCache(), mgr.GetScheme(), []route{forRoute(forObj, nil)}); err != nil {
+			return options, err
+		}
 	}
 	if err := r.register(c); err != nil {
 		return options, err

@@ -88,6 +88,14 @@
 //     replay: reconcilers must tolerate that, as they tolerate a resync;
 //   - WatchesRawSource sources are not replayed.
 //
+// # Sharded cache
+//
+// With Options.CacheMode CacheLabels and ctrl.Options{NewCache:
+// ring.NewCache}, each replica's cache holds only the objects of the
+// partitions it needs: kshard's gate-free label-sharded cache
+// (manager/cache) behind controller-runtime's cache.Cache, driven by the
+// ring as kshard's manager drives it (see cache.go and docs/adapter.md).
+//
 // # Readiness and metrics
 //
 // The ring adds a readiness check "kshard-ring" to the manager (ready =

@@ -8,9 +8,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kshard/kshard/lease"
+	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -60,6 +62,17 @@ type Options struct {
 	// Exit ends the process when reconciles of a fenced replica outlive
 	// the stop deadline. Defaults to os.Exit.
 	Exit func(code int)
+	// CacheMode is what the manager's cache holds: CacheFull (the
+	// default), or CacheLabels, the ring's sharded cache, which also
+	// needs the manager built with ctrl.Options{NewCache: ring.NewCache}.
+	CacheMode CacheMode
+	// FullCacheKinds are kinds the sharded cache holds whole on every
+	// replica (CacheLabels only): those reconcilers read outside the
+	// partitions they own.
+	FullCacheKinds []client.Object
+	// LabelQPS bounds the partition-label patches per kind per second
+	// (CacheLabels only). Defaults to 200; negative: no bound.
+	LabelQPS float64
 }
 
 func (o *Options) applyDefaults() {
@@ -83,6 +96,12 @@ func (o *Options) applyDefaults() {
 	}
 	if o.Exit == nil {
 		o.Exit = os.Exit
+	}
+	if o.CacheMode == "" {
+		o.CacheMode = CacheFull
+	}
+	if o.LabelQPS == 0 {
+		o.LabelQPS = kcache.DefaultLabelQPS
 	}
 }
 
@@ -109,6 +128,9 @@ func (o *Options) validate() error {
 	}
 	if err := o.timing().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.CacheMode != CacheFull && o.CacheMode != CacheLabels {
+		errs = append(errs, fmt.Errorf("CacheMode %q is not one of %q, %q", o.CacheMode, CacheFull, CacheLabels))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("crshard: invalid Options: %w", err)

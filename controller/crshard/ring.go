@@ -39,6 +39,7 @@ type Ring struct {
 	coord   *ring.Coordinator
 	running running
 	metrics *metrics
+	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
 	// validity is the lease validity reconciles check and carry: the
 	// coordinator's; tests replace it.
 	validity func() controller.Validity
@@ -107,7 +108,13 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
 	r.running.init()
+	var partitionCache ring.PartitionCache // nil: a full cache
+	if opts.CacheMode == CacheLabels {
+		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
+		partitionCache = r.slot
+	}
 	r.coord, err = ring.New(ring.Options{
+		Cache:        partitionCache,
 		Handoff:      handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing()},
 		Membership:   member,
 		Participants: []ring.Participant{r},
@@ -139,6 +146,9 @@ func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
 	}
 	if r.mgr != nil {
 		return errors.New("crshard: this ring is already set up with another manager; build one ring per manager")
+	}
+	if err := r.checkCache(mgr); err != nil {
+		return err
 	}
 	if enabled, known := leaderElection(mgr); enabled {
 		return errors.New("crshard: the manager has LeaderElection: true; set it to false: leader election would keep all but one replica idle, and the ring shares the work among all replicas")

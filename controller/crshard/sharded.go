@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -170,6 +171,13 @@ func listFunc(obj client.Object, scheme *runtime.Scheme, metadataOnly bool) (fun
 		return nil, fmt.Errorf("crshard: the For type %T: %w", obj, err)
 	}
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return func() client.ObjectList {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		}, nil
+	}
 	if metadataOnly {
 		return func() client.ObjectList {
 			l := &metav1.PartialObjectMetadataList{}

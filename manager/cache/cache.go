@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -87,12 +88,14 @@ type Cache struct {
 	held        shard.PartitionSet // Hold's last set, for sharded kinds created later
 	active      shard.PartitionSet // SetActive's last set, for labelled kinds created later
 	routes      map[informerKey][]shard.Route
-	changed     chan struct{} // closed and replaced when SyncedPartitions may change
+	indexers    map[informerKey]toolscache.Indexers // AddIndexers', given to informers as they are created
+	changed     chan struct{}                       // closed and replaced when SyncedPartitions may change
 }
 
 type informerKey struct {
 	gvk          schema.GroupVersionKind
 	metadataOnly bool
+	unstructured bool // *unstructured.Unstructured objects
 }
 
 // entry is one kind's informer: a SharedIndexInformer when the kind is
@@ -190,6 +193,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		held:        held,
 		active:      shard.NewPartitionSet(held.Size()),
 		routes:      map[informerKey][]shard.Route{},
+		indexers:    map[informerKey]toolscache.Indexers{},
 		changed:     make(chan struct{}),
 		config:      rest.CopyConfig(cfg),
 		httpClient:  httpClient,
@@ -315,6 +319,9 @@ func (c *Cache) keyOf(obj runtime.Object) (informerKey, error) {
 	if obj == nil {
 		return informerKey{}, errors.New("cache: object is nil; pass a pointer to a typed object such as &corev1.ConfigMap{}")
 	}
+	if key, ok, err := unstructuredKey(obj); ok {
+		return key, err
+	}
 	if pom, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		gvk := pom.GroupVersionKind()
 		if gvk.Kind == "" || gvk.Version == "" {
@@ -362,15 +369,18 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	}
 	e = &entry{mapping: mapping}
 	e.mode, e.route = c.shardingFor(ctx, key, mapping)
+	indexers := c.indexersFor(key)
 	switch {
 	case e.mode.Mode == ModeLabels:
-		e.part, err = c.newLabelled(key, mapping, e.route)
+		e.part, err = c.newLabelled(key, mapping, e.route, indexers)
 	case e.mode.Mode != ModeFull:
-		e.part, err = c.newSegmented(key.gvk, mapping, e.mode)
+		e.part, err = c.newSegmented(key.gvk, mapping, e.mode, indexers)
 	case key.metadataOnly:
-		e.informer, err = c.newMetadataInformer(key.gvk, mapping)
+		e.informer, err = c.newMetadataInformer(key.gvk, mapping, indexers)
+	case key.unstructured:
+		e.informer, err = c.newUnstructuredInformer(key.gvk, mapping, indexers)
 	default:
-		e.informer, err = c.newTypedInformer(key.gvk, mapping)
+		e.informer, err = c.newTypedInformer(key.gvk, mapping, indexers)
 	}
 	if err != nil {
 		return nil, err
@@ -384,6 +394,9 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	if existing, ok := c.informers[key]; ok {
 		// Another caller created it meanwhile; ours was never started.
 		return existing, nil
+	}
+	if err := c.addMissingIndexersLocked(key, e, indexers); err != nil {
+		return nil, err
 	}
 	c.informers[key] = e
 	if c.sharding != nil {
@@ -402,10 +415,12 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	return e, nil
 }
 
-func (c *Cache) informerOptions(gvk schema.GroupVersionKind) toolscache.SharedIndexInformerOptions {
+func (c *Cache) informerOptions(gvk schema.GroupVersionKind, indexers toolscache.Indexers) toolscache.SharedIndexInformerOptions {
+	all := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	maps.Copy(all, indexers)
 	return toolscache.SharedIndexInformerOptions{
 		ResyncPeriod:      c.resync,
-		Indexers:          toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+		Indexers:          all,
 		ObjectDescription: gvk.String(),
 	}
 }

@@ -20,7 +20,7 @@ import (
 // newTypedInformer builds an informer whose list and watch go through a REST
 // client for gvk's GroupVersion, decoding with the cache's scheme. That is
 // what lets custom resource types in a user's scheme be cached.
-func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, indexers toolscache.Indexers) (toolscache.SharedIndexInformer, error) {
 	lw, example, err := c.typedListWatch(gvk, mapping)
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func (c *Cache) newTypedInformer(gvk schema.GroupVersionKind, mapping *meta.REST
 	return toolscache.NewSharedIndexInformerWithOptions(
 		toolscache.ToListWatcherWithWatchListSemantics(lw.ListWatch, lw.rc),
 		example,
-		c.informerOptions(gvk),
+		c.informerOptions(gvk, indexers),
 	), nil
 }
 
@@ -85,7 +85,7 @@ func (c *Cache) typedListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMa
 
 // newMetadataInformer builds an informer holding only object metadata
 // (*metav1.PartialObjectMetadata) for gvk's resource.
-func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (toolscache.SharedIndexInformer, error) {
+func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, indexers toolscache.Indexers) (toolscache.SharedIndexInformer, error) {
 	lw, err := c.metadataListWatch(gvk, mapping)
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.R
 	return toolscache.NewSharedIndexInformerWithOptions(
 		toolscache.ToListWatcherWithWatchListSemantics(lw, mc),
 		&metav1.PartialObjectMetadata{},
-		c.informerOptions(gvk),
+		c.informerOptions(gvk, indexers),
 	), nil
 }
 

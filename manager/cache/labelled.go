@@ -99,8 +99,8 @@ type LabelledOptions struct {
 // deletion. A Labelled never reports such an object gone: a DELETED from one
 // view is passed on only when no other view holds the object, and then only
 // after a live GET has confirmed it gone; until then reads still return its
-// last state. It implements manager.PartitionCache and the Informer sources
-// use.
+// last state. It implements ring.PartitionCache (manager/ring) and the
+// Informer sources use.
 type Labelled struct {
 	opts LabelledOptions
 	log  logr.Logger
@@ -663,7 +663,21 @@ func (l *Labelled) leaving(v *unlabelledView, obj runtime.Object) {
 	if other := l.otherView(key, v); other != nil && uidOf(other) == uid && !newer(obj, other) {
 		return
 	}
-	l.markPending(key, uid, obj, now)
+	l.markPending(key, uid, l.asStored(obj), now)
+}
+
+// asStored is a copy of obj as the views store it (transformed): obj is
+// the watch event's, which the view's transform changes in place on its
+// way to the store while readers may already read the pending copy.
+func (l *Labelled) asStored(obj runtime.Object) any {
+	cp := obj.DeepCopyObject()
+	if l.opts.Transform == nil {
+		return cp
+	}
+	if out, err := l.opts.Transform(cp); err == nil {
+		return out
+	}
+	return cp
 }
 
 // markPending makes obj pending, or updates its pending state. Call with
@@ -957,15 +971,24 @@ func (l *Labelled) ByIndex(name, value string) ([]any, error) {
 		}
 	}
 	var pend []any
-	if name == toolscache.NamespaceIndex {
+	if index := l.indexFunc(name); index != nil {
 		for _, p := range l.pending {
-			if m, err := meta.Accessor(p.obj); err == nil && m.GetNamespace() == value {
+			if values, err := index(p.obj); err == nil && slices.Contains(values, value) {
 				pend = append(pend, p.obj)
 			}
 		}
 	}
 	l.mu.Unlock()
 	return l.merge(held, segItems, unl, pend), nil
+}
+
+// indexFunc returns the index function of the index name (nil if none):
+// pending objects are in no view's indexer, so reads by index apply it.
+func (l *Labelled) indexFunc(name string) toolscache.IndexFunc {
+	if name == toolscache.NamespaceIndex {
+		return toolscache.MetaNamespaceIndexFunc
+	}
+	return l.opts.Indexers[name]
 }
 
 // GetByKey returns the newest cached object of key ("namespace/name") if

@@ -186,6 +186,9 @@ func (c *Cache) ModeReport() []KindMode {
 		if key.metadataOnly {
 			m.Kind.Kind += " (metadata)"
 		}
+		if key.unstructured {
+			m.Kind.Kind += " (unstructured)"
+		}
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Kind.String() < out[j].Kind.String() })
@@ -200,7 +203,7 @@ func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
 	c.mu.Lock()
 	entries := make(map[schema.GroupVersionKind]*entry, len(c.informers))
 	for key, e := range c.informers {
-		if !key.metadataOnly {
+		if !key.metadataOnly && !key.unstructured {
 			entries[key.gvk] = e
 		}
 	}
@@ -336,7 +339,10 @@ func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.
 		return KindMode{Mode: ModeFull, Reason: "a ring of one partition has nothing to shard"}, 0
 	}
 	server := KindMode{Mode: ModeFull, Reason: "metadata-only kinds are not sharded by the API server: it echoes no ShardInfo on metadata-only lists"}
-	if !key.metadataOnly && sh.Partitioner.Count() > 0 {
+	if key.unstructured {
+		server.Reason = "unstructured kinds are not sharded by the API server's selectors here: cache the kind's Go type, or shard by labels"
+	}
+	if !key.metadataOnly && !key.unstructured && sh.Partitioner.Count() > 0 {
 		if server = c.probeServer(ctx, mapping); server.Mode == ModeSharded {
 			return server, 0
 		}
@@ -381,7 +387,7 @@ func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string 
 }
 
 // newSegmented builds the sharded informer of a typed kind.
-func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode) (*Segmented, error) {
+func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode, indexers toolscache.Indexers) (*Segmented, error) {
 	lw, example, err := c.typedListWatch(gvk, mapping)
 	if err != nil {
 		return nil, err
@@ -392,18 +398,24 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		Example:     example,
 		Filtered:    mode.Mode == ModeSharded,
 		Reprobe:     c.reprobeFor(gvk, mapping, mode),
+		Indexers:    indexers,
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
 	})
 }
 
 // newLabelled builds the label-sharded informer of a kind.
-func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route) (*Labelled, error) {
+func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route, indexers toolscache.Indexers) (*Labelled, error) {
 	ls := c.sharding.Labels
 	var lw toolscache.ListerWatcherWithContext
 	var example runtime.Object
 	var get func(ctx context.Context, ns, name string) (runtime.Object, error)
 	ns, scoped := c.namespaceFor(mapping)
-	if key.metadataOnly {
+	if key.unstructured {
+		var err error
+		if lw, example, get, err = c.unstructuredLabelled(mapping); err != nil {
+			return nil, err
+		}
+	} else if key.metadataOnly {
 		mlw, err := c.metadataListWatch(key.gvk, mapping)
 		if err != nil {
 			return nil, err
@@ -450,7 +462,7 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	}
 	return NewLabelled(LabelledOptions{
 		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
-		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS,
+		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
 		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)},
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
 	})

@@ -64,6 +64,43 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, obj Object) e
 // *metav1.PartialObjectMetadataList whose TypeMeta names the list kind) with
 // deep copies of the cached objects, restricted to namespace unless it is "".
 func (c *Cache) List(ctx context.Context, list runtime.Object, namespace string) error {
+	return c.list(ctx, list, func(ikey informerKey, e *entry) ([]any, error) {
+		if e.part != nil {
+			return c.listSharded(ctx, e, namespace)
+		}
+		if namespace != "" && e.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			items, err := e.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+			if err != nil {
+				return nil, fmt.Errorf("cache: listing %s in namespace %s: %w", ikey.gvk.Kind, namespace, err)
+			}
+			return items, nil
+		}
+		return e.informer.GetStore().List(), nil
+	})
+}
+
+// ListByIndex fills list, as List does, with the cached objects whose index
+// (added with AddIndexers) has value: of the held partitions only, for a
+// kind cached by partition.
+func (c *Cache) ListByIndex(ctx context.Context, list runtime.Object, index, value string) error {
+	return c.list(ctx, list, func(ikey informerKey, e *entry) ([]any, error) {
+		var items []any
+		var err error
+		if e.part != nil {
+			items, err = e.part.ByIndex(index, value)
+		} else {
+			items, err = e.informer.GetIndexer().ByIndex(index, value)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cache: listing %s by index %s: %w", ikey.gvk.Kind, index, err)
+		}
+		return items, nil
+	})
+}
+
+// list fills list with deep copies of the objects items returns from the
+// informer of its item kind.
+func (c *Cache) list(ctx context.Context, list runtime.Object, items func(informerKey, *entry) ([]any, error)) error {
 	ikey, err := c.listKeyOf(list)
 	if err != nil {
 		return err
@@ -72,21 +109,12 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, namespace string)
 	if err != nil {
 		return err
 	}
-	var items []interface{}
-	if e.part != nil {
-		if items, err = c.listSharded(ctx, e, namespace); err != nil {
-			return err
-		}
-	} else if namespace != "" && e.mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		items, err = e.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
-		if err != nil {
-			return fmt.Errorf("cache: listing %s in namespace %s: %w", ikey.gvk.Kind, namespace, err)
-		}
-	} else {
-		items = e.informer.GetStore().List()
+	found, err := items(ikey, e)
+	if err != nil {
+		return err
 	}
-	objs := make([]runtime.Object, 0, len(items))
-	for _, item := range items {
+	objs := make([]runtime.Object, 0, len(found))
+	for _, item := range found {
 		stored, ok := item.(runtime.Object)
 		if !ok {
 			return fmt.Errorf("cache: the %s informer holds a %T, not a runtime.Object", ikey.gvk.Kind, item)
@@ -107,6 +135,9 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, namespace string)
 func (c *Cache) listKeyOf(list runtime.Object) (informerKey, error) {
 	if list == nil {
 		return informerKey{}, errors.New("cache: list is nil; pass a pointer to a list type such as &corev1.ConfigMapList{}")
+	}
+	if key, ok, err := unstructuredKey(list); ok {
+		return key, err
 	}
 	if pol, ok := list.(*metav1.PartialObjectMetadataList); ok {
 		gvk := pol.GroupVersionKind()
