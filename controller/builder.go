@@ -96,7 +96,10 @@ func (b *Builder) Watches(obj Object, h EventHandler, preds ...Predicate) *Build
 	return b
 }
 
-// WatchesSource adds a ready-made source, such as a Channel.
+// WatchesSource adds a ready-made source, such as a Channel. Under a
+// sharding manager, Build refuses a source that is not a ReplayableSource
+// (a Channel) unless Options.AllowUnreplayedSources is set: nothing would
+// deliver again the events it dropped for partitions not active here.
 func (b *Builder) WatchesSource(src Source) *Builder {
 	if src == nil {
 		b.errs = append(b.errs, errors.New("WatchesSource: source is nil"))
@@ -190,6 +193,12 @@ func (b *Builder) Build(r Reconciler) (Controller, error) {
 	opts, err := b.options()
 	if err != nil {
 		return nil, fmt.Errorf("controller builder %s: %w", name, err)
+	}
+	// Before New, which claims the name.
+	for _, src := range b.sources {
+		if err := checkReplayable(src, opts); err != nil {
+			return nil, fmt.Errorf("controller builder %s: WatchesSource: %w", name, err)
+		}
 	}
 	c, err := New(name, r, opts)
 	if err != nil {
@@ -363,5 +372,6 @@ func (b *Builder) options() (Options, error) {
 		o.Registerer = m.Registerer
 	}
 	o.SkipNameValidation = o.SkipNameValidation || m.SkipNameValidation
+	o.AllowUnreplayedSources = o.AllowUnreplayedSources || m.AllowUnreplayedSources
 	return o, nil
 }

@@ -213,6 +213,34 @@ func TestManagerOptionsShardTheController(t *testing.T) {
 	}
 }
 
+// TestShardedBuilderRefusesUnreplayedSources: under a sharding manager a
+// Channel source is refused at build time, naming it and the opt-out,
+// because nothing would deliver again the events it dropped for partitions
+// not active here; Options.AllowUnreplayedSources accepts it.
+func TestShardedBuilderRefusesUnreplayedSources(t *testing.T) {
+	m := newManager()
+	m.ControllerOptions.StartInactive = true
+	ext := make(chan controller.GenericEvent)
+	_, err := controller.NewControllerManagedBy(m).For(&corev1.ConfigMap{}).
+		WatchesSource(controller.Channel(ext, controller.EnqueueRequestForObject{})).Build(noop)
+	if err == nil || !strings.Contains(err.Error(), "channel source") || !strings.Contains(err.Error(), "AllowUnreplayedSources") {
+		t.Fatalf("a channel source under a sharding manager: %v, want it refused, naming the source and the opt-out", err)
+	}
+	if n := len(m.Controllers()); n != 0 {
+		t.Fatalf("the refused controller was added to the manager (%d controllers)", n)
+	}
+	if _, err := controller.NewControllerManagedBy(m).For(&corev1.ConfigMap{}).
+		WatchesSource(controller.Channel(ext, controller.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{AllowUnreplayedSources: true}).Build(noop); err != nil {
+		t.Fatalf("with AllowUnreplayedSources: %v", err)
+	}
+	standalone := newManager()
+	if _, err := controller.NewControllerManagedBy(standalone).Named("standalone").
+		WatchesSource(controller.Channel(ext, controller.EnqueueRequestForObject{})).Build(noop); err != nil {
+		t.Fatalf("a channel source on a standalone controller, which never replays: %v", err)
+	}
+}
+
 var _ runtime.Object = &widget{}
 
 // flakyMapper fails with a transport error until healed, as a discovery

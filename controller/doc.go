@@ -9,8 +9,10 @@
 // is admitted only if its partition (shard.Partitioner over Request.Key) is
 // active in this controller. Activate admits partitions and replays the
 // cached objects of every source so that no key of a newly owned partition
-// is missed; Revoke stops admitting partitions, drops their queued requests
-// when dequeued, and returns once none of their reconciles is in flight
+// is missed (a controller that starts inactive refuses sources it cannot
+// replay, such as Channel, unless Options.AllowUnreplayedSources is set);
+// Revoke stops admitting partitions, drops their queued requests when
+// dequeued, and returns once none of their reconciles is in flight
 // (cancelling their contexts after a grace period). A worker's "is the
 // partition active?" check and its in-flight increment are one atomic step,
 // so no reconcile can start after a drain has counted zero.

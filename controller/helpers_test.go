@@ -59,6 +59,11 @@ func (s *queueSource) readyCh() chan struct{} {
 	return s.ready
 }
 
+// Replay has nothing to replay: the source holds no objects, its requests
+// are the test's. It makes the source acceptable to a controller that
+// starts inactive.
+func (*queueSource) Replay(context.Context, Queue) error { return nil }
+
 func (s *queueSource) Add(r Request) {
 	s.mu.Lock()
 	q := s.q

@@ -90,6 +90,15 @@ type Options struct {
 	// Registerer (their metrics then add up). Defaults to false: a second
 	// controller with a taken name is refused.
 	SkipNameValidation bool
+
+	// AllowUnreplayedSources lets a controller that starts inactive (under
+	// a sharding manager) watch sources that are not ReplayableSources,
+	// such as Channel. Such a source's events for a partition that is not
+	// active here when they arrive are dropped, and nothing delivers them
+	// again when the partition is activated here: set it only when its
+	// senders resend, or losing those events is acceptable. Defaults to
+	// false: Watch refuses such a source, naming it.
+	AllowUnreplayedSources bool
 }
 
 const (

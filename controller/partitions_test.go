@@ -304,7 +304,7 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 	h := startController(t, ReconcilerFunc(func(_ context.Context, r Request) (Result, error) {
 		calls.inc(r)
 		return Result{}, nil
-	}), Options{Partitioner: testPartitioner, StartInactive: true},
+	}), Options{Partitioner: testPartitioner, StartInactive: true, AllowUnreplayedSources: true},
 		FromInformer(inf, EnqueueRequestForObject{}),
 		FromInformer(inf, EnqueueRequestsFromMapFunc(func(_ context.Context, o Object) []Request {
 			return []Request{req(o.GetNamespace(), o.GetName())}

@@ -98,6 +98,9 @@ func (c *controller) Watch(src Source) error {
 	if src == nil {
 		return fmt.Errorf("%s: Watch: source is nil", c)
 	}
+	if err := checkReplayable(src, c.opts); err != nil {
+		return fmt.Errorf("%s: Watch: %w", c, err)
+	}
 	c.lifecycleMu.Lock()
 	defer c.lifecycleMu.Unlock()
 	c.mu.Lock()

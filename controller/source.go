@@ -28,7 +28,9 @@ type SyncingSource interface {
 // Activate calls Replay on every started ReplayableSource, with a Queue that
 // keeps only requests of the newly activated partitions. Informer sources
 // (Kind, FromInformer) replay their cache as create events through their
-// predicates and handler; Channel sources cannot and are not replayed.
+// predicates and handler; Channel sources cannot, so a controller that
+// starts inactive refuses them and any other Source that is not a
+// ReplayableSource, unless Options.AllowUnreplayedSources is set.
 type ReplayableSource interface {
 	Source
 	Replay(ctx context.Context, q Queue) error
@@ -237,11 +239,26 @@ func passCreate(preds []Predicate, e CreateEvent) bool {
 	return true
 }
 
+// checkReplayable refuses, for a controller that starts inactive, a source
+// that cannot be replayed, unless opts allow it.
+func checkReplayable(src Source, opts Options) error {
+	if _, ok := src.(ReplayableSource); ok || !opts.StartInactive || opts.AllowUnreplayedSources {
+		return nil
+	}
+	name := fmt.Sprintf("source %T", src)
+	if s, ok := src.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	return fmt.Errorf("the %s cannot be replayed when partitions are activated here, so the events it delivers while their partition is owned by another replica or moving would be lost; watch the kind with an informer source (Kind, FromInformer, Builder.Watches), or set Options.AllowUnreplayedSources to accept that", name)
+}
+
 // Channel is a Source of GenericEvents from outside the cluster. It reads ch
 // until ch is closed or the controller stops. Events with a nil Object are
 // dropped. Channel sources are not replayed by Activate: events of a
 // partition not active when they arrive are dropped by the gate, so senders
-// that need delivery must resend after activation.
+// that need delivery must resend after activation. A controller that starts
+// inactive (under a sharding manager) therefore refuses them unless
+// Options.AllowUnreplayedSources is set.
 func Channel(ch <-chan GenericEvent, h EventHandler, preds ...Predicate) Source {
 	return &channelSource{ch: ch, handler: h, preds: compact(preds)}
 }

@@ -1,6 +1,10 @@
 package crshard
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,7 @@ type Builder struct {
 	forObj       client.Object
 	metadataOnly bool
 	routes       []route // for the sharded cache (cacheroutes.go)
+	watches      []*watchReplay
 	err          error
 }
 
@@ -47,31 +52,81 @@ func (b *Builder) For(object client.Object, opts ...builder.ForOption) *Builder 
 	return b
 }
 
-// Owns is builder.Owns.
+// Owns is builder.Owns. Its events map an object to its controlling owner,
+// a For object, so the For replay covers what they would replay.
 func (b *Builder) Owns(object client.Object, opts ...builder.OwnsOption) *Builder {
 	b.routes = append(b.routes, ownsRoute(object, opts))
 	b.b = b.b.Owns(object, opts...)
 	return b
 }
 
-// Watches is builder.Watches. The requests its handler maps to are
-// replayed only when they name For objects (see the package doc).
+// Watches is builder.Watches. On activation the ring runs h over the
+// cached objects whose events passed the watch's predicates (see the
+// package doc), so the requests it maps them to are replayed.
 func (b *Builder) Watches(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
 	b.routes = append(b.routes, watchesRoute(object, h, false, opts))
-	b.b = b.b.Watches(object, h, opts...)
+	metadataOnly := slices.ContainsFunc(opts, func(o builder.WatchesOption) bool { return o == builder.OnlyMetadata })
+	b.b = b.b.Watches(object, b.replayed("Watches", object, h, metadataOnly), opts...)
 	return b
 }
 
-// WatchesMetadata is builder.WatchesMetadata.
+// WatchesMetadata is builder.WatchesMetadata, replayed as Watches is.
 func (b *Builder) WatchesMetadata(object client.Object, h handler.TypedEventHandler[client.Object, reconcile.Request], opts ...builder.WatchesOption) *Builder {
 	b.routes = append(b.routes, watchesRoute(object, h, true, opts))
-	b.b = b.b.WatchesMetadata(object, h, opts...)
+	b.b = b.b.WatchesMetadata(object, b.replayed("WatchesMetadata", object, h, true), opts...)
 	return b
 }
 
-// WatchesRawSource is builder.WatchesRawSource; raw sources are not
-// replayed.
-func (b *Builder) WatchesRawSource(src source.TypedSource[reconcile.Request]) *Builder {
+// replayed returns the handler to give controller-runtime for a watch of
+// object with h: h wrapped to be replayed, or h when the watch is invalid
+// (the error is reported by Build).
+func (b *Builder) replayed(method string, object client.Object, h handler.EventHandler, metadataOnly bool) handler.EventHandler {
+	what := fmt.Sprintf("%s(%T)", method, object)
+	if h == nil || object == nil {
+		b.err = errors.Join(b.err, fmt.Errorf("crshard: %s: the object and the event handler must not be nil", what))
+		return h
+	}
+	if b.mgr == nil {
+		return h // NewControllerManagedBy reported it
+	}
+	w, err := newWatchReplay(what, object, h, b.mgr.GetScheme(), metadataOnly)
+	if err != nil {
+		b.err = errors.Join(b.err, err)
+		return h
+	}
+	b.watches = append(b.watches, w)
+	return w
+}
+
+// RawSourceOption configures WatchesRawSource.
+type RawSourceOption func(*rawSourceOptions)
+
+type rawSourceOptions struct{ allowUnreplayed bool }
+
+// AllowUnreplayed accepts a raw source the ring cannot replay: its events
+// for a partition that is not active here when they arrive (owned by
+// another replica, or moving) are dropped and never delivered again. Pass
+// it only when the source's senders resend, or losing those events is
+// acceptable.
+func AllowUnreplayed() RawSourceOption {
+	return func(o *rawSourceOptions) { o.allowUnreplayed = true }
+}
+
+// WatchesRawSource is builder.WatchesRawSource. The ring cannot replay a
+// raw source, so Build refuses one unless AllowUnreplayed is passed; a
+// source.Kind is replayed when watched with Watches instead.
+func (b *Builder) WatchesRawSource(src source.TypedSource[reconcile.Request], opts ...RawSourceOption) *Builder {
+	var o rawSourceOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.allowUnreplayed {
+		name := fmt.Sprintf("%T", src)
+		if s, ok := src.(fmt.Stringer); ok {
+			name = s.String()
+		}
+		b.err = errors.Join(b.err, fmt.Errorf("crshard: WatchesRawSource(%s): the ring cannot replay a raw source when it activates partitions here, so the events it delivers while their partition is owned by another replica or moving would be lost; watch the kind with Watches(object, handler, builder.WithPredicates(...)), which is replayed, or pass crshard.AllowUnreplayed() to accept that", name))
+	}
 	b.b = b.b.WatchesRawSource(src)
 	return b
 }
@@ -112,7 +167,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	c := &sharded{ring: b.ring, cache: b.mgr.GetCache(), working: make(chan struct{})}
+	c := &sharded{ring: b.ring, cache: b.mgr.GetCache(), working: make(chan struct{}), watches: b.watches}
 	if b.forObj != nil {
 		list, err := listFunc(b.forObj, b.mgr.GetScheme(), b.metadataOnly)
 		if err != nil {

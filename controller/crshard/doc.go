@@ -20,10 +20,15 @@
 // clients refuse writes of a reconcile whose lease validity has passed.
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
-// in. A controller built with controller.New opts in with
-// ring.Options(mgr, options, forObj), which returns options with the gated
-// queue and options.Reconciler wrapped (forObj is the type whose cached
-// objects are replayed on activation).
+// in. Where the ring is not at hand, as in a kubebuilder reconciler's
+// SetupWithManager, crshard.ControllerManagedBy(mgr) replaces
+// ctrl.NewControllerManagedBy(mgr): it finds the ring main set up with
+// ring.SetupWithManager(mgr). There is no typed variant: the ring
+// partitions reconcile.Request's namespace and name, which another request
+// type does not have. A controller built with controller.New opts in with
+// ring.Options(mgr, options, forObj), which sets the gated queue and wraps
+// options.Reconciler (forObj is the type whose cached objects are replayed
+// on activation).
 //
 // The Lease namespace and the identity default to the pod's ($POD_NAMESPACE
 // and $POD_NAME from the downward API), and every timing to kshard's
@@ -51,9 +56,10 @@
 //   - lease validity: a reconcile starts only while the replica's lease is
 //     valid (else it is requeued) and its context carries the validity
 //     (controller.WithLeaseValidity) for the fencing transport;
-//   - replay on activation: the cached objects of the controller's For type
-//     in the newly active partitions are enqueued, at low priority when the
-//     priority queue is on, so events the previous owner dropped are not lost.
+//   - replay on activation: what the controller's sources would enqueue for
+//     the cached objects is enqueued again, for the newly active partitions
+//     only and at low priority when the priority queue is on, so events the
+//     previous owner dropped are not lost (see below).
 //
 // # Singletons
 //
@@ -75,18 +81,38 @@
 // one changed line per controller; a source or handler wrapper would reach
 // neither the context nor the queue's dequeue.
 //
-// # What replay cannot do
+// # Replay
 //
-// Replay enqueues the keys of the For type's cached objects; it does not run
-// the user's handlers or predicates, which controller-runtime's builder
-// keeps to itself. So:
-//   - requests that only a Watches handler produces for keys that are not
-//     For objects (EnqueueRequestsFromMapFunc mapping to other names) are not
-//     replayed; events of such sources that the previous owner dropped are
-//     lost until the next event;
-//   - For objects that a predicate filters out are reconciled once on
-//     replay: reconcilers must tolerate that, as they tolerate a resync;
-//   - WatchesRawSource sources are not replayed.
+// On activation the ring replays, for the newly active partitions, each
+// source of a controller built with the builder:
+//   - For: the keys of every cached object of the For type;
+//   - Owns: nothing more, since it maps an object to its controlling owner,
+//     a For object whose key the For replay enqueues;
+//   - Watches and WatchesMetadata: the user's handler (a map function, say),
+//     run over the cached objects of the watched kind as create events of
+//     the initial list, so the requests it maps them to are replayed even
+//     when they are not For objects.
+//
+// controller-runtime keeps each watch's predicates to itself, so a replay
+// does not run them. For objects are replayed whatever the For predicates
+// say; a Watches handler is run over the objects that had an event that
+// passed its predicates (the builder wraps the handler to remember them,
+// and forgets an object when its delete event arrives or a replay finds it
+// gone), so a map function runs for the few objects its watch cares about,
+// not for every cached object of the kind. Either way a replay enqueues a
+// superset of the events the previous owner dropped (a replica started
+// since an event judges its object by the initial list's create event, as
+// any restarted controller-runtime replica does): reconcilers must tolerate
+// an extra reconcile, as they tolerate a resync. What a replay
+// cannot enqueue is a request that only a deleted object's event produced
+// for a key that is not a For object: the object is no longer cached.
+//
+// WatchesRawSource sources (a channel, a custom source) cannot be replayed:
+// Build refuses them, naming the source, unless AllowUnreplayed is passed
+// with the source to accept that their events for partitions not active
+// here when they arrive are lost. Watch a kind with Watches rather than a
+// raw source.Kind. A controller built with controller.New and Ring.Options
+// gets only the For replay: its sources are its own.
 //
 // # Sharded cache
 //

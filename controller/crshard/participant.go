@@ -40,9 +40,10 @@ func (r *Ring) Admit(_ context.Context, set shard.PartitionSet) error {
 	return nil
 }
 
-// Replay enqueues, into every opted-in controller's queue, the cached
-// objects of its For type whose keys fall in set and are still active, at
-// low priority when the queue is controller-runtime's priority queue: their
+// Replay enqueues, into every opted-in controller's queue, the requests of
+// set's partitions (still active) that its sources would produce for the
+// cached objects (its For keys, what its Watches handlers map to), at low
+// priority when the queue is controller-runtime's priority queue: their
 // previous owner may have dropped their events. A controller whose queue
 // does not exist yet is skipped: its sources deliver the whole cache when
 // they start.

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
@@ -34,8 +33,10 @@ type sharded struct {
 	ring *Ring
 	// cache is the manager's cache, for the Observer.
 	cache client.Reader
-	// forList lists the For type's cached objects; nil: no replay.
+	// forList lists the For type's cached objects; nil: no For replay.
 	forList func() client.ObjectList
+	// watches replay the Watches handlers.
+	watches []*watchReplay
 
 	mu    sync.Mutex // guards queue and name
 	queue *gatedQueue
@@ -116,31 +117,38 @@ func (c *sharded) controllerName() string {
 	return c.name
 }
 
-// replay enqueues the keys of the For type's cached objects that fall in
-// set, at low priority, through the gate.
+// replay enqueues, at low priority and through the gate, the requests of
+// set's partitions that the controller's sources would produce for the
+// cached objects: the keys of the For type's objects, and what each
+// Watches handler maps its remembered objects to (watchReplay).
 func (c *sharded) replay(ctx context.Context, cache client.Reader, set shard.PartitionSet) error {
 	c.mu.Lock()
 	q := c.queue
 	c.mu.Unlock()
-	if q == nil || c.forList == nil {
+	if q == nil {
 		return nil
 	}
-	list := c.forList()
-	if err := cache.List(ctx, list); err != nil {
-		return fmt.Errorf("crshard: replaying controller %q: listing %T from the cache: %w", c.controllerName(), list, err)
-	}
-	var reqs []reconcile.Request
-	err := forEachMeta(list, func(namespace, name string) {
-		if set.Has(c.ring.parts.Of(namespace, name)) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
+	rq := newReplayQueue(q, set)
+	if c.forList != nil {
+		// Read only: the handlers of live events get the cache's objects
+		// uncopied too.
+		list := c.forList()
+		if err := cache.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("crshard: replaying controller %q: listing %T from the cache: %w", c.controllerName(), list, err)
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("crshard: replaying controller %q: %w", c.controllerName(), err)
+		err := forEachMeta(list, func(namespace, name string) {
+			rq.keep(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
+		})
+		if err != nil {
+			return fmt.Errorf("crshard: replaying controller %q: %w", c.controllerName(), err)
+		}
 	}
-	if len(reqs) > 0 {
-		q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
+	for _, w := range c.watches {
+		if err := w.replay(ctx, cache, rq); err != nil {
+			return fmt.Errorf("crshard: replaying controller %q: %w", c.controllerName(), err)
+		}
 	}
+	rq.flush()
 	return nil
 }
 

@@ -23,31 +23,36 @@ var rounds = flag.Int("rounds", 1, "rounds of each chaos scenario of the convert
 // native chaos suite's (e2e/chaos) does.
 const summaryEnv = "KSHARD_CHAOS_SUMMARY"
 
-// operator is the converted operator built once per test binary with
-// -tags kshardtest (its reconciles and ring events are recorded).
-var operator struct {
-	once sync.Once
-	bin  string
-	err  error
+// binaries holds the operators built once per test binary with -tags
+// kshardtest (their reconciles and ring events are recorded), by package.
+var binaries struct {
+	sync.Mutex
+	dir   string
+	built map[string]string
 }
 
-func operatorBinary(t *testing.T) string {
+// operatorBinary builds the operator in pkg ("." for the converted
+// benchmark operator, "./mapped") once.
+func operatorBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	operator.once.Do(func() {
+	binaries.Lock()
+	defer binaries.Unlock()
+	if bin, ok := binaries.built[pkg]; ok {
+		return bin
+	}
+	if binaries.dir == "" {
 		dir, err := os.MkdirTemp("", "crshardop-bin-")
 		if err != nil {
-			operator.err = err
-			return
+			t.Fatal(err)
 		}
-		operator.bin = filepath.Join(dir, "crshardop")
-		if out, err := exec.Command("go", "build", "-tags", "kshardtest", "-o", operator.bin, ".").CombinedOutput(); err != nil {
-			operator.err = fmt.Errorf("building the operator: %v\n%s", err, out)
-		}
-	})
-	if operator.err != nil {
-		t.Fatal(operator.err)
+		binaries.dir, binaries.built = dir, map[string]string{}
 	}
-	return operator.bin
+	bin := filepath.Join(binaries.dir, fmt.Sprintf("op-%d", len(binaries.built)))
+	if out, err := exec.Command("go", "build", "-tags", "kshardtest", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building the operator %s: %v\n%s", pkg, err, out)
+	}
+	binaries.built[pkg] = bin
+	return bin
 }
 
 // fleet is one round: a control plane, the converted operator's replicas
@@ -58,8 +63,8 @@ type fleet struct {
 	bin    string
 }
 
-func newFleet(t *testing.T, ring string, ids ...string) *fleet {
-	f := &fleet{bin: operatorBinary(t), env: kshardtest.New(t, kshardtest.Options{Ring: ring, Namespace: ring})}
+func newFleet(t *testing.T, ring, pkg string, ids ...string) *fleet {
+	f := &fleet{bin: operatorBinary(t, pkg), env: kshardtest.New(t, kshardtest.Options{Ring: ring, Namespace: ring})}
 	for _, id := range ids {
 		f.start(id)
 	}
@@ -120,18 +125,15 @@ func (f *fleet) count(r recorder.Report) {
 	totals.lost += len(r.Lost)
 }
 
-// TestConvertedOperatorChaos runs the converted controller-runtime
-// operator through the native chaos suite's fault kinds — a SIGKILL, a
-// rolling restart, scaling out and in, an API-server outage longer than
-// the LeaseDuration — under a stream of updates, each round on a fresh
-// control plane, and checks every round with the kit's checker: no key
-// reconciled by two replicas at once, no update left unreconciled.
-func TestConvertedOperatorChaos(t *testing.T) {
-	ids := []string{"r-0", "r-1", "r-2"}
-	scenarios := []struct {
-		name  string
-		fault func(t *testing.T, f *fleet)
-	}{
+type scenario struct {
+	name  string
+	fault func(t *testing.T, f *fleet)
+}
+
+// kill, rolling and scaling are the chaos scenarios that move partitions
+// between live replicas, on a fleet of ids.
+func moves(ids []string) []scenario {
+	return []scenario{
 		{"kill", func(t *testing.T, f *fleet) {
 			f.env.Crash("r-1")
 			f.env.AwaitConverged(time.Minute, "r-0", "r-2")
@@ -152,21 +154,16 @@ func TestConvertedOperatorChaos(t *testing.T) {
 			f.start("r-2")
 			f.env.AwaitConverged(2*time.Minute, ids...)
 		}},
-		{"outage", func(t *testing.T, f *fleet) {
-			down := f.env.StopAPIServer()
-			// Past LeaseDuration: every replica fences itself, and must
-			// rejoin on its own once the API server is back.
-			// The outage's length is the fault itself, not a wait for a
-			// condition.
-			time.Sleep(time.Until(down.Add(f.env.Options().LeaseDuration + time.Second)))
-			f.env.StartAPIServer()
-			f.env.AwaitConverged(2*time.Minute, ids...)
-		}},
 	}
+}
+
+// runChaos runs *rounds rounds of scenarios on fresh fleets of the
+// operator in pkg, checking each.
+func runChaos(t *testing.T, pkg string, ids []string, scenarios []scenario) {
 	for round := 1; round <= *rounds; round++ {
 		for _, sc := range scenarios {
 			t.Run(fmt.Sprintf("%s/round-%d", sc.name, round), func(t *testing.T) {
-				f := newFleet(t, "crshardop", ids...)
+				f := newFleet(t, "crshardop", pkg, ids...)
 				sc.fault(t, f)
 				f.count(f.check(t, sc.name))
 			})
@@ -174,11 +171,72 @@ func TestConvertedOperatorChaos(t *testing.T) {
 	}
 }
 
+// TestConvertedOperatorChaos runs the converted controller-runtime
+// operator through the native chaos suite's fault kinds — a SIGKILL, a
+// rolling restart, scaling out and in, an API-server outage longer than
+// the LeaseDuration — under a stream of updates, each round on a fresh
+// control plane, and checks every round with the kit's checker: no key
+// reconciled by two replicas at once, no update left unreconciled.
+func TestConvertedOperatorChaos(t *testing.T) {
+	ids := []string{"r-0", "r-1", "r-2"}
+	runChaos(t, ".", ids, append(moves(ids), scenario{"outage", func(t *testing.T, f *fleet) {
+		down := f.env.StopAPIServer()
+		// Past LeaseDuration: every replica fences itself, and must
+		// rejoin on its own once the API server is back.
+		// The outage's length is the fault itself, not a wait for a
+		// condition.
+		time.Sleep(time.Until(down.Add(f.env.Options().LeaseDuration + time.Second)))
+		f.env.StartAPIServer()
+		f.env.AwaitConverged(2*time.Minute, ids...)
+	}}))
+}
+
+// TestMappedOperatorChaos runs a SIGKILL, a rolling restart and scaling on
+// an operator whose only source maps the kit's ConfigMaps to its keys with
+// EnqueueRequestsFromMapFunc (./mapped): with no For objects, an update
+// whose event every replica dropped while its partition moved is
+// reconciled only if the new owner's activation replays the Watches
+// handler. The kill and scaling scenarios stop the writer before the moves
+// end, so no later update of a key hides a lost one.
+func TestMappedOperatorChaos(t *testing.T) {
+	ids := []string{"r-0", "r-1", "r-2"}
+	all := moves(ids)
+	runChaos(t, "./mapped", ids, []scenario{
+		{"kill", func(t *testing.T, f *fleet) {
+			f.env.Crash("r-1")
+			// Updates while r-1's partitions are owned by no live replica
+			// (until its Lease expires, at least LeaseDuration-RenewPeriod
+			// from now), then none: their events are dropped everywhere.
+			// The length of the writes is the fault itself, not a wait
+			// for a condition.
+			o := f.env.Options()
+			time.Sleep((o.LeaseDuration - o.RenewPeriod) / 2)
+			f.writer.Stop()
+			f.env.AwaitConverged(time.Minute, "r-0", "r-2")
+			f.start("r-1")
+			f.env.AwaitConverged(2*time.Minute, ids...)
+		}},
+		all[1], // rolling
+		{"scaling", func(t *testing.T, f *fleet) {
+			f.start("r-3")
+			f.start("r-4")
+			f.env.AwaitConverged(2*time.Minute, append(ids, "r-3", "r-4")...)
+			f.writer.Stop() // updates only while partitions moved to r-3 and r-4
+			f.env.Stop("r-4")
+			f.env.Stop("r-3")
+			f.env.Stop("r-2")
+			f.env.AwaitConverged(time.Minute, "r-0", "r-1")
+			f.start("r-2")
+			f.env.AwaitConverged(2*time.Minute, ids...)
+		}},
+	})
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if operator.bin != "" {
-		_ = os.RemoveAll(filepath.Dir(operator.bin))
+	if binaries.dir != "" {
+		_ = os.RemoveAll(binaries.dir)
 	}
 	if path := os.Getenv(summaryEnv); path != "" && totals.rounds > 0 {
 		line := fmt.Sprintf("crshard chaos summary: rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d\n",
