@@ -460,6 +460,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 			l.mu.Unlock()
 			return
 		}
+		l.handOver(l.speaker(), v)
 		v.synced.Store(true)
 		l.unlabelled = slices.DeleteFunc(l.unlabelled, func(o *unlabelledView) bool {
 			if o != v {
@@ -475,6 +476,39 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 			l.rescan() // label what it listed of the active partitions
 		}
 	})
+}
+
+// handOver makes pending what the unlabelled view old serves and nothing
+// else does once next replaces it: an object stripped of its label after
+// next listed, whose ADDED has not reached next yet, and whose label
+// segment dropped it while old still served it (so leaving found it held
+// and made nothing pending). Without this, reads would miss it until
+// next's watch catches up. Pending, it stays served until it arrives in
+// a view or a live read finds it gone. Call with l.mu held, before next
+// becomes the speaker.
+func (l *Labelled) handOver(old, next *unlabelledView) {
+	if old == nil || old == next {
+		return
+	}
+	now := time.Now()
+	for _, obj := range old.inf.GetStore().List() {
+		ro, ok := obj.(runtime.Object)
+		if !ok {
+			continue
+		}
+		p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, ro)
+		if !ok || !l.held.Has(p) {
+			continue
+		}
+		key, uid := keyAndUID(obj)
+		if held, ok, _ := next.inf.GetStore().GetByKey(key); ok && uidOf(held) == uid && !newer(obj, held) {
+			continue
+		}
+		if held, ok, _ := l.segs.GetByKey(key); ok && uidOf(held) == uid && !newer(obj, held) {
+			continue
+		}
+		l.markPending(key, uid, obj, now)
+	}
 }
 
 // keep decides whether view v stores obj, and marks the partition dirty
