@@ -36,7 +36,7 @@ type Options struct {
 	// (see shard/handoff's package documentation), to measure it.
 	StaleAcross bool
 	// TrustWatchOrder turns off the cores' defence against stale views
-	// (handoff.Core.SetTrustWatchOrder), to show the fault reaches them.
+	// (internal/handoffhook), to show the fault reaches them.
 	TrustWatchOrder bool
 	// LongFaults makes the faults last 30–70 s instead of 1–21 s: a
 	// wrong expiry from clock rates needs a member active while faults go

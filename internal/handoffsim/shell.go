@@ -58,10 +58,6 @@ func (p *proc) Config() handoff.Config {
 // CacheChanged is called.
 func (p *proc) PartitionCached() bool { return p.w.p.partitionCache }
 
-// RingBuilder builds rings for the core, shared across the seed's
-// processes (handoff.Core.SetRingBuilder).
-func (p *proc) RingBuilder() handoff.RingBuilder { return p.w.ring }
-
 // Context is cancelled when the process ends.
 func (p *proc) Context() context.Context { return p.ctx }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -46,7 +47,7 @@ type simParams struct {
 	staleView    bool  // stale-view fault: a replica's informer shows an older state of a peer's Lease
 	staleAcross  bool  // the stale state may be one of an earlier incarnation (not defended)
 	// trustWatchOrder turns off the core's defence against stale views
-	// (Core.SetTrustWatchOrder), to show that the stale-view fault is real.
+	// (coreHooks.SetTrustWatchOrder), to show that the stale-view fault is real.
 	trustWatchOrder bool
 	// partitionCache: sharded caches (cache.go); ignoreCacheSync builds
 	// the cores without the synced-before-act rule.
@@ -541,12 +542,11 @@ func (w *world) start(i int) {
 	np := w.p.ring.WithDefaults().Partitions
 	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
-	core, err := handoff.New(p.Config())
+	core, err := p.NewCore()
 	if err != nil {
 		w.fail("New: %v", err)
 		return
 	}
-	core.SetRingBuilder(w.ring)
 	p.pod = w.kubelet.podOf(p.id)
 	core.SetPod(p.pod) // an external shell sets it on its own core (Process.Pod)
 	p.core = core
@@ -559,7 +559,7 @@ func (w *world) start(i int) {
 		}
 		p.shell, p.core = sh, sh.Core()
 	}
-	p.core.SetTrustWatchOrder(w.p.trustWatchOrder)
+	coreHooks.SetTrustWatchOrder(p.core, w.p.trustWatchOrder)
 	w.procs = append(w.procs, p)
 	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
 	// The informer lists, then the controllers' caches sync.
@@ -1540,7 +1540,7 @@ func (p *proc) confirm(ref handoff.LeaseRef) {
 // still gone voids it. A Lease still in p's view that the read finds gone
 // becomes a tombstone instead.
 func (p *proc) tombstone(identity string) bool {
-	return slices.ContainsFunc(p.core.Tombstones(), func(o handoff.Observed) bool { return o.Identity == identity })
+	return slices.ContainsFunc(coreHooks.Tombstones(p.core), func(o handoffhook.Tombstone) bool { return o.Identity == identity })
 }
 
 // readLease reads ref's Lease directly, as Confirm does, and calls answer
@@ -1727,7 +1727,7 @@ func observedOf(l *storedLease) handoff.Observed {
 // tombstone after a graceful leave of theirs (see world.leaveTombstones).
 func (p *proc) countLeaveTombstones() {
 	w := p.w
-	for _, peer := range p.core.Tombstones() {
+	for _, peer := range coreHooks.Tombstones(p.core) {
 		// A void record (the departure of an empty claim, kept while
 		// reported) waits on nothing: Tombstones leaves it out.
 		if !w.leftIncs[peer.Incarnation] {

@@ -40,11 +40,10 @@ type simShell struct {
 }
 
 func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
-	core, err := handoff.New(p.Config())
+	core, err := p.NewCore()
 	if err != nil {
 		return nil, err
 	}
-	core.SetRingBuilder(p.RingBuilder())
 	core.SetPod(p.Pod()) // what setupProof does once it has read the own pod
 	metrics, err := simMetrics()
 	if err != nil {

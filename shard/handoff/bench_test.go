@@ -39,7 +39,7 @@ func benchRing(b *testing.B) (*Core, []Observed, time.Time) {
 		c.Observe(now, leases)
 		// As if the informer had listed LeaseDuration ago: the wait before
 		// joining is over.
-		c.firstSeen = now.Add(-c.cfg.LeaseDuration)
+		c.join.firstSeen = now.Add(-c.cfg.LeaseDuration)
 		r := c.Ready(now)
 		if r.Publish != nil {
 			leases[0].Record = r.Publish.Clone()

@@ -21,7 +21,7 @@ func newCachedHarness(t *testing.T, identity string, edits ...func(*Config)) *ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.firstSeen = h.c.firstSeen
+	c.join.firstSeen = h.c.join.firstSeen
 	h.c = c
 	return h
 }

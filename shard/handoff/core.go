@@ -10,6 +10,17 @@ import (
 
 // Core is the handoff decision core of one replica. It is not safe for
 // concurrent use: the shell serialises its inputs.
+//
+// Core orchestrates; the rules live in types of their own, each with its
+// tests: joinWait (join.go) how long the replica has watched the ring,
+// ownLease (own.go) its own identity's Lease, peerView (peers.go) every
+// other Lease with its tombstones and ghosts (ghosts.go), proofs
+// (proof.go) the kubelet's reports of ended processes, fencing (fence.go)
+// renewals and the fence, claimLedger and blockers (ledger.go) the own
+// claim with its read-your-write generations and the claims that block
+// it, placement and weightReport (placement.go) the ring and a balanced
+// ring's weights, handover (handover.go) make before break, and unacked
+// (ready.go) what the shell has not acknowledged.
 type Core struct {
 	cfg         Config
 	partitions  int
@@ -18,321 +29,47 @@ type Core struct {
 	// now is the latest local time the shell passed in; it never goes back.
 	now time.Time
 
-	// Own Lease.
-	observed bool // Observe has been called: the informer has listed
-	// firstSeen is the local time of the first Observe. The replica joins
-	// the ring only LeaseDuration after it: a Lease deleted or relabelled
-	// by hand before this process could see it leaves no tombstone here,
-	// so its holder's claims may be hidden; after LeaseDuration they have
-	// either reappeared or their holder has stopped (it fences when its
-	// renews fail or it sees its Lease gone).
-	firstSeen time.Time
-	// firstViewFinalized: every Lease of the first Observe carried the
-	// member finalizer and was well-formed; with joinScanClean it lets
-	// the replica join at once (fastJoin).
-	firstViewFinalized bool
-	// joinScanClean: the shell found no Lease with the member finalizer
-	// outside the ring after its first list (JoinScanClean).
-	joinScanClean bool
-	// terminating is the version of the own Lease, held by this
-	// incarnation, that someone else is deleting (Terminating), if any.
-	terminating string
-	observation uint64    // count of Observe calls, to find Leases that disappeared
-	own         *Observed // own Lease as last observed, when this incarnation wrote it
-	held        bool      // this incarnation's Lease has been observed at least once
-	prior       *peer     // own Lease written by another incarnation, not taken over yet
-	duplicate   string    // the incarnation that overwrote this one's Lease, if any
-	// ownLost: this incarnation held its Lease and it is now gone from the
-	// view (deleted or relabelled by someone else) or damaged. The replica
-	// fences at once and stays fenced until a renew sent after lostAt has
-	// succeeded and the Lease is observed whole again.
-	ownLost bool
-	lostAt  time.Time
-	repair  string // version of the damaged own Lease the shell may overwrite
-	// lapsed: a renew succeeded that was sent only after RenewDeadline had
-	// passed since the previous one (the process was paused or cut off in
-	// between). Peers may have voided the claims during the gap, so the
-	// replica fences in the next step even if that renew makes it look
-	// recently renewed there.
-	lapsed bool
-	// takeOver: the shell may overwrite the own Lease at this version
-	// (Ready.TakeOver), until the own incarnation is observed in it.
-	takeOver *LeaseRef
-	// ownGhosts: claims of another incarnation of this identity (prior)
-	// whose Lease left the view (deleted or relabelled by hand, say), or
-	// gave way to another object or another incarnation's write, while
-	// they were in force, not voided by a confirmed expiry (priorLeft), and
-	// claims of another incarnation that a reported departure of the own
-	// Lease carried (Observe). Absence is not death for them either: that
-	// process may still run them (two processes of one identity, or a
-	// replacement whose predecessor still runs) until it sees its Lease
-	// gone and fences, so each counts for LeaseDuration of observed time
-	// from when this core learnt of it, like a peer's ghost.
-	ownGhosts []*peer
+	// What the core knows of the ring's Leases.
+	join    joinWait
+	own     ownLease
+	peers   peerView
+	deaths  proofs // incarnations the kubelet reported ended, by pod UID
+	foreign *peer  // a live active peer with another fingerprint, if any
 
-	// Renewal and fencing.
-	renewed       bool      // some renew has succeeded
-	lastRenewSent time.Time // when the latest renew that succeeded was sent
-	fenced        bool
-	mustStop      shard.PartitionSet // partitions running at a fence and not drained yet
-	stopBy        time.Time          // when mustStop must be empty
+	// Renewals of the own Lease and the fence.
+	fencing fencing
 
-	// Lifecycle.
+	// Lifecycle: inputs and where the replica stands.
 	state        State
 	cachesSynced bool
 	leaving      bool
 	done         bool
+	err          error // what Err reports (explain)
 
-	// The Record and its history.
-	generation uint64
-	bump       bool // the Record changed in this step: increase generation
-	claim      shard.PartitionSet
-	claimedAt  []uint64 // claimedAt[p]: first generation whose Records all claim p; 0 when p is not claimed
-	published  bool     // a Record has been handed to the shell
-	ackedGen   uint64   // generation of the last Record the shell acknowledged (Advance)
-	releasedAt uint64   // generation of the empty Record of a graceful leave
+	// The Record this replica publishes: besides the state, the claim and
+	// its generations, the own pod (proof.go), the partitions its cache
+	// holds (warm) and a balanced ring's weights.
+	ledger  claimLedger
+	pod     string // UID of the own pod; "" unknown
+	warm    shard.PartitionSet
+	weights weightReport
 
-	// What Ready asked for and Advance has not acknowledged yet: Ready asks
-	// for it again, so that a Ready the shell dropped or failed to apply is
-	// not lost (raft's Ready/Advance).
-	unackedActivate shard.PartitionSet
-	unackedRevoke   shard.PartitionSet
-	unackedConfirm  []LeaseRef
-	unackedFence    bool
-	unackedExit     bool
-	unackedDelete   bool
-
-	// Partitions.
-	active   shard.PartitionSet
-	draining shard.PartitionSet
-	target   shard.PartitionSet
-	blocked  shard.PartitionSet
-	// With Config.PartitionCache: the partitions the cache reports synced,
-	// and the targeted ones free to activate that wait for it.
+	// Partitions: the ring this replica places them by, its share of it
+	// (target), those it may reconcile (active), those revoked and not yet
+	// drained, and those it targets but may not activate yet (blocked by
+	// another claim, or, with Config.PartitionCache, waiting for the cache
+	// that reports cacheSynced).
+	placement    placement
+	target       shard.PartitionSet
+	active       shard.PartitionSet
+	draining     shard.PartitionSet
+	blocked      shard.PartitionSet
 	cacheSynced  shard.PartitionSet
 	cacheWaiting shard.PartitionSet
-	// warm: with Config.PartitionCache, the targeted partitions the cache
-	// holds, published in the Record (Record.Warm).
-	warm shard.PartitionSet
-	// handingOver: active partitions out of the target kept active until
-	// their new owner's cache holds them (see handOver), each since
-	// handingOverSince[p].
-	handingOver      shard.PartitionSet
-	handingOverSince []time.Time
+	handover     handover
 
-	// Peers and the ring they form.
-	peers       map[string]*peer
-	peerIDs     []string // sorted keys of peers
-	view        []string
-	scratch     []string // reused to compute the view without allocating
-	ringBuilt   bool
-	recentRings []ringEntry // oldest first
-	newRing     RingBuilder // shard.NewWeighted; the simulation memoises it across replicas
-	// A balanced ring (shard.Config.Balance) with a partition cache: the
-	// object counts the shell last reported (ObjectsCounted) and the synced
-	// partitions they cover, the weights this replica publishes
-	// (Record.Weights), and the view's weights, which place the ring.
-	counts        []int
-	countedSynced shard.PartitionSet
-	weights       shard.Weights
-	viewWeights   shard.Weights
-	ring          *shard.Ring
-	ringErr       error
-	foreign       *peer // a live active peer with another fingerprint, if any
-	err           error
-	// decided holds the identities whose main Lease the current Observe
-	// has settled (reused between calls).
-	decided map[string]bool
-
-	// Proof of death (proof.go).
-	pod    string         // UID of the own pod, published in the Record; "" unknown
-	deaths map[Death]bool // incarnations the kubelet reported ended, by pod UID
-	// trustWatchOrder turns off the defence against stale views of a
-	// peer's Lease (see staleObservation). Only the simulation sets it
-	// (SetTrustWatchOrder), to show that its stale-view fault breaks the
-	// invariant without it.
-	trustWatchOrder bool
-}
-
-// peer is what the core knows about another member's Lease.
-type peer struct {
-	obs Observed
-	// lastChange is the local time at which obs.Version was first observed.
-	// Expiry is judged on it alone: never on timestamps written by others.
-	lastChange time.Time
-	confirming bool // a Confirm of obs.Version is outstanding
-	// void: obs.Version looked expired and a direct read showed it still
-	// current (or gone). Its claims no longer count until the Lease changes.
-	void      bool
-	collected bool   // GarbageCollect of obs.Version has been asked for
-	seen      uint64 // the Observe call that last included this Lease
-	// gone: the Lease has left the view (deleted, relabelled, or filtered
-	// out) while its last claim was in force. Absence is not death: the
-	// claim keeps counting until it is released by an observed empty claim
-	// (which removes the tombstone before it forms), or by confirmed expiry,
-	// LeaseDuration of observed time after the Lease left. lastChange is the
-	// time it left.
-	gone bool
-	// takingOver: (prior only) the shell has been asked to take the Lease
-	// over from this version.
-	takingOver bool
-	// joiningSince is when this core first saw the Lease's incarnation in
-	// state joining; zero when it is not joining (see awaitingJoiners).
-	joiningSince time.Time
-	// history: the newest Records of this identity seen (see
-	// staleObservation).
-	history leaseHistory
-	// ghosts: claims of earlier Lease objects (UIDs) of this identity, or
-	// of the incarnation that held this object before another one wrote
-	// it, that were in force when they were superseded without an observed
-	// empty claim in between (a Lease deleted by hand and created by a
-	// second process of the same identity, say; or a watch that lagged
-	// across several deletions of the name, whose departed states the shell
-	// reports one per UID). Each stays in force for LeaseDuration of
-	// observed time from when this core learnt of it: the object is gone
-	// for good (a later one of the same name exists or existed), so its
-	// holder can no longer renew it (its writes are conditioned on a
-	// version that is gone) and by then has fenced and stopped. An expired
-	// ghost stays, counting nothing, while the shell still reports its
-	// departure, so that the report does not arm it again.
-	ghosts []*peer
-}
-
-// leaseHistory is what a peer's Lease has shown of its writers' Records:
-// per incarnation, the Record with the highest Generation seen (a writer's
-// Generation only grows, across re-creations of its Lease too). It orders
-// the Records of one writer; those of different incarnations cannot be
-// ordered without comparing resourceVersions (which API conventions
-// forbid), and the order in which a stale view shows them proves nothing.
-// It is bounded: the incarnation seen longest ago is forgotten first.
-type leaseHistory struct {
-	newest []Record // one per incarnation, oldest incarnation first
-}
-
-// historyDepth is how many incarnations a leaseHistory remembers.
-const historyDepth = 8
-
-// wellFormed reports whether l's Record can be ordered against others of
-// its writer: damaged Leases, and those without an incarnation, cannot.
-func wellFormed(l Observed) bool {
-	return !l.Gone && l.Problem == "" && !l.ClaimUnknown && l.Incarnation != ""
-}
-
-// record adds l to the history unless it is older than a Record of its
-// writer seen already.
-func (h *leaseHistory) record(l Observed) {
-	if !wellFormed(l) {
-		return
-	}
-	i := slices.IndexFunc(h.newest, func(r Record) bool { return r.Incarnation == l.Incarnation })
-	switch {
-	case i < 0:
-		h.newest = append(h.newest, l.Record.Clone())
-		if len(h.newest) > historyDepth {
-			h.newest = h.newest[1:]
-		}
-	case l.Generation > h.newest[i].Generation:
-		h.newest[i] = l.Record.Clone()
-	}
-}
-
-// newer returns the newest Record seen of l's writer if it is newer than
-// l: a higher Generation of the same incarnation.
-func (h *leaseHistory) newer(l Observed) (Record, bool) {
-	for _, r := range h.newest {
-		if r.Incarnation == l.Incarnation && l.Generation < r.Generation {
-			return r, true
-		}
-	}
-	return Record{}, false
-}
-
-// staleObservation reports whether l, a state of old's identity, is older
-// than one this core has already seen of the same writer, and returns the
-// newest one seen. A watch delivers in etcd order, so this should not
-// happen; a watch that reorders events, or a relist served by a lagging
-// API server, would otherwise show a claim dropped that was added back
-// since, and a holder active on it would look free.
-func (c *Core) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
-	if c.trustWatchOrder || !wellFormed(l) {
-		return Record{}, false
-	}
-	return old.history.newer(l)
-}
-
-// dropPeer forgets the Lease of id. While ghosts of the identity are in
-// force (or still reported), its record stays as a void placeholder that
-// carries them: a Lease gone with nothing in force must not take an earlier
-// object's claim with it.
-// It reports whether the record was deleted.
-func (c *Core) dropPeer(id string) (deleted bool) {
-	p := c.peers[id]
-	if p == nil {
-		return false
-	}
-	c.pruneGhosts(p)
-	if len(p.ghosts) == 0 {
-		delete(c.peers, id)
-		return true
-	}
-	p.gone, p.void, p.collected, p.confirming = true, true, true, false
-	return false
-}
-
-// pruneGhosts forgets p's ghosts that have expired and were not reported
-// by the latest Observe.
-func (c *Core) pruneGhosts(p *peer) {
-	p.ghosts = slices.DeleteFunc(p.ghosts, func(g *peer) bool {
-		return (g.void || !c.live(g)) && g.seen != c.observation
-	})
-}
-
-// ghostOf returns the ghosts that stay in force when next replaces old as
-// the Lease of one identity: old's own, plus old's claim when another
-// incarnation created next afresh while old's claim counted. A takeover is
-// an update of the same object (same UID), which its writer makes only
-// after confirming old's version expired: that leaves no ghost.
-func (c *Core) ghostOf(old, next *peer) []*peer {
-	ghosts := old.ghosts
-	recreated := old.gone || old.obs.UID == "" || old.obs.UID != next.obs.UID
-	if !old.void && !old.obs.Claim.IsEmpty() && old.obs.Incarnation != next.obs.Incarnation && recreated {
-		ghosts = c.addGhost(ghosts, old.obs, 0, false)
-	}
-	return ghosts
-}
-
-// addGhost adds the claim of obs to ghosts, as of now: merged into the
-// ghost of the same object (UID, or version when the UID is unknown) if
-// there is one and it is still in force, else as a new ghost. seen is the
-// Observe that reported obs as departed, 0 for a claim this core saw.
-// covered: a later Lease of the same incarnation is in the view, and its
-// claim covers obs's; the ghost is recorded void, so that later reports of
-// the departure do not arm it.
-func (c *Core) addGhost(ghosts []*peer, obs Observed, seen uint64, covered bool) []*peer {
-	for _, g := range ghosts {
-		if !sameObject(g.obs, obs) {
-			continue
-		}
-		g.seen = max(g.seen, seen)
-		switch {
-		case g.void && !covered && seen == 0:
-			// A claim this core saw in force, of an object whose
-			// departure it had found covered: it counts after all.
-			g.obs, g.lastChange, g.void = obs, c.now, false
-		case c.live(g) && !g.void && g.obs.Claim.Size() == obs.Claim.Size():
-			g.obs.Claim = g.obs.Claim.Union(obs.Claim)
-		}
-		return ghosts
-	}
-	return append(ghosts, &peer{obs: obs, lastChange: c.now, gone: true, collected: true, seen: seen, void: covered})
-}
-
-// sameObject reports whether a and b are states of one Lease object.
-func sameObject(a, b Observed) bool {
-	if a.UID != "" || b.UID != "" {
-		return a.UID == b.UID
-	}
-	return a.Version == b.Version
+	// What Ready asked for and Advance has not acknowledged yet.
+	unacked unacked
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
@@ -342,34 +79,40 @@ func New(cfg Config) (*Core, error) {
 	}
 	cfg = cfg.WithDefaults()
 	p := cfg.Ring.Partitions
+	fingerprint := cfg.Ring.Fingerprint()
 	empty := shard.NewPartitionSet(p)
 	return &Core{
 		cfg:         cfg,
 		partitions:  p,
-		fingerprint: cfg.Ring.Fingerprint(),
-		state:       StateJoining,
-		generation:  1,
-		claim:       empty.Clone(),
-		claimedAt:   make([]uint64, p),
-		mustStop:    empty.Clone(),
-		active:      empty.Clone(),
-		draining:    empty.Clone(),
-		target:      empty.Clone(),
-		blocked:     empty.Clone(),
+		fingerprint: fingerprint,
 
+		join:   joinWait{lease: cfg.LeaseDuration},
+		own:    newOwnLease(cfg, fingerprint),
+		peers:  newPeerView(cfg, fingerprint),
+		deaths: proofs{},
+
+		fencing: newFencing(cfg),
+		state:   StateJoining,
+
+		ledger:  newClaimLedger(p),
+		warm:    empty.Clone(),
+		weights: newWeightReport(p),
+
+		placement:    newPlacement(cfg.Ring),
+		target:       empty.Clone(),
+		active:       empty.Clone(),
+		draining:     empty.Clone(),
+		blocked:      empty.Clone(),
 		cacheSynced:  empty.Clone(),
 		cacheWaiting: empty.Clone(),
-		warm:         empty.Clone(),
+		handover:     newHandover(cfg.HandoverTimeout, p),
 
-		handingOver:      empty.Clone(),
-		handingOverSince: make([]time.Time, p),
-
-		unackedActivate: empty.Clone(),
-		unackedRevoke:   empty.Clone(),
-		peers:           map[string]*peer{},
-		newRing:         shard.NewWeighted,
+		unacked: newUnacked(p),
 	}, nil
 }
+
+// Inputs. Each records what the shell observed or carried out; decisions
+// wait for the next Ready. (Terminated and SetPod are in proof.go.)
 
 // Observe feeds the informer's current content: every Lease of the ring,
 // the own one included; Leases that were deleted are absent, or reported
@@ -380,334 +123,22 @@ func New(cfg Config) (*Core, error) {
 // counts as changed at now.
 func (c *Core) Observe(now time.Time, leases []Observed) {
 	c.advance(now)
-	if c.firstSeen.IsZero() {
-		c.firstSeen = c.now
-		// Well-formed too: the defence against a stale view of a peer
-		// needs the Generation of the newest state seen, which a damaged
-		// Lease does not show.
-		c.firstViewFinalized = !slices.ContainsFunc(leases, func(l Observed) bool {
-			return !l.Gone && (!l.Finalized || l.Problem != "" || l.ClaimUnknown)
-		})
-	}
-	c.observed = true
-	c.observation++
-	if c.decided == nil {
-		c.decided = map[string]bool{}
-	}
-	clear(c.decided)
-	ownSeen, changed, priorDeparted := false, false, false
-	// The Leases in the view first: each is its identity's main Lease.
-	for _, l := range leases {
-		if l.Identity == "" || l.Gone {
-			continue // not a member's Lease (the shell should not pass it), or departed
-		}
-		if l.Identity == c.cfg.Identity {
-			if !ownSeen {
-				ownSeen = true
-				c.observeOwn(l)
-			}
-			continue
-		}
-		if c.decided[l.Identity] {
-			continue // an informer holds one object per name; keep the first
-		}
-		c.decided[l.Identity] = true
-		changed = c.observePeer(l) || changed
-	}
-	// Then the departed ones, last departure first: the last one of an
-	// identity not in the view is its main Lease (it may still exist,
-	// relabelled); every other object of that identity is gone for good
-	// (a later one of the same name exists or existed), and its claim
-	// counts as a ghost. So does a departure of another object than the
-	// one last seen in the view (see isGhost).
-	for i := len(leases) - 1; i >= 0; i-- {
-		l := leases[i]
-		if l.Identity == "" || !l.Gone {
-			continue
-		}
-		if l.Identity == c.cfg.Identity {
-			// The own Lease as it left the view is absent; another
-			// incarnation's claim in it stays in force (ownGhosts), even
-			// if this core never saw it in the view.
-			if l.Incarnation != c.cfg.Incarnation {
-				if m := c.meaning(l); !m.Claim.IsEmpty() {
-					c.ownGhosts = c.addGhost(c.ownGhosts, m, c.observation, false)
-				}
-				// The previous incarnation's Lease left in this state, newer
-				// than any seen of it (its claim emptied when a peer
-				// collected it, say): that claim, not an older one,
-				// is what stays in force.
-				priorDeparted = priorDeparted || c.prior != nil && l.Incarnation == c.prior.obs.Incarnation && sameObject(c.prior.obs, l)
-			}
-			continue
-		}
-		if !c.decided[l.Identity] && !c.isGhost(l) {
-			c.decided[l.Identity] = true
-			changed = c.observePeer(l) || changed
-			continue
-		}
-		changed = c.observeGhost(l) || changed
-	}
-	if !ownSeen {
-		c.terminating = ""
-		c.own = nil
-		if !priorDeparted {
-			c.priorLeft(nil)
-		}
-		c.prior = nil
-		if c.held {
-			c.loseOwn() // deleted or relabelled by someone else
-		}
-	}
-	for id, p := range c.peers {
-		switch {
-		case p.seen == c.observation:
-		case p.void || p.obs.Claim.IsEmpty():
-			// Nothing in force: a voided Lease (collected, say) or one
-			// whose holder published an empty claim; but a ghost still
-			// is.
-			changed = c.dropPeer(id) || changed
-		case !p.gone:
-			// Absence is not death: a Lease deleted or relabelled by
-			// hand while its holder runs must keep blocking its claim
-			// until the holder, which fences when it sees its Lease gone,
-			// has stopped, or is proven dead (judgeProofs voids it).
-			p.gone, p.lastChange, p.collected = true, c.now, true
-		}
-	}
-	if changed {
-		c.peerIDs = c.peerIDs[:0]
-		for id := range c.peers {
-			c.peerIDs = append(c.peerIDs, id)
-		}
-		slices.Sort(c.peerIDs)
-	}
+	c.join.observe(c.now, leases)
+	c.peers.observe(c.now, leases)
+	c.own.observe(c.now, c.peers.observation, leases)
 }
 
-// isGhost reports whether the departed l is not its identity's main Lease
-// although no Lease of the identity is in the view: the Lease last seen in
-// the view is another object, whose departure is not reported (a relist
-// missed it, or its report lapsed; it stays as a tombstone), or l is
-// already a ghost. A departure that old may be reported again after a
-// newer object was seen: it must not replace it.
-func (c *Core) isGhost(l Observed) bool {
-	p := c.peers[l.Identity]
-	if p == nil || sameObject(p.obs, l) {
-		return false
-	}
-	if !p.gone {
-		return true
-	}
-	return slices.ContainsFunc(p.ghosts, func(g *peer) bool { return sameObject(g.obs, l) })
-}
+// JoinScanClean reports that the shell, after the informer's first list,
+// listed every Lease of the namespace without the ring's label selector and
+// found none that carries the member finalizer without belonging to the
+// ring (a member's Lease relabelled out of it by hand), and that the
+// informer holds every ring Lease that list showed. With every Lease of the
+// first view finalized, the replica joins without the join wait.
+func (c *Core) JoinScanClean() { c.join.scanClean = true }
 
-// observePeer records l as the main Lease of its identity; it reports
-// whether the set of peers changed.
-func (c *Core) observePeer(l Observed) (changed bool) {
-	old, ok := c.peers[l.Identity]
-	switch {
-	case ok && l.Gone && old.gone && sameObject(old.obs, l) && (old.obs.Version == l.Version || !old.void):
-		// Still gone: the tombstone (or its voiding) stands, and its
-		// clock too; a departed state this core never saw adds its
-		// claim. (A voided one that departed again in another state
-		// came back in between: it starts afresh.)
-		old.seen = c.observation
-		if m := c.meaning(l); !old.void && m.Claim.Size() == old.obs.Claim.Size() {
-			old.obs.Claim = old.obs.Claim.Union(m.Claim)
-		}
-		return false
-	case ok && !l.Gone && l.Version != "" && old.obs.Version == l.Version:
-		// Unchanged. (A tombstone may still be in the view: a direct read
-		// found it gone before the watch showed it; its clock stands.)
-		old.seen = c.observation
-		return false
-	}
-	np := &peer{
-		obs:        c.meaning(l),
-		lastChange: c.now,
-		seen:       c.observation,
-		gone:       l.Gone,
-		collected:  l.Gone, // nothing to delete
-	}
-	if ok {
-		np.history = old.history
-		if latest, stale := c.staleObservation(old, l); stale {
-			// An older state of the Lease after a newer one: it counts
-			// as a change (the Lease is live), but what it says is the
-			// newest state seen; an older claim may lack partitions the
-			// holder has claimed and activated since.
-			np.obs = Observed{Record: latest.Clone(), Version: l.Version, UID: l.UID}
-		}
-		np.ghosts = c.ghostOf(old, np)
-	}
-	if np.obs.State == StateJoining {
-		np.joiningSince = c.now
-		if ok && old.obs.State == StateJoining && old.obs.Incarnation == np.obs.Incarnation && !old.joiningSince.IsZero() {
-			np.joiningSince = old.joiningSince
-		}
-	}
-	np.history.record(l)
-	if l.Gone && (np.obs.Claim.IsEmpty() || ok && old.void && old.obs.Incarnation == l.Incarnation && sameObject(old.obs, l)) {
-		// Left with nothing in force, or after its last claim was
-		// voided (a Lease garbage-collected, say; another object of the
-		// name may carry a later claim): no tombstone, but an earlier
-		// object's claim may still be in force as a ghost. The record
-		// stays, void, while the departure is reported (and carries the
-		// ghosts); Observe drops it once neither is left.
-		if !ok {
-			return false
-		}
-		np.void = true
-	}
-	c.peers[l.Identity] = np
-	return !ok
-}
-
-// observeGhost records l, the departed state of an object of l.Identity
-// other than its main Lease, as a ghost; it reports whether the set of
-// peers changed.
-func (c *Core) observeGhost(l Observed) (changed bool) {
-	p := c.peers[l.Identity]
-	if p != nil && sameObject(p.obs, l) {
-		return false // the main Lease's own departure, or a newer state of it
-	}
-	m := c.meaning(l)
-	if m.Claim.IsEmpty() {
-		return false
-	}
-	// The same incarnation wrote the Lease now in the view, a later
-	// object: its claim there covers everything it still runs (or, if that
-	// Lease was voided, it has stopped).
-	covered := p != nil && p.seen == c.observation && !p.gone && p.obs.Incarnation == m.Incarnation
-	if p == nil {
-		// The main Lease left with nothing in force: a void placeholder
-		// carries the ghost.
-		p = &peer{obs: m, lastChange: c.now, seen: c.observation, gone: true, void: true, collected: true}
-		p.obs.Claim = shard.NewPartitionSet(m.Claim.Size())
-		c.peers[l.Identity] = p
-		changed = true
-	}
-	p.ghosts = c.addGhost(p.ghosts, m, c.observation, covered)
-	return changed
-}
-
-// meaning returns what a peer's Lease counts as. A Lease that carries the
-// ring's label but does not follow the format is never a member: while it is
-// live its claim counts as every partition, because a claim that cannot be
-// read may hide a partition someone reconciles. A malformed Lease written
-// with another ring configuration keeps its state, so that an active member
-// of another configuration is seen and the replica refuses to join, saying
-// why, instead of joining a ring whose every partition that member blocks;
-// when such a Lease's claim is a well-formed empty one (it refuses to join
-// itself), it blocks nothing.
-func (c *Core) meaning(l Observed) Observed {
-	o := Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID, Problem: l.Problem, ClaimUnknown: l.ClaimUnknown, ClaimEmpty: l.ClaimEmpty,
-		Finalized: l.Finalized, Terminating: l.Terminating}
-	if l.Problem == "" && !l.ClaimUnknown {
-		return o
-	}
-	foreign := l.Fingerprint != "" && l.Fingerprint != c.fingerprint && knownState(l.State)
-	if !foreign {
-		o.State = StateJoining
-	}
-	o.Claim = shard.FullPartitionSet(c.partitions)
-	if foreign && l.ClaimEmpty {
-		o.Claim = shard.NewPartitionSet(c.partitions)
-	}
-	return o
-}
-
-func knownState(s State) bool {
-	switch s {
-	case StateJoining, StateActive, StateLeaving:
-		return true
-	}
-	return false
-}
-
-func (c *Core) observeOwn(l Observed) {
-	// A Lease without an incarnation is damaged whatever the shell says: no
-	// kshard process writes one.
-	if l.Problem != "" || l.ClaimUnknown || l.Incarnation == "" {
-		c.own = nil
-		if c.held {
-			// Damaged by someone else: this process holds the identity
-			// and the incarnation, so it fences and rewrites the Lease
-			// over that version.
-			c.loseOwn()
-			c.repair = l.Version
-			return
-		}
-		// A damaged Lease of an earlier incarnation is waited out and
-		// taken over like an intact one.
-		if c.prior == nil || c.prior.obs.Version != l.Version {
-			next := &peer{obs: c.meaning(l), lastChange: c.now}
-			c.priorLeft(next)
-			c.prior = next
-			c.takeOver = nil
-		}
-		return
-	}
-	if l.Incarnation == c.cfg.Incarnation {
-		own := Observed{Record: l.Record.Clone(), Version: l.Version}
-		c.own, c.held, c.prior = &own, true, nil
-		c.repair, c.takeOver, c.terminating = "", nil, ""
-		if l.Terminating {
-			// Deleted by someone else; the finalizer keeps it in every
-			// view. Lost until it is gone and created afresh: fence, and
-			// remove the finalizer once nothing runs (Ready.Finalize).
-			c.loseOwn()
-			c.terminating = l.Version
-			return
-		}
-		c.ownLost = false
-		return
-	}
-	c.own = nil
-	if c.held {
-		// The watch delivers in etcd order and this incarnation's own write
-		// was seen before: a later write by someone else is a live duplicate,
-		// not a stale event.
-		c.duplicate = l.Incarnation
-		return
-	}
-	if c.prior != nil && l.Version != "" && c.prior.obs.Version == l.Version {
-		return
-	}
-	next := &peer{obs: Observed{Record: l.Record.Clone(), Version: l.Version, UID: l.UID}, lastChange: c.now}
-	c.priorLeft(next)
-	c.prior = next
-	c.takeOver = nil
-}
-
-// priorLeft keeps the claim of the previous incarnation's Lease (c.prior)
-// in force as an own ghost (ownGhosts) when that Lease gives way to next
-// (nil: it left the view) without its expiry having been confirmed (void):
-// that process may still run what it claimed. Only a newer state of the
-// same incarnation on the same object (or, without UIDs to tell objects
-// apart, of the same incarnation) leaves none: its claim there covers
-// what it runs. Another incarnation's write over that object, or the
-// object deleted or created afresh, leaves the old claim in force.
-func (c *Core) priorLeft(next *peer) {
-	old := c.prior
-	if old == nil || old.void || old.obs.Claim.IsEmpty() {
-		return
-	}
-	if next != nil && next.obs.Incarnation == old.obs.Incarnation &&
-		(sameObject(old.obs, next.obs) || old.obs.UID == "" && next.obs.UID == "") {
-		return
-	}
-	c.ownGhosts = c.addGhost(c.ownGhosts, old.obs, 0, false)
-}
-
-// loseOwn records that the own Lease, once held, is gone or damaged: the
-// replica fences in the next step, whatever its renews say, because peers
-// may count its claims from a tombstone only for LeaseDuration.
-func (c *Core) loseOwn() {
-	if !c.ownLost {
-		c.ownLost, c.lostAt = true, c.now
-	}
-}
+// CachesSynced reports that the controllers' caches have synced: the replica
+// may become a ring member.
+func (c *Core) CachesSynced() { c.cachesSynced = true }
 
 // PartitionsSynced reports the partitions whose objects the cache has
 // listed and is watching now (Config.PartitionCache): it replaces the
@@ -728,81 +159,13 @@ func (c *Core) ObjectsCounted(synced shard.PartitionSet, counts []int) {
 	if !c.balanced() {
 		return
 	}
-	c.counts = slices.Clone(counts)
-	c.countedSynced = shard.NewPartitionSet(c.partitions).Union(synced)
+	c.weights.counted(synced, counts)
 }
-
-// balanced reports whether the replica publishes and places by weights.
-func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
-
-// weightHysteresis is how many buckets (of about 10 % each) a partition's
-// count may drift from the weight the view already has for it before this
-// replica publishes a new one: the ring, and so the placement, stays put
-// under the small changes of a live cluster, and a partition's new owner,
-// counting the same objects a little later, confirms the old weight rather
-// than moving the partition again.
-const weightHysteresis = 2
-
-// updateWeights recomputes the weights this replica publishes: those of the
-// partitions its cache holds synced. A partition synced since the last count
-// carries the weight the view has for it until it is counted: its old owner
-// hands it over as soon as this replica reports it warm, in the same
-// Record, and stops reporting it; had the weight waited for the next count,
-// the partition would be of unknown weight meanwhile, the ring placed by
-// number, and partitions would move for nothing (measured with unknown
-// weights placed as average ones: a rolling restart of 3 replicas that
-// kept rebalancing for minutes).
-func (c *Core) updateWeights() {
-	if !c.balanced() {
-		return
-	}
-	seen := func(p int) uint8 {
-		if len(c.viewWeights) != c.partitions {
-			return 0
-		}
-		return c.viewWeights[p]
-	}
-	w := make(shard.Weights, c.partitions)
-	for p := range c.cacheSynced.All() {
-		if !c.countedSynced.Has(p) || p >= len(c.counts) {
-			w[p] = seen(p)
-			continue
-		}
-		b := shard.WeightBucket(c.counts[p])
-		if s := seen(p); s != 0 && max(b, s)-min(b, s) <= weightHysteresis {
-			b = s
-		}
-		w[p] = b
-	}
-	if w.Known() == 0 {
-		w = nil
-	}
-	if !w.Equal(c.weights) {
-		c.weights, c.bump = w, true
-	}
-}
-
-// CacheWaiting returns the targeted partitions, free of other claims, that
-// wait only for the cache to sync them (Config.PartitionCache).
-func (c *Core) CacheWaiting() shard.PartitionSet { return c.cacheWaiting.Clone() }
-
-// CachesSynced reports that the controllers' caches have synced: the replica
-// may become a ring member.
-func (c *Core) CachesSynced() { c.cachesSynced = true }
 
 // RenewSucceeded reports that a write of the own Lease sent at local time
 // sentAt has succeeded. Only the sending time counts: the write may have
 // waited in the network, but it cannot have landed before it was sent.
-func (c *Core) RenewSucceeded(sentAt time.Time) {
-	// Not clamped to c.now here: that is the time of the previous input and
-	// may be long past. Ready clamps it to the time it is given.
-	if !c.renewed || sentAt.After(c.lastRenewSent) {
-		if c.renewed && !c.fenced && !sentAt.Before(c.lastRenewSent.Add(c.cfg.RenewDeadline)) {
-			c.lapsed = true
-		}
-		c.renewed, c.lastRenewSent = true, sentAt
-	}
-}
+func (c *Core) RenewSucceeded(sentAt time.Time) { c.fencing.succeeded(sentAt) }
 
 // Drained reports that none of set is in flight any more.
 // A set over another partition count is a shell bug and is ignored: it
@@ -817,55 +180,28 @@ func (c *Core) Drained(set shard.PartitionSet) {
 // Confirmed reports a direct read of identity's Lease asked for by Confirm:
 // found is false when it does not exist, current is its resourceVersion.
 func (c *Core) Confirmed(identity, current string, found bool) {
-	p := c.peers[identity]
-	if identity == c.cfg.Identity {
-		p = c.prior
-	}
-	if p == nil || !p.confirming {
+	if identity != c.cfg.Identity {
+		c.peers.confirmed(c.now, identity, current, found)
 		return
 	}
-	p.confirming = false
-	if !found && !p.gone && identity != c.cfg.Identity {
-		// Absence is not death: the Lease looked expired through a watch
-		// that lagged, and has been deleted or relabelled since (by hand,
-		// say) while its holder may still run and not have noticed yet.
-		// It becomes a tombstone from now, voided only by a later read
-		// that finds it still gone a LeaseDuration on.
-		p.gone, p.lastChange, p.collected = true, c.now, true
-		return
-	}
-	if !found || current == p.obs.Version {
-		p.void = true
-		return
-	}
-	// The Lease moved on and the watch has not shown it yet: the holder is
-	// alive. Wait another LeaseDuration before judging again.
-	p.lastChange = c.now
-}
-
-// confirmTarget is the Lease a Confirm of identity is about.
-func (c *Core) confirmTarget(identity string) *peer {
-	if identity == c.cfg.Identity {
-		return c.prior
-	}
-	return c.peers[identity]
+	c.own.confirmed(c.now, current, found)
 }
 
 // ConfirmFailed reports that the direct read of identity's Lease failed; the
 // core asks again in its next step.
 func (c *Core) ConfirmFailed(identity string) {
-	p := c.peers[identity]
-	if identity == c.cfg.Identity {
-		p = c.prior
+	if identity != c.cfg.Identity {
+		c.peers.confirmFailed(identity)
+		return
 	}
-	if p != nil {
-		p.confirming = false
-	}
+	c.own.confirmFailed()
 }
 
 // Leave starts a graceful leave (SIGTERM): revoke everything, publish an
 // empty claim once drained, then delete the own Lease.
 func (c *Core) Leave() { c.leaving = true }
+
+// The step: Ready decides, Advance acknowledges.
 
 // Ready runs one decision step at local time now and returns what the shell
 // must do. Call it after every input, and again at NextDeadline; call Advance
@@ -875,24 +211,7 @@ func (c *Core) Leave() { c.leaving = true }
 // Fence when already fenced, change nothing.
 func (c *Core) Ready(now time.Time) Ready {
 	r := c.step(now)
-	c.unackedActivate = c.unackedActivate.Union(r.Activate).Intersect(c.active)
-	c.unackedRevoke = c.unackedRevoke.Union(r.Revoke).Intersect(c.draining)
-	c.unackedFence = c.unackedFence || r.Fence
-	c.unackedExit = c.unackedExit || r.Exit
-	c.unackedDelete = c.unackedDelete || r.DeleteLease
-	// A confirm stays asked for while its Lease waits for the answer.
-	pending := append(c.unackedConfirm, r.Confirm...)
-	c.unackedConfirm = c.unackedConfirm[:0:0]
-	for _, ref := range pending {
-		if p := c.confirmTarget(ref.Identity); p != nil && p.confirming && p.obs.Version == ref.Version &&
-			!slices.Contains(c.unackedConfirm, ref) {
-			c.unackedConfirm = append(c.unackedConfirm, ref)
-		}
-	}
-	r.Confirm = slices.Clone(c.unackedConfirm)
-	r.Activate = c.unackedActivate.Clone()
-	r.Revoke = c.unackedRevoke.Clone()
-	r.Fence, r.Exit, r.DeleteLease = c.unackedFence, c.unackedExit, c.unackedDelete
+	c.unacked.merge(&r, c.active, c.draining, c.awaitingConfirm)
 	return r
 }
 
@@ -900,36 +219,46 @@ func (c *Core) Ready(now time.Time) Ready {
 // given: pass a Ready with only what succeeded (say, the partitions whose
 // activation worked) and the rest is asked for again.
 func (c *Core) Advance(rd Ready) {
-	if rd.Publish != nil && rd.Publish.Generation > c.ackedGen {
-		c.ackedGen = rd.Publish.Generation
+	if rd.Publish != nil {
+		c.ledger.acked(rd.Publish.Generation)
 	}
-	c.unackedActivate = c.unackedActivate.Difference(rd.Activate)
-	c.unackedRevoke = c.unackedRevoke.Difference(rd.Revoke)
-	c.unackedConfirm = slices.DeleteFunc(c.unackedConfirm, func(ref LeaseRef) bool { return slices.Contains(rd.Confirm, ref) })
-	c.unackedFence = c.unackedFence && !rd.Fence
-	c.unackedExit = c.unackedExit && !rd.Exit
-	c.unackedDelete = c.unackedDelete && !rd.DeleteLease
+	c.unacked.ack(rd)
 }
 
+// step decides, in this order:
+//  1. a duplicate identity stops the core for good;
+//  2. renewal: lift a fence, fence, or exit when what ran at a fence
+//     outlived the stop deadline (checkRenewal);
+//  3. judge the Leases: proofs of death, confirms of expired Leases,
+//     collection, taking over the previous incarnation's Lease, a foreign
+//     member (judgeLeases);
+//  4. the lifecycle: joining → active → leaving (updateState);
+//  5. converge: the ring and the target, revoke what left it (make before
+//     break), claim (drain before release), activate what is claimed, read
+//     back and free (claim before act) and synced (synced before act);
+//  6. close the Record's changes under a new generation (commit);
+//  7. finish a graceful leave, publish the Record, let a deletion of the
+//     own Lease complete (finalize), and say what keeps the replica from
+//     working normally (explain).
 func (c *Core) step(now time.Time) Ready {
 	c.advance(now)
 	r := Ready{Activate: shard.NewPartitionSet(c.partitions), Revoke: shard.NewPartitionSet(c.partitions)}
 	if c.done {
 		return r
 	}
-	if c.duplicate != "" {
+	if c.own.duplicate != "" {
 		c.stop(&r)
 		c.err = fmt.Errorf("handoff: %w: Lease of %s now carries incarnation %s, this process is %s; it has stopped",
-			ErrDuplicateIdentity, c.cfg.Identity, c.duplicate, c.cfg.Incarnation)
+			ErrDuplicateIdentity, c.cfg.Identity, c.own.duplicate, c.cfg.Incarnation)
 		return r
 	}
 	if c.checkRenewal(&r); c.done {
 		return r
 	}
-	c.judgePeers(&r)
+	c.judgeLeases(&r)
 	c.updateState()
 	c.converge(&r)
-	c.commit()
+	c.ledger.commit(c.leaving)
 	c.finishLeave(&r)
 	c.publish(&r)
 	c.finalize(&r)
@@ -937,32 +266,12 @@ func (c *Core) step(now time.Time) Ready {
 	return r
 }
 
-// finalize asks the shell to let the deletion of the own Lease complete once
-// this replica has fenced, nothing it ran is in flight, and the Lease shows
-// its empty claim: from then on the Lease's absence hides nothing from a
-// replica that starts without seeing it, and peers that saw the empty claim
-// keep no tombstone.
-func (c *Core) finalize(r *Ready) {
-	if c.terminating == "" || !c.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
-		c.own == nil || !c.own.Claim.IsEmpty() {
-		return
-	}
-	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.terminating}
-}
-
+// advance moves the core's time to now, never back.
 func (c *Core) advance(now time.Time) {
 	if now.After(c.now) {
 		c.now = now
 	}
-	if c.lastRenewSent.After(c.now) {
-		c.lastRenewSent = c.now // a send time from the future would stretch the deadline
-	}
-}
-
-// renewedRecently reports whether the own Lease is known to have been
-// renewed within RenewDeadline, the precondition for reconciling anything.
-func (c *Core) renewedRecently() bool {
-	return c.renewed && c.now.Sub(c.lastRenewSent) < c.cfg.RenewDeadline
+	c.fencing.clamp(c.now)
 }
 
 // stop ends the core for good: everything is revoked at once.
@@ -974,21 +283,18 @@ func (c *Core) stop(r *Ready) {
 	c.done = true
 }
 
-// checkRenewal fences the replica when its renew deadline has passed, and
-// asks the process to exit when what was running at a fence outlives the stop
+// Step 2: renewal and the fence.
+
+// checkRenewal lifts the fence once renews count again, fences the replica
+// when its renew deadline has passed or its own Lease is lost, and asks the
+// process to exit when what was running at a fence outlives the stop
 // deadline.
 func (c *Core) checkRenewal(r *Ready) {
-	if c.fenced && c.renewedRecently() && !c.ownLost && c.lastRenewSent.After(c.lostAt) {
-		c.fenced = false
-	}
-	if !c.fenced && (c.ownLost || c.lapsed || c.renewed && !c.renewedRecently()) {
+	c.fencing.lift(c.now, c.own.lost, c.own.lostAt)
+	if c.fencing.due(c.now, c.own.lost) {
 		c.fence(r)
 	}
-	c.lapsed = false
-	c.mustStop = c.mustStop.Intersect(c.draining)
-	if !c.mustStop.IsEmpty() && !c.now.Before(c.stopBy) {
-		// The stop deadline holds even if renews have succeeded again since:
-		// a peer may have voided the claims before the Lease changed.
+	if c.fencing.overdue(c.now, c.draining) {
 		r.Exit = true
 		c.done = true
 	}
@@ -998,141 +304,83 @@ func (c *Core) checkRenewal(r *Ready) {
 // before the fence may have been voided by peers, so none of them may serve
 // as read-your-write again.
 func (c *Core) fence(r *Ready) {
-	c.fenced = true
 	r.Fence = true
 	r.Revoke = r.Revoke.Union(c.active)
 	c.draining = c.draining.Union(c.active)
 	c.active = shard.NewPartitionSet(c.partitions)
-	stopBy := c.lastRenewSent.Add(c.cfg.StopDeadline())
-	if !c.renewed {
-		stopBy = c.now.Add(c.cfg.StopDeadline())
-	}
-	if c.mustStop.IsEmpty() || stopBy.Before(c.stopBy) {
-		c.stopBy = stopBy
-	}
-	c.mustStop = c.mustStop.Union(c.draining)
+	c.fencing.start(c.now, c.draining)
 	if c.state == StateActive {
 		c.state = StateJoining
 	}
-	c.bump = true
-	for p := range c.claim.All() {
-		c.claimedAt[p] = c.generation + 1
-	}
+	c.ledger.newEpoch()
 }
 
-// live reports whether a Lease has changed within LeaseDuration.
-func (c *Core) live(p *peer) bool {
-	return c.now.Sub(p.lastChange) < c.cfg.LeaseDuration
-}
+// renewedRecently reports whether the own Lease is known to have been
+// renewed within RenewDeadline, the precondition for reconciling anything.
+func (c *Core) renewedRecently() bool { return c.fencing.recent(c.now) }
 
-// judgePeers asks to confirm Leases that look expired and hold claims, and to
-// garbage-collect Leases expired for long.
-func (c *Core) judgePeers(r *Ready) {
+// Step 3: judge the Leases.
+
+// judgeLeases voids the Leases of processes proven dead and names those
+// worth a look at their pods, asks to confirm Leases that look expired and
+// hold claims and to garbage-collect Leases expired for long, takes the
+// previous incarnation's Lease over once it is void, and notes a live
+// member of another ring configuration.
+func (c *Core) judgeLeases(r *Ready) {
 	c.judgeProofs(r)
-	c.ownGhosts = slices.DeleteFunc(c.ownGhosts, func(g *peer) bool {
-		return (g.void || !c.live(g)) && g.seen != c.observation
-	})
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		c.pruneGhosts(p) // expired by observed time alone: see peer.ghosts
-		if c.live(p) {
-			continue
-		}
-		if !p.void && !p.confirming && !p.obs.Claim.IsEmpty() {
-			p.confirming = true
-			r.Confirm = append(r.Confirm, LeaseRef{Identity: id, Version: p.obs.Version})
-		}
-		if c.held && !p.collected && c.now.Sub(p.lastChange) >= c.cfg.GarbageCollectAfter {
-			p.collected = true
-			r.GarbageCollect = append(r.GarbageCollect, LeaseRef{Identity: id, Version: p.obs.Version})
-		}
-	}
-	// A previous incarnation's Lease is taken over like a dead peer's claims
-	// are voided: after a confirmed expiry, the shell overwrites it with a
-	// write conditioned on the very version judged. If that write fails
-	// because the Lease changed, the watch shows the new version, which is
-	// waited out afresh.
-	// A proven death (judgeProofs) voids it at once.
-	if p := c.prior; p != nil && (!c.live(p) || p.void) && !p.takingOver {
-		if !p.void && !p.confirming {
-			p.confirming = true
-			r.Confirm = append(r.Confirm, LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version})
-		}
-		if p.void {
-			p.takingOver = true
-			c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: p.obs.Version}
-		}
-	}
-	if c.repair != "" {
-		c.takeOver = &LeaseRef{Identity: c.cfg.Identity, Version: c.repair}
-		c.repair = ""
-	}
-	if c.takeOver != nil {
-		ref := *c.takeOver
-		r.TakeOver = &ref
-	}
-	c.foreign = nil
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if !p.gone && !p.void && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint != c.fingerprint {
-			c.foreign = p
-			break
-		}
-	}
+	c.peers.judge(c.now, c.own.held, r)
+	c.own.judge(c.now, c.peers.observation, r)
+	c.foreign = c.peers.foreignActive(c.now)
 }
 
-// watchedLongEnough reports whether this replica has watched the ring for
-// LeaseDuration (see firstSeen), or may join at once (fastJoin).
-func (c *Core) watchedLongEnough() bool {
-	return c.observed && (c.fastJoin() || c.now.Sub(c.firstSeen) >= c.cfg.LeaseDuration)
+// awaitingConfirm reports whether the Lease ref names still waits for the
+// answer to a Confirm of that version: a confirm stays asked for until
+// then.
+func (c *Core) awaitingConfirm(ref LeaseRef) bool {
+	p := c.peers.byID[ref.Identity]
+	if ref.Identity == c.cfg.Identity {
+		p = c.own.prior
+	}
+	return p != nil && p.confirming && p.obs.Version == ref.Version
 }
 
-// fastJoin reports whether the join wait can be skipped: every Lease of the
-// first view carried the member finalizer and was well-formed, and the
-// shell's scan found no finalized Lease outside the ring. The wait exists
-// for a Lease deleted or relabelled by hand before this process first
-// listed the ring, whose holder may still be reconciling: a finalized
-// Lease deleted by hand stays in the view, terminating, until its holder has stopped everything (Finalize) or a
-// peer has seen it expired; one relabelled keeps its finalizer, and the
-// scan finds it. A ring with a Lease that lacks the finalizer (written by
-// an earlier kshard, say) gets the wait: such a Lease deleted by hand just
-// before this process started would be invisible.
-func (c *Core) fastJoin() bool { return c.firstViewFinalized && c.joinScanClean }
+// Step 4: the lifecycle.
 
-// JoinScanClean reports that the shell, after the informer's first list,
-// listed every Lease of the namespace without the ring's label selector and
-// found none that carries the member finalizer without belonging to the
-// ring (a member's Lease relabelled out of it by hand), and that the
-// informer holds every ring Lease that list showed. With every Lease of the
-// first view finalized, the replica joins without the join wait.
-func (c *Core) JoinScanClean() { c.joinScanClean = true }
-
-// updateState moves joining → active → leaving.
+// updateState moves joining → active → leaving. A replica becomes active
+// once its caches synced, it holds its own Lease, renews in time, no
+// member of another ring configuration is active, and it has watched the
+// ring long enough (joinWait).
 func (c *Core) updateState() {
 	switch {
 	case c.leaving:
 		if c.state != StateLeaving {
-			c.state, c.bump = StateLeaving, true
+			c.state = StateLeaving
+			c.ledger.changed()
 		}
-	case c.state == StateJoining && c.cachesSynced && c.held && !c.fenced && c.renewedRecently() && c.foreign == nil &&
-		c.watchedLongEnough():
-		c.state, c.bump = StateActive, true
+	case c.state == StateJoining && c.cachesSynced && c.own.held && !c.fencing.fenced && c.renewedRecently() && c.foreign == nil &&
+		c.join.over(c.now):
+		c.state = StateActive
+		c.ledger.changed()
 	}
 }
+
+// Step 5: converge.
 
 // converge recomputes view and target, revokes what is no longer targeted,
 // updates the claim, and activates claimed partitions that are free.
 func (c *Core) converge(r *Ready) {
 	c.updateRing()
-	self := c.state == StateActive && !c.fenced && c.own != nil && c.own.State == StateActive &&
-		c.own.Fingerprint == c.fingerprint
-	if self && c.ring != nil && c.ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
-		c.target = c.ring.Partitions(c.cfg.Identity)
+	own := c.own.current
+	self := c.state == StateActive && !c.fencing.fenced && own != nil && own.State == StateActive && own.Fingerprint == c.fingerprint
+	if ring := c.placement.ring; self && ring != nil && ring.Contains(c.cfg.Identity) && !c.awaitingJoiners() {
+		c.target = ring.Partitions(c.cfg.Identity)
 	} else {
 		c.target = shard.NewPartitionSet(c.partitions)
 	}
 
-	if revoke := c.handOver(c.active.Difference(c.target)); !revoke.IsEmpty() {
+	// Make before break: a partition leaving the target stays active while
+	// its new owner lists it (handover).
+	if revoke := c.handover.revoke(c.now, c.active.Difference(c.target), c.placement.usable(), c.successorListing); !revoke.IsEmpty() {
 		c.active = c.active.Difference(revoke)
 		c.draining = c.draining.Union(revoke)
 		r.Revoke = r.Revoke.Union(revoke)
@@ -1140,30 +388,22 @@ func (c *Core) converge(r *Ready) {
 
 	// Drain before release: draining partitions stay claimed.
 	claim := c.target.Union(c.draining).Union(c.active)
-	if !claim.Equal(c.claim) {
-		for p := range claim.Difference(c.claim).All() {
-			c.claimedAt[p] = c.generation + 1
-		}
-		for p := range c.claim.Difference(claim).All() {
-			c.claimedAt[p] = 0
-		}
-		c.claim, c.bump = claim, true
-	}
+	c.ledger.set(claim)
 
 	// Claim before act.
-	others, blockAll := c.peerClaims()
+	block := c.blockers()
 	candidates := c.target.Difference(c.active).Difference(c.draining)
 	c.blocked = shard.NewPartitionSet(c.partitions)
 	c.cacheWaiting = shard.NewPartitionSet(c.partitions)
 	// checkRenewal has fenced already if the renew deadline passed; the
 	// renew check stays so that no reordering of the step can lose it.
-	mayActivate := c.state == StateActive && !c.fenced && c.renewedRecently() && c.own != nil
+	mayActivate := c.state == StateActive && !c.fencing.fenced && c.renewedRecently() && own != nil
 	for p := range candidates.All() {
-		if blockAll || others.Has(p) {
+		if block.blocks(p) {
 			c.blocked.Add(p)
 			continue
 		}
-		if !mayActivate || !c.readBack(p) {
+		if !mayActivate || !c.ledger.readBack(p, own) {
 			continue
 		}
 		// Synced before act: the replay at activation reads the cache,
@@ -1176,61 +416,48 @@ func (c *Core) converge(r *Ready) {
 		r.Activate.Add(p)
 	}
 	if c.cfg.PartitionCache {
-		r.Hold = c.claim.Clone()
+		r.Hold = c.ledger.claim.Clone()
 		if warm := c.target.Intersect(c.cacheSynced); !warm.Equal(c.warm) {
-			c.warm, c.bump = warm, true
+			c.warm = warm
+			c.ledger.changed()
 		}
 		c.updateWeights()
 	}
 }
 
-// handOver returns the partitions of leaving (active, out of the target) to
-// revoke now. Break before make would leave a partition unreconciled while
-// its new owner lists its objects (with a sharded cache, seconds at tens of
-// thousands of objects), so each one stays active here until the new owner's
-// Lease shows its cache holds it (Record.Warm), for at most
-// HandoverTimeout. The new owner cannot activate it before that anyway;
-// claims are unchanged (an active partition stays claimed), so this delays
-// a handoff but never lets two replicas run a partition. A new owner that
-// does not report its cache (a full cache, an older kshard), one not live
-// and active, or a ring that cannot be built, gets it at once.
-func (c *Core) handOver(leaving shard.PartitionSet) (revoke shard.PartitionSet) {
-	c.handingOver = c.handingOver.Intersect(leaving) // drop those back in the target, or revoked (a fence)
-	revoke = leaving.Clone()
-	if c.cfg.HandoverTimeout < 0 || c.ring == nil || c.ringErr != nil {
-		return revoke
-	}
-	for p := range leaving.All() {
-		if !c.handingOver.Has(p) {
-			c.handingOver.Add(p)
-			c.handingOverSince[p] = c.now
-		}
-		if c.now.Sub(c.handingOverSince[p]) < c.cfg.HandoverTimeout && c.successorListing(p) {
-			revoke.Remove(p)
-			continue
-		}
-		c.handingOver.Remove(p)
-	}
-	return revoke
-}
-
-// successorListing reports whether p's owner under the current ring is a
-// live active peer that reports its cache (Record.Warm) without p yet.
-func (c *Core) successorListing(p int) bool {
-	id, ok := c.ring.Owner(p)
-	if !ok || id == c.cfg.Identity {
-		return false
-	}
-	q := c.peers[id]
-	if q == nil || q.gone || q.void || q.obs.Terminating || !c.live(q) || q.obs.State != StateActive ||
-		q.obs.Fingerprint != c.fingerprint || q.obs.Warm.Size() != c.partitions {
-		return false
-	}
-	return !q.obs.Warm.Has(p)
-}
-
 // updateRing rebuilds the ring when the view changed. The view holds the
 // live active Leases of this fingerprint; the own Lease counts as observed.
+func (c *Core) updateRing() {
+	own := c.own.current
+	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
+	c.placement.place(view, c.gatherWeights())
+}
+
+// balanced reports whether the replica publishes and places by weights.
+func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balance > 0 }
+
+// gatherWeights returns the weights that place a balanced ring: for each
+// partition the largest weight published by a live Lease of this ring's
+// fingerprint, this replica's own included (nil without Balance). Every
+// holder of a partition counts the same objects, and under make before
+// break its old and new owner both report it, so the largest report is
+// the same on every replica that sees the same Leases and does not gap
+// while a partition moves.
+func (c *Core) gatherWeights() shard.Weights {
+	if c.cfg.Ring.Balance <= 0 {
+		return nil
+	}
+	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights.published, c.partitions))
+}
+
+// updateWeights recomputes the weights this replica publishes
+// (Record.Weights).
+func (c *Core) updateWeights() {
+	if c.balanced() && c.weights.update(c.cacheSynced, c.placement.viewWeights) {
+		c.ledger.changed()
+	}
+}
+
 // awaitingJoiners reports whether this replica, active but holding
 // nothing yet, leaves every partition unclaimed a moment longer for peers
 // about to join: live peers of its configuration, claiming nothing, first
@@ -1244,167 +471,45 @@ func (c *Core) successorListing(p int) bool {
 // after it was first seen (blocked, say) is not waited for: a delay of at
 // most joinerPatience, never a stall. Claims, and so safety, are unchanged.
 func (c *Core) awaitingJoiners() bool {
-	if !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+	if !c.ledger.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
 		return false
 	}
-	for _, id := range c.peerIDs {
-		if c.joinerAwaited(c.peers[id]) {
-			return true
-		}
-	}
-	return false
+	return c.peers.awaitingJoiner(c.now)
 }
 
-// joinerAwaited: p is a peer awaitingJoiners waits for.
-func (c *Core) joinerAwaited(p *peer) bool {
-	return !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateJoining && p.obs.Claim.IsEmpty() &&
-		p.obs.Fingerprint == c.fingerprint && !p.joiningSince.IsZero() && c.now.Before(c.joinerAwaitedUntil(p))
+// successorListing reports whether p's owner under the current ring is a
+// live active peer that reports its cache (Record.Warm) without p yet. A
+// new owner that does not report its cache (a full cache, an older
+// kshard), or is not live and active, gets p at once.
+func (c *Core) successorListing(p int) bool {
+	id, ok := c.placement.ring.Owner(p)
+	if !ok || id == c.cfg.Identity {
+		return false
+	}
+	return c.peers.listing(c.now, id, p)
 }
 
-// joinerAwaitedUntil is when awaitingJoiners stops waiting for p:
-// joinerPatience (1.5×LeaseDuration) after this core first saw it joining.
-// A joiner activates LeaseDuration after its own first look at the ring,
-// which may come a little after this core saw its Lease: replicas
-// started together see one another in their first lists, so with a window
-// of exactly LeaseDuration the first to activate stopped waiting for the
-// others a few milliseconds before they activated, claimed a two-member
-// share and handed a third of it on at once (measured: 359 of 271
-// partitions listed by a 3-replica sharded fleet, the largest replica at
-// 1.5× its share's memory). Half a LeaseDuration covers that skew with
-// room for a slow first list.
-func (c *Core) joinerAwaitedUntil(p *peer) time.Time {
-	return p.joiningSince.Add(c.cfg.LeaseDuration + c.cfg.LeaseDuration/2)
+// blockers returns the claims in force of every other Lease: peers,
+// tombstones, ghosts, and previous incarnations of the own identity.
+func (c *Core) blockers() blockers {
+	b := newBlockers(c.partitions, c.fingerprint)
+	c.peers.block(c.now, c.deaths, &b)
+	c.own.ghosts.block(c.now, c.cfg.LeaseDuration, c.deaths, &b)
+	return b
 }
 
-func (c *Core) updateRing() {
-	view := c.scratch[:0]
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		// A void Lease is not live, unless its holder was proven dead
-		// before it expired.
-		if !p.gone && !p.void && !p.obs.Terminating && c.live(p) && p.obs.State == StateActive && p.obs.Fingerprint == c.fingerprint {
-			view = append(view, id)
-		}
-	}
-	if c.own != nil && c.own.State == StateActive && c.state == StateActive {
-		i, _ := slices.BinarySearch(view, c.cfg.Identity)
-		view = slices.Insert(view, i, c.cfg.Identity)
-	}
-	c.scratch = view
-	weights := c.gatherWeights()
-	if c.ringBuilt && slices.Equal(view, c.view) && weights.Equal(c.viewWeights) {
-		return
-	}
-	c.view, c.viewWeights, c.ringBuilt = slices.Clone(view), weights, true
-	for _, e := range c.recentRings {
-		if slices.Equal(e.view, c.view) && e.weights.Equal(weights) {
-			c.ring, c.ringErr = e.ring, e.err
-			return
-		}
-	}
-	c.ring, c.ringErr = c.newRing(c.cfg.Ring, c.view, weights)
-	// Membership flaps (A → AB → A) between few views; keeping the last
-	// rings spares rebuilding them.
-	if len(c.recentRings) == recentRings {
-		c.recentRings = c.recentRings[1:]
-	}
-	c.recentRings = append(c.recentRings, ringEntry{view: c.view, weights: weights, ring: c.ring, err: c.ringErr})
-}
-
-// gatherWeights returns the weights that place a balanced ring: for each
-// partition the largest weight published by a live Lease of this ring's
-// fingerprint, this replica's own included (nil without Balance). Every
-// holder of a partition counts the same objects, and under make before
-// break its old and new owner both report it, so the largest report is
-// the same on every replica that sees the same Leases and does not gap
-// while a partition moves.
-func (c *Core) gatherWeights() shard.Weights {
-	if c.cfg.Ring.Balance <= 0 {
-		return nil
-	}
-	merged := shard.MaxWeights(nil, c.weights, c.partitions)
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		if !p.gone && !p.void && c.live(p) && p.obs.Fingerprint == c.fingerprint {
-			merged = shard.MaxWeights(merged, p.obs.Weights, c.partitions)
-		}
-	}
-	return merged
-}
-
-// recentRings is how many rings a Core keeps for views it may return to.
-const recentRings = 4
-
-type ringEntry struct {
-	view    []string
-	weights shard.Weights
-	ring    *shard.Ring
-	err     error
-}
-
-// readBack reports whether the own Lease, as observed, claims p in a Record
-// at least as new as the one that last added p. An older Record that claims p
-// proves nothing: a later one may have dropped p, or a fence may have voided
-// it.
-func (c *Core) readBack(p int) bool {
-	at := c.claimedAt[p]
-	return at != 0 && c.own.Generation >= at && c.own.Claim.Has(p)
-}
-
-// peerClaims returns the union of the claims that block this replica. Every
-// Lease counts, whatever its state, until it is confirmed expired. A Lease of
-// another fingerprint (or a claim of another size) blocks everything when it
-// claims anything: its partition numbers may name other keys.
-func (c *Core) peerClaims() (others shard.PartitionSet, blockAll bool) {
-	others = shard.NewPartitionSet(c.partitions)
-	add := func(p *peer) {
-		if p.void || p.obs.Claim.IsEmpty() {
-			return
-		}
-		if p.obs.Fingerprint != c.fingerprint || p.obs.Claim.Size() != c.partitions {
-			blockAll = true
-			return
-		}
-		others = others.Union(p.obs.Claim)
-	}
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
-		add(p)
-		for _, g := range p.ghosts {
-			if c.live(g) && !c.provenDead(g.obs) {
-				add(g)
-			}
-		}
-	}
-	for _, g := range c.ownGhosts {
-		if c.live(g) && !c.provenDead(g.obs) {
-			add(g)
-		}
-	}
-	return others, blockAll
-}
-
-// commit closes the step's changes to the Record under a new generation.
-func (c *Core) commit() {
-	if c.bump {
-		c.generation++
-		c.bump = false
-	}
-	if c.leaving && c.claim.IsEmpty() && c.releasedAt == 0 {
-		c.releasedAt = c.generation
-	}
-}
+// Step 7: leave, publish, finalize, explain.
 
 // finishLeave deletes the own Lease once its empty claim has been observed.
 func (c *Core) finishLeave(r *Ready) {
-	if !c.leaving || !c.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
+	if !c.leaving || !c.ledger.claim.IsEmpty() || !c.active.IsEmpty() || !c.draining.IsEmpty() {
 		return
 	}
-	if !c.published {
+	if !c.ledger.published {
 		c.done = true // never wrote a Lease: nothing to release
 		return
 	}
-	if !c.held {
+	if !c.own.held {
 		// Never saw its own Lease, so never became active: whatever it may
 		// have written claims nothing. Another incarnation may hold the
 		// Lease, so waiting to observe the own one could last forever.
@@ -1412,7 +517,7 @@ func (c *Core) finishLeave(r *Ready) {
 		c.done = true
 		return
 	}
-	if c.own != nil && c.own.State == StateLeaving && c.own.Claim.IsEmpty() && c.own.Generation >= c.releasedAt {
+	if c.ledger.released(c.own.current) {
 		r.DeleteLease = true
 		c.done = true
 	}
@@ -1421,15 +526,15 @@ func (c *Core) finishLeave(r *Ready) {
 // publish hands the Record to the shell when it changed and the own Lease
 // may be written: the informer has listed, and no other incarnation holds it.
 func (c *Core) publish(r *Ready) {
-	if c.done || !c.observed || c.prior != nil && !c.prior.takingOver {
+	if c.done || !c.join.observed || c.own.inUse() {
 		return
 	}
-	if c.ackedGen == c.generation {
+	if !c.ledger.unpublished() {
 		return
 	}
 	rec := c.record()
 	r.Publish = &rec
-	c.published = true
+	c.ledger.published = true
 }
 
 func (c *Core) record() Record {
@@ -1437,12 +542,12 @@ func (c *Core) record() Record {
 		Identity:    c.cfg.Identity,
 		Incarnation: c.cfg.Incarnation,
 		State:       c.state,
-		Claim:       c.claim.Clone(),
-		Generation:  c.generation,
+		Claim:       c.ledger.claim.Clone(),
+		Generation:  c.ledger.generation,
 		Fingerprint: c.fingerprint,
 		Pod:         c.pod,
 		Warm:        c.publishedWarm(),
-		Weights:     c.weights.Clone(),
+		Weights:     c.weights.published.Clone(),
 	}
 }
 
@@ -1455,25 +560,44 @@ func (c *Core) publishedWarm() shard.PartitionSet {
 	return c.warm.Clone()
 }
 
+// finalize asks the shell to let the deletion of the own Lease complete once
+// this replica has fenced, nothing it ran is in flight, and the Lease shows
+// its empty claim: from then on the Lease's absence hides nothing from a
+// replica that starts without seeing it, and peers that saw the empty claim
+// keep no tombstone.
+func (c *Core) finalize(r *Ready) {
+	own := c.own.current
+	if c.own.terminating == "" || !c.fencing.fenced || !c.active.IsEmpty() || !c.draining.IsEmpty() || c.done ||
+		own == nil || !own.Claim.IsEmpty() {
+		return
+	}
+	r.Finalize = &LeaseRef{Identity: c.cfg.Identity, Version: c.own.terminating}
+}
+
 // explain sets Err to the condition the shell should report.
 func (c *Core) explain() {
 	switch {
-	case c.ringErr != nil:
-		c.err = fmt.Errorf("handoff: %w from members %v: %w", ErrRing, c.view, c.ringErr)
+	case c.placement.err != nil:
+		c.err = fmt.Errorf("handoff: %w from members %v: %w", ErrRing, c.placement.view, c.placement.err)
 	case c.foreign != nil:
 		c.err = fmt.Errorf("handoff: %w: %s runs %s, this replica runs %s; not joining while it is active. Give all replicas the same ring configuration",
 			ErrForeignFingerprint, c.foreign.obs.Identity, c.foreign.obs.Fingerprint, c.fingerprint)
-	case c.prior != nil && !c.prior.takingOver:
+	case c.own.inUse():
+		prior := c.own.prior
 		c.err = fmt.Errorf("handoff: %w: incarnation %s wrote it %v ago; waiting for it to expire (LeaseDuration %v)",
-			ErrIdentityInUse, c.prior.obs.Incarnation, c.now.Sub(c.prior.lastChange), c.cfg.LeaseDuration)
+			ErrIdentityInUse, prior.obs.Incarnation, c.now.Sub(prior.lastChange), c.cfg.LeaseDuration)
 	default:
 		c.err = nil
 	}
 }
 
+// Queries.
+
 // NextDeadline returns the earliest future local time at which Ready would
 // decide differently without any new input: the renew deadline, the stop
-// deadline, and when peers would look expired or due for collection.
+// deadline, when peers, ghosts or the previous incarnation's Lease would
+// look expired, due for collection or worth a look at their pods, when a
+// joiner stops being awaited, a handover times out, or the join wait ends.
 func (c *Core) NextDeadline() (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -1484,58 +608,39 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	if c.done {
 		return next, false
 	}
-	if c.renewed && !c.fenced {
-		consider(c.lastRenewSent.Add(c.cfg.RenewDeadline))
-	}
-	if !c.mustStop.IsEmpty() {
-		consider(c.stopBy)
-	}
-	for _, p := range c.peers {
-		consider(p.lastChange.Add(c.cfg.LeaseDuration))
-		if c.joinerAwaited(p) {
-			consider(c.joinerAwaitedUntil(p))
-		}
-		for _, g := range p.ghosts {
-			consider(g.lastChange.Add(c.cfg.LeaseDuration))
-		}
-		if !p.collected {
-			consider(p.lastChange.Add(c.cfg.GarbageCollectAfter))
-		}
-	}
-	if c.prior != nil {
-		consider(c.prior.lastChange.Add(c.cfg.LeaseDuration))
-	}
-	for _, g := range c.ownGhosts {
-		consider(g.lastChange.Add(c.cfg.LeaseDuration))
-	}
-	for p := range c.handingOver.All() {
-		consider(c.handingOverSince[p].Add(c.cfg.HandoverTimeout))
-	}
-	c.nextSuspects(consider)
-	if c.observed && c.state == StateJoining && !c.fastJoin() {
-		consider(c.firstSeen.Add(c.cfg.LeaseDuration))
+	c.fencing.nextDeadline(consider)
+	c.peers.nextDeadline(c.now, consider)
+	c.own.nextDeadline(consider)
+	c.handover.nextDeadline(consider)
+	c.peers.nextSuspects(c.suspectAfter(), consider)
+	if c.state == StateJoining {
+		c.join.nextDeadline(consider)
 	}
 	return next, !next.IsZero()
 }
+
+// CacheWaiting returns the targeted partitions, free of other claims, that
+// wait only for the cache to sync them (Config.PartitionCache).
+func (c *Core) CacheWaiting() shard.PartitionSet { return c.cacheWaiting.Clone() }
 
 // State returns the replica's lifecycle state as it publishes it.
 func (c *Core) State() State { return c.state }
 
 // Generation returns the generation of the current Record.
-func (c *Core) Generation() uint64 { return c.generation }
+func (c *Core) Generation() uint64 { return c.ledger.generation }
 
 // View returns the ring members as of the last step, sorted.
-func (c *Core) View() []string { return slices.Clone(c.view) }
+func (c *Core) View() []string { return slices.Clone(c.placement.view) }
 
 // ViewWeights returns the weights the ring is placed by (Record.Weights
 // gathered from the view; nil without shard.Config.Balance).
-func (c *Core) ViewWeights() shard.Weights { return c.viewWeights.Clone() }
+func (c *Core) ViewWeights() shard.Weights { return c.placement.viewWeights.Clone() }
 
 // Target returns the partitions this replica owns under its view.
 func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }
 
 // Claim returns the partitions in the current Record.
-func (c *Core) Claim() shard.PartitionSet { return c.claim.Clone() }
+func (c *Core) Claim() shard.PartitionSet { return c.ledger.claim.Clone() }
 
 // Active returns the partitions this replica may reconcile.
 func (c *Core) Active() shard.PartitionSet { return c.active.Clone() }
@@ -1545,7 +650,7 @@ func (c *Core) Draining() shard.PartitionSet { return c.draining.Clone() }
 
 // HandingOver returns the active partitions out of the target kept active
 // until their new owner's cache holds them (Config.HandoverTimeout).
-func (c *Core) HandingOver() shard.PartitionSet { return c.handingOver.Clone() }
+func (c *Core) HandingOver() shard.PartitionSet { return c.handover.pending.Clone() }
 
 // Blocked returns the targeted partitions that another live Lease still
 // claims.
@@ -1553,12 +658,12 @@ func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
 
 // Fenced reports whether the replica is fenced: its renew deadline passed
 // and no renew has succeeded since.
-func (c *Core) Fenced() bool { return c.fenced }
+func (c *Core) Fenced() bool { return c.fencing.fenced }
 
 // OwnLeaseLost reports whether the own Lease, once held, is gone from the
 // view or damaged, and not yet observed whole again: the replica is fenced
 // for that reason until then.
-func (c *Core) OwnLeaseLost() bool { return c.ownLost }
+func (c *Core) OwnLeaseLost() bool { return c.own.lost }
 
 // Done reports whether the core has finished: the leave completed, the
 // process must exit, or another process took the identity over.
@@ -1568,36 +673,3 @@ func (c *Core) Done() bool { return c.done }
 // wrapping one of ErrDuplicateIdentity, ErrRing, ErrForeignFingerprint or
 // ErrIdentityInUse; nil when there is none.
 func (c *Core) Err() error { return c.err }
-
-// RingBuilder builds the ring of a view: members and, for a balanced ring,
-// the partitions' weights (shard.NewWeighted).
-type RingBuilder func(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error)
-
-// SetRingBuilder replaces shard.NewWeighted as the function that builds the
-// ring of a view. Rings depend only on their inputs, so a simulation running
-// many cores over the same views can share them; production leaves the
-// default.
-func (c *Core) SetRingBuilder(build RingBuilder) {
-	if build != nil {
-		c.newRing = build
-	}
-}
-
-// SetTrustWatchOrder turns the defence against stale views of a peer's
-// Lease (see staleObservation) off (true) or on. Only a simulation turns it
-// off, to show that its stale-view fault breaks the invariant without it;
-// production leaves it on.
-func (c *Core) SetTrustWatchOrder(trust bool) { c.trustWatchOrder = trust }
-
-// Tombstones returns the Leases that left the view while their claim was in
-// force and whose claim still counts (see "Absence is not death" in the
-// package documentation), in their last observed state, sorted by identity.
-func (c *Core) Tombstones() []Observed {
-	var out []Observed
-	for _, id := range c.peerIDs {
-		if p := c.peers[id]; p != nil && p.gone && !p.void {
-			out = append(out, p.obs)
-		}
-	}
-	return out
-}

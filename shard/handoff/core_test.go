@@ -39,7 +39,7 @@ func newHarness(t *testing.T, identity string) *harness {
 	h := &harness{t: t, c: c, now: time.Unix(1000, 0), peer: map[string]*Observed{}}
 	// As if the informer had listed LeaseDuration ago: the wait before
 	// joining (see TestJoinWaitsALeaseDurationOfWatching) is over.
-	c.firstSeen = h.now.Add(-testLease)
+	c.join.firstSeen = h.now.Add(-testLease)
 	return h
 }
 
@@ -813,13 +813,13 @@ func TestObserveToleratesGarbage(t *testing.T) {
 	})
 	r := h.c.Ready(h.now)
 	// The nameless Lease is ignored, the first of two Leases named b kept.
-	if len(h.c.peers) != 2 || h.c.peers["b"] == nil || h.c.peers["b"].obs.Version != "" || h.c.peers["c"] == nil {
-		t.Fatalf("peers after garbage: %v", h.c.peerIDs)
+	if peers := h.c.peers.byID; len(peers) != 2 || peers["b"] == nil || peers["b"].obs.Version != "" || peers["c"] == nil {
+		t.Fatalf("peers after garbage: %v", h.c.peers.ids)
 	}
 	// b's claim of no size claims nothing; c's claim over 3 partitions
 	// cannot be read here and so blocks every partition.
-	if others, blockAll := h.c.peerClaims(); !others.IsEmpty() || !blockAll {
-		t.Fatalf("peer claims %v blockAll %v; want none, true", others, blockAll)
+	if b := h.c.blockers(); !b.claimed.IsEmpty() || !b.all {
+		t.Fatalf("peer claims %v blockAll %v; want none, true", b.claimed, b.all)
 	}
 	if r.Publish == nil || r.Publish.State != StateJoining || !r.Publish.Claim.IsEmpty() || len(h.c.View()) != 0 {
 		t.Fatalf("first step: publish %+v view %v; want joining with nothing claimed, empty view", r.Publish, h.c.View())
@@ -830,7 +830,7 @@ func TestObserveToleratesGarbage(t *testing.T) {
 	}
 	h.c.Confirmed("nobody", "1", true)
 	h.c.ConfirmFailed("nobody")
-	if _, ok := h.c.peers["nobody"]; ok {
+	if _, ok := h.c.peers.byID["nobody"]; ok {
 		t.Fatal("a confirm of an unknown Lease created a peer")
 	}
 	h.c.Ready(h.now.Add(-time.Hour)) // time going back is ignored
@@ -1042,7 +1042,7 @@ func TestPriorIncarnationsCollectedLeaseReleasesItsClaim(t *testing.T) {
 func TestStaleViewOfPeerKeepsNewestClaim(t *testing.T) {
 	for _, trust := range []bool{false, true} {
 		h := newHarness(t, "a")
-		h.c.trustWatchOrder = trust
+		h.c.peers.trustWatchOrder = trust
 		peer := func(gen uint64, claim ...int) *Observed {
 			return &Observed{Record: Record{Identity: "b", Incarnation: "b#1", State: StateJoining,
 				Claim: set(claim...), Generation: gen, Fingerprint: testRing.Fingerprint()}, Version: h.version(), UID: "u1"}

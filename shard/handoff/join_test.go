@@ -11,7 +11,7 @@ import (
 // join wait starts at its first Observe.
 func freshHarness(t *testing.T, identity string) *harness {
 	h := newHarness(t, identity)
-	h.c.firstSeen = time.Time{}
+	h.c.join.firstSeen = time.Time{}
 	h.c.CachesSynced()
 	return h
 }
@@ -183,5 +183,40 @@ func TestJoinWaitsBesideADamagedLease(t *testing.T) {
 		if joined := h.c.State() == StateActive; joined == damaged {
 			t.Errorf("damaged Lease in the first view %v: active after %v = %v; want %v", damaged, testLease/2, joined, !damaged)
 		}
+	}
+}
+
+func TestJoinWait(t *testing.T) {
+	finalized := func(o Observed) Observed { o.Finalized = true; return o }
+	member := leaseOf("b", "b1", "u", "1", StateActive, 1)
+	damaged := finalized(Observed{Record: Record{Identity: "c"}, Version: "2", Problem: "bad", ClaimUnknown: true})
+	for _, tc := range []struct {
+		name  string
+		first []Observed // the first view
+		clean bool       // the scan found no finalized Lease outside the ring
+		at    time.Duration
+		over  bool
+	}{
+		{"the wait lasts LeaseDuration from the first view", []Observed{member}, true, testLease - time.Millisecond, false},
+		{"and ends then", []Observed{member}, true, testLease, true},
+		{"every Lease finalized and a clean scan: join at once", []Observed{finalized(member)}, true, 0, true},
+		{"an empty ring after a clean scan: join at once", nil, true, 0, true},
+		{"not without the scan", []Observed{finalized(member)}, false, 0, false},
+		{"nor beside a Lease without the finalizer", []Observed{finalized(member), leaseOf("c", "c1", "u2", "2", StateActive)}, true, 0, false},
+		{"nor beside a damaged one", []Observed{finalized(member), damaged}, true, 0, false},
+		{"a departed Lease in the first view does not count", []Observed{finalized(member), gone(leaseOf("c", "c1", "u2", "2", StateActive))}, true, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := joinWait{lease: testLease}
+			if j.over(t0.Add(time.Hour)) {
+				t.Fatal("over before the first view")
+			}
+			j.observe(t0, tc.first)
+			j.observe(t0.Add(tc.at), []Observed{member}) // later views change nothing
+			j.scanClean = tc.clean
+			if got := j.over(t0.Add(tc.at)); got != tc.over {
+				t.Fatalf("over %v; want %v", got, tc.over)
+			}
+		})
 	}
 }

@@ -57,15 +57,7 @@ func (d Death) key() Death { return Death{PodUID: d.PodUID, Incarnation: d.Incar
 // termination message names d.Incarnation. Report nothing for a pod that is
 // gone or has another UID. Facts are kept for the life of the core (one per
 // proven death: a few bytes each).
-func (c *Core) Terminated(d Death) {
-	if d.PodUID == "" || d.Incarnation == "" || d.Incarnation == c.cfg.Incarnation {
-		return // no proof of anything, or a report about this very process
-	}
-	if c.deaths == nil {
-		c.deaths = map[Death]bool{}
-	}
-	c.deaths[d.key()] = true
-}
+func (c *Core) Terminated(d Death) { c.deaths.add(d, c.cfg.Incarnation) }
 
 // SetPod records the UID of the pod this process runs in, to be published in
 // its Lease (Record.Pod), once the shell has read it and written this
@@ -74,15 +66,29 @@ func (c *Core) Terminated(d Death) {
 // this process's Lease out after a crash.
 func (c *Core) SetPod(uid string) {
 	if c.pod != uid {
-		c.pod, c.bump = uid, true
+		c.pod = uid
+		c.ledger.changed()
 	}
+}
+
+// proofs holds the ends of processes the kubelet vouched for (Terminated),
+// by pod UID and incarnation.
+type proofs map[Death]bool
+
+// add records the proof d, unless it proves nothing or is about this very
+// process (incarnation self).
+func (ps proofs) add(d Death, self string) {
+	if d.PodUID == "" || d.Incarnation == "" || d.Incarnation == self {
+		return
+	}
+	ps[d.key()] = true
 }
 
 // provenDead reports whether the kubelet has vouched for the end of the
 // process that wrote o. Only a well-formed Lease counts: a damaged one may
 // carry a third party's edit of the pod or incarnation.
-func (c *Core) provenDead(o Observed) bool {
-	return provable(o) && c.deaths[Death{PodUID: o.Pod, Incarnation: o.Incarnation}]
+func (ps proofs) provenDead(o Observed) bool {
+	return provable(o) && ps[Death{PodUID: o.Pod, Incarnation: o.Incarnation}]
 }
 
 // provable reports whether o names a pod and incarnation a proof can be
@@ -101,37 +107,44 @@ func (c *Core) suspectAfter() time.Duration { return c.cfg.RenewDeadline / 2 }
 // identity's previous incarnation included, which is then taken over at
 // once), and lists the Leases worth a look at their pods.
 func (c *Core) judgeProofs(r *Ready) {
-	for _, id := range c.peerIDs {
-		p := c.peers[id]
+	c.peers.judgeProofs(c.now, c.deaths, c.suspectAfter(), r)
+	c.own.judgeProof(c.deaths, r)
+}
+
+// judgeProof voids the previous incarnation's Lease once its writer is
+// proven dead, so that it is taken over at once, and until then lists it
+// as worth a look at its pod.
+func (o *ownLease) judgeProof(deaths proofs, r *Ready) {
+	if p := o.prior; p != nil && !p.void && !p.takingOver {
 		switch {
-		case p.void || p.obs.Claim.IsEmpty():
-		case c.provenDead(p.obs):
-			p.void, p.confirming = true, false
-		case provable(p.obs) && c.now.Sub(p.lastChange) >= c.suspectAfter():
-			r.ProveDeath = append(r.ProveDeath, Death{Identity: id, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
-		}
-	}
-	if p := c.prior; p != nil && !p.void && !p.takingOver {
-		switch {
-		case c.provenDead(p.obs):
+		case deaths.provenDead(p.obs):
 			p.void, p.confirming = true, false
 		case provable(p.obs):
-			r.ProveDeath = append(r.ProveDeath, Death{Identity: c.cfg.Identity, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
+			r.ProveDeath = append(r.ProveDeath, Death{Identity: o.identity, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
+		}
+	}
+}
+
+// judgeProofs voids the peers' Leases whose holders are proven dead, and
+// lists those unchanged for suspectAfter as worth a look at their pods.
+func (v *peerView) judgeProofs(now time.Time, deaths proofs, suspectAfter time.Duration, r *Ready) {
+	for _, id := range v.ids {
+		p := v.byID[id]
+		switch {
+		case p.void || p.obs.Claim.IsEmpty():
+		case deaths.provenDead(p.obs):
+			p.void, p.confirming = true, false
+		case provable(p.obs) && now.Sub(p.lastChange) >= suspectAfter:
+			r.ProveDeath = append(r.ProveDeath, Death{Identity: id, PodUID: p.obs.Pod, Incarnation: p.obs.Incarnation})
 		}
 	}
 }
 
 // nextSuspects considers when the next peer becomes worth a look at its pod.
-func (c *Core) nextSuspects(consider func(time.Time)) {
-	for _, p := range c.peers {
+func (v *peerView) nextSuspects(suspectAfter time.Duration, consider func(time.Time)) {
+	for _, p := range v.byID {
 		if !p.void && provable(p.obs) && !p.obs.Claim.IsEmpty() {
-			consider(p.lastChange.Add(c.suspectAfter()))
+			consider(p.lastChange.Add(suspectAfter))
 		}
 	}
 }
-
-// Proven reports whether Terminated was told that d's incarnation, in the
-// pod d names, has ended (d.Identity does not matter). For tests and
-// diagnostics: a simulation's oracle checks that no core holds a proof
-// about a process that still runs.
-func (c *Core) Proven(d Death) bool { return c.deaths[d.key()] }

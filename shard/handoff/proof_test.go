@@ -126,14 +126,14 @@ func TestProvenDeadPeerIsVoidedEarly(t *testing.T) {
 	// b's last renew lands late: still b's dead process.
 	late := h.setPeer("b", StateLeaving, 3)
 	late.Pod = "uid-b"
-	if h.sync(); !h.c.Active().Has(3) || !h.c.Blocked().IsEmpty() || !h.c.peers["b"].void {
+	if h.sync(); !h.c.Active().Has(3) || !h.c.Blocked().IsEmpty() || !h.c.peers.byID["b"].void {
 		t.Fatalf("a late write of the dead process revived its claim: active %v blocked %v", h.c.Active(), h.c.Blocked())
 	}
 	// b's next incarnation writes its Lease (taken over): it counts.
 	next := h.setPeer("b", StateJoining, 3)
 	next.Incarnation, next.Pod = "inc-b2", "uid-b"
 	h.sync()
-	if h.c.peers["b"].void {
+	if h.c.peers.byID["b"].void {
 		t.Fatal("a live incarnation's Lease counts as proven dead")
 	}
 }

@@ -1,6 +1,10 @@
 package handoff
 
-import "github.com/kshard/kshard/shard"
+import (
+	"slices"
+
+	"github.com/kshard/kshard/shard"
+)
 
 // Ready holds what the shell must do after a decision step. Carry out every
 // field before feeding the core inputs that depend on it; the order below is
@@ -85,4 +89,51 @@ type Ready struct {
 func (r Ready) IsEmpty() bool {
 	return !r.Exit && !r.Fence && r.Revoke.IsEmpty() && r.TakeOver == nil && r.Publish == nil && r.Activate.IsEmpty() &&
 		len(r.Confirm) == 0 && len(r.GarbageCollect) == 0 && len(r.ProveDeath) == 0 && r.Finalize == nil && !r.DeleteLease
+}
+
+// unacked is what Ready asked for and Advance has not acknowledged yet:
+// Ready asks for it again, so that a Ready the shell dropped or failed to
+// apply is not lost (raft's Ready/Advance). A Publish is tracked by the
+// claim ledger (acked).
+type unacked struct {
+	activate, revoke         shard.PartitionSet
+	confirm                  []LeaseRef
+	fence, exit, deleteLease bool
+}
+
+func newUnacked(partitions int) unacked {
+	return unacked{activate: shard.NewPartitionSet(partitions), revoke: shard.NewPartitionSet(partitions)}
+}
+
+// merge adds what r asks for to what is unacknowledged and makes r ask for
+// all of it that still holds: activations of partitions still active,
+// revocations of partitions still draining, and confirms still awaited
+// (awaited: the Lease waits for the answer about that version).
+func (u *unacked) merge(r *Ready, active, draining shard.PartitionSet, awaited func(LeaseRef) bool) {
+	u.activate = u.activate.Union(r.Activate).Intersect(active)
+	u.revoke = u.revoke.Union(r.Revoke).Intersect(draining)
+	u.fence = u.fence || r.Fence
+	u.exit = u.exit || r.Exit
+	u.deleteLease = u.deleteLease || r.DeleteLease
+	pending := append(u.confirm, r.Confirm...)
+	u.confirm = u.confirm[:0:0]
+	for _, ref := range pending {
+		if awaited(ref) && !slices.Contains(u.confirm, ref) {
+			u.confirm = append(u.confirm, ref)
+		}
+	}
+	r.Confirm = slices.Clone(u.confirm)
+	r.Activate = u.activate.Clone()
+	r.Revoke = u.revoke.Clone()
+	r.Fence, r.Exit, r.DeleteLease = u.fence, u.exit, u.deleteLease
+}
+
+// ack removes what rd carried out.
+func (u *unacked) ack(rd Ready) {
+	u.activate = u.activate.Difference(rd.Activate)
+	u.revoke = u.revoke.Difference(rd.Revoke)
+	u.confirm = slices.DeleteFunc(u.confirm, func(ref LeaseRef) bool { return slices.Contains(rd.Confirm, ref) })
+	u.fence = u.fence && !rd.Fence
+	u.exit = u.exit && !rd.Exit
+	u.deleteLease = u.deleteLease && !rd.DeleteLease
 }
