@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/controller/internal/metrics"
 	"github.com/kshard/kshard/shard"
 )
@@ -19,7 +18,9 @@ type Runnable = interface {
 }
 
 // Controller reconciles the Requests its sources produce, for the keys of
-// its active partitions only.
+// its active partitions only. Its Admit, Replay and Revoke are the
+// participant contract of the ring coordinator (manager/ring.Participant),
+// which drives them directly.
 type Controller interface {
 	// Name is the controller's unique name (metrics label "controller").
 	Name() string
@@ -53,7 +54,7 @@ type Controller interface {
 	// covers them completes. Admitting an active partition is a no-op. A
 	// sharding manager admits on its ring loop, in order with Revoke, and
 	// replays off that loop, so a long replay never delays a fence.
-	Admit(set shard.PartitionSet) error
+	Admit(ctx context.Context, set shard.PartitionSet) error
 
 	// Replay is the second half of Activate: it replays every
 	// ReplayableSource's cached objects, enqueueing once each request that
@@ -66,32 +67,19 @@ type Controller interface {
 	Replay(ctx context.Context, set shard.PartitionSet) error
 
 	// Revoke stops admitting the partitions of set, drops their queued
-	// requests when dequeued, cancels their in-flight reconciles after the
-	// grace period, and returns nil only once none of them is in flight. It
-	// reports (log, kshard_drain_overdue_total) a drain longer than
-	// DrainReportAfter and keeps waiting. If ctx ends first it returns an
-	// error; the partitions stay revoked and draining.
-	Revoke(ctx context.Context, set shard.PartitionSet, opts ...RevokeOption) error
+	// requests when dequeued, cancels their in-flight reconciles after
+	// Options.DrainGracePeriod (at once when fence: the replica's Lease is
+	// about to be voided), and returns nil only once none of them is in
+	// flight. It reports (log, kshard_drain_overdue_total) a drain longer
+	// than DrainReportAfter and keeps waiting. If ctx ends first it returns
+	// an error; the partitions stay revoked and draining.
+	Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error
 
 	// ActivePartitions returns the partitions currently admitted.
 	ActivePartitions() shard.PartitionSet
 
 	// InFlight is the number of reconciles running now.
 	InFlight() int
-}
-
-// RevokeOption adjusts one Revoke call.
-type RevokeOption func(*revokeConfig)
-
-type revokeConfig struct {
-	grace time.Duration
-}
-
-// GracePeriod sets how long in-flight reconciles may run before their
-// contexts are cancelled, instead of Options.DrainGracePeriod. Zero cancels
-// them at once, as fencing needs.
-func GracePeriod(d time.Duration) RevokeOption {
-	return func(c *revokeConfig) { c.grace = max(d, 0) }
 }
 
 // New returns a controller named name that calls r. It validates opts and

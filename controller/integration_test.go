@@ -219,7 +219,7 @@ func TestIntegrationOwnsAndShardGate(t *testing.T) {
 	// Phase 2: replica 0 hands its half to replica 1: revoke (drain), then
 	// activate. Every key of the moved half is reconciled by replica 1
 	// (replayed from its cache), and replica 0 reconciles nothing more.
-	if err := ctrls[0].Revoke(ctx, half[0]); err != nil {
+	if err := ctrls[0].Revoke(ctx, half[0], false); err != nil {
 		t.Fatal(err)
 	}
 	recs[0].reset()

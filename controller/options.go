@@ -9,8 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Options configure a controller. The zero value is usable; defaults are
@@ -58,14 +60,14 @@ type Options struct {
 
 	// DrainGracePeriod is how long in-flight reconciles of a revoked
 	// partition may run before their contexts are cancelled. Defaults to
-	// 5 seconds. Revoke's GracePeriod option overrides it per call (zero
+	// handoff.DefaultDrainGracePeriod (5s). Revoke's GracePeriod option overrides it per call (zero
 	// for fencing: cancel at once).
 	DrainGracePeriod time.Duration
 
 	// DrainReportAfter is how long a Revoke may wait before it is logged
 	// and counted in kshard_drain_overdue_total. It keeps waiting after
 	// that: a partition is never released while a reconcile of it runs.
-	// Defaults to 30 seconds.
+	// Defaults to gate.DefaultDrainReportAfter (30s).
 	DrainReportAfter time.Duration
 
 	// Registerer receives the controller's metrics. Defaults to
@@ -101,8 +103,10 @@ type Options struct {
 
 const (
 	defaultCacheSyncTimeout = 2 * time.Minute
-	defaultDrainGracePeriod = 5 * time.Second
-	defaultDrainReportAfter = 30 * time.Second
+	// The ring's own defaults (handoff.Timing's and the drain loop's), so
+	// that a controller outside a manager drains as one inside does.
+	defaultDrainGracePeriod = handoff.DefaultDrainGracePeriod
+	defaultDrainReportAfter = gate.DefaultDrainReportAfter
 )
 
 // withDefaults returns o with every unset field defaulted.

@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/kshard/kshard/controller/gate"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // A controller built without a Logger (outside a Builder) logs like manager
@@ -31,5 +34,17 @@ func TestDefaultLoggerWritesJSONToStderr(t *testing.T) {
 	}
 	if line["msg"] != "hello" || line["controller"] != "c" {
 		t.Fatalf("logged %v, want msg hello and controller c", line)
+	}
+}
+
+// A controller drains by the ring's defaults (handoff.Timing's grace period,
+// the drain loop's report time), whether a manager runs it or not.
+func TestDrainDefaultsAreTheRings(t *testing.T) {
+	o := Options{}.withDefaults()
+	if want := (handoff.Timing{}).WithDefaults().DrainGracePeriod; o.DrainGracePeriod != want {
+		t.Errorf("DrainGracePeriod %v; want handoff.Timing's %v", o.DrainGracePeriod, want)
+	}
+	if o.DrainReportAfter != gate.DefaultDrainReportAfter {
+		t.Errorf("DrainReportAfter %v; want gate.DefaultDrainReportAfter %v", o.DrainReportAfter, gate.DefaultDrainReportAfter)
 	}
 }

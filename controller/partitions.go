@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -247,14 +248,14 @@ func (c *controller) checkSet(op string, set shard.PartitionSet) error {
 }
 
 func (c *controller) Activate(ctx context.Context, set shard.PartitionSet) error {
-	if err := c.Admit(set); err != nil {
+	if err := c.Admit(ctx, set); err != nil {
 		return err
 	}
 	// Everything pending, so that an earlier failed replay completes too.
 	return c.Replay(ctx, shard.FullPartitionSet(c.parts.Count()))
 }
 
-func (c *controller) Admit(set shard.PartitionSet) error {
+func (c *controller) Admit(_ context.Context, set shard.PartitionSet) error {
 	if err := c.checkSet("Admit", set); err != nil {
 		return err
 	}
@@ -325,80 +326,37 @@ func (c *controller) Replay(ctx context.Context, set shard.PartitionSet) error {
 	return nil
 }
 
-func (c *controller) Revoke(ctx context.Context, set shard.PartitionSet, opts ...RevokeOption) error {
+func (c *controller) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	if err := c.checkSet("Revoke", set); err != nil {
 		return err
 	}
-	cfg := revokeConfig{grace: c.opts.DrainGracePeriod}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
 	set = set.Clone() // the grace timer may outlive this call and the caller's set
-	parts := set.Slice()
-	for _, p := range parts {
-		c.gate.Revoke(p)
+	grace := c.opts.DrainGracePeriod
+	if fence {
+		grace = 0
 	}
-	if c.inFlightOf(parts) == 0 {
-		return nil
-	}
-
 	start := time.Now()
-	// The grace timer is deliberately not stopped if ctx ends first: the
-	// partitions stay draining, and their reconciles still get cancelled.
-	cancelInFlight := func() { c.cancelInFlight(set) }
-	var grace *time.Timer
-	if cfg.grace == 0 {
-		cancelInFlight()
-	} else {
-		grace = time.AfterFunc(cfg.grace, cancelInFlight)
-	}
-	report := time.NewTimer(c.opts.DrainReportAfter)
-	defer report.Stop()
 	overdue := false
-	for {
-		changed := c.gate.Changed()
-		for _, p := range parts {
-			if c.gate.Active(p) {
-				if grace != nil {
-					grace.Stop()
-				}
-				return fmt.Errorf("%s: Revoke: partition %d was activated again while draining; its drain did not complete", c, p)
-			}
-		}
-		n := c.inFlightOf(parts)
-		if n == 0 {
-			if grace != nil {
-				grace.Stop()
-			}
-			if overdue {
-				c.log.Info("Drain completed after being reported overdue", "partitions", len(parts), "took", time.Since(start))
-			}
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-report.C:
-			if !overdue {
+	err := c.gate.Drain(ctx, set.Slice(), gate.DrainOptions{
+		Grace:       grace,
+		Cancel:      func() { c.cancelInFlight(set) },
+		ReportAfter: c.opts.DrainReportAfter,
+		Overdue: func(inFlight int, waited time.Duration, first bool) {
+			if first {
 				c.metrics.DrainOverdue.Inc()
-				overdue = true
 			}
+			overdue = true
 			c.log.Info("Drain is taking longer than DrainReportAfter; still waiting, the partitions are not released while a reconcile of them runs",
-				"partitions", len(parts), "inFlight", n, "waited", time.Since(start).Round(time.Millisecond))
-			report.Reset(c.opts.DrainReportAfter)
-		case <-ctx.Done():
-			return fmt.Errorf("%s: Revoke: %d reconciles of the revoked partitions are still in flight; the partitions stay revoked and draining: %w", c, n, context.Cause(ctx))
-		}
+				"partitions", set.Len(), "inFlight", inFlight, "waited", waited.Round(time.Millisecond))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%s: Revoke: %w", c, err)
 	}
-}
-
-func (c *controller) inFlightOf(parts []int) int {
-	n := 0
-	for _, p := range parts {
-		n += c.gate.InFlight(p)
+	if overdue {
+		c.log.Info("Drain completed after being reported overdue", "partitions", set.Len(), "took", time.Since(start))
 	}
-	return n
+	return nil
 }
 
 // cancelInFlight cancels the reconciles running for partitions of set that

@@ -122,7 +122,7 @@ func TestDequeuedRequestOfRevokedPartitionIsNeverReconciled(t *testing.T) {
 	if h.decision("admitted") != 2 {
 		t.Fatalf("admitted = %v, want 2", h.decision("admitted"))
 	}
-	if err := h.c.Revoke(context.Background(), set(3)); err != nil {
+	if err := h.c.Revoke(context.Background(), set(3), false); err != nil {
 		t.Fatalf("Revoke of a partition with nothing in flight: %v", err)
 	}
 	close(b.release)
@@ -143,7 +143,7 @@ func TestRevokeWaitsForInFlightReconcileIgnoringCancellation(t *testing.T) {
 	// and draining; cancellation (grace 0) does not end the reconcile.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := h.c.Revoke(ctx, set(5), GracePeriod(0))
+	err := h.c.Revoke(ctx, set(5), true)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Revoke with an in-flight reconcile and a 50ms deadline: %v, want DeadlineExceeded", err)
 	}
@@ -164,7 +164,7 @@ func TestRevokeWaitsForInFlightReconcileIgnoringCancellation(t *testing.T) {
 	var mu sync.Mutex
 	revoked := make(chan error, 1)
 	go func() {
-		err := h.c.Revoke(context.Background(), set(5))
+		err := h.c.Revoke(context.Background(), set(5), false)
 		mu.Lock()
 		revokeSawReturned = reconcileReturned
 		mu.Unlock()
@@ -207,7 +207,7 @@ func TestRevokeCancelsAfterGracePeriod(t *testing.T) {
 	h.src.Add(keys[0])
 	<-b.startedCh(keys[0])
 	start := time.Now()
-	if err := h.c.Revoke(context.Background(), set(1)); err != nil {
+	if err := h.c.Revoke(context.Background(), set(1), false); err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
 	if took := time.Since(start); took < 40*time.Millisecond {
@@ -229,7 +229,7 @@ func TestRevokeWithZeroGraceCancelsAtOnce(t *testing.T) {
 	<-b.startedCh(keys[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.c.Revoke(ctx, shard.FullPartitionSet(testP), GracePeriod(0)); err != nil {
+	if err := h.c.Revoke(ctx, shard.FullPartitionSet(testP), true); err != nil {
 		t.Fatalf("fencing Revoke: %v", err)
 	}
 	if err := <-b.ctxErr; !errors.Is(err, context.Canceled) {
@@ -247,7 +247,7 @@ func TestRevokeReportsReactivationDuringDrain(t *testing.T) {
 	h.src.Add(keys[0])
 	<-b.startedCh(keys[0])
 	revoked := make(chan error, 1)
-	go func() { revoked <- h.c.Revoke(context.Background(), set(4)) }()
+	go func() { revoked <- h.c.Revoke(context.Background(), set(4), false) }()
 	eventually(t, "revoked", func() bool { return !h.c.ActivePartitions().Has(4) })
 	if err := h.c.Activate(context.Background(), set(4)); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestPartitionSetSizeMustMatch(t *testing.T) {
 	if err := c.Activate(context.Background(), shard.NewPartitionSet(testP+1, 0)); err == nil {
 		t.Fatal("Activate with a set of the wrong size must fail")
 	}
-	if err := c.Revoke(context.Background(), shard.NewPartitionSet(3, 0)); err == nil {
+	if err := c.Revoke(context.Background(), shard.NewPartitionSet(3, 0), false); err == nil {
 		t.Fatal("Revoke with a set of the wrong size must fail")
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/controller/internal/metrics"
 	"github.com/kshard/kshard/shard"
 )

@@ -85,16 +85,16 @@ func TestReplayRefusesPartitionRevokedDuringIt(t *testing.T) {
 		return Result{}, nil
 	}), Options{Partitioner: testPartitioner, StartInactive: true}, src)
 
-	if err := h.c.Admit(set(1, 3)); err != nil {
+	if err := h.c.Admit(context.Background(), set(1, 3)); err != nil {
 		t.Fatal(err)
 	}
 	done := replayAsync(h, set(1, 3))
 	<-src.paused
-	if err := h.c.Revoke(context.Background(), set(3), GracePeriod(0)); err != nil {
+	if err := h.c.Revoke(context.Background(), set(3), true); err != nil {
 		t.Fatal(err)
 	}
 	// Admission is not held up by the paused replay.
-	if err := h.c.Admit(set(5)); err != nil {
+	if err := h.c.Admit(context.Background(), set(5)); err != nil {
 		t.Fatal(err)
 	}
 	if !h.c.ActivePartitions().Equal(set(1, 5)) {
@@ -154,7 +154,7 @@ func TestFailedReplayIsCompletedByTheNext(t *testing.T) {
 		return Result{}, nil
 	}), Options{Partitioner: testPartitioner, StartInactive: true}, src)
 
-	if err := h.c.Admit(set(2)); err != nil {
+	if err := h.c.Admit(context.Background(), set(2)); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.c.Replay(context.Background(), set(2)); err == nil {
@@ -191,15 +191,15 @@ func TestPartitionReadmittedDuringReplayIsReplayedAgain(t *testing.T) {
 	src := newPausedSource(in, len(in)/2)
 	h := startController(t, ReconcilerFunc(noop), Options{Partitioner: testPartitioner, StartInactive: true}, src)
 
-	if err := h.c.Admit(set(4)); err != nil {
+	if err := h.c.Admit(context.Background(), set(4)); err != nil {
 		t.Fatal(err)
 	}
 	done := replayAsync(h, set(4))
 	<-src.paused
-	if err := h.c.Revoke(context.Background(), set(4), GracePeriod(0)); err != nil {
+	if err := h.c.Revoke(context.Background(), set(4), true); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.Admit(set(4)); err != nil {
+	if err := h.c.Admit(context.Background(), set(4)); err != nil {
 		t.Fatal(err)
 	}
 	close(src.resume)

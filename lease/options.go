@@ -1,8 +1,6 @@
 package lease
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -28,21 +26,24 @@ type Options struct {
 	// Client talks to the API server. Required.
 	Client kubernetes.Interface
 
-	// Namespace holds the ring's Leases. Required; a DNS-1123 label.
+	// Namespace holds the ring's Leases. Required; a DNS-1123 label
+	// (ValidateNamespace).
 	Namespace string
 
 	// Ring names the ring. Required; a DNS-1123 label, since it is both a
-	// label value and the prefix of every member's Lease name.
+	// label value and the prefix of every member's Lease name
+	// (ValidateRing).
 	Ring string
 
 	// Identity names this replica, unique within the ring and stable across
-	// restarts: the pod name in a StatefulSet. Required; "<Ring>-<Identity>"
-	// must be a valid object name (a DNS-1123 subdomain).
+	// restarts: the pod name in a StatefulSet. Required; a DNS-1123
+	// subdomain, and "<Ring>-<Identity>" a valid object name
+	// (ValidateIdentity).
 	Identity string
 
 	// Incarnation identifies this process in its Lease, so that a restart and
-	// a duplicate identity can be told apart. Defaults to a random id; set it
-	// only in tests.
+	// a duplicate identity can be told apart. Defaults to NewIncarnation; set
+	// it only in tests.
 	Incarnation string
 
 	// Partitions is the ring's partition count P, for decoding claims.
@@ -60,9 +61,9 @@ type Options struct {
 	LeaseDuration time.Duration
 
 	// RenewPeriod is the interval between writes of the own Lease at steady
-	// state. Defaults to 3/10 of RenewDeadline (2s with the other defaults);
-	// must be shorter than RenewDeadline. handoff.Timing holds the defaults
-	// and rules of all four timings.
+	// state. Defaults to LeaseDuration/5, at most RenewDeadline/2 (2s with
+	// the other defaults); must be shorter than RenewDeadline.
+	// handoff.Timing holds the defaults and rules of all four timings.
 	RenewPeriod time.Duration
 
 	// RenewDeadline is how long after the last successful renew was sent the
@@ -94,7 +95,7 @@ type Options struct {
 // applyDefaults fills every unset field; it is the one place defaults live.
 func (o *Options) applyDefaults() {
 	if o.Incarnation == "" {
-		o.Incarnation = randomIncarnation()
+		o.Incarnation = NewIncarnation()
 	}
 	t := o.timing().WithDefaults()
 	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod, o.RenewTimeout = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod, t.RenewTimeout
@@ -110,12 +111,6 @@ func (o *Options) timing() handoff.Timing {
 	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod, RenewTimeout: o.RenewTimeout}
 }
 
-func randomIncarnation() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b[:])
-}
-
 // validate reports every problem of defaulted options at once, after one
 // ErrInvalidOptions prefix.
 func (o *Options) validate() error {
@@ -126,19 +121,14 @@ func (o *Options) validate() error {
 	if o.Client == nil {
 		bad("Options.Client is required: pass a kubernetes.Interface (e.g. kubernetes.NewForConfig)")
 	}
-	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-		bad("Options.Namespace %q is not a valid namespace name (%s): use the pod's namespace", o.Namespace, strings.Join(msgs, "; "))
+	if err := ValidateNamespace(o.Namespace); err != nil {
+		bad("Options.Namespace %w", err)
 	}
-	ringOK := len(validation.IsDNS1123Label(o.Ring)) == 0
-	if !ringOK {
-		bad("Options.Ring %q must be a DNS-1123 label (lower-case alphanumerics and '-', at most 63 characters): it is a label value and a Lease name prefix", o.Ring)
+	if err := ValidateRing(o.Ring); err != nil {
+		bad("Options.Ring %w", err)
 	}
-	if msgs := validation.IsDNS1123Subdomain(o.Identity); len(msgs) > 0 {
-		bad("Options.Identity %q is not a valid DNS-1123 subdomain (%s): use the pod name (POD_NAME)", o.Identity, strings.Join(msgs, "; "))
-	} else if name := LeaseName(o.Ring, o.Identity); ringOK {
-		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			bad("Lease name %q (<Ring>-<Identity>) is not a valid object name (%s): shorten Ring or Identity", name, strings.Join(msgs, "; "))
-		}
+	if err := ValidateIdentity(o.Ring, o.Identity); err != nil {
+		bad("Options.Identity %w", err)
 	}
 	if msgs := validation.IsValidLabelValue(o.Incarnation); len(msgs) > 0 {
 		bad("Options.Incarnation %q is not a valid label value (%s): leave it empty for a random id", o.Incarnation, strings.Join(msgs, "; "))

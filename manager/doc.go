@@ -17,30 +17,25 @@
 // drains, publishes an empty claim so peers take over at once, and deletes
 // its Lease.
 //
-// # Running the ring in another runtime
+// # Packages below it
 //
-// NewCoordinator exports the ring coordinator the Manager runs, so that
-// another runtime (the controller-runtime adapter, say) drives the same ring
-// with the same protocol: give it the ring's Leases as a Membership (a
-// *lease.Member, run alongside), the parts of the operator that take part in
-// handoff as Participants (Admit opens a set of partitions, on the
-// coordinator's loop; Replay enqueues their cached objects, off it; Revoke
-// drains a set and returns once nothing of it runs), and the
-// handoff.Config matching the Member's; CoordinatorOptions documents the
-// defaults. Coordinator.Run drives it until Leave completes; LeaseValidity
-// is what workers and clients check. The coordinator is also what the
-// deterministic simulation (internal/handoffsim) runs: manager's
-// TestCoordinatorSimulation steps the real type on the simulation's clock
-// and scheduler.
+// The Manager is assembled from packages that do not import it, so that
+// another runtime (the controller-runtime adapter, controller/crshard)
+// drives the same ring from the same code: manager/ring (the ring
+// coordinator, the Participant contract, proofs of death, the sharded
+// cache's contract), manager/fence (the fencing transport), manager/cache
+// (the sharded informer cache), lease (membership) and shard/handoff (the
+// protocol's decisions). manager itself is imported by operators, the test
+// kit (manager/kshardtest) and kshard's binaries, never by those packages.
 //
 // # Pauses and stale writes
 //
 // Every client built from the manager's rest config (GetClient, GetConfig)
 // refuses to send a write issued under a reconcile or singleton context (see
 // AddSingleton) whose lease validity (last renewal sent + RenewDeadline) has
-// passed, or whose epoch a fence has ended, reading the clock
-// at the moment of sending: after a pause the process may resume with its
-// partitions already taken over by a peer. A request already on the wire
-// when the pause began is beyond its reach; writes that must never be stale
-// should carry a resourceVersion precondition.
+// passed, or whose epoch a fence has ended (manager/fence), reading the
+// clock at the moment of sending: after a pause the process may resume with
+// its partitions already taken over by a peer. A request already on the
+// wire when the pause began is beyond its reach; writes that must never be
+// stale should carry a resourceVersion precondition.
 package manager

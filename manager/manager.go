@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +26,8 @@ import (
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/cache/cachemetrics"
+	"github.com/kshard/kshard/manager/fence"
+	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -42,17 +42,6 @@ type RunnableFunc func(ctx context.Context) error
 // Start calls f.
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
-// Sharded is implemented by Runnables that take part in partition handoff,
-// as controllers do: Activate when partitions become this replica's, Revoke
-// (returning only once nothing of them runs) before they are released.
-// Activate is called on the ring's coordinator loop, which must keep time
-// for fencing: start work there, do not do it (a controller's cache replay,
-// for one, runs off the loop).
-type Sharded interface {
-	Activate(ctx context.Context, set shard.PartitionSet) error
-	Revoke(ctx context.Context, set shard.PartitionSet) error
-}
-
 // Manager runs one replica of a sharded operator.
 type Manager struct {
 	cfg         *rest.Config
@@ -65,17 +54,16 @@ type Manager struct {
 	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
 	member      *lease.Member
-	core        *handoff.Core
-	metrics     *ringMetrics
+	handoff     handoff.Config          // of the ring coordinator Start builds
 	cacheCounts *cachemetrics.Collector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
-	coord           atomic.Pointer[coordinator]
-	apiWait         atomic.Pointer[string] // why Start waits for the API server
+	coord           atomic.Pointer[ring.Coordinator] // set by Start
+	apiWait         atomic.Pointer[string]           // why Start waits for the API server
 
 	mu           sync.Mutex // guards the registrations and started
 	runnables    []Runnable
-	participants []participant
+	participants []ring.Participant
 	started      bool
 
 	addrMu      sync.Mutex // guards the bound addresses
@@ -107,11 +95,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// Every client built from cfg (the typed clientset, the cache, and
 	// those users build from GetConfig) refuses writes of a reconcile
 	// whose lease validity has passed.
-	writesRefused := newWritesRefused()
+	writesRefused := fence.NewWritesRefused()
 	if err := opts.Registry.Register(writesRefused); err != nil {
 		return nil, fmt.Errorf("manager: registering metrics: %w", err)
 	}
-	cfg.Wrap(newFencingWrapper(writesRefused))
+	cfg.Wrap(fence.Transport(writesRefused))
 	// Field by field: a user who set one limit on purpose keeps it.
 	if cfg.QPS == 0 {
 		cfg.QPS = opts.QPS
@@ -158,16 +146,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	incarnation := newIncarnation()
-	core, err := handoff.New(handoff.Config{
+	incarnation := lease.NewIncarnation()
+	handoffCfg := handoff.Config{
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-		LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
-		PartitionCache: cacheOpts.Sharding != nil,
-		// A leave waits for handovers too: leave it two thirds of the
-		// shutdown for the drain and the release.
-		HandoverTimeout: min(opts.LeaseDuration, opts.GracefulShutdownTimeout/3),
-	})
-	if err != nil {
+		Timing: opts.timing(), PartitionCache: cacheOpts.Sharding != nil,
+	}
+	if err := handoffCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member, err := lease.New(lease.Options{
@@ -180,16 +164,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
-	rm, err := newRingMetrics(opts.Registry)
-	if err != nil {
-		return nil, fmt.Errorf("manager: registering metrics: %w", err)
-	}
 	m := &Manager{
 		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
 		partitioner: partitioner,
 		sharded:     cacheOpts.Sharding != nil,
 		fingerprint: ringCfg.Fingerprint(),
-		member:      member, core: core, metrics: rm,
+		member:      member, handoff: handoffCfg,
 		cacheCounts: cachemetrics.New(c),
 		exit:        os.Exit,
 	}
@@ -217,7 +197,7 @@ func (m *Manager) Add(r Runnable) error {
 		return errors.New("manager: Add after Start is not supported; register every runnable before starting")
 	}
 	m.runnables = append(m.runnables, r)
-	if p := asParticipant(r); p != nil {
+	if p, ok := r.(Sharded); ok {
 		m.participants = append(m.participants, p)
 	}
 	return nil
@@ -235,7 +215,7 @@ func (m *Manager) AddSingleton(name string, r Runnable) error {
 	if name == "" || r == nil {
 		return errors.New("manager: AddSingleton needs a name and a runnable")
 	}
-	s := &singleton{name: name, partition: m.partitioner.Partition(SingletonKey(name)), runnable: r, validity: m.LeaseValidity}
+	s := &singleton{name: name, partition: m.partitioner.Partition(shard.SingletonKey(name)), runnable: r, validity: m.LeaseValidity}
 	s.report = func(err error) { m.log.Error(err, "singleton failed; it restarts on its next activation") }
 	return m.Add(s)
 }
@@ -297,7 +277,7 @@ func (m *Manager) GetControllerOptions() controller.Options {
 // reconcile; see controller.Options.LeaseValidity.
 func (m *Manager) LeaseValidity() controller.Validity {
 	if c := m.coord.Load(); c != nil {
-		return c.leaseValidity()
+		return c.LeaseValidity()
 	}
 	return controller.Validity{}
 }
@@ -339,7 +319,7 @@ func (m *Manager) NotReadyReason() string {
 	if c == nil {
 		return "not started"
 	}
-	if c.ready.Load() {
+	if c.Ready() {
 		return ""
 	}
 	// The lease member knows why its own Lease is not held (a missing
@@ -350,8 +330,8 @@ func (m *Manager) NotReadyReason() string {
 		}
 		return fmt.Sprintf("cannot hold this replica's Lease %s/%s: %v", m.opts.LeaseNamespace, m.member.Name(), err)
 	}
-	if r := c.notReady.Load(); r != nil && *r != "" {
-		return *r
+	if r := c.NotReadyReason(); r != "" {
+		return r
 	}
 	return "caches not synced yet"
 }
@@ -368,8 +348,21 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	runnables := append([]Runnable(nil), m.runnables...)
-	participants := append([]participant(nil), m.participants...)
+	participants := append([]ring.Participant(nil), m.participants...)
 	m.mu.Unlock()
+	var partitionCache ring.PartitionCache // nil, not a nil *cache.Cache, for a full cache
+	if m.sharded {
+		partitionCache = m.cache
+	}
+	coord, err := ring.New(ring.Options{
+		Handoff: m.handoff, Membership: m.member, Participants: participants,
+		Logger: m.log.WithName("ring"), Registerer: m.opts.Registry, Exit: m.exit,
+		Cache: partitionCache,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	m.coord.Store(coord)
 
 	servers, err := m.listen()
 	if err != nil {
@@ -418,20 +411,21 @@ func (m *Manager) Start(ctx context.Context) error {
 		}()
 	}
 	// Before the first write of the Lease, so that it carries the pod.
-	proof := m.setupProof(runCtx)
+	coord.SetupProof(runCtx, ring.Proof{
+		Pods: m.client.CoreV1().Pods(m.opts.PodNamespace), Namespace: m.opts.PodNamespace,
+		TerminationMessagePath: m.opts.TerminationMessagePath, Incarnation: m.member.Incarnation(),
+	})
 	goRun("", m.cache.Start)
 	goRun("", m.member.Run)
 	goRun("", m.publishCacheStatus)
 	for i, r := range runnables {
 		goRun(fmt.Sprintf("runnable %d (%T): ", i, r), r.Start)
 	}
-	coord := newCoordinator(m, participants)
-	coord.prover = proof
 	coordDone := make(chan error, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		coordDone <- coord.run(runCtx, func(ctx context.Context) bool { return m.waitSynced(ctx, runnables) })
+		coordDone <- coord.Run(runCtx, func(ctx context.Context) bool { return m.waitSynced(ctx, runnables) })
 	}()
 
 	var first error
@@ -447,7 +441,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		coordFinished = true
 	}
 	if !coordFinished {
-		coord.leave()
+		coord.Leave()
 		select {
 		case err := <-coordDone:
 			if first == nil {
@@ -521,7 +515,7 @@ func (m *Manager) waitSynced(ctx context.Context, runnables []Runnable) bool {
 
 func (m *Manager) isReady() bool {
 	c := m.coord.Load()
-	return c != nil && c.ready.Load()
+	return c != nil && c.Ready()
 }
 
 func (m *Manager) listen() ([]*httpServer, error) {
@@ -552,10 +546,12 @@ func (m *Manager) listen() ([]*httpServer, error) {
 	return servers, nil
 }
 
-// newIncarnation is a random id for this process, written into its Lease so
-// that its writes are told apart from an earlier or duplicate process's.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+// The sharded cache is what the ring coordinator holds partitions in, on a
+// balanced ring counts objects with and, sharded by labels, tells the
+// active partitions to.
+var (
+	_ ring.PartitionCache = (*cache.Cache)(nil)
+	_ ring.PartitionCache = (*cache.Segmented)(nil)
+	_ ring.ObjectCounter  = (*cache.Cache)(nil)
+	_ ring.ActiveObserver = (*cache.Cache)(nil)
+)

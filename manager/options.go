@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -47,8 +45,9 @@ type Options struct {
 	// the cache watches, which is WatchNamespace.
 	Namespace string
 	// Identity names this replica; it must be unique in the ring and stable
-	// across restarts (a StatefulSet pod name). Defaults to $POD_NAME, then
-	// the hostname.
+	// across restarts (a StatefulSet pod name): a DNS-1123 subdomain that
+	// keeps the Lease name <Ring>-<Identity> valid (lease.ValidateIdentity).
+	// Defaults to $POD_NAME, then the hostname.
 	Identity string
 
 	// Partitions is the number of partitions P keys hash into; every replica
@@ -58,12 +57,16 @@ type Options struct {
 	// ceil(Load × P / members) partitions. Defaults to 1.25.
 	Load float64
 
+	// LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod and
+	// GracefulShutdownTimeout are the replica's timings; handoff.Timing
+	// holds their rules and defaults, shared by every runtime of a ring.
+	//
 	// LeaseDuration is how long a replica's Lease stays live without renewal,
 	// as observed by its peers; a crashed replica's partitions move after it.
 	// Defaults to handoff.DefaultLeaseDuration (10s).
 	LeaseDuration time.Duration
-	// RenewPeriod is how often a replica renews its Lease. Defaults to 3/10
-	// of RenewDeadline (2s with the other defaults).
+	// RenewPeriod is how often a replica renews its Lease. Defaults to
+	// LeaseDuration/5, at most RenewDeadline/2 (2s with the other defaults).
 	RenewPeriod time.Duration
 	// RenewDeadline is how long a replica keeps reconciling without a
 	// successful renewal before it fences itself (stops every reconcile).
@@ -71,10 +74,14 @@ type Options struct {
 	RenewDeadline time.Duration
 
 	// DrainGracePeriod is how long in-flight reconciles of a partition that
-	// moves away may run before their contexts are cancelled. Defaults to 5s.
+	// moves away may run before their contexts are cancelled. Defaults to
+	// handoff.DefaultDrainGracePeriod (5s).
 	DrainGracePeriod time.Duration
 	// GracefulShutdownTimeout bounds the leave on SIGTERM: draining,
-	// publishing an empty claim and deleting the Lease. Defaults to 30s.
+	// handing over, publishing an empty claim and deleting the Lease; a
+	// third of it, at most LeaseDuration, goes to handovers to a sharded
+	// cache (handoff.Timing.HandoverTimeout). Defaults to
+	// handoff.DefaultGracefulShutdownTimeout (30s).
 	GracefulShutdownTimeout time.Duration
 
 	// MetricsBindAddress serves Prometheus metrics on /metrics. "0"
@@ -216,13 +223,12 @@ const (
 	DefaultBurst int     = 100
 )
 
-// Environment variables read for defaults (set them from the downward API).
+// Environment variables read for defaults (set them from the downward API):
+// lease.EnvPodName and lease.EnvPodNamespace.
 const (
-	EnvPodName      = "POD_NAME"
-	EnvPodNamespace = "POD_NAMESPACE"
+	EnvPodName      = lease.EnvPodName
+	EnvPodNamespace = lease.EnvPodNamespace
 )
-
-const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // applyDefaults fills every unset field; it is the only place defaults live.
 func (o *Options) applyDefaults() {
@@ -230,32 +236,19 @@ func (o *Options) applyDefaults() {
 		o.Scheme = scheme.Scheme
 	}
 	if o.Ring == "" {
-		o.Ring = sanitizeName(filepath.Base(os.Args[0]))
+		o.Ring = lease.DefaultRing()
 	}
 	if o.LeaseNamespace == "" {
 		o.LeaseNamespace = o.Namespace
 	}
 	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = os.Getenv(EnvPodNamespace)
-	}
-	if o.LeaseNamespace == "" {
-		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-			o.LeaseNamespace = strings.TrimSpace(string(b))
-		}
-	}
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = "default"
+		o.LeaseNamespace = lease.DefaultNamespace()
 	}
 	if o.Identity == "" {
-		o.Identity = os.Getenv(EnvPodName)
-	}
-	if o.Identity == "" {
-		if h, err := os.Hostname(); err == nil {
-			o.Identity = sanitizeName(h)
-		}
+		o.Identity = lease.DefaultIdentity()
 	}
 	if o.PodNamespace == "" {
-		o.PodNamespace = podNamespace()
+		o.PodNamespace = lease.PodNamespace()
 	}
 	if o.TerminationMessagePath == "" {
 		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
@@ -274,12 +267,7 @@ func (o *Options) applyDefaults() {
 	}
 	t := o.timing().WithDefaults()
 	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod
-	if o.DrainGracePeriod == 0 {
-		o.DrainGracePeriod = 5 * time.Second
-	}
-	if o.GracefulShutdownTimeout == 0 {
-		o.GracefulShutdownTimeout = 30 * time.Second
-	}
+	o.DrainGracePeriod, o.GracefulShutdownTimeout = t.DrainGracePeriod, t.GracefulShutdownTimeout
 	if o.MetricsBindAddress == "" {
 		o.MetricsBindAddress = ":8080"
 	}
@@ -303,22 +291,17 @@ func (o *Options) applyDefaults() {
 // validate reports every problem at once, each naming the option to fix.
 func (o *Options) validate() error {
 	var errs []error
-	for _, f := range []struct{ field, value string }{{"Ring", o.Ring}, {"Identity", o.Identity}, {"LeaseNamespace", o.LeaseNamespace}} {
-		if f.value == "" {
-			errs = append(errs, fmt.Errorf("%s is empty and no default could be found", f.field))
-			continue
-		}
-		if msgs := validation.IsDNS1123Label(f.value); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s %q is not a valid DNS-1123 label: %s", f.field, f.value, strings.Join(msgs, "; ")))
-		}
+	if err := lease.ValidateRing(o.Ring); err != nil {
+		errs = append(errs, fmt.Errorf("Ring %w", err))
+	}
+	if err := lease.ValidateIdentity(o.Ring, o.Identity); err != nil {
+		errs = append(errs, fmt.Errorf("Identity %w", err))
+	}
+	if err := lease.ValidateNamespace(o.LeaseNamespace); err != nil {
+		errs = append(errs, fmt.Errorf("LeaseNamespace %w", err))
 	}
 	if o.Namespace != "" && o.Namespace != o.LeaseNamespace {
 		errs = append(errs, fmt.Errorf("Namespace %q (deprecated) and LeaseNamespace %q differ; set only LeaseNamespace", o.Namespace, o.LeaseNamespace))
-	}
-	if o.Ring != "" && o.Identity != "" {
-		if msgs := validation.IsDNS1123Subdomain(o.Ring + "-" + o.Identity); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("lease name %q (Ring-Identity) is not a valid object name: %s; shorten Ring or Identity", o.Ring+"-"+o.Identity, strings.Join(msgs, "; ")))
-		}
 	}
 	if err := o.ringConfig().Validate(); err != nil {
 		errs = append(errs, err)
@@ -365,9 +348,6 @@ func (o *Options) validate() error {
 	if o.Burst < 0 {
 		errs = append(errs, fmt.Errorf("Burst %d must not be negative; leave it 0 for the default %d", o.Burst, DefaultBurst))
 	}
-	if o.DrainGracePeriod < 0 || o.GracefulShutdownTimeout < 0 {
-		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("manager: invalid options: %w", errors.Join(errs...))
 	}
@@ -379,27 +359,9 @@ func (o *Options) ringConfig() shard.Config {
 	return shard.Config{Partitions: o.Partitions, Load: o.Load, Scheme: o.PartitionBy, Balance: o.Balance}
 }
 
-// timing returns the lease timings; handoff.Timing holds their defaults and
-// the rule LeaseDuration > RenewDeadline > RenewPeriod.
+// timing returns the replica's timings; handoff.Timing holds their defaults
+// and rules.
 func (o *Options) timing() handoff.Timing {
-	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod}
-}
-
-// sanitizeName turns a binary or host name into a DNS-1123 label.
-func sanitizeName(s string) string {
-	s = strings.ToLower(s)
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-		default:
-			b.WriteRune('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-")
-	if len(out) > 40 {
-		out = strings.TrimRight(out[:40], "-")
-	}
-	return out
+	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
+		DrainGracePeriod: o.DrainGracePeriod, GracefulShutdownTimeout: o.GracefulShutdownTimeout}
 }

@@ -3,10 +3,12 @@ package manager
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // TestClientRateLimits: the manager raises client-go's 5 QPS / burst 10 only
@@ -69,7 +71,7 @@ func TestLeaseNamespace(t *testing.T) {
 		{name: "both agree", opts: Options{Namespace: "same", LeaseNamespace: "same"}, want: "same"},
 		{name: "both differ", opts: Options{Namespace: "old", LeaseNamespace: "new"}, wantErrContain: `Namespace "old" (deprecated) and LeaseNamespace "new" differ`},
 		{name: "default from the pod", want: "from-pod"},
-		{name: "invalid", opts: Options{LeaseNamespace: "Not_A_Label"}, wantErrContain: `LeaseNamespace "Not_A_Label" is not a valid DNS-1123 label`},
+		{name: "invalid", opts: Options{LeaseNamespace: "Not_A_Label"}, wantErrContain: `LeaseNamespace "Not_A_Label" is not a namespace name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts
@@ -202,5 +204,25 @@ func TestSharedNamespacesValidation(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("SharedNamespaces %q with PartitionBy %q: %v, want an error naming %q", tc.shared, tc.by, err, tc.want)
 		}
+	}
+}
+
+// The manager's timings are handoff.Timing's: its defaults (RenewPeriod
+// LeaseDuration/5 but at most RenewDeadline/2, the drain grace and the
+// shutdown timeout) and the HandoverTimeout it derives, which the core gets.
+// An identity is a pod's name, dots included.
+func TestTimingsAndIdentityFromTheOneHome(t *testing.T) {
+	m, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, Options{Ring: "ring", Identity: "web.v2-0", LeaseNamespace: "ns",
+		RenewDeadline: time.Second, GracefulShutdownTimeout: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := m.opts
+	if o.LeaseDuration != handoff.DefaultLeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != handoff.DefaultDrainGracePeriod {
+		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
+			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, handoff.DefaultLeaseDuration, handoff.DefaultDrainGracePeriod)
+	}
+	if got := m.handoff.WithDefaults().HandoverTimeout; got != 5*time.Second {
+		t.Errorf("the core's HandoverTimeout %v; want a third of GracefulShutdownTimeout (5s)", got)
 	}
 }

@@ -1,66 +1,17 @@
 package manager
 
 import (
-	"context"
-
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/manager/ring"
 )
 
-// participant is a Runnable that takes part in handoff, seen uniformly by
-// the coordinator whether it is a controller or a user's Sharded runnable.
-type participant interface {
-	// admit lets set's partitions be worked on from its return on. The
-	// coordinator calls it on its loop, in order with revoke, so it must do
-	// no per-object work and never wait for long.
-	admit(ctx context.Context, set shard.PartitionSet) error
-	// replay does the rest of an activation (a controller's cache replay),
-	// off the loop and after admit; revokes may run meanwhile.
-	replay(ctx context.Context, set shard.PartitionSet) error
-	// revoke returns nil only when nothing of set runs any more; fence asks
-	// for in-flight work to be cancelled at once, with no grace period.
-	revoke(ctx context.Context, set shard.PartitionSet, fence bool) error
-}
+// Sharded is implemented by Runnables that take part in partition handoff,
+// as controllers do: the ring coordinator's participant contract
+// (ring.Participant). Admit is called on the coordinator's loop, which must
+// keep time for fencing: start work there, do not do it (a controller's
+// cache replay, for one, runs in Replay, off the loop). Revoke returns only
+// once nothing of the revoked partitions runs; fence asks for it at once.
+type Sharded = ring.Participant
 
-func asParticipant(r Runnable) participant {
-	switch v := r.(type) {
-	case controller.Controller:
-		return controllerParticipant{v}
-	case Sharded:
-		return shardedParticipant{v}
-	}
-	return nil
-}
-
-type controllerParticipant struct{ c controller.Controller }
-
-func (p controllerParticipant) admit(_ context.Context, set shard.PartitionSet) error {
-	return p.c.Admit(set)
-}
-
-func (p controllerParticipant) replay(ctx context.Context, set shard.PartitionSet) error {
-	return p.c.Replay(ctx, set)
-}
-
-func (p controllerParticipant) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
-	if fence {
-		return p.c.Revoke(ctx, set, controller.GracePeriod(0))
-	}
-	return p.c.Revoke(ctx, set)
-}
-
-type shardedParticipant struct{ s Sharded }
-
-// A Sharded runnable's Activate is its gate (a singleton starts in it), so
-// it runs on the loop, where no revoke can overtake it; it has nothing to
-// replay.
-func (p shardedParticipant) admit(ctx context.Context, set shard.PartitionSet) error {
-	return p.s.Activate(ctx, set)
-}
-
-func (shardedParticipant) replay(context.Context, shard.PartitionSet) error { return nil }
-
-// A Sharded runnable has no grace period to skip: its Revoke is its drain.
-func (p shardedParticipant) revoke(ctx context.Context, set shard.PartitionSet, _ bool) error {
-	return p.s.Revoke(ctx, set)
-}
+// Controllers are driven by the ring coordinator as they are.
+var _ Sharded = controller.Controller(nil)

@@ -32,8 +32,9 @@ type singleton struct {
 	base   context.Context
 }
 
-// SingletonKey is the ring key a singleton named name hashes to.
-func SingletonKey(name string) string { return "singleton/" + name }
+// SingletonKey is the ring key a singleton named name hashes to
+// (shard.SingletonKey).
+func SingletonKey(name string) string { return shard.SingletonKey(name) }
 
 func (s *singleton) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -43,7 +44,9 @@ func (s *singleton) Start(ctx context.Context) error {
 	return s.stop()
 }
 
-func (s *singleton) Activate(_ context.Context, set shard.PartitionSet) error {
+// Admit starts the singleton when its partition is admitted. It runs on the
+// ring coordinator's loop, where no revoke can overtake it.
+func (s *singleton) Admit(_ context.Context, set shard.PartitionSet) error {
 	if !set.Has(s.partition) {
 		return nil
 	}
@@ -67,7 +70,12 @@ func (s *singleton) Activate(_ context.Context, set shard.PartitionSet) error {
 	return nil
 }
 
-func (s *singleton) Revoke(ctx context.Context, set shard.PartitionSet) error {
+// Replay has nothing to do: a singleton has no cache to replay.
+func (*singleton) Replay(context.Context, shard.PartitionSet) error { return nil }
+
+// Revoke cancels the singleton when its partition is revoked and waits for
+// it; there is no grace period to skip on a fence.
+func (s *singleton) Revoke(ctx context.Context, set shard.PartitionSet, _ bool) error {
 	if !set.Has(s.partition) {
 		return nil
 	}

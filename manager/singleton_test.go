@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,12 +41,6 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The coordinator's published validity, controlled by the test.
-	coord := &coordinator{}
-	setValidity := func(v controller.Validity) { coord.validity.Store(&v) }
-	setValidity(controller.Validity{Until: time.Now().Add(time.Hour), Epoch: 1})
-	m.coord.Store(coord)
-
 	ctxs := make(chan context.Context, 1)
 	err = m.AddSingleton("s", RunnableFunc(func(ctx context.Context) error {
 		ctxs <- ctx
@@ -56,6 +51,11 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := m.runnables[len(m.runnables)-1].(*singleton)
+	// The coordinator's published validity, controlled by the test.
+	var current atomic.Pointer[controller.Validity]
+	setValidity := func(v controller.Validity) { current.Store(&v) }
+	setValidity(controller.Validity{Until: time.Now().Add(time.Hour), Epoch: 1})
+	s.validity = func() controller.Validity { return *current.Load() }
 
 	base, stop := context.WithCancel(context.Background())
 	started := make(chan error, 1)
@@ -66,7 +66,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 			t.Errorf("singleton Start: %v", err)
 		}
 	}()
-	// Activate is ignored until Start has recorded its base context.
+	// Admit is ignored until Start has recorded its base context.
 	err = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -75,7 +75,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal("the singleton's Start did not record its context:", err)
 	}
-	if err := s.Activate(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
+	if err := s.Admit(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
 		t.Fatal(err)
 	}
 	var ctx context.Context
@@ -116,7 +116,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 		t.Fatalf("the server saw %q, want one PATCH (the late ones never sent)", got)
 	}
 
-	if err := s.Revoke(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
+	if err := s.Revoke(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition), false); err != nil {
 		t.Fatal(err)
 	}
 	if ctx.Err() == nil {

@@ -62,3 +62,9 @@ func KeyOf(namespace, name string) string {
 	}
 	return namespace + "/" + name
 }
+
+// SingletonKey is the ring key of the singleton named name: a Runnable
+// that must run on one replica at a time runs where the partition of this
+// key is active, as a reconcile of it would (kshard's manager and the
+// controller-runtime adapter both place singletons by it).
+func SingletonKey(name string) string { return "singleton/" + name }

@@ -20,6 +20,14 @@ func TestKeyOf(t *testing.T) {
 	}
 }
 
+// Replicas of two builds must place a singleton on the same partition, so
+// its key is fixed.
+func TestSingletonKey(t *testing.T) {
+	if got := SingletonKey("gc"); got != "singleton/gc" {
+		t.Fatalf("SingletonKey(%q) = %q, want %q", "gc", got, "singleton/gc")
+	}
+}
+
 func TestPartitionerIsXXHashModP(t *testing.T) {
 	for _, p := range []int{1, 2, 271, 1021, MaxPartitions} {
 		part := NewPartitioner(p)

@@ -11,12 +11,12 @@
 //
 // # Converting an operator
 //
-//	ring, err := crshard.New(cfg, crshard.Options{Ring: "my-operator", Namespace: ns, Identity: podName})
+//	ring, err := crshard.New(cfg, crshard.Options{Ring: "my-operator"})
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{LeaderElection: false, ...})
 //	err = ring.NewControllerManagedBy(mgr).For(&v1.Widget{}).Owns(...).Complete(r)
 //
 // New must run before the manager is built from cfg: it puts kshard's
-// fencing transport on cfg (manager.FencingTransport), so the manager's
+// fencing transport on cfg (manager/fence), so the manager's
 // clients refuse writes of a reconcile whose lease validity has passed.
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
@@ -27,14 +27,19 @@
 // partitions reconcile.Request's namespace and name, which another request
 // type does not have. A controller built with controller.New opts in with
 // ring.Options(mgr, options, forObj), which sets the gated queue and wraps
-// options.Reconciler.
+// options.Reconciler (forObj is the type whose cached objects are replayed
+// on activation).
+//
+// The Lease namespace and the identity default to the pod's ($POD_NAMESPACE
+// and $POD_NAME from the downward API), and every timing to kshard's
+// manager's (handoff.Timing), except GracefulShutdownTimeout, which stays
+// below controller-runtime's manager's own.
 //
 // # What the ring does
 //
 // The ring is a manager.Runnable that needs no leader election. It runs
 // kshard's Lease membership (lease.Member) and ring coordinator
-// (manager.NewCoordinator): the same handoff protocol, no second
-// implementation. For every controller that opts in:
+// (manager/ring): the same handoff protocol, no second implementation. For every controller that opts in:
 //   - the gate at enqueue: the controller's queue (controller-runtime's
 //     priority queue, or its rate-limited queue when UsePriorityQueue is
 //     false, wrapped so that handlers still find AddWithOpts) admits a request
@@ -59,7 +64,7 @@
 // # Singletons
 //
 // Ring.AddSingleton runs a Runnable on exactly one replica, the one where
-// the partition of manager.SingletonKey(name) is active, as kshard's manager
+// the partition of shard.SingletonKey(name) is active, as kshard's manager
 // does: it replaces a Runnable that needed leader election.
 //
 // # Why a builder

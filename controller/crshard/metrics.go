@@ -6,12 +6,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/fence"
 )
 
 // metrics are the adapter's own kshard_* metrics, named as kshard's
 // controllers name them; the ring's and the Lease's come from
-// manager.NewCoordinator and lease.New.
+// the ring coordinator and lease.New.
 type metrics struct {
 	gate          *prometheus.CounterVec // controller, decision
 	refused       *prometheus.CounterVec // controller
@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kshard_drain_overdue_total",
 			Help: "Drains that outlived their report threshold (they keep waiting).",
 		}),
-		writesRefused: manager.NewWritesRefused(),
+		writesRefused: fence.NewWritesRefused(),
 	}
 	for _, c := range []prometheus.Collector{m.gate, m.refused, m.drainOverdue, m.writesRefused} {
 		if err := reg.Register(c); err != nil {

@@ -11,21 +11,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/kshard/kshard/lease"
 	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
 
-// Options configure a Ring. Ring and Namespace are required; every other
-// zero field takes the default documented on it, applied in applyDefaults.
+// Options configure a Ring. Ring is required; every other zero field takes
+// the default documented on it, applied in applyDefaults from the same
+// homes as kshard's manager's (lease for the names, handoff.Timing for the
+// timings).
 type Options struct {
 	// Ring names the ring: every replica of the operator uses the same
-	// name. Required; a DNS-1123 label.
+	// name. Required; a DNS-1123 label (lease.ValidateRing).
 	Ring string
-	// Namespace holds the ring's Leases. Required.
+	// Namespace holds the ring's Leases. Defaults to $POD_NAMESPACE, then
+	// the service account's namespace, then "default".
 	Namespace string
 	// Identity names this replica, unique and stable: the pod name of a
-	// StatefulSet. Defaults to $POD_NAME, else the hostname.
+	// StatefulSet, a DNS-1123 subdomain (lease.ValidateIdentity). Defaults
+	// to $POD_NAME, else the hostname.
 	Identity string
 	// Partitions is the ring's partition count; all replicas must agree.
 	// Defaults to 271.
@@ -33,15 +38,20 @@ type Options struct {
 	// Load bounds how many partitions one replica owns (⌈Load·P/N⌉).
 	// Defaults to 1.25.
 	Load float64
-	// LeaseDuration defaults to 10s, RenewPeriod to 2s, RenewDeadline to
-	// 2/3 of LeaseDuration; they mean what they mean in kshard's manager.
+	// LeaseDuration, RenewPeriod and RenewDeadline mean what they mean in
+	// kshard's manager and default as they do there (handoff.Timing):
+	// LeaseDuration to 10s, RenewDeadline to 2/3 of it, RenewPeriod to
+	// LeaseDuration/5, at most RenewDeadline/2 (2s with the defaults).
 	LeaseDuration, RenewPeriod, RenewDeadline time.Duration
 	// DrainGracePeriod is how long in-flight reconciles of a moving
-	// partition run before their contexts are cancelled. Defaults to 5s.
+	// partition run before their contexts are cancelled. Defaults to
+	// handoff.DefaultDrainGracePeriod (5s).
 	DrainGracePeriod time.Duration
 	// GracefulShutdownTimeout bounds the leave when the manager stops
-	// (drain, release, delete the Lease). Defaults to 30s; keep it below
-	// the manager's own GracefulShutdownTimeout.
+	// (drain, release, delete the Lease). Keep it below the manager's own
+	// GracefulShutdownTimeout (30s by default), which bounds the ring and
+	// its controllers together. Defaults to
+	// handoff.DefaultEmbeddedShutdownTimeout (20s).
 	GracefulShutdownTimeout time.Duration
 	// Logger defaults to controller-runtime's logger (log.Log) named "ring".
 	Logger logr.Logger
@@ -66,25 +76,21 @@ type Options struct {
 }
 
 func (o *Options) applyDefaults() {
-	if o.Identity == "" {
-		o.Identity = os.Getenv("POD_NAME")
+	if o.Namespace == "" {
+		o.Namespace = lease.DefaultNamespace()
 	}
 	if o.Identity == "" {
-		o.Identity, _ = os.Hostname()
+		o.Identity = lease.DefaultIdentity()
 	}
 	ring := shard.Config{Partitions: o.Partitions, Load: o.Load}.WithDefaults()
 	o.Partitions, o.Load = ring.Partitions, ring.Load
-	h := handoff.Config{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline}.WithDefaults()
-	o.LeaseDuration, o.RenewDeadline = h.LeaseDuration, h.RenewDeadline
-	if o.RenewPeriod == 0 {
-		o.RenewPeriod = 2 * time.Second
-	}
-	if o.DrainGracePeriod == 0 {
-		o.DrainGracePeriod = 5 * time.Second
-	}
+	// The ring leaves inside controller-runtime's shutdown, not its own.
 	if o.GracefulShutdownTimeout == 0 {
-		o.GracefulShutdownTimeout = 30 * time.Second
+		o.GracefulShutdownTimeout = handoff.DefaultEmbeddedShutdownTimeout
 	}
+	t := o.timing().WithDefaults()
+	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod
+	o.DrainGracePeriod, o.GracefulShutdownTimeout = t.DrainGracePeriod, t.GracefulShutdownTimeout
 	if o.Registerer == nil {
 		o.Registerer = crmetrics.Registry
 	}
@@ -99,24 +105,29 @@ func (o *Options) applyDefaults() {
 	}
 }
 
-// validate reports every invalid option at once. Lease and ring parameters
-// are validated again, in detail, by lease.New and handoff.New.
+// timing returns the replica's timings; handoff.Timing holds their defaults
+// and rules.
+func (o *Options) timing() handoff.Timing {
+	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
+		DrainGracePeriod: o.DrainGracePeriod, GracefulShutdownTimeout: o.GracefulShutdownTimeout}
+}
+
+// validate reports every invalid option at once, by the rules every
+// runtime of a ring shares. Lease and ring parameters are validated again,
+// in detail, by lease.New and handoff.New.
 func (o *Options) validate() error {
 	var errs []error
-	if o.Ring == "" {
-		errs = append(errs, errors.New("Ring is empty: name the ring (every replica of the operator uses the same name)"))
+	if err := lease.ValidateRing(o.Ring); err != nil {
+		errs = append(errs, fmt.Errorf("Ring %w", err))
 	}
-	if o.Namespace == "" {
-		errs = append(errs, errors.New("Namespace is empty: name the namespace that holds the ring's Leases (the operator's own, usually)"))
+	if err := lease.ValidateNamespace(o.Namespace); err != nil {
+		errs = append(errs, fmt.Errorf("Namespace %w", err))
 	}
-	if o.Identity == "" {
-		errs = append(errs, errors.New("Identity is empty and neither $POD_NAME nor the hostname gave one: set it to the pod name"))
+	if err := lease.ValidateIdentity(o.Ring, o.Identity); err != nil {
+		errs = append(errs, fmt.Errorf("Identity %w", err))
 	}
-	if o.RenewPeriod >= o.RenewDeadline {
-		errs = append(errs, fmt.Errorf("RenewPeriod (%s) must be shorter than RenewDeadline (%s)", o.RenewPeriod, o.RenewDeadline))
-	}
-	if o.DrainGracePeriod < 0 || o.GracefulShutdownTimeout < 0 {
-		errs = append(errs, errors.New("DrainGracePeriod and GracefulShutdownTimeout must not be negative"))
+	if err := o.timing().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.CacheMode != CacheFull && o.CacheMode != CacheLabels {
 		errs = append(errs, fmt.Errorf("CacheMode %q is not one of %q, %q", o.CacheMode, CacheFull, CacheLabels))

@@ -6,13 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/controller/gate"
+	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
 )
 
-// drainReportAfter is how long a drain waits before it is reported as
-// overdue (it keeps waiting: a partition is never released while one of
-// its reconciles runs).
-const drainReportAfter = 30 * time.Second
+// The Ring is the one participant of its coordinator (ring.Participant)
+// for all its controllers and singletons: one gate, so a partition drains
+// when none of them runs it.
+var _ ring.Participant = (*Ring)(nil)
 
 // Admit opens the gate for set: from now on its requests are admitted and
 // its reconciles may start. It does no I/O (the coordinator calls it on
@@ -84,6 +86,8 @@ func (r *Ring) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) e
 // drain closes the gate for parts and waits until none of their
 // reconciles and singletons runs.
 func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, fence bool) error {
+	// The gate closes first, so that no singleton starts again; Drain
+	// closes it again, harmlessly.
 	for _, p := range parts {
 		r.gate.Revoke(p)
 	}
@@ -99,8 +103,23 @@ func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, f
 	for _, s := range ss {
 		s.cancelRun()
 	}
-	if err := r.drainReconciles(ctx, set, parts, fence); err != nil {
-		return err
+	grace := r.opts.DrainGracePeriod
+	if fence {
+		grace = 0
+	}
+	err := r.gate.Drain(ctx, parts, gate.DrainOptions{
+		Grace:  grace,
+		Cancel: func() { r.running.cancel(set, r.gate.Active) },
+		Overdue: func(inFlight int, waited time.Duration, first bool) {
+			if first {
+				r.metrics.drainOverdue.Inc()
+			}
+			r.log.Info("drain is taking long; still waiting: a partition is not released while a reconcile of it runs",
+				"partitions", len(parts), "inFlight", inFlight, "waited", waited.Round(time.Millisecond))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("crshard: Revoke: %w", err)
 	}
 	for _, s := range ss {
 		if err := s.wait(ctx); err != nil {
@@ -108,62 +127,6 @@ func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, f
 		}
 	}
 	return nil
-}
-
-// drainReconciles waits until no reconcile of parts runs, cancelling them
-// after the grace period (at once when fence).
-func (r *Ring) drainReconciles(ctx context.Context, set shard.PartitionSet, parts []int, fence bool) error {
-	if r.inFlight(parts) == 0 {
-		return nil
-	}
-	start := time.Now()
-	cancel := func() { r.running.cancel(set, r.gate.Active) }
-	var grace *time.Timer
-	if fence || r.opts.DrainGracePeriod == 0 {
-		cancel()
-	} else {
-		// Not stopped when ctx ends first: the partitions stay draining
-		// and their reconciles still get cancelled.
-		grace = time.AfterFunc(r.opts.DrainGracePeriod, cancel)
-	}
-	report := time.NewTimer(drainReportAfter)
-	defer report.Stop()
-	for {
-		changed := r.gate.Changed() // before the checks, so no wake-up is missed
-		for _, p := range parts {
-			if r.gate.Active(p) {
-				if grace != nil {
-					grace.Stop()
-				}
-				return fmt.Errorf("crshard: Revoke: partition %d was admitted again while draining; its drain did not complete", p)
-			}
-		}
-		n := r.inFlight(parts)
-		if n == 0 {
-			if grace != nil {
-				grace.Stop()
-			}
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-report.C:
-			r.metrics.drainOverdue.Inc()
-			r.log.Info("drain is taking long; still waiting: a partition is not released while a reconcile of it runs",
-				"partitions", len(parts), "inFlight", n, "waited", time.Since(start).Round(time.Millisecond))
-			report.Reset(drainReportAfter)
-		case <-ctx.Done():
-			return fmt.Errorf("crshard: Revoke: %d reconciles of the revoked partitions still in flight; they stay revoked and draining: %w", n, context.Cause(ctx))
-		}
-	}
-}
-
-func (r *Ring) inFlight(parts []int) int {
-	n := 0
-	for _, p := range parts {
-		n += r.gate.InFlight(p)
-	}
-	return n
 }
 
 func (r *Ring) checkSet(op string, set shard.PartitionSet) error {

@@ -2,8 +2,6 @@ package crshard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,9 +18,10 @@ import (
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/controller/internal/gate"
+	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/manager/fence"
+	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -37,7 +36,7 @@ type Ring struct {
 	parts   gate.Partitions
 	gate    *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
 	member  *lease.Member
-	coord   *manager.Coordinator
+	coord   *ring.Coordinator
 	running running
 	metrics *metrics
 	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
@@ -89,7 +88,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("crshard: building the Lease client: %w", err)
 	}
 	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
-	incarnation := newIncarnation()
+	incarnation := lease.NewIncarnation()
 	member, err := lease.New(lease.Options{
 		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
@@ -109,19 +108,16 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
 	r.running.init()
-	var partitionCache manager.PartitionCache // nil: a full cache
+	var partitionCache ring.PartitionCache // nil: a full cache
 	if opts.CacheMode == CacheLabels {
 		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
 		partitionCache = r.slot
 	}
-	r.coord, err = manager.NewCoordinator(manager.CoordinatorOptions{
-		Cache: partitionCache,
-		Handoff: handoff.Config{
-			Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
-		},
+	r.coord, err = ring.New(ring.Options{
+		Cache:        partitionCache,
+		Handoff:      handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing()},
 		Membership:   member,
-		Participants: []manager.Participant{r},
+		Participants: []ring.Participant{r},
 		Logger:       log,
 		Registerer:   opts.Registerer,
 		Exit:         opts.Exit,
@@ -130,7 +126,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("crshard: %w", err)
 	}
 	r.validity = r.coord.LeaseValidity
-	cfg.Wrap(manager.FencingTransport(met.writesRefused))
+	cfg.Wrap(fence.Transport(met.writesRefused))
 	return r, nil
 }
 
@@ -330,11 +326,4 @@ func (r *Ring) checkNotStarted() error {
 		return errLate
 	}
 	return nil
-}
-
-// newIncarnation is a random id for this process, written into its Lease.
-func newIncarnation() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -3,6 +3,7 @@ package crshard
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // unreachable is a rest config nothing in these tests connects to.
@@ -143,9 +145,11 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 		return reconcile.Result{}, ctx.Err()
 	}))
 	done := make(chan struct{})
+	var returned atomic.Bool // the reconcile returned; its Done follows
 	go func() {
 		defer close(done)
 		_, _ = rec.Reconcile(context.Background(), a)
+		returned.Store(true)
 		q.Done(a)
 	}()
 	<-started
@@ -155,14 +159,22 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 	q.Add(b) // queued, then revoked before it is dequeued
 	revoked := make(chan error, 1)
 	go func() { revoked <- r.Revoke(context.Background(), both, false) }()
+	// Revoke may return the moment the reconcile's Done ends its count in
+	// flight, before done is closed, but never before the reconcile
+	// returned.
+	var err error
 	select {
-	case err := <-revoked:
-		t.Fatalf("Revoke returned %v while a reconcile was in flight", err)
+	case err = <-revoked:
+		if !returned.Load() {
+			t.Fatalf("Revoke returned %v while a reconcile was in flight", err)
+		}
+		<-done
 	case <-done:
+		err = <-revoked
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reconcile was not cancelled after the grace period")
 	}
-	if err := <-revoked; err != nil {
+	if err != nil {
 		t.Fatalf("Revoke: %v", err)
 	}
 	q.Add(a)
@@ -233,9 +245,11 @@ func TestRefusedSetups(t *testing.T) {
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		_, err := New(unreachable(), Options{Registerer: prometheus.NewRegistry()})
-		if err == nil || !strings.Contains(err.Error(), "Ring is empty") || !strings.Contains(err.Error(), "Namespace is empty") {
-			t.Fatalf("err = %v, want both missing options named", err)
+		_, err := New(unreachable(), Options{Namespace: "Bad_NS", Identity: "Pod 0", RenewPeriod: time.Minute, Registerer: prometheus.NewRegistry()})
+		for _, want := range []string{"Ring is empty", `Namespace "Bad_NS" is not a namespace name`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to say %q", err, want)
+			}
 		}
 		if _, err := New(nil, Options{}); err == nil {
 			t.Fatal("New(nil config) succeeded")
@@ -381,7 +395,7 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r.base = ctx // as Start sets it
-	p := r.parts.Of("", manager.SingletonKey("gc"))
+	p := r.parts.Of("", shard.SingletonKey("gc"))
 	set := shard.NewPartitionSet(r.parts.Count())
 	other := (p + 1) % r.parts.Count()
 	set.Add(other)
@@ -448,5 +462,30 @@ func TestFailedBuildIsNotWaitedFor(t *testing.T) {
 	}
 	if n := len(r.controllers); n != 0 {
 		t.Fatalf("%d controllers registered after a failed build, want 0", n)
+	}
+}
+
+// The adapter's defaults come from where kshard's manager's come from: the
+// Lease namespace and identity from the pod (lease), the timings from
+// handoff.Timing (RenewPeriod by its rule), and a shutdown timeout below
+// controller-runtime's manager's own.
+func TestDefaultsAreTheManagers(t *testing.T) {
+	t.Setenv(lease.EnvPodNamespace, "from-pod")
+	t.Setenv(lease.EnvPodName, "op-0")
+	r, err := New(unreachable(), Options{Ring: "test", RenewDeadline: time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.opts
+	if o.Namespace != "from-pod" || o.Identity != "op-0" {
+		t.Errorf("Namespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.Namespace, o.Identity)
+	}
+	want := handoff.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: handoff.DefaultEmbeddedShutdownTimeout}.WithDefaults()
+	if o.LeaseDuration != want.LeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != want.DrainGracePeriod {
+		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
+			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, want.LeaseDuration, want.DrainGracePeriod)
+	}
+	if crDefault := 30 * time.Second; o.GracefulShutdownTimeout >= crDefault {
+		t.Errorf("GracefulShutdownTimeout %v; want it below controller-runtime's manager's default %v", o.GracefulShutdownTimeout, crDefault)
 	}
 }

@@ -8,11 +8,11 @@ import (
 
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kshard/kshard/manager"
+	"github.com/kshard/kshard/shard"
 )
 
 // AddSingleton registers r to run on exactly one replica of the ring: the
-// one where the partition of manager.SingletonKey(name) is active, as
+// one where the partition of shard.SingletonKey(name) is active, as
 // kshard's manager runs its singletons. It is started when that partition
 // is admitted here and cancelled, and waited for, when it is revoked, so it
 // never runs on two replicas at once. This replaces a Runnable that needed
@@ -21,7 +21,7 @@ func (r *Ring) AddSingleton(name string, run crmanager.Runnable) error {
 	if name == "" || run == nil {
 		return errors.New("crshard: AddSingleton needs a name and a runnable")
 	}
-	s := &singleton{name: name, partition: r.parts.Of("", manager.SingletonKey(name)), run: run, ring: r}
+	s := &singleton{name: name, partition: r.parts.Of("", shard.SingletonKey(name)), run: run, ring: r}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {

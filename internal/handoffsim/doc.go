@@ -10,9 +10,9 @@
 //
 // Each process runs a handoff.Core behind a shell. The built-in shell feeds
 // the core directly (shard/handoff's TestSimulation); an external Shell,
-// such as the manager's real coordinator (manager's TestCoordinatorSimulation),
-// sees the process as a Lease membership, a participant and a pod reader
-// (for proofs of death), and runs its
+// such as the real ring coordinator (manager/ring's
+// TestCoordinatorSimulation), sees the process as a Lease membership, a
+// participant and a pod reader (for proofs of death), and runs its
 // asynchronous work as tasks the world schedules one at a time.
 //
 // It is test support: only tests import it.

@@ -9,7 +9,7 @@
 // only a proof from what it returns about an existing object; the matcher
 // checks each object on the client.
 //
-// Segmented is the sharded informer of one resource (manager.PartitionCache):
+// Segmented is the sharded informer of one resource (ring.PartitionCache):
 // it holds the partitions it is told to, one informer (segment) per gain, so
 // a gain lists only the gained ranges and nothing cached is listed again; a
 // release hides the partitions at once and stops a segment none of whose

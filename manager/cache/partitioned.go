@@ -492,7 +492,7 @@ func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, l
 }
 
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
-// target, claimed, active and draining partitions (manager.PartitionCache),
+// target, claimed, active and draining partitions (ring.PartitionCache),
 // and always those of Sharding.SharedNamespaces. Kinds created later start
 // holding them. Without Sharding it does nothing.
 func (c *Cache) Hold(set shard.PartitionSet) {
@@ -527,7 +527,7 @@ func (c *Cache) SetActive(set shard.PartitionSet) {
 }
 
 // SyncedPartitions returns the held partitions that every sharded kind has
-// listed and watches now (manager.PartitionCache). Without Sharding, or
+// listed and watches now (ring.PartitionCache). Without Sharding, or
 // before any sharded kind exists, that is every held partition.
 func (c *Cache) SyncedPartitions() shard.PartitionSet {
 	c.mu.Lock()
@@ -542,7 +542,7 @@ func (c *Cache) SyncedPartitions() shard.PartitionSet {
 }
 
 // Changed is closed when SyncedPartitions may have changed; call it again
-// for the next change (manager.PartitionCache).
+// for the next change (ring.PartitionCache).
 func (c *Cache) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()

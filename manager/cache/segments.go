@@ -86,7 +86,7 @@ type SegmentedOptions struct {
 // once synced. Every listed item and watch event is checked against the
 // segment's partitions on the client before the store (a server that
 // ignored the selector cannot put foreign objects in it). It implements
-// manager.PartitionCache.
+// ring.PartitionCache.
 type Segmented struct {
 	opts SegmentedOptions
 	log  logr.Logger

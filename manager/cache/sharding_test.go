@@ -128,7 +128,7 @@ func TestShardMatcher(t *testing.T) {
 
 // The per-event client-side check: sharding's Matches resolves the field
 // through meta.Accessor and formats the hash as hex; compare the gate's
-// allocation-free BenchmarkPartitionOfObjectUID36 in controller/internal/gate.
+// allocation-free BenchmarkPartitionOfObjectUID36 in controller/gate.
 func BenchmarkShardMatcherUID(b *testing.B) {
 	rp, err := shard.NewRangePartitioner(shard.SchemeUID, shard.DefaultPartitions)
 	if err != nil {

@@ -85,18 +85,18 @@ func (c *recordedController) Activate(ctx context.Context, set shard.PartitionSe
 
 // Admit is how the manager activates (it replays separately): the
 // partitions are recorded active before their gate opens.
-func (c *recordedController) Admit(set shard.PartitionSet) error {
+func (c *recordedController) Admit(ctx context.Context, set shard.PartitionSet) error {
 	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
 		return err
 	}
-	return c.Controller.Admit(set)
+	return c.Controller.Admit(ctx, set)
 }
 
-func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, opts ...controller.RevokeOption) error {
+func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	if err := c.rec.Ring(recorder.KindRevoke, set.Slice()); err != nil {
 		return err
 	}
-	if err := c.Controller.Revoke(ctx, set, opts...); err != nil {
+	if err := c.Controller.Revoke(ctx, set, fence); err != nil {
 		return err
 	}
 	return c.rec.Ring(recorder.KindRevoked, set.Slice())

@@ -25,16 +25,10 @@ type Config struct {
 	// Zero fields take shard's defaults.
 	Ring shard.Config
 
-	// LeaseDuration is how long a Lease must stay unchanged, in locally
-	// observed time, before its holder looks expired. Defaults to
-	// DefaultLeaseDuration.
-	LeaseDuration time.Duration
-
-	// RenewDeadline is how long after the sending of the last renew that
-	// succeeded this replica fences itself. It must be shorter than
-	// LeaseDuration; the difference is the margin in which reconciles are
-	// stopped. Defaults to 2/3 of LeaseDuration.
-	RenewDeadline time.Duration
+	// Timing holds the lease timings the core decides by (LeaseDuration,
+	// RenewDeadline and what derives from them, HandoverTimeout); it must
+	// match the Lease member's. Zero fields take Timing's defaults.
+	Timing
 
 	// GarbageCollectAfter is how long a peer's Lease must stay unchanged
 	// before the core asks to delete it. Defaults to 10×LeaseDuration.
@@ -48,26 +42,14 @@ type Config struct {
 	// cache is full and CachesSynced covers every partition. Not part of
 	// the fingerprint: peers may differ in it safely.
 	PartitionCache bool
-
-	// HandoverTimeout bounds how long a partition leaving this replica's
-	// target stays active here while its new owner's cache lists its
-	// objects (make before break; see Record.Warm). It must be shorter
-	// than the shell's graceful shutdown timeout less its drain, since a
-	// leave waits for it too. Defaults to LeaseDuration; negative turns
-	// the wait off (break before make).
-	HandoverTimeout time.Duration
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
 func (c Config) WithDefaults() Config {
 	c.Ring = c.Ring.WithDefaults()
-	t := c.Timing()
-	c.LeaseDuration, c.RenewDeadline = t.LeaseDuration, t.RenewDeadline
+	c.Timing = c.Timing.WithDefaults()
 	if c.GarbageCollectAfter == 0 {
 		c.GarbageCollectAfter = gcFactor * c.LeaseDuration
-	}
-	if c.HandoverTimeout == 0 {
-		c.HandoverTimeout = c.LeaseDuration
 	}
 	return c
 }
@@ -83,7 +65,7 @@ func (c Config) Validate() error {
 	case c.GarbageCollectAfter < c.LeaseDuration:
 		return fmt.Errorf("handoff: Config.GarbageCollectAfter=%v must be at least LeaseDuration=%v", c.GarbageCollectAfter, c.LeaseDuration)
 	}
-	if err := c.Timing().Validate(); err != nil {
+	if err := c.Timing.Validate(); err != nil {
 		return fmt.Errorf("handoff: Config: %w", err)
 	}
 	if err := c.Ring.Validate(); err != nil {
@@ -91,14 +73,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// Timing returns the lease timings of c, defaulted.
-func (c Config) Timing() Timing {
-	return Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline}.WithDefaults()
-}
-
-// StopDeadline is Timing().StopDeadline().
-func (c Config) StopDeadline() time.Duration { return c.Timing().StopDeadline() }
 
 // Errors that Core.Err wraps; test with errors.Is.
 var (

@@ -32,7 +32,7 @@ type harness struct {
 func newHarness(t *testing.T, identity string) *harness {
 	t.Helper()
 	c, err := New(Config{Identity: identity, Incarnation: "inc-" + identity, Ring: testRing,
-		LeaseDuration: testLease, RenewDeadline: testDeadline})
+		Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func newTestFencing() fencing {
-	return newFencing(Config{Ring: testRing, LeaseDuration: testLease, RenewDeadline: testDeadline}.WithDefaults())
+	return newFencing(Config{Ring: testRing, Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}}.WithDefaults())
 }
 
 func TestFencingRenewals(t *testing.T) {

@@ -117,7 +117,7 @@ func TestOwnLease(t *testing.T) {
 		blocked: set(),
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Identity: "a", Incarnation: "inc-a", Ring: testRing, LeaseDuration: testLease, RenewDeadline: testDeadline}.WithDefaults()
+			cfg := Config{Identity: "a", Incarnation: "inc-a", Ring: testRing, Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}}.WithDefaults()
 			o := newOwnLease(cfg, cfg.Ring.Fingerprint())
 			var observation uint64
 			for _, s := range tc.steps {

@@ -10,7 +10,7 @@ import (
 
 // newTestView is the view of peers of replica "a" on testRing.
 func newTestView() peerView {
-	cfg := Config{Identity: "a", Incarnation: "inc-a", Ring: testRing, LeaseDuration: testLease, RenewDeadline: testDeadline}.WithDefaults()
+	cfg := Config{Identity: "a", Incarnation: "inc-a", Ring: testRing, Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}}.WithDefaults()
 	return newPeerView(cfg, cfg.Ring.Fingerprint())
 }
 

@@ -9,13 +9,33 @@ import (
 
 func TestTimingDefaults(t *testing.T) {
 	got := Timing{}.WithDefaults()
-	want := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 6666666666, RenewPeriod: 2 * time.Second, RenewTimeout: 3333333334}
+	want := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 6666666666, RenewPeriod: 2 * time.Second, RenewTimeout: 3333333334,
+		DrainGracePeriod: 5 * time.Second, GracefulShutdownTimeout: 30 * time.Second, HandoverTimeout: 10 * time.Second}
 	if got != want {
 		t.Fatalf("defaults %+v, want %+v", got, want)
 	}
 	// A short RenewDeadline keeps the default period below it.
 	if got := (Timing{RenewDeadline: time.Second}).WithDefaults(); got.RenewPeriod != 500*time.Millisecond || got.Validate() != nil {
 		t.Fatalf("RenewDeadline 1s: period %v, err %v", got.RenewPeriod, got.Validate())
+	}
+}
+
+// A leave waits for handovers too: they get a third of the shutdown, at
+// most LeaseDuration, so that the drain and the release keep the rest.
+func TestTimingHandoverTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		t    Timing
+		want time.Duration
+	}{
+		{Timing{}, 10 * time.Second},
+		{Timing{GracefulShutdownTimeout: DefaultEmbeddedShutdownTimeout}, DefaultEmbeddedShutdownTimeout / 3},
+		{Timing{LeaseDuration: 4 * time.Second}, 4 * time.Second},
+		{Timing{HandoverTimeout: -1}, -1},
+		{Timing{HandoverTimeout: time.Minute}, time.Minute},
+	} {
+		if got := tc.t.WithDefaults().HandoverTimeout; got != tc.want {
+			t.Errorf("%+v: HandoverTimeout %v, want %v", tc.t, got, tc.want)
+		}
 	}
 }
 
@@ -33,6 +53,8 @@ func TestTimingValidate(t *testing.T) {
 		{Timing{RenewPeriod: -1}, "RenewPeriod (-1ns) must be positive"},
 		{Timing{RenewTimeout: 4 * time.Second}, "exceeds LeaseDuration − RenewDeadline"},
 		{Timing{RenewTimeout: -1}, "RenewTimeout (-1ns) must be positive"},
+		{Timing{DrainGracePeriod: -time.Second}, "DrainGracePeriod (-1s) must not be negative"},
+		{Timing{GracefulShutdownTimeout: -time.Second}, "GracefulShutdownTimeout (-1s) must not be negative"},
 	} {
 		err := tc.t.Validate()
 		if !errors.Is(err, ErrTiming) || !strings.Contains(err.Error(), tc.want) {

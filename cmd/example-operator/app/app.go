@@ -62,8 +62,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
-	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", 5*time.Second, "how long reconciles of a partition that moves away may finish before they are cancelled")
-	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
+	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", handoff.DefaultDrainGracePeriod, "how long reconciles of a partition that moves away may finish before they are cancelled")
+	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", handoff.DefaultGracefulShutdownTimeout, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
 	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&c.mgr.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables it")
 	fs.Float64Var(&c.qps, "kube-api-qps", float64(manager.DefaultQPS), "sustained requests per second to the API server (client-go's own default of 5 caps a replica at about 5 reconciles/s)")
@@ -133,16 +133,11 @@ func (c *config) validate() error {
 		return fmt.Errorf("--lease-duration (%s) must be positive, --renew-period (%s) and --renew-deadline (%s) positive or 0 for the default",
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)
 	}
-	timing := handoff.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod}
-	flags := handoff.TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "the renew timeout"}
-	if err := timing.ValidateNamed(flags); err != nil {
-		return err
-	}
-	switch {
-	case c.mgr.DrainGracePeriod < 0 || c.mgr.GracefulShutdownTimeout < 0:
-		return fmt.Errorf("--drain-grace (%s) and --shutdown-timeout (%s) must not be negative", c.mgr.DrainGracePeriod, c.mgr.GracefulShutdownTimeout)
-	}
-	return nil
+	timing := handoff.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod,
+		DrainGracePeriod: c.mgr.DrainGracePeriod, GracefulShutdownTimeout: c.mgr.GracefulShutdownTimeout}
+	flags := handoff.TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "the renew timeout",
+		DrainGracePeriod: "--drain-grace", GracefulShutdownTimeout: "--shutdown-timeout"}
+	return timing.ValidateNamed(flags)
 }
 
 // explainFlagError turns the flag package's error into one line that says

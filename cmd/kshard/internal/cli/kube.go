@@ -12,7 +12,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,8 +92,8 @@ func (c *cluster) apiError(what string, err error) error {
 // namespace and reads them. It fails with a hint when there is none.
 func (c *cluster) readRings(ctx context.Context, ring string) ([]ringstatus.Ring, error) {
 	if ring != "" {
-		if errs := validation.IsValidLabelValue(ring); len(errs) > 0 {
-			return nil, usagef("--ring %q is not a valid ring name: %s", ring, strings.Join(errs, "; "))
+		if err := lease.ValidateRing(ring); err != nil {
+			return nil, usagef("not a valid ring name: --ring %v", err)
 		}
 	}
 	selector := lease.LabelRing

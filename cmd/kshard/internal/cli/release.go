@@ -12,7 +12,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/handoff"
@@ -126,13 +125,12 @@ func runRelease(e *env, g *globals, args []string) error {
 	case fs.Changed("wait") && o.force:
 		return usagef("--wait and --force contradict each other: --force does not wait")
 	}
-	if errs := validation.IsValidLabelValue(o.ring); len(errs) > 0 {
-		return usagef("--ring %q is not a valid ring name: %s", o.ring, strings.Join(errs, "; "))
+	if err := lease.ValidateRing(o.ring); err != nil {
+		return usagef("not a valid ring name: --ring %v", err)
 	}
 	for _, id := range pos {
-		name := lease.LeaseName(o.ring, id)
-		if errs := validation.IsDNS1123Subdomain(name); id == "" || len(errs) > 0 {
-			return usagef("identity %q does not make a valid Lease name %q: %s", id, name, strings.Join(errs, "; "))
+		if err := lease.ValidateIdentity(o.ring, id); err != nil {
+			return usagef("not a valid identity: %v", err)
 		}
 		if !slices.Contains(o.identities, id) {
 			o.identities = append(o.identities, id)

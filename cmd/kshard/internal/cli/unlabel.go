@@ -247,8 +247,8 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 	default:
 		return usagef("--dry-run=%q: give client or server (or --dry-run alone for client)", o.dryRun)
 	}
-	if errs := validation.IsDNS1123Label(o.ring); len(errs) > 0 {
-		return usagef("--ring %q is not a valid ring name: %s", o.ring, strings.Join(errs, "; "))
+	if err := lease.ValidateRing(o.ring); err != nil {
+		return usagef("not a valid ring name: --ring %v", err)
 	}
 	if o.key != "" {
 		if !isRingLabel(o.ring, o.key) {

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -13,42 +13,26 @@ import (
 	"github.com/kshard/kshard/shard/handoff"
 )
 
-func TestNewCoordinatorValidates(t *testing.T) {
-	good := handoff.Config{Identity: "a", Incarnation: "x", LeaseDuration: 300 * time.Millisecond}
+func TestNewValidates(t *testing.T) {
+	good := handoff.Config{Identity: "a", Incarnation: "x", Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond}}
 	for _, tc := range []struct {
 		name string
-		opts CoordinatorOptions
+		opts Options
 		want string
 	}{
-		{"no membership", CoordinatorOptions{Handoff: good}, "Membership is nil"},
-		{"nil participant", CoordinatorOptions{Handoff: good, Membership: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
-		{"no identity", CoordinatorOptions{Handoff: handoff.Config{Incarnation: "x"}, Membership: newFakeMembership("a")}, "Identity is empty"},
-		{"renew deadline too long", CoordinatorOptions{Handoff: handoff.Config{Identity: "a", Incarnation: "x", LeaseDuration: time.Second, RenewDeadline: 2 * time.Second},
+		{"no membership", Options{Handoff: good}, "Membership is nil"},
+		{"nil participant", Options{Handoff: good, Membership: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
+		{"no identity", Options{Handoff: handoff.Config{Incarnation: "x"}, Membership: newFakeMembership("a")}, "Identity is empty"},
+		{"renew deadline too long", Options{Handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: handoff.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
 			Membership: newFakeMembership("a")}, "RenewDeadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewCoordinator(tc.opts)
+			_, err := New(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("NewCoordinator: %v; want an error mentioning %q", err, tc.want)
+				t.Fatalf("New: %v; want an error mentioning %q", err, tc.want)
 			}
 		})
 	}
-}
-
-// exportedRecorder is revokeRecorder behind the exported Participant
-// interface.
-type exportedRecorder struct{ r revokeRecorder }
-
-func (e *exportedRecorder) Admit(ctx context.Context, set shard.PartitionSet) error {
-	return e.r.admit(ctx, set)
-}
-
-func (e *exportedRecorder) Replay(ctx context.Context, set shard.PartitionSet) error {
-	return e.r.replay(ctx, set)
-}
-
-func (e *exportedRecorder) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
-	return e.r.revoke(ctx, set, fence)
 }
 
 // The exported Coordinator runs the ring as the Manager's does: a replica
@@ -57,9 +41,9 @@ func (e *exportedRecorder) Revoke(ctx context.Context, set shard.PartitionSet, f
 // Lease and returns from Run.
 func TestCoordinatorExportedRunAndLeave(t *testing.T) {
 	member := newFakeMembership("a")
-	part := &exportedRecorder{}
-	c, err := NewCoordinator(CoordinatorOptions{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond},
+	part := &revokeRecorder{}
+	c, err := New(Options{
+		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
 		Membership:   member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),
@@ -73,7 +57,7 @@ func TestCoordinatorExportedRunAndLeave(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, nil) }()
-	waitFor(t, "every partition activated", func() bool { return part.r.activated().Equal(shard.FullPartitionSet(7)) })
+	waitFor(t, "every partition activated", func() bool { return part.activated().Equal(shard.FullPartitionSet(7)) })
 	waitFor(t, "ready", c.Ready)
 	if r := c.NotReadyReason(); r != "" {
 		t.Errorf("NotReadyReason = %q while ready", r)
@@ -90,7 +74,7 @@ func TestCoordinatorExportedRunAndLeave(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after Leave")
 	}
-	if n := part.r.activated().Len(); n != 0 {
+	if n := part.activated().Len(); n != 0 {
 		t.Errorf("%d partitions still active after the leave", n)
 	}
 	if c.Ready() {
@@ -151,10 +135,10 @@ func (f *fakePartitionCache) listed(set shard.PartitionSet) {
 // kshard_partitions{state="caching"}.
 func TestCoordinatorActivatesOnlyWhatTheCacheSynced(t *testing.T) {
 	member := newFakeMembership("a")
-	part := &exportedRecorder{}
+	part := &revokeRecorder{}
 	cache := newFakePartitionCache(7)
-	c, err := NewCoordinator(CoordinatorOptions{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond},
+	c, err := New(Options{
+		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
 		Membership:   member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),
@@ -177,13 +161,13 @@ func TestCoordinatorActivatesOnlyWhatTheCacheSynced(t *testing.T) {
 	waitFor(t, "the coordinator to be ready", c.Ready)
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		if a := part.r.activated(); !a.IsEmpty() {
+		if a := part.activated(); !a.IsEmpty() {
 			t.Fatalf("activated %v before the cache synced anything", a)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	cache.listed(shard.NewPartitionSet(7, 2, 5))
-	waitFor(t, "partitions 2 and 5 activated", func() bool { return part.r.activated().Equal(shard.NewPartitionSet(7, 2, 5)) })
+	waitFor(t, "partitions 2 and 5 activated", func() bool { return part.activated().Equal(shard.NewPartitionSet(7, 2, 5)) })
 	cache.listed(all)
-	waitFor(t, "every partition activated", func() bool { return part.r.activated().Equal(all) })
+	waitFor(t, "every partition activated", func() bool { return part.activated().Equal(all) })
 }

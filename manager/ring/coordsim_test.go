@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func newSimShell(p *handoffsim.Process) (handoffsim.Shell, error) {
 		return nil, err
 	}
 	cfg := p.Config().WithDefaults()
-	c := newCoordinatorWith(core, p, []participant{simParticipant{p}}, metrics, logr.Discard(), cfg.RenewDeadline, p.Exit)
+	c := newCoordinatorWith(core, p, []Participant{simParticipant{p}}, metrics, logr.Discard(), cfg.Timing, p.Exit)
 	c.now = p.Now
 	c.goAsync = p.Go
 	c.postFn = func(_ context.Context, f func()) { p.Post(f) }
@@ -78,23 +78,23 @@ type simParticipant struct{ p *handoffsim.Process }
 
 // The simulated controllers have no cache to replay: their activation is
 // all admission, on the loop.
-func (s simParticipant) admit(ctx context.Context, set shard.PartitionSet) error {
+func (s simParticipant) Admit(ctx context.Context, set shard.PartitionSet) error {
 	return s.p.Activate(ctx, set)
 }
 
-func (simParticipant) replay(context.Context, shard.PartitionSet) error { return nil }
+func (simParticipant) Replay(context.Context, shard.PartitionSet) error { return nil }
 
-func (s simParticipant) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+func (s simParticipant) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	return s.p.Revoke(ctx, set, fence)
 }
 
 var (
-	_ membership     = (*handoffsim.Process)(nil)
+	_ Membership     = (*handoffsim.Process)(nil)
 	_ podReader      = (*handoffsim.Process)(nil)
 	_ PartitionCache = (*handoffsim.Process)(nil)
 	// The simulated cache is told the active partitions, as cache.Cache
 	// is, so that its labeller labels theirs.
-	_ activeObserver = (*handoffsim.Process)(nil)
+	_ ActiveObserver = (*handoffsim.Process)(nil)
 )
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,
@@ -127,7 +127,7 @@ func TestCoordinatorSimulation(t *testing.T) {
 	// The coordinator's JoinScanClean, Finalize and DeletePeer paths must
 	// run, not only the core's.
 	handoffsim.CheckFinalizerPaths(t, s)
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulation -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=%d -v")
 }
 
 func btoi(b bool) int {
@@ -184,7 +184,7 @@ func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
 }
 
 // TestCoordinatorSimulationLabels runs the coordinator simulation with
@@ -211,5 +211,5 @@ func TestCoordinatorSimulationLabels(t *testing.T) {
 	if s.Seeds >= 100 && (l.Patches == 0 || l.Stripped == 0 || l.Pending == 0) {
 		t.Errorf("no label write, stripped label or pending object in %d seeds: the labels model did not run", s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
 }

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 // core calls happen on the run goroutine; asynchronous work reports back
 // through events, so the core needs no lock.
 type coordinator struct {
-	core          *handoff.Core
-	member        membership
-	log           logr.Logger
-	participants  []participant
-	metrics       *ringMetrics
-	renewDeadline time.Duration
-	exit          func(code int)
+	core         *handoff.Core
+	member       Membership
+	log          logr.Logger
+	participants []Participant
+	metrics      *ringMetrics
+	timing       handoff.Timing // defaulted
+	exit         func(code int)
 
 	events  chan func()   // results of asynchronous work, applied in run
 	leaveCh chan struct{} // closed by leave
@@ -38,8 +38,13 @@ type coordinator struct {
 	// notReady says why the replica is not ready, for /readyz.
 	notReady  atomic.Pointer[string]
 	lastRenew time.Time
-	lastErr   string
-	synced    bool // caches synced; read and written on the run goroutine
+	// condition is the core's condition (Core.Err) last logged, as
+	// conditionKey has it, since conditionSince; escalated: the identity
+	// held by another incarnation has been logged as an error too.
+	condition      string
+	conditionSince time.Time
+	escalated      bool
+	synced         bool // caches synced; read and written on the run goroutine
 	// validity is what controllers and the client transport check; see
 	// publishValidity. Written on the run goroutine, read anywhere.
 	validity     atomic.Pointer[controller.Validity]
@@ -54,7 +59,7 @@ type coordinator struct {
 	// prover reads pods for proofs of death (proof.go); nil when this
 	// replica cannot read them.
 	prover *prover
-	// cache is the sharded cache (CoordinatorOptions.Cache), nil for a
+	// cache is the sharded cache (Options.Cache), nil for a
 	// full one; held is the last set handed to its Hold.
 	cache PartitionCache
 	held  shard.PartitionSet
@@ -79,21 +84,11 @@ type coordinator struct {
 	postFn  func(ctx context.Context, f func())
 }
 
-func newCoordinator(m *Manager, participants []participant) *coordinator {
-	c := newCoordinatorWith(m.core, m.member, participants, m.metrics, m.log.WithName("ring"), m.opts.RenewDeadline, m.exit)
-	if m.sharded {
-		c.cache = m.cache
-		c.balanced = m.opts.Balance > 0
-	}
-	m.coord.Store(c)
-	return c
-}
-
-func newCoordinatorWith(core *handoff.Core, member membership, participants []participant, metrics *ringMetrics,
-	log logr.Logger, renewDeadline time.Duration, exit func(int)) *coordinator {
+func newCoordinatorWith(core *handoff.Core, member Membership, participants []Participant, metrics *ringMetrics,
+	log logr.Logger, timing handoff.Timing, exit func(int)) *coordinator {
 	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
-		metrics: metrics, renewDeadline: renewDeadline, exit: exit,
+		metrics: metrics, timing: timing.WithDefaults(), exit: exit,
 		events:      make(chan func(), 64),
 		leaveCh:     make(chan struct{}),
 		targetSince: map[int]time.Time{},
@@ -298,7 +293,7 @@ func (c *coordinator) publishValidity() {
 		old = *v
 	}
 	lost := c.core.Fenced() || c.core.Done()
-	v := nextValidity(old, c.validitySent, c.validityLost, c.lastRenew, lost, c.renewDeadline)
+	v := nextValidity(old, c.validitySent, c.validityLost, c.lastRenew, lost, c.timing.RenewDeadline)
 	c.validityLost, c.validitySent = lost, c.lastRenew
 	c.validity.Store(&v)
 }
@@ -338,7 +333,7 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		if c.core.OwnLeaseLost() {
 			c.log.Error(nil, "own Lease deleted, relabelled or damaged by someone else: stopping every reconcile (fenced); repairing it and rejoining")
 		} else {
-			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.renewDeadline)
+			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.timing.RenewDeadline)
 		}
 		// Partitions already draining must stop now too: revoke them again
 		// with no grace period; their first revoke reports when it returns.
@@ -385,16 +380,9 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		}
 	}
 	c.core.Advance(ack)
-	if a, ok := c.cache.(activeObserver); ok {
+	if a, ok := c.cache.(ActiveObserver); ok {
 		a.SetActive(c.core.Active())
 	}
-}
-
-// activeObserver is a PartitionCache that wants to know the active
-// partitions: a cache sharded by labels labels the unlabelled objects of
-// the partitions active here (cache.Cache.SetActive).
-type activeObserver interface {
-	SetActive(shard.PartitionSet)
 }
 
 // revoke drains set in every participant, in parallel, and reports Drained
@@ -422,7 +410,7 @@ func (c *coordinator) revoke(ctx context.Context, set shard.PartitionSet, fence 
 	)
 	for i, p := range c.participants {
 		c.goAsync(ctx, func(ctx context.Context) {
-			err := p.revoke(ctx, set, fence)
+			err := p.Revoke(ctx, set, fence)
 			mu.Lock()
 			errs[i] = err
 			remaining--
@@ -531,11 +519,37 @@ func (c *coordinator) observeState(now time.Time) {
 	if c.cache != nil {
 		c.metrics.setPartitions("caching", core.CacheWaiting())
 	}
-	if err := core.Err(); err != nil && err.Error() != c.lastErr {
-		c.log.Error(err, "ring condition")
-		c.lastErr = err.Error()
-	} else if err == nil {
-		c.lastErr = ""
+	c.reportCondition(core.Err(), now)
+}
+
+// reportCondition logs the core's condition once when it begins. Waiting
+// for an earlier incarnation's Lease to expire is expected after a restart
+// (its message counts the seconds, so it is told apart by its kind) and is
+// logged at info; it becomes an error once it has lasted twice
+// LeaseDuration, when the other incarnation must still be renewing. Any
+// other condition is an error.
+func (c *coordinator) reportCondition(err error, now time.Time) {
+	inUse := errors.Is(err, handoff.ErrIdentityInUse)
+	key := ""
+	switch {
+	case inUse:
+		key = handoff.ErrIdentityInUse.Error()
+	case err != nil:
+		key = err.Error()
+	}
+	if key != c.condition {
+		c.condition, c.conditionSince, c.escalated = key, now, false
+		switch {
+		case inUse:
+			c.log.Info("waiting to take this replica's Lease over from an earlier incarnation (a restart): it must expire, or the kubelet prove the earlier process dead, first", "condition", err.Error())
+		case err != nil:
+			c.log.Error(err, "ring condition")
+		}
+		return
+	}
+	if inUse && !c.escalated && now.Sub(c.conditionSince) >= 2*c.timing.LeaseDuration {
+		c.escalated = true
+		c.log.Error(err, "this replica's Lease is still renewed by another incarnation after twice LeaseDuration: is a second process running with the same identity? This replica does not join until it stops")
 	}
 }
 

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func (c *coordinator) activate(ctx context.Context, set shard.PartitionSet) {
 		c.log.V(1).Info("activating partitions", "partitions", fresh.String())
 		ok := true
 		for _, p := range c.participants {
-			if err := p.admit(ctx, fresh); err != nil {
+			if err := p.Admit(ctx, fresh); err != nil {
 				// Left unacknowledged, the activation is asked for again.
 				ok = false
 				if ctx.Err() == nil {
@@ -103,7 +103,7 @@ func (c *coordinator) startReplay() {
 		start := c.now()
 		var errs []error
 		for _, p := range c.participants {
-			if err := p.replay(ctx, set); err != nil {
+			if err := p.Replay(ctx, set); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -1,10 +1,8 @@
-package manager
+package ring
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -55,45 +53,74 @@ type prover struct {
 	asked    map[handoff.Death]time.Time // when each question was last read
 }
 
-// setupProof makes this process's death provable: it writes the incarnation
-// into the container's termination message file, reads its own pod, and
-// publishes the pod's UID in the Lease; it returns the prover for peers'
-// and the previous incarnation's deaths. When any of that is impossible it
-// logs one line saying why and what to do, and returns nil: crash failover
-// then waits the Lease out, as it always did.
-func (m *Manager) setupProof(ctx context.Context) *prover {
-	off := func(why, fix string) *prover {
-		m.log.Info("crash failover waits LeaseDuration: "+why+"; "+fix, "leaseDuration", m.opts.LeaseDuration)
-		return nil
+// Proof configures proofs of death (Coordinator.SetupProof).
+type Proof struct {
+	// Pods reads and is allowed to get the pods of Namespace (RBAC: get on
+	// pods). Required.
+	Pods typedcorev1.PodInterface
+	// Namespace is the namespace of the pod this replica runs in, whose
+	// name is its identity; empty (outside a pod) turns proofs off.
+	Namespace string
+	// TerminationMessagePath is the container's termination message file;
+	// empty selects lease.DefaultTerminationMessagePath.
+	TerminationMessagePath string
+	// Incarnation is the incarnation the Membership writes into the own
+	// Lease (handoff.Config.Incarnation). Required.
+	Incarnation string
+}
+
+// SetupProof makes this process's death provable: it writes the
+// incarnation into the container's termination message file, reads its own
+// pod, and publishes the pod's UID in the Lease; from then on it reads the
+// pods of peers' and of the previous incarnation's deaths
+// (handoff.Ready.ProveDeath). When any of that is impossible it logs one
+// line saying why and what to do and returns false: crash failover then
+// waits the Lease out. Call it before Run, and before the Membership's
+// first write, so that the Lease carries the pod from the start.
+func (c *Coordinator) SetupProof(ctx context.Context, p Proof) bool {
+	cfg, log := c.cfg, c.c.log
+	select {
+	case <-c.ran:
+		log.Error(nil, "SetupProof called after Run; proofs of death stay off")
+		return false
+	default:
 	}
-	ns := m.opts.PodNamespace
+	off := func(why, fix string) bool {
+		log.Info("crash failover waits LeaseDuration: "+why+"; "+fix, "leaseDuration", cfg.LeaseDuration)
+		return false
+	}
+	ns, identity := p.Namespace, cfg.Identity
 	if ns == "" {
-		return off("not running in a pod (no $"+EnvPodNamespace+", no service account namespace)",
-			"set $"+EnvPodNamespace+" from the downward API (fieldRef metadata.namespace) to let the kubelet prove a crashed replica's death")
+		return off("not running in a pod (no $"+lease.EnvPodNamespace+", no service account namespace)",
+			"set $"+lease.EnvPodNamespace+" from the downward API (fieldRef metadata.namespace) to let the kubelet prove a crashed replica's death")
 	}
-	if err := lease.WriteTerminationMarker(m.opts.TerminationMessagePath, m.member.Incarnation()); err != nil {
+	path := p.TerminationMessagePath
+	if path == "" {
+		path = lease.DefaultTerminationMessagePath
+	}
+	if err := lease.WriteTerminationMarker(path, p.Incarnation); err != nil {
 		return off(fmt.Sprintf("cannot mark this process in its container's termination message (%v)", err),
-			"set Options.TerminationMessagePath to the container's terminationMessagePath (default "+lease.DefaultTerminationMessagePath+")")
+			"set the termination message path to the container's terminationMessagePath (default "+lease.DefaultTerminationMessagePath+")")
 	}
-	pods := m.client.CoreV1().Pods(ns)
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	pod, err := pods.Get(gctx, m.opts.Identity, metav1.GetOptions{})
+	pod, err := p.Pods.Get(gctx, identity, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
 		return off(fmt.Sprintf("RBAC forbids reading pods in namespace %s (%v)", ns, err),
 			"grant get on pods in that namespace to the service account (deploy/rbac.yaml)")
 	case apierrors.IsNotFound(err):
-		return off(fmt.Sprintf("no pod %s/%s: the identity is not this pod's name", ns, m.opts.Identity),
-			"set $"+EnvPodName+" from the downward API (fieldRef metadata.name)")
+		return off(fmt.Sprintf("no pod %s/%s: the identity is not this pod's name", ns, identity),
+			"set $"+lease.EnvPodName+" from the downward API (fieldRef metadata.name)")
 	case err != nil:
-		return off(fmt.Sprintf("reading own pod %s/%s failed (%v)", ns, m.opts.Identity, err),
+		return off(fmt.Sprintf("reading own pod %s/%s failed (%v)", ns, identity, err),
 			"this lasts until the process restarts")
 	}
-	m.core.SetPod(string(pod.UID))
-	m.log.Info("a crash of this process can be proven by its kubelet: restarted in place, its next incarnation takes over at once",
-		"pod", ns+"/"+pod.Name, "podUID", pod.UID, "terminationMessagePath", m.opts.TerminationMessagePath)
-	return newProver(podsClient{pods}, m.opts.Identity, m.log.WithName("proof"))
+	c.c.core.SetPod(string(pod.UID))
+	log.Info("a crash of this process can be proven by its kubelet: restarted in place, its next incarnation takes over at once",
+		"pod", ns+"/"+pod.Name, "podUID", pod.UID, "terminationMessagePath", path)
+	c.c.prover = newProver(podsClient{p.Pods}, identity, log.WithName("proof"))
+	return true
 }
 
 // newProver returns a prover for the replica identity that reads pods
@@ -143,17 +170,4 @@ func (p *prover) ask(ctx context.Context, c *coordinator, ds []handoff.Death) {
 			}
 		})
 	}
-}
-
-// podNamespace is the default of Options.PodNamespace: the downward API's
-// $POD_NAMESPACE, else the service account's namespace file; empty outside
-// a pod.
-func podNamespace() string {
-	if ns := os.Getenv(EnvPodNamespace); ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

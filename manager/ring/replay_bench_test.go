@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -119,7 +119,7 @@ type replayRig struct {
 	stop    func()
 }
 
-func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadline time.Duration, wrap func(participant) participant) *replayRig {
+func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadline time.Duration, wrap func(Participant) Participant) *replayRig {
 	tb.Helper()
 	ring := shard.Config{Partitions: 7}
 	r := &replayRig{cache: cache, member: &cutMembership{fakeMembership: newFakeMembership("a")}, ctrlReg: prometheus.NewRegistry(), exited: make(chan int, 1)}
@@ -134,7 +134,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.ctrl = ctrl
 	core, err := handoff.New(handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: ring,
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline})
+		Timing: handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -144,11 +144,11 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.step = &maxObserver{Histogram: metrics.step}
 	metrics.step = r.step
-	var part participant = controllerParticipant{ctrl}
+	var part Participant = ctrl
 	if wrap != nil {
 		part = wrap(part)
 	}
-	r.coord = newCoordinatorWith(core, r.member, []participant{part}, metrics, logr.Discard(), renewDeadline, func(code int) { r.exited <- code })
+	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}, func(code int) { r.exited <- code })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kshard/kshard/lease"
@@ -25,9 +24,9 @@ import (
 	"github.com/kshard/kshard/shard/handoff"
 )
 
-// proofManager returns a Manager whose client is fake (holding objs) and
-// whose log lines are collected.
-func proofManager(t *testing.T, podNS, termPath string, objs ...runtime.Object) (*Manager, *fake.Clientset, func() []string) {
+// proofCoordinator returns a Coordinator of the replica "op-0" over fake
+// membership, a fake clientset holding objs, and the lines it logs.
+func proofCoordinator(t *testing.T, objs ...runtime.Object) (*Coordinator, *fake.Clientset, func() []string) {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -38,14 +37,24 @@ func proofManager(t *testing.T, podNS, termPath string, objs ...runtime.Object) 
 		lines = append(lines, args)
 		mu.Unlock()
 	}, funcr.Options{})
-	m, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, Options{Ring: "ring", Namespace: "ns", Identity: "op-0",
-		PodNamespace: podNS, TerminationMessagePath: termPath, Logger: log})
+	c, err := New(Options{Handoff: handoff.Config{Identity: "op-0", Incarnation: "inc-0"},
+		Membership: newFakeMembership("op-0"), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := fake.NewSimpleClientset(objs...)
-	m.client = client
-	return m, client, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), lines...) }
+	return c, fake.NewSimpleClientset(objs...), func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), lines...) }
+}
+
+// published is the pod the core's first Record publishes.
+func published(t *testing.T, c *Coordinator) string {
+	t.Helper()
+	core := c.c.core
+	core.Observe(time.Now(), nil)
+	r := core.Ready(time.Now())
+	if r.Publish == nil {
+		t.Fatal("no Record published")
+	}
+	return r.Publish.Pod
 }
 
 func termFile(t *testing.T) string {
@@ -63,17 +72,16 @@ func ownPod(uid string) *corev1.Pod {
 // In a pod, with RBAC: the marker is written, the pod's UID published.
 func TestSetupProofPublishesThePod(t *testing.T) {
 	path := termFile(t)
-	m, _, _ := proofManager(t, "ns", path, ownPod("1"))
-	if p := m.setupProof(context.Background()); p == nil {
-		t.Fatal("no prover although the pod could be read")
+	c, client, _ := proofCoordinator(t, ownPod("1"))
+	if !c.SetupProof(context.Background(), Proof{Pods: client.CoreV1().Pods("ns"), Namespace: "ns", TerminationMessagePath: path, Incarnation: "inc-0"}) {
+		t.Fatal("no proofs although the pod could be read")
 	}
 	b, _ := os.ReadFile(path)
-	if got := strings.TrimSpace(string(b)); got != lease.TerminationMarker(m.member.Incarnation()) {
+	if got := strings.TrimSpace(string(b)); got != lease.TerminationMarker("inc-0") {
 		t.Fatalf("termination message %q; want this incarnation's marker", got)
 	}
-	m.core.Observe(time.Now(), nil)
-	if r := m.core.Ready(time.Now()); r.Publish == nil || r.Publish.Pod != "uid-1" {
-		t.Fatalf("Publish = %+v; want the pod UID in the Record", r.Publish)
+	if pod := published(t, c); pod != "uid-1" {
+		t.Fatalf("published pod %q; want the pod UID in the Record", pod)
 	}
 }
 
@@ -96,22 +104,24 @@ func TestSetupProofFallsBackWithOneLine(t *testing.T) {
 			if path == "" {
 				path = termFile(t)
 			}
-			m, client, lines := proofManager(t, c.podNS, path, c.objs...)
+			coord, client, lines := proofCoordinator(t, c.objs...)
 			if c.forbid {
 				client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "op-0", nil)
 				})
 			}
-			if p := m.setupProof(context.Background()); p != nil {
+			if coord.SetupProof(context.Background(), Proof{Pods: client.CoreV1().Pods("ns"), Namespace: c.podNS, TerminationMessagePath: path, Incarnation: "inc-0"}) {
+				t.Fatal("proofs on without the means to prove anything")
+			}
+			if coord.c.prover != nil {
 				t.Fatal("a prover without the means to prove anything")
 			}
 			got := lines()
 			if len(got) != 1 || !strings.Contains(got[0], c.want) || !strings.Contains(got[0], "crash failover waits LeaseDuration") {
 				t.Fatalf("log lines %q; want one naming %q", got, c.want)
 			}
-			m.core.Observe(time.Now(), nil)
-			if r := m.core.Ready(time.Now()); r.Publish == nil || r.Publish.Pod != "" {
-				t.Fatalf("Publish = %+v; want no pod", r.Publish)
+			if pod := published(t, coord); pod != "" {
+				t.Fatalf("published pod %q; want none", pod)
 			}
 		})
 	}
@@ -125,12 +135,11 @@ func TestProverHandsTheKubeletsWordToTheCore(t *testing.T) {
 	pod := ownPod("1")
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "operator",
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: marker + "\n"}}}}
-	m, client, _ := proofManager(t, "ns", termFile(t), pod)
-	p := m.setupProof(context.Background())
-	if p == nil {
+	coord, client, _ := proofCoordinator(t, pod)
+	if !coord.SetupProof(context.Background(), Proof{Pods: client.CoreV1().Pods("ns"), Namespace: "ns", TerminationMessagePath: termFile(t), Incarnation: "inc-0"}) {
 		t.Fatal("no prover")
 	}
-	c := newCoordinatorWith(m.core, nil, nil, nil, m.log, m.opts.RenewDeadline, m.exit)
+	c, p := coord.c, coord.c.prover
 	ctx := context.Background()
 	ask := func(d handoff.Death) bool {
 		t.Helper()
@@ -170,9 +179,9 @@ func TestProverHandsTheKubeletsWordToTheCore(t *testing.T) {
 	// The core took the word: a previous incarnation with that pod and
 	// incarnation is taken over at once.
 	prev := handoff.Observed{Record: handoff.Record{Identity: "op-0", Incarnation: "old", State: handoff.StateActive,
-		Claim: shard.NewPartitionSet(271, 1), Generation: 3, Fingerprint: m.fingerprint, Pod: "uid-1"}, Version: "7"}
-	m.core.Observe(time.Now(), []handoff.Observed{prev})
-	if r := m.core.Ready(time.Now()); r.TakeOver == nil || r.TakeOver.Version != "7" {
+		Claim: shard.NewPartitionSet(271, 1), Generation: 3, Fingerprint: coord.cfg.Ring.Fingerprint(), Pod: "uid-1"}, Version: "7"}
+	c.core.Observe(time.Now(), []handoff.Observed{prev})
+	if r := c.core.Ready(time.Now()); r.TakeOver == nil || r.TakeOver.Version != "7" {
 		t.Fatalf("TakeOver = %v after the proof; want version 7 at once", r.TakeOver)
 	}
 }

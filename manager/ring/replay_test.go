@@ -1,4 +1,4 @@
-package manager
+package ring
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 // fenceRecorder passes calls on to a participant and records when the
 // first fencing revoke reached it once armed.
 type fenceRecorder struct {
-	participant
+	Participant
 	armed   atomic.Bool
 	mu      sync.Mutex
 	fenceAt time.Time
 	fenced  chan struct{}
 }
 
-func (f *fenceRecorder) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+func (f *fenceRecorder) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	if fence && f.armed.Load() {
 		f.mu.Lock()
 		if f.fenceAt.IsZero() {
@@ -29,7 +29,7 @@ func (f *fenceRecorder) revoke(ctx context.Context, set shard.PartitionSet, fenc
 		}
 		f.mu.Unlock()
 	}
-	return f.participant.revoke(ctx, set, fence)
+	return f.Participant.Revoke(ctx, set, fence)
 }
 
 // With 100,000 cached objects and an activation replay that does not
@@ -51,8 +51,8 @@ func TestFenceIsNotDelayedByAnActivationReplay(t *testing.T) {
 	)
 	cache := newMemoryCache(objects, pauseAt)
 	rec := &fenceRecorder{fenced: make(chan struct{})}
-	rig := startReplayRig(t, cache, leaseDuration, renewDeadline, func(p participant) participant {
-		rec.participant = p
+	rig := startReplayRig(t, cache, leaseDuration, renewDeadline, func(p Participant) Participant {
+		rec.Participant = p
 		return rec
 	})
 	t.Cleanup(rig.stop)
@@ -130,10 +130,10 @@ type blockingReplay struct {
 	release   chan struct{}
 }
 
-func (*blockingReplay) admit(context.Context, shard.PartitionSet) error        { return nil }
-func (*blockingReplay) revoke(context.Context, shard.PartitionSet, bool) error { return nil }
+func (*blockingReplay) Admit(context.Context, shard.PartitionSet) error        { return nil }
+func (*blockingReplay) Revoke(context.Context, shard.PartitionSet, bool) error { return nil }
 
-func (p *blockingReplay) replay(ctx context.Context, _ shard.PartitionSet) error {
+func (p *blockingReplay) Replay(ctx context.Context, _ shard.PartitionSet) error {
 	p.mu.Lock()
 	p.replays++
 	p.mu.Unlock()

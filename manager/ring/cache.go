@@ -1,16 +1,14 @@
-package manager
+package ring
 
-import (
-	"github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/shard"
-)
+import "github.com/kshard/kshard/shard"
 
 // PartitionCache is a cache that holds the objects of some partitions only:
 // the sharded cache built on the API server's sharded list and watch
-// (shard/README.md). The coordinator tells it which partitions this replica
-// needs and activates a gained partition only once the cache reports it
-// synced, so an activation's replay never misses an object that the cache
-// has not listed yet (claim-before-act and synced-before-act).
+// (shard/README.md; manager/cache's Cache, and its Segmented for one
+// resource). The coordinator tells it which partitions this replica needs
+// and activates a gained partition only once the cache reports it synced,
+// so an activation's replay never misses an object that the cache has not
+// listed yet (claim-before-act and synced-before-act).
 //
 // A nil PartitionCache means a full cache: every partition counts as synced
 // once the controllers' caches have synced.
@@ -21,8 +19,9 @@ type PartitionCache interface {
 	// Objects of partitions left out may leave the cache.
 	Hold(partitions shard.PartitionSet)
 	// SyncedPartitions returns the held partitions whose objects are
-	// listed and watched now. A slow or failing LIST keeps a partition out; it must
-	// never be reported synced before every object of it is in the cache.
+	// listed and watched now. A slow or failing LIST keeps a partition
+	// out; it must never be reported synced before every object of it is
+	// in the cache.
 	SyncedPartitions() shard.PartitionSet
 	// Changed receives a value (never blocking the cache: a buffered
 	// channel of one, or closed-and-replaced) whenever SyncedPartitions
@@ -32,13 +31,15 @@ type PartitionCache interface {
 
 // ObjectCounter is a PartitionCache that counts the objects it holds per
 // partition (a slice indexed by partition): what a balanced ring
-// (shard.Config.Balance) is placed by. *cache.Cache implements it.
+// (shard.Config.Balance) is placed by. manager/cache's Cache implements it.
 type ObjectCounter interface {
 	ObjectsPerPartition() []int
 }
 
-// cache.Segmented is the sharded cache of one resource.
-var _ PartitionCache = (*cache.Segmented)(nil)
-
-// cache.Cache counts its objects for a balanced ring.
-var _ ObjectCounter = (*cache.Cache)(nil)
+// ActiveObserver is a PartitionCache that is told, after every step of the
+// coordinator, which partitions are active here: a cache sharded by labels
+// labels the unlabelled objects of those partitions (manager/cache's
+// Cache.SetActive).
+type ActiveObserver interface {
+	SetActive(active shard.PartitionSet)
+}

@@ -1,14 +1,17 @@
-package manager
+package ring
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kshard/kshard/lease"
@@ -119,9 +122,9 @@ type flakyParticipant struct {
 	activated shard.PartitionSet
 }
 
-func (p *flakyParticipant) admit(context.Context, shard.PartitionSet) error { return nil }
+func (p *flakyParticipant) Admit(context.Context, shard.PartitionSet) error { return nil }
 
-func (p *flakyParticipant) replay(_ context.Context, set shard.PartitionSet) error {
+func (p *flakyParticipant) Replay(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, set.Clone())
@@ -132,7 +135,7 @@ func (p *flakyParticipant) replay(_ context.Context, set shard.PartitionSet) err
 	return nil
 }
 
-func (p *flakyParticipant) revoke(context.Context, shard.PartitionSet, bool) error { return nil }
+func (p *flakyParticipant) Revoke(context.Context, shard.PartitionSet, bool) error { return nil }
 
 func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 	p.mu.Lock()
@@ -141,11 +144,11 @@ func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 }
 
 // startCoordinator runs a real coordinator and core over fake membership.
-func startCoordinator(t *testing.T, identity string, member membership, parts ...participant) *coordinator {
+func startCoordinator(t *testing.T, identity string, member Membership, parts ...Participant) *coordinator {
 	t.Helper()
 	ring := shard.Config{Partitions: 7}
 	core, err := handoff.New(handoff.Config{Identity: identity, Incarnation: "inc-" + identity, Ring: ring,
-		LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond})
+		Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func startCoordinator(t *testing.T, identity string, member membership, parts ..
 		t.Fatal(err)
 	}
 	exited := make(chan int, 1)
-	c := newCoordinatorWith(core, member, parts, metrics, logr.Discard(), 200*time.Millisecond, func(code int) { exited <- code })
+	c := newCoordinatorWith(core, member, parts, metrics, logr.Discard(), handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}, func(code int) { exited <- code })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.run(ctx, func(context.Context) bool { return true }) }()
@@ -285,16 +288,16 @@ type revokeRecorder struct {
 	fence  bool
 }
 
-func (p *revokeRecorder) admit(_ context.Context, set shard.PartitionSet) error {
+func (p *revokeRecorder) Admit(_ context.Context, set shard.PartitionSet) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = p.active.Union(set)
 	return nil
 }
 
-func (p *revokeRecorder) replay(context.Context, shard.PartitionSet) error { return nil }
+func (p *revokeRecorder) Replay(context.Context, shard.PartitionSet) error { return nil }
 
-func (p *revokeRecorder) revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
+func (p *revokeRecorder) Revoke(_ context.Context, set shard.PartitionSet, fence bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.active = p.active.Difference(set)
@@ -312,4 +315,36 @@ func (p *revokeRecorder) fenced() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fence
+}
+
+// Waiting for an earlier incarnation's Lease is logged once, at info,
+// although its message changes at every step; it becomes one error after
+// twice LeaseDuration. Another condition is an error, logged once.
+func TestConditionsAreLoggedOnce(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+	c := newCoordinatorWith(nil, nil, nil, nil, log, handoff.Timing{LeaseDuration: 10 * time.Second}, nil)
+	t0 := time.Unix(1000, 0)
+	inUse := func(ago time.Duration) error {
+		return fmt.Errorf("handoff: %w: incarnation x wrote it %v ago", handoff.ErrIdentityInUse, ago)
+	}
+	for i := range 30 {
+		c.reportCondition(inUse(time.Duration(i)*500*time.Millisecond), t0.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "earlier incarnation") || strings.Contains(lines[0], `"error"`) {
+		t.Fatalf("logged %q within 15s of waiting; want one info line", lines)
+	}
+	c.reportCondition(inUse(20*time.Second), t0.Add(20*time.Second))
+	c.reportCondition(inUse(21*time.Second), t0.Add(21*time.Second))
+	if len(lines) != 2 || !strings.Contains(lines[1], "second process") || !strings.Contains(lines[1], `"error"`) {
+		t.Fatalf("logged %q after 2×LeaseDuration; want one error more", lines)
+	}
+	foreign := fmt.Errorf("handoff: %w: b runs x", handoff.ErrForeignFingerprint)
+	for range 3 {
+		c.reportCondition(foreign, t0.Add(22*time.Second))
+	}
+	c.reportCondition(nil, t0.Add(23*time.Second))
+	if len(lines) != 3 || !strings.Contains(lines[2], "ring condition") {
+		t.Fatalf("logged %q; want the foreign configuration once", lines)
+	}
 }
