@@ -275,12 +275,15 @@ func (l *Labelled) signal() {
 // segments follow set; the unlabelled view keeps the gained partitions it
 // has dropped nothing of, and a new one is listed when it has.
 func (l *Labelled) Hold(set shard.PartitionSet) {
-	l.mu.Lock()
-	l.strand(l.held.Difference(set), set)
-	l.mu.Unlock()
-	l.segs.Hold(set)
+	// One critical section from strand to the segments' release: an
+	// arrival into a released segment handled in between (arrived) would
+	// otherwise end a pending state strand just made, and the release then
+	// hide the object with no view or pending state left to serve it.
+	// Segmented.Hold calls nothing of l, so holding l.mu over it is safe.
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.strand(l.held.Difference(set), set)
+	l.segs.Hold(set)
 	gained, released := set.Difference(l.held), l.held.Difference(set)
 	l.held = set.Clone()
 	for key, p := range l.pending {
@@ -665,6 +668,15 @@ func (l *Labelled) arrived(v *unlabelledView, obj any) {
 	} else {
 		before = l.otherView(key, v)
 	}
+	if !l.viewHolds(v, key, uid) {
+		// Handlers run after the store changed, and the view no longer
+		// serves the object: its segment was released since (Hold hides a
+		// released segment without a deletion), or a later change took
+		// it out again. The arrival proves it exists but no view keeps
+		// it: pending, it stays served until a view shows it or a live
+		// read finds it gone.
+		l.markPending(key, uid, obj, time.Now())
+	}
 	l.mu.Unlock()
 	switch {
 	case before == nil:
@@ -676,6 +688,19 @@ func (l *Labelled) arrived(v *unlabelledView, obj any) {
 	default:
 		l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnUpdate(before, obj) })
 	}
+}
+
+// viewHolds reports whether view v (nil: the label segments) serves the
+// object of key and uid now. Call with l.mu held.
+func (l *Labelled) viewHolds(v *unlabelledView, key string, uid types.UID) bool {
+	var obj any
+	var ok bool
+	if v == nil {
+		obj, ok, _ = l.segs.GetByKey(key)
+	} else {
+		obj, ok, _ = v.inf.GetStore().GetByKey(key)
+	}
+	return ok && uidOf(obj) == uid
 }
 
 // leaving is told, before view v's store drops it, of an object that left

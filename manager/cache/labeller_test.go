@@ -121,8 +121,57 @@ func TestArrivalOfAnOlderStateKeepsANewerPendingOne(t *testing.T) {
 		t.Fatalf("GetByKey = %v, %v, %v; want version 3, found", obj, ok, err)
 	}
 
-	l.arrived(nil, cm("ns", "a", nil, "", "3"))
+	label := map[string]string{l.opts.LabelKey: shard.PartitionLabelValue(p)}
+	segmentWith(l, l.held, cm("ns", "a", label, "", "3"))
+	l.arrived(nil, cm("ns", "a", label, "", "3"))
 	if _, ok := l.pending["ns/a"]; ok {
 		t.Fatal("the arrival of version 3 left the pending version 3 (a pending state loses ties)")
+	}
+}
+
+// segmentWith adds to l's label segments a synced one of parts that has
+// listed objs, as if its informer had.
+func segmentWith(l *Labelled, parts shard.PartitionSet, objs ...*corev1.ConfigMap) {
+	seg := &segment{parts: parts, cancel: func() {}, filtered: true,
+		inf: toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.ConfigMap{}, 0, toolscache.Indexers{})}
+	seg.synced.Store(true)
+	for _, o := range objs {
+		_ = seg.inf.GetStore().Add(o)
+	}
+	l.segs.mu.Lock()
+	defer l.segs.mu.Unlock()
+	l.segs.segments = append(l.segs.segments, seg)
+	l.segs.held = l.segs.held.Union(parts)
+}
+
+// An object labelled with a partition this replica releases while its key
+// maps to one it keeps (a third party's edit) stays served after the
+// release hides its segment, however late that segment's arrival of it is
+// handled: before, the late arrival ended the pending state the release
+// had made, and reads returned NotFound for an object that exists.
+func TestArrivalIntoAReleasedSegmentStaysServed(t *testing.T) {
+	l := newTestLabelled(t, shard.RouteSelf)
+	own := shard.NewPartitioner(8).Partition("ns/a")
+	other := (own + 1) % 8
+	both := shard.NewPartitionSet(8, own, other)
+	l.held = both
+	stray := cm("ns", "a", map[string]string{l.opts.LabelKey: shard.PartitionLabelValue(other)}, "", "5")
+	segmentWith(l, shard.NewPartitionSet(8, other), stray)
+	if _, ok, _ := l.GetByKey("ns/a"); !ok {
+		t.Fatal("the stray is not served before the release")
+	}
+
+	l.Hold(shard.NewPartitionSet(8, own))
+	if _, ok, _ := l.GetByKey("ns/a"); !ok {
+		t.Fatal("the release of the stray's labelled partition hid it")
+	}
+	// The segment's handler of the ADDED that brought the stray in runs
+	// only now.
+	l.arrived(nil, stray)
+	if obj, ok, err := l.GetByKey("ns/a"); err != nil || !ok || resourceVersion(obj) != 5 {
+		t.Fatalf("GetByKey after the late arrival = %v, %v, %v; want version 5, found", obj, ok, err)
+	}
+	if _, ok := l.pending["ns/a"]; !ok {
+		t.Fatal("the stray is not pending: nothing would confirm or relabel it")
 	}
 }
