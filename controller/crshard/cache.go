@@ -431,11 +431,6 @@ func (c *shardedCache) RemoveInformer(_ context.Context, obj client.Object) erro
 	return fmt.Errorf("crshard: RemoveInformer(%T) is not supported by the ring's sharded cache: its informers live as long as the cache", obj)
 }
 
-// cacheStatusPeriod is how often the cache counts its objects for the
-// replica's Lease: a walk of the stores (shared with a scrape), never a
-// write of its own.
-const cacheStatusPeriod = cachemetrics.CountsMaxAge
-
 // Start runs the cache until ctx ends, publishing its object count.
 func (c *shardedCache) Start(ctx context.Context) error {
 	c.started.Store(true)
@@ -449,20 +444,9 @@ func (c *shardedCache) Start(ctx context.Context) error {
 }
 
 func (c *shardedCache) publishStatus(ctx context.Context) {
-	t := time.NewTicker(cacheStatusPeriod)
-	defer t.Stop()
-	for {
-		total := 0
-		for _, n := range c.counts.ObjectCounts() {
-			total += n
-		}
-		c.status(lease.CacheStatus{Mode: string(CacheLabels), Objects: total})
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	c.counts.PublishTotal(ctx, func(objects int) {
+		c.status(lease.CacheStatus{Mode: string(CacheLabels), Objects: objects})
+	})
 }
 
 // WaitForCacheSync waits for the kinds cached whole; a kind cached by

@@ -9,14 +9,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -135,38 +132,6 @@ func (w *watchReplay) remembered() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.passed)
-}
-
-// objectFunc returns a function building an empty object of obj's kind
-// (metadata only when metadataOnly) to read from the cache, or an error
-// naming what is missing from the scheme.
-func objectFunc(obj client.Object, scheme *runtime.Scheme, metadataOnly bool) (func() client.Object, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := obj.(*metav1.PartialObjectMetadata); ok || metadataOnly {
-		return func() client.Object {
-			o := &metav1.PartialObjectMetadata{}
-			o.SetGroupVersionKind(gvk)
-			return o
-		}, nil
-	}
-	if _, ok := obj.(*unstructured.Unstructured); ok {
-		return func() client.Object {
-			o := &unstructured.Unstructured{}
-			o.SetGroupVersionKind(gvk)
-			return o
-		}, nil
-	}
-	if _, err := scheme.New(gvk); err != nil {
-		return nil, fmt.Errorf("%s is not in the scheme, needed to replay its cache: %w", gvk, err)
-	}
-	return func() client.Object {
-		o, _ := scheme.New(gvk)
-		co, _ := o.(client.Object)
-		return co
-	}, nil
 }
 
 // replayQueue is the queue replayed handlers add to: it keeps the requests

@@ -7,13 +7,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -168,39 +165,6 @@ func forEachMeta(list client.ObjectList, f func(namespace, name string)) error {
 		f(o.GetNamespace(), o.GetName())
 	}
 	return nil
-}
-
-// listFunc returns a function building an empty list of obj's kind (a
-// metadata-only list when metadataOnly) for the cache, or an error naming
-// what is missing from the scheme.
-func listFunc(obj client.Object, scheme *runtime.Scheme, metadataOnly bool) (func() client.ObjectList, error) {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if err != nil {
-		return nil, fmt.Errorf("crshard: the For type %T: %w", obj, err)
-	}
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if _, ok := obj.(*unstructured.Unstructured); ok {
-		return func() client.ObjectList {
-			l := &unstructured.UnstructuredList{}
-			l.SetGroupVersionKind(listGVK)
-			return l
-		}, nil
-	}
-	if metadataOnly {
-		return func() client.ObjectList {
-			l := &metav1.PartialObjectMetadataList{}
-			l.SetGroupVersionKind(listGVK)
-			return l
-		}, nil
-	}
-	if _, err := scheme.New(listGVK); err != nil {
-		return nil, fmt.Errorf("crshard: the For type %T has no list type %s in the scheme, needed to replay its cache: %w", obj, listGVK, err)
-	}
-	return func() client.ObjectList {
-		o, _ := scheme.New(listGVK)
-		l, _ := o.(client.ObjectList)
-		return l
-	}, nil
 }
 
 // usePriorityQueue is controller-runtime's default: the controller's

@@ -1,6 +1,7 @@
 package cachemetrics
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -49,6 +50,28 @@ func (m *Collector) ObjectCounts() map[schema.GroupVersionKind]int {
 		m.counts, m.countAt = m.countFor(), now
 	}
 	return m.counts
+}
+
+// PublishTotal calls publish with the number of objects the cache holds,
+// at once and then every CountsMaxAge until ctx ends: a replica's Lease
+// carries it for `kshard status` (lease.Member.SetCacheStatus). The count
+// rides on the next renewal, so the period costs a walk of the stores,
+// shared with a scrape, and never a write of its own.
+func (m *Collector) PublishTotal(ctx context.Context, publish func(objects int)) {
+	t := time.NewTicker(CountsMaxAge)
+	defer t.Stop()
+	for {
+		total := 0
+		for _, n := range m.ObjectCounts() {
+			total += n
+		}
+		publish(total)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 var (
