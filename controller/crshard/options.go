@@ -73,6 +73,19 @@ type Options struct {
 	// LabelQPS bounds the partition-label patches per kind per second
 	// (CacheLabels only). Defaults to 200; negative: no bound.
 	LabelQPS float64
+	// PodNamespace is the namespace of the pod this replica runs in, whose
+	// name is Identity. The replica reads its pod (RBAC: get on pods) so
+	// that the kubelet can prove its death after a crash: restarted in
+	// place, its next incarnation takes over at once instead of waiting
+	// LeaseDuration, as with kshard's manager. Defaults to
+	// $POD_NAMESPACE, then the service account's namespace; empty (outside
+	// a pod) turns the proof off, which the ring logs once.
+	PodNamespace string
+	// TerminationMessagePath is the container's termination message file
+	// (its terminationMessagePath), into which the replica writes its
+	// incarnation at start, for the kubelet to report when the container
+	// ends. Defaults to /dev/termination-log.
+	TerminationMessagePath string
 }
 
 func (o *Options) applyDefaults() {
@@ -102,6 +115,12 @@ func (o *Options) applyDefaults() {
 	}
 	if o.LabelQPS == 0 {
 		o.LabelQPS = kcache.DefaultLabelQPS
+	}
+	if o.PodNamespace == "" {
+		o.PodNamespace = lease.PodNamespace()
+	}
+	if o.TerminationMessagePath == "" {
+		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
 	}
 }
 

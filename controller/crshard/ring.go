@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
@@ -37,6 +38,7 @@ type Ring struct {
 	gate    *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
 	member  *lease.Member
 	coord   *ring.Coordinator
+	pods    typedcorev1.PodInterface // the pods of PodNamespace, for the proof of death
 	running running
 	metrics *metrics
 	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
@@ -103,7 +105,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, err
 	}
 	r := &Ring{
-		opts: opts, log: log, member: member, metrics: met,
+		opts: opts, log: log, member: member, metrics: met, pods: client.CoreV1().Pods(opts.PodNamespace),
 		parts: gate.NewPartitions(shard.NewPartitioner(ringCfg.Partitions)),
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
@@ -218,6 +220,9 @@ func (r *Ring) Start(ctx context.Context) error {
 	defer wg.Wait()
 	// After the leave (or a failure) no singleton may outlive the ring.
 	defer r.stopSingletons()
+	// Before the first write of the Lease, so that it carries the pod.
+	r.coord.SetupProof(runCtx, ring.Proof{Pods: r.pods, Namespace: r.opts.PodNamespace,
+		TerminationMessagePath: r.opts.TerminationMessagePath, Incarnation: r.member.Incarnation()})
 	memberErr := make(chan error, 1)
 	wg.Go(func() {
 		if err := r.member.Run(runCtx); err != nil && runCtx.Err() == nil {
