@@ -37,6 +37,10 @@
 // makes a crash provable by the kubelet (Options.PodNamespace,
 // TerminationMessagePath): restarted in place, a replica takes its Lease
 // over at once.
+// A ring that replaces a leader-elected operator holds that operator's
+// leader-election Lease before it activates anything
+// (Options.LeaderElectionID), so the rollout never runs the old leader and
+// the ring on one key at once.
 //
 // # What the ring does
 //

@@ -86,6 +86,19 @@ type Options struct {
 	// incarnation at start, for the kubelet to report when the container
 	// ends. Defaults to /dev/termination-log.
 	TerminationMessagePath string
+	// LeaderElectionID names the leader-election Lease of the
+	// leader-elected operator this ring replaces (its
+	// ctrl.Options.LeaderElectionID), for a rollout from that Deployment
+	// to the ring with no key reconciled by both: the ring takes that
+	// Lease once the old leader has released it or let it expire, renews
+	// it while it runs, and activates nothing before it holds it. A
+	// leader-elected replica started later (a rollback) then waits for
+	// it. Empty (the default): no such Lease. RBAC: get, create and
+	// update on that Lease.
+	LeaderElectionID string
+	// LeaderElectionNamespace is the namespace of LeaderElectionID's
+	// Lease. Defaults to Namespace.
+	LeaderElectionNamespace string
 }
 
 func (o *Options) applyDefaults() {
@@ -121,6 +134,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.TerminationMessagePath == "" {
 		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.Namespace
 	}
 }
 

@@ -32,13 +32,16 @@ import (
 // in. Build it with New before the manager, add controllers with
 // NewControllerManagedBy.
 type Ring struct {
-	opts    Options
-	log     logr.Logger
-	parts   gate.Partitions
-	gate    *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
-	member  *lease.Member
-	coord   *ring.Coordinator
-	pods    typedcorev1.PodInterface // the pods of PodNamespace, for the proof of death
+	opts   Options
+	log    logr.Logger
+	parts  gate.Partitions
+	gate   *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
+	member *lease.Member
+	coord  *ring.Coordinator
+	pods   typedcorev1.PodInterface // the pods of PodNamespace, for the proof of death
+	// leader holds the replaced operator's leader-election Lease
+	// (Options.LeaderElectionID); nil without one.
+	leader  *lease.LeaderLease
 	running running
 	metrics *metrics
 	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
@@ -110,6 +113,15 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
 	r.running.init()
+	if opts.LeaderElectionID != "" {
+		r.leader, err = lease.NewLeaderLease(lease.LeaderLeaseOptions{
+			Client: client, Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID, Ring: opts.Ring,
+			LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, Logger: log.WithName("leader-election"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("crshard: Options.LeaderElectionID: %w", err)
+		}
+	}
 	var partitionCache ring.PartitionCache // nil: a full cache
 	if opts.CacheMode == CacheLabels {
 		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
@@ -223,6 +235,9 @@ func (r *Ring) Start(ctx context.Context) error {
 	// Before the first write of the Lease, so that it carries the pod.
 	r.coord.SetupProof(runCtx, ring.Proof{Pods: r.pods, Namespace: r.opts.PodNamespace,
 		TerminationMessagePath: r.opts.TerminationMessagePath, Incarnation: r.member.Incarnation()})
+	if r.leader != nil {
+		wg.Go(func() { r.leader.Run(runCtx) })
+	}
 	memberErr := make(chan error, 1)
 	wg.Go(func() {
 		if err := r.member.Run(runCtx); err != nil && runCtx.Err() == nil {
@@ -275,6 +290,11 @@ func (r *Ring) stopSingletons() {
 // the manager's cache has synced: the replica joins only when it can work
 // the moment it owns partitions.
 func (r *Ring) waitSynced(ctx context.Context, mgr crmanager.Manager, ctls []*sharded) bool {
+	// The replaced leader first: until the ring holds its Lease, it may
+	// still reconcile any key.
+	if r.leader != nil && !r.leader.WaitHeld(ctx) {
+		return false
+	}
 	for _, c := range ctls {
 		select {
 		case <-c.working:
@@ -301,6 +321,9 @@ func (r *Ring) Identity() string { return r.opts.Identity }
 func (r *Ring) readyz(*http.Request) error {
 	if r.coord.Ready() {
 		return nil
+	}
+	if r.leader != nil && !r.leader.Held() {
+		return errors.New(r.leader.Reason())
 	}
 	reason := r.coord.NotReadyReason()
 	if reason == "" {

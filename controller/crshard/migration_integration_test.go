@@ -1,0 +1,231 @@
+package crshard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+)
+
+// The documented rollout from a leader-elected Deployment to the ring
+// (Options.LeaderElectionID), on a real API server: the ring's replicas
+// start beside the old leader and reconcile nothing while it holds its
+// leader-election Lease; once it stops (releasing the Lease, as
+// controller-runtime's LeaderElectionReleaseOnCancel does), the ring takes
+// the Lease and works, with no key reconciled by both at once and every
+// update reconciled. A leader-elected replica started afterwards (a
+// rollback) stays a follower while the ring runs.
+func TestMigrationFromLeaderElection(t *testing.T) {
+	const (
+		ns            = "migrate"
+		electionID    = "widget-operator"
+		objects       = 20
+		leaseDuration = 6 * time.Second
+	)
+	cp := controlplane.ForTest(t, controlplane.Options{})
+	cfg := cp.Config()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, objects)
+	for i := range names {
+		names[i] = "cm-" + strconv.Itoa(i)
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: names[i]}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs := newReconciles()
+	cacheOpts := cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
+
+	// startLeader runs the operator as it was: controller-runtime with
+	// leader election. It returns the manager and its stop function.
+	startLeader := func(id string) (crmanager.Manager, func()) {
+		mgr, err := crmanager.New(rest.CopyConfig(cfg), crmanager.Options{
+			Cache:            cacheOpts,
+			LeaderElection:   true,
+			LeaderElectionID: electionID, LeaderElectionNamespace: ns, LeaderElectionReleaseOnCancel: true,
+			LeaseDuration: ptr.To(leaseDuration), RenewDeadline: ptr.To(4 * time.Second), RetryPeriod: ptr.To(time.Second),
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(rs.reconciler(id, mgr.GetClient())); err != nil {
+			t.Fatal(err)
+		}
+		return mgr, runManager(t, id, mgr)
+	}
+	startReplica := func(id string) (*Ring, func()) {
+		rcfg := rest.CopyConfig(cfg)
+		ring, err := New(rcfg, Options{
+			Ring: "migtest", Namespace: ns, Identity: id, Partitions: 16, LeaderElectionID: electionID,
+			LeaseDuration: leaseDuration, Registerer: prometheus.NewRegistry(),
+			Exit:   func(code int) { t.Errorf("%s asked to exit with %d", id, code) },
+			Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0}).WithName(id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr, err := crmanager.New(rcfg, crmanager.Options{
+			Cache:   cacheOpts,
+			Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ring.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(rs.reconciler(id, mgr.GetClient())); err != nil {
+			t.Fatal(err)
+		}
+		return ring, runManager(t, id, mgr)
+	}
+	reconciledBy := func(prefix string) int {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		n := 0
+		for _, by := range rs.seen {
+			for id, vs := range by {
+				if strings.HasPrefix(id, prefix) {
+					n += len(vs)
+				}
+			}
+		}
+		return n
+	}
+
+	// A writer updates the objects throughout.
+	var written sync.Map // name -> last value written
+	wctx, stopWriter := context.WithCancel(ctx)
+	var writerDone sync.WaitGroup
+	writerDone.Go(func() {
+		for i := 1; wctx.Err() == nil; i++ {
+			name := names[rand.IntN(len(names))]
+			patch := fmt.Appendf(nil, `{"data":{"v":%q}}`, strconv.Itoa(i))
+			if _, err := cs.CoreV1().ConfigMaps(ns).Patch(wctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
+				written.Store(name, strconv.Itoa(i))
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(20 * time.Millisecond): // the writer's pace
+			}
+		}
+	})
+
+	_, stopOld := startLeader("old-leader")
+	awaitTrue(t, "the old leader elected and reconciling", time.Minute, func() (bool, string) {
+		n := reconciledBy("old-")
+		return n > 0, fmt.Sprintf("%d reconciles", n)
+	})
+	rings := map[string]*Ring{}
+	for _, id := range []string{"w-0", "w-1"} {
+		rings[id], _ = startReplica(id)
+	}
+	before := reconciledBy("old-")
+	awaitTrue(t, "the old leader reconciling beside the ring's replicas", time.Minute, func() (bool, string) {
+		n := reconciledBy("old-") - before
+		return n >= 50, fmt.Sprintf("%d reconciles since the replicas started", n)
+	})
+	if n := reconciledBy("w-"); n != 0 {
+		t.Fatalf("the ring reconciled %d times while the old leader held its Lease", n)
+	}
+	for id, r := range rings {
+		err := r.readyz(nil)
+		if err == nil || !strings.Contains(err.Error(), "held by") {
+			t.Errorf("%s's readiness while the old leader runs: %v; want the leader-election Lease's holder named", id, err)
+		}
+	}
+
+	stopOld() // the rollout scales the Deployment to zero: it stops and releases
+	awaitTrue(t, "the ring ready and reconciling", time.Minute, func() (bool, string) {
+		ready := rings["w-0"].Ready() && rings["w-1"].Ready()
+		n := reconciledBy("w-")
+		return ready && n > 0, fmt.Sprintf("ready %v, %d reconciles", ready, n)
+	})
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, electionID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != lease.LeaderLeaseHolder("migtest") {
+		t.Errorf("the leader-election Lease is held by %q, want the ring (%q)", holder, lease.LeaderLeaseHolder("migtest"))
+	}
+
+	// A rollback starts a leader-elected replica: it must not lead.
+	rollback, stopRollback := startLeader("old-rollback")
+	select {
+	case <-rollback.Elected():
+		t.Errorf("a leader-elected replica started beside the ring was elected")
+	case <-time.After(2 * leaseDuration): // the absence asserted: two Lease durations without election
+	}
+	stopRollback()
+
+	stopWriter()
+	writerDone.Wait()
+	awaitTrue(t, "every last update reconciled by the ring", time.Minute, func() (bool, string) {
+		missing := 0
+		readers := map[string]bool{}
+		written.Range(func(k, v any) bool {
+			readers[k.(string)] = false
+			rs.mu.Lock()
+			for id, vs := range rs.seen[ns+"/"+k.(string)] {
+				if strings.HasPrefix(id, "w-") && len(vs) > 0 && vs[len(vs)-1] == v.(string) {
+					readers[k.(string)] = true
+				}
+			}
+			rs.mu.Unlock()
+			if !readers[k.(string)] {
+				missing++
+			}
+			return true
+		})
+		return missing == 0, fmt.Sprintf("%d keys' last update not reconciled", missing)
+	})
+	if n := reconciledBy("old-rollback"); n != 0 {
+		t.Errorf("the rolled-back leader reconciled %d times beside the ring", n)
+	}
+	rs.check(t)
+	t.Logf("old leader: %d reconciles; ring: %d reconciles; 0 overlaps", reconciledBy("old-leader"), reconciledBy("w-"))
+}
+
+// runManager starts mgr and returns the function that stops it and waits.
+func runManager(t *testing.T, id string, mgr crmanager.Manager) func() {
+	mctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	halt := func() {
+		if stop == nil {
+			return
+		}
+		stop()
+		stop = nil
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	t.Cleanup(halt)
+	return halt
+}
