@@ -620,6 +620,7 @@ func (l *Labelled) viewHandler(v *unlabelledView) toolscache.ResourceEventHandle
 		UpdateFunc: func(old, obj any) {
 			l.labeller.consider(obj)
 			if l.serves(v, obj) {
+				l.updated(v, obj)
 				l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnUpdate(old, obj) })
 			}
 		},
@@ -701,6 +702,19 @@ func (l *Labelled) viewHolds(v *unlabelledView, key string, uid types.UID) bool 
 		obj, ok, _ = v.inf.GetStore().GetByKey(key)
 	}
 	return ok && uidOf(obj) == uid
+}
+
+// updated ends the pending state of an object that view v still serves at
+// a state at least as new: its label moved it within one label segment
+// (leaving made it pending, in case the move hid it), and the segment
+// shows it still.
+func (l *Labelled) updated(v *unlabelledView, obj any) {
+	key, uid := keyAndUID(obj)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.pending[key]; ok && p.uid == uid && !newer(p.obj, obj) && l.viewHolds(v, key, uid) {
+		delete(l.pending, key)
+	}
 }
 
 // leaving is told, before view v's store drops it, of an object that left

@@ -175,3 +175,52 @@ func TestArrivalIntoAReleasedSegmentStaysServed(t *testing.T) {
 		t.Fatal("the stray is not pending: nothing would confirm or relabel it")
 	}
 }
+
+// A label edited from one partition of a segment to another is sent as
+// MODIFIED, not as a DELETED and an ADDED: the segment's store keeps the
+// object, under a partition that may no longer be held (a segment lists
+// its released partitions until it stops). Before, such an object vanished
+// from reads with no deletion; now the segment tells the Labelled first,
+// which serves it as pending until a view shows it again.
+func TestLabelMovedWithinASegmentStaysServed(t *testing.T) {
+	l := newTestLabelled(t, shard.RouteSelf)
+	own := shard.NewPartitioner(8).Partition("ns/a")
+	kept, released := (own+1)%8, (own+2)%8
+	label := func(p int) map[string]string { return map[string]string{l.opts.LabelKey: shard.PartitionLabelValue(p)} }
+	l.held = shard.NewPartitionSet(8, own, kept)
+	first := cm("ns", "a", label(own), "", "5")
+	segmentWith(l, shard.NewPartitionSet(8, own, kept, released), first)
+	l.segs.held = l.held.Clone() // released: still listed by the segment, hidden
+	seg := l.segs.segments[0]
+
+	for _, tc := range []struct {
+		obj  *corev1.ConfigMap
+		want bool
+	}{
+		{cm("ns", "a", label(own), "", "6"), false},
+		{cm("ns", "a", label(kept), "", "6"), true},
+		{cm("ns", "a", label(released), "", "6"), true},
+	} {
+		if got := l.segs.movesWithin(seg, tc.obj); got != tc.want {
+			t.Errorf("movesWithin(label %s) = %v, want %v", tc.obj.Labels[l.opts.LabelKey], got, tc.want)
+		}
+	}
+
+	// The watch filter tells the Labelled, then the store takes the state.
+	moved := cm("ns", "a", label(released), "", "6")
+	l.leaving(nil, moved)
+	_ = seg.inf.GetStore().Update(moved)
+	if obj, ok, err := l.GetByKey("ns/a"); err != nil || !ok || resourceVersion(obj) != 6 {
+		t.Fatalf("GetByKey after the label moved to a released partition = %v, %v, %v; want version 6, found", obj, ok, err)
+	}
+	// Relabelled to its own partition: the segment serves it again.
+	back := cm("ns", "a", label(own), "", "7")
+	_ = seg.inf.GetStore().Update(back)
+	l.updated(nil, back)
+	if _, pending := l.pending["ns/a"]; pending {
+		t.Error("still pending once its segment serves it again")
+	}
+	if obj, ok, err := l.GetByKey("ns/a"); err != nil || !ok || resourceVersion(obj) != 7 {
+		t.Fatalf("GetByKey after the relabel = %v, %v, %v; want version 7, found", obj, ok, err)
+	}
+}

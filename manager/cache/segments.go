@@ -72,8 +72,11 @@ type SegmentedOptions struct {
 
 	// leaving, when set, is told of every object that leaves a segment (a
 	// DELETED event, or a relist without it) before the segment's store
-	// drops it: a Labelled keeps serving an object that left a label
-	// selector until it knows where it went.
+	// drops it, and of every object whose label moves it, within one
+	// segment, to another partition or to one no longer held (a MODIFIED
+	// event, or a relist), before the store changes: a Labelled keeps
+	// serving an object that left a label selector, or that its segment
+	// now hides, until it knows where it went.
 	leaving func(obj runtime.Object)
 }
 
@@ -341,6 +344,11 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			}
 			if s.opts.leaving != nil {
 				reportVanished(seg.inf.GetStore(), kept, s.opts.leaving)
+				for _, o := range kept {
+					if s.movesWithin(seg, o) {
+						s.opts.leaving(o)
+					}
+				}
 			}
 			if err := meta.SetList(list, kept); err != nil {
 				return nil, err
@@ -355,8 +363,14 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			}
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				switch ev.Type {
-				case watch.Added, watch.Modified:
+				case watch.Added:
 					return ev, matcher(ev.Object)
+				case watch.Modified:
+					keep := matcher(ev.Object)
+					if keep && s.opts.leaving != nil && s.movesWithin(seg, ev.Object) {
+						s.opts.leaving(ev.Object)
+					}
+					return ev, keep
 				case watch.Deleted:
 					keep := matcher(ev.Object)
 					if keep && s.opts.leaving != nil {
@@ -368,6 +382,34 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			}), nil
 		},
 	}}
+}
+
+// movesWithin reports whether obj, a new state of an object that seg
+// lists, is stored under a partition no longer held (seg still lists the
+// released partitions of its own until it stops, hiding their objects), or
+// under another partition than seg's stored copy (a label edited from one
+// of seg's partitions to another, which the server sends as MODIFIED, not
+// as a DELETED and an ADDED). Either way the object may vanish from reads
+// with no deletion, which the Labelled must hear of first. The stored copy
+// may lag the event; a later state arriving through the handlers settles
+// what a lagging comparison got wrong.
+func (s *Segmented) movesWithin(seg *segment, obj runtime.Object) bool {
+	p, ok := s.partitionOf(obj)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	held := s.held.Has(p)
+	s.mu.Unlock()
+	if !held {
+		return true
+	}
+	stored, exists, err := seg.inf.GetStore().Get(obj)
+	if err != nil || !exists {
+		return false
+	}
+	was, ok := s.partitionOf(stored)
+	return ok && was != p
 }
 
 // reportVanished tells leaving of every object in store that a relist's
