@@ -196,6 +196,7 @@ func (b *Builder) Build(r reconcile.Reconciler) (controller.Controller, error) {
 	}
 	ctl, err := b.b.WithOptions(opts).Build(wrapped)
 	if err != nil {
+		b.ring.optedIn.takeOne() // never added
 		return nil, err
 	}
 	// Registered only once built: the ring waits for every registered

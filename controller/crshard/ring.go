@@ -41,7 +41,10 @@ type Ring struct {
 	pods   typedcorev1.PodInterface // the pods of PodNamespace, for the proof of death
 	// leader holds the replaced operator's leader-election Lease
 	// (Options.LeaderElectionID); nil without one.
-	leader  *lease.LeaderLease
+	leader *lease.LeaderLease
+	// optedIn counts the controllers opted in whose Add to a manager from
+	// NewManager is still to come.
+	optedIn optedIn
 	running running
 	metrics *metrics
 	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
@@ -193,7 +196,7 @@ func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
 // the manager this was written against. The manager exposes no getter, so
 // the unexported field is read by reflection; its value is never used.
 func leaderElection(mgr crmanager.Manager) (enabled, known bool) {
-	v := reflect.ValueOf(mgr)
+	v := reflect.ValueOf(unwrapManager(mgr))
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return false, false
 	}

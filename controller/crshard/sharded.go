@@ -48,6 +48,7 @@ func (c *sharded) markWorking() { c.workingOnce.Do(func() { close(c.working) }) 
 // options returns opts with the gated queue and the wrapped reconciler.
 // usePQ is whether controller-runtime would build its priority queue.
 func (c *sharded) options(opts controller.Options, usePQ bool) controller.Options {
+	c.ring.optedIn.add()
 	userQueue := opts.NewQueue
 	logger := opts.Logger
 	opts.NewQueue = func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
