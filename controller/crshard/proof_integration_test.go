@@ -95,21 +95,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 			Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })); err != nil {
 			t.Fatal(err)
 		}
-		mctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(mctx) }()
-		halt := func() {
-			if stop == nil {
-				return
-			}
-			stop()
-			stop = nil
-			if err := <-done; err != nil {
-				t.Errorf("%s: %v", run, err)
-			}
-		}
-		t.Cleanup(halt)
-		return ring, path, halt
+		return ring, path, runManager(t, run, mgr)
 	}
 	// ownLease reads the Lease, nil while there is none.
 	ownLease := func() *coordinationv1.Lease {

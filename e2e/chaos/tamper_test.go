@@ -39,14 +39,6 @@ const relabelTimeout = time.Minute
 // partition's label again once the tampering and the writer have stopped:
 // the replicas restore labels by themselves, not on the next update.
 func TestLabelTampering(t *testing.T) {
-	if !*labels {
-		// Known open bug (issue 30): under tampering a reconcile still
-		// reads an existing object as NotFound now and then (1 read in 11
-		// rounds after the last two fixes, within a second of a ring
-		// change). The scenario runs where its rounds are counted, make
-		// chaos-labels, not as CI's single round.
-		t.Skip("runs with -labels (make chaos-labels): a rare NotFound read of an existing object under label tampering is still open")
-	}
 	scenarioIn(t, "tamper", setupLabels, func(r *round) {
 		h := r.harness(harness.Options{})
 		keys := h.CreateConfigMaps(200)

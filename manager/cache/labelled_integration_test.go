@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -375,26 +374,13 @@ func TestLabelledCacheOnStockServer(t *testing.T) {
 	})
 }
 
-// knownMisses is how many reads of an existing object may miss before
-// checkMisses fails, unless KSHARD_STRICT_READS=1: a rare miss while third
-// parties change labels is a known open bug (issue 30; 1 of 491,893 reads
-// in one run), tolerated here so that CI stays a signal for everything
-// else, and counted strictly by the strict mode and make chaos-labels.
-const knownMisses = 3
-
-// checkMisses stops the reader and fails the test when its reads missed
-// more than knownMisses times (any time, in the strict mode).
+// checkMisses stops the reader and fails the test when any of its reads
+// missed: an object that exists is never reported gone.
 func checkMisses(t *testing.T, what string, stop func() ([]string, int)) {
 	t.Helper()
-	misses, reads := stop()
-	if len(misses) == 0 {
-		return
-	}
-	if len(misses) > knownMisses || os.Getenv("KSHARD_STRICT_READS") == "1" {
+	if misses, reads := stop(); len(misses) > 0 {
 		t.Errorf("%d of %d reads missed %s, first %v", len(misses), reads, what, misses[:min(len(misses), 5)])
-		return
 	}
-	t.Logf("KNOWN BUG (issue 30): %d of %d reads missed %s, first %v; tolerated up to %d (KSHARD_STRICT_READS=1 fails on any)", len(misses), reads, what, misses, knownMisses)
 }
 
 // readContinuously reads keys from lab in a loop until the returned stop
