@@ -161,10 +161,10 @@ kit-check:
 crshard-e2e: binaries
 	cd e2e/bench/crshardop && $(GOTEST) -race -count=1 -timeout 15m -run TestConvertedOperatorHandsOff -v .
 
-## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); CACHE_MODE=labels runs them on the ring's sharded cache; summary in $(CHAOS_SUMMARY).
 chaos-crshard: binaries
 	@rm -f $(CHAOS_SUMMARY)
-	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS)
+	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS) $(if $(CACHE_MODE),-cache-mode=$(CACHE_MODE))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-crshard-mapped: ROUNDS (default 20) rounds each of a SIGKILL, a rolling restart and scaling 3→5→2→3 on a converted controller-runtime operator whose only source maps the kit's ConfigMaps to its keys with EnqueueRequestsFromMapFunc (e2e/bench/crshardop/mapped: no For objects, so only the replay of its Watches handler recovers an event dropped during a handoff), checked for overlaps and lost updates (~1 min a round); summary in $(CHAOS_SUMMARY).

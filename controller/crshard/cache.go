@@ -43,9 +43,11 @@ const (
 	CacheLabels CacheMode = "labels"
 )
 
-// NewCache builds the manager's cache as the ring's sharded cache; pass it
-// as controller-runtime's manager.Options.NewCache with Options.CacheMode
-// CacheLabels. It is kshard's label-sharded cache (the native manager's
+// NewCache builds the manager's cache: pass it as controller-runtime's
+// manager.Options.NewCache. With Options.CacheMode CacheFull it is
+// controller-runtime's own cache (cache.New), so a manager can be built
+// the same way in either mode. With CacheLabels it is the ring's sharded
+// cache: kshard's label-sharded cache (the native manager's
 // CacheMode labels) behind controller-runtime's cache.Cache: every kind a
 // controller of the ring maps to its own key (For, Watches with
 // EnqueueRequestForObject) or to its controller owner's (Owns) holds the
@@ -54,7 +56,7 @@ const (
 // cannot honour, by name.
 func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	if r.slot == nil {
-		return nil, fmt.Errorf("crshard: Ring.NewCache needs Options.CacheMode %q (it is %q): the ring must know at New that its partitions wait for the cache", CacheLabels, r.opts.CacheMode)
+		return crcache.New(cfg, opts)
 	}
 	if cfg == nil {
 		return nil, errors.New("crshard: Ring.NewCache: rest config is nil")

@@ -91,3 +91,16 @@ func TestCacheModeMismatchesAreRefused(t *testing.T) {
 		t.Fatalf("a labels ring on a manager built with ring.NewCache: %v", err)
 	}
 }
+
+// With CacheMode full, NewCache is controller-runtime's own cache, so a
+// manager is built the same way in either mode.
+func TestNewCacheInFullModeIsControllerRuntimes(t *testing.T) {
+	r := newTestRing(t, 0)
+	c, err := r.NewCache(unreachable(), crcache.Options{DefaultNamespaces: map[string]crcache.Config{"a": {}, "b": {}}})
+	if err != nil {
+		t.Fatalf("NewCache in full mode: %v", err)
+	}
+	if _, sharded := c.(*shardedCache); sharded {
+		t.Fatal("NewCache in full mode built the sharded cache")
+	}
+}

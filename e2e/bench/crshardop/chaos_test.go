@@ -19,6 +19,10 @@ import (
 // chaos-crshard ROUNDS=N); each round has its own control plane.
 var rounds = flag.Int("rounds", 1, "rounds of each chaos scenario of the converted operator")
 
+// cacheMode is the operator's --cache-mode (make chaos-crshard
+// CACHE_MODE=labels runs the scenarios on the ring's sharded cache).
+var cacheMode = flag.String("cache-mode", "full", "the converted operator's --cache-mode: full or labels")
+
 // summaryEnv names a file the chaos summary line is appended to, as the
 // native chaos suite's (e2e/chaos) does.
 const summaryEnv = "KSHARD_CHAOS_SUMMARY"
@@ -89,7 +93,7 @@ func (f *fleet) start(id string) {
 		"--name", o.Ring, "--namespace", o.Namespace, "--identity", id,
 		"--lease-duration", o.LeaseDuration.String(), "--renew-deadline", o.RenewDeadline.String(),
 		"--renew-period", o.RenewPeriod.String(), "--drain-grace", o.DrainGracePeriod.String(),
-		"--latency", "5ms",
+		"--latency", "5ms", "--cache-mode", *cacheMode,
 	}})
 }
 
@@ -239,8 +243,8 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binaries.dir)
 	}
 	if path := os.Getenv(summaryEnv); path != "" && totals.rounds > 0 {
-		line := fmt.Sprintf("crshard chaos summary: rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d\n",
-			totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost)
+		line := fmt.Sprintf("crshard chaos summary: cache=%s rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d\n",
+			*cacheMode, totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost)
 		if fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 			_, _ = fh.WriteString(line)
 			_ = fh.Close()

@@ -78,6 +78,7 @@ func run() error {
 		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
 		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
 		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
+		cacheMode     = flag.String("cache-mode", "full", "the ring's cache: full, or labels (its sharded cache)")
 	)
 	flag.Parse()
 	if *identity == "" {
@@ -102,13 +103,14 @@ func run() error {
 		return err
 	}
 	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
-		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace})
+		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace, CacheMode: crshard.CacheMode(*cacheMode)})
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOptions(*namespace, *allNamespaces),
+		NewCache:                      ring.NewCache,
 		LeaderElection:                false,
 		LeaderElectionID:              *name,
 		LeaderElectionNamespace:       *namespace,
