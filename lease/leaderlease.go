@@ -146,8 +146,8 @@ func (l *LeaderLease) step(ctx context.Context) {
 	case handoff.LeaderLeaseHeld:
 		l.set(true, "")
 	case handoff.LeaderLeaseWait:
-		l.set(false, fmt.Sprintf("the leader-election Lease %s/%s is held by %q, unchanged for %s of its %s: the ring activates nothing until that leader has stopped (scale the leader-elected Deployment to zero)",
-			l.opts.Namespace, l.opts.Name, obs.Holder, obs.Unchanged.Round(time.Second), obs.Duration))
+		l.set(false, fmt.Sprintf("the leader-election Lease %s/%s is held by %q (unchanged for %s): the ring activates nothing until that leader has stopped (scale the leader-elected Deployment to zero)",
+			l.opts.Namespace, l.opts.Name, obs.Holder, obs.Unchanged.Round(time.Second)))
 	case handoff.LeaderLeaseTake:
 		written, err := l.write(rctx, cur, now)
 		switch {
