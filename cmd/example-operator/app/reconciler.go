@@ -74,8 +74,11 @@ func (r *widgetReconciler) Reconcile(ctx context.Context, req controller.Request
 	case apierrors.IsNotFound(err):
 		return controller.Result{}, nil
 	case apierrors.IsConflict(err):
-		// Changed meanwhile: the change's event reconciles it again.
-		return controller.Result{}, nil
+		// Changed meanwhile. The change's event may not reconcile it
+		// again: the controller admits generation changes only, and a
+		// label or status change (the sharded cache's partition label,
+		// say) bumps the resourceVersion without one. Read it again.
+		return controller.Result{Requeue: true}, nil
 	}
 	// Any other error is retried, including controller.ErrLeaseExpired:
 	// the patch was refused before sending because this replica's lease
