@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 )
@@ -96,14 +99,15 @@ type firstStart struct {
 // labelsArgs are kshard's flags for phase 10.
 var labelsArgs = []string{"--kind=" + benchObjects.Name, "--cache-mode=labels"}
 
-// labelsPhase runs phase 10 on each layout.
-func (b *bench) labelsPhase(ctx context.Context, kshard, baseline *system) (*labelsResults, error) {
+// labelsPhase runs phase 10 on each layout; adapter (nil: not measured)
+// runs the controller-runtime adapter's rounds beside kshard's.
+func (b *bench) labelsPhase(ctx context.Context, kshard, baseline, adapter *system) (*labelsResults, error) {
 	out := &labelsResults{}
 	for _, l := range []struct {
 		name       string
 		namespaces int
 	}{{layoutSpread, b.p.ShardedNamespaces}, {layoutSingle, 0}} {
-		res, err := b.labelsOn(ctx, kshard, baseline, l.name, l.namespaces)
+		res, err := b.labelsOn(ctx, kshard, baseline, adapter, l.name, l.namespaces)
 		out.Layouts = append(out.Layouts, res)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", l.name, err)
@@ -114,7 +118,7 @@ func (b *bench) labelsPhase(ctx context.Context, kshard, baseline *system) (*lab
 
 // labelsOn runs phase 10 on a new control plane without the feature gate,
 // the objects spread over namespaces (0: all in the bench namespace).
-func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout string, namespaces int) (labelsLayout, error) {
+func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system, layout string, namespaces int) (labelsLayout, error) {
 	res := labelsLayout{Layout: layout, Namespaces: max(namespaces, 1)}
 	pb, stop, err := b.shardedBench(ctx, false, namespaces)
 	if err != nil {
@@ -176,11 +180,24 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout s
 		}
 		progress("  first start: %d of %d objects unlabelled, all labelled after %.1fs (formed %.1fs); %.0f label patches, %.0f API requests, peak RSS max %.0f MiB",
 			fs.Unlabelled, fs.Objects, fs.LabelledSeconds, fs.FormedSeconds, fs.LabelPatches, fs.APIRequests, fs.MaxPeakRSSMiB)
+		systems := []*system{baseline, kshard}
+		if adapter != nil {
+			systems = append(systems, adapter)
+		}
 		for round := 1; round <= b.p.Rounds; round++ {
-			for _, sys := range []*system{baseline, kshard} {
+			for _, sys := range systems {
 				spec := resourceSpec{scenario: fmt.Sprintf("labels-%d-%d", n, round), replicas: b.p.BaselineReplicas, args: []string{"--kind=" + benchObjects.Name}}
 				if sys.kshard {
-					spec.replicas, spec.args, spec.rollout = b.p.ShardedReplicas, labelsArgs, true
+					// The adapter's rounds measure its cache, not its
+					// handoff (phases 3 and 4 do): no rolling restart.
+					spec.replicas, spec.args, spec.rollout = b.p.ShardedReplicas, labelsArgs, sys == kshard
+					// kshard and the adapter share the ring's name, so
+					// that both find the objects labelled with their
+					// partitions; the fleet before was killed, so its
+					// Leases go rather than be waited out.
+					if err := rb.deleteRingLeases(ctx, labelsRing); err != nil {
+						return res, err
+					}
 				}
 				progress("round %d/%d, phase 10: %s over %d custom resources, %s", round, b.p.Rounds, sys.name, n, layout)
 				r, err := rb.measureResources(ctx, sys, n, spec)
@@ -191,7 +208,7 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout s
 				}
 				r.logProgress()
 				if sys.kshard && r.CacheMode != cache.ModeLabels {
-					return res, fmt.Errorf("kshard cached BenchObjects in mode %q, want %s", r.CacheMode, cache.ModeLabels)
+					return res, fmt.Errorf("%s cached BenchObjects in mode %q, want %s", sys.name, r.CacheMode, cache.ModeLabels)
 				}
 			}
 		}
@@ -201,6 +218,17 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline *system, layout s
 		return res, tb.labelsMoves(ctx, kshard, &res)
 	}
 	return res, nil
+}
+
+// deleteRingLeases deletes the Leases of ring's members in b's namespace,
+// left by a fleet that was killed.
+func (b *bench) deleteRingLeases(ctx context.Context, ring string) error {
+	err := b.client.CoordinationV1().Leases(b.ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	if err != nil {
+		return fmt.Errorf("deleting the Leases of ring %s: %w", ring, err)
+	}
+	return nil
 }
 
 // tbGens is the throughput objects' generations (none without them).
@@ -421,10 +449,27 @@ type labelsSummary struct {
 	FirstStartAPIRequests             *float64 `json:"first_start_api_requests"`
 }
 
-// layoutFigures are one layout's medians at one object count.
+// layoutFigures are one layout's medians at one object count: kshard's,
+// and the adapter's in adapter (nil when it did not run).
 type layoutFigures struct {
 	rss, rollout, live, steady, cpu, firstStart *float64
 	firstStartRun                               *firstStart
+	adapter                                     *adapterLabels
+}
+
+// adapterLabels is the controller-runtime adapter's gate-free sharded cache
+// against the controller-runtime leader in phase 10 (results.json's
+// "adapter"."sharded_gate_off"): medians of per-round ratios at Objects,
+// the largest replica of each; CPU is the whole fleets'.
+type adapterLabels struct {
+	Objects                      int      `json:"objects"`
+	RSSRatio                     *float64 `json:"rss_ratio"`
+	RSSRatioSingleNamespace      *float64 `json:"rss_ratio_single_namespace"`
+	LiveHeapRatio                *float64 `json:"live_heap_ratio"`
+	LiveHeapRatioSingleNamespace *float64 `json:"live_heap_ratio_single_namespace"`
+	SteadyRSSRatio               *float64 `json:"steady_rss_ratio"`
+	FleetCPURatio                *float64 `json:"fleet_cpu_ratio"`
+	FleetCPURatioSingleNamespace *float64 `json:"fleet_cpu_ratio_single_namespace"`
 }
 
 // figures computes l's medians of per-round ratios at n objects, and its
@@ -441,25 +486,35 @@ func (l *labelsLayout) figures(n int) layoutFigures {
 		}
 		rounds[r.Round][r.System] = r
 	}
-	var rss, rollout, live, steady, cpu, leader []float64
+	type ratios struct{ rss, rollout, live, steady, cpu []float64 }
+	var leader []float64
+	bySystem := map[string]*ratios{nativeName: {}, adapterName: {}}
 	add := func(v *[]float64, a, b float64) {
 		if q := ratio(a, b); q != nil {
 			*v = append(*v, *q)
 		}
 	}
 	for _, m := range rounds {
-		ks, cr := m[nativeName], m[baselineName]
-		if ks == nil || cr == nil {
+		cr := m[baselineName]
+		if cr == nil {
 			continue
 		}
-		add(&rss, ks.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
-		add(&rollout, ks.RolloutMaxPeakRSSMiB, cr.MaxPeakRSSMiB)
-		add(&live, ks.MaxLiveHeapMiB, cr.MaxLiveHeapMiB)
-		add(&steady, ks.MaxSteadyRSSMiB, cr.MaxSteadyRSSMiB)
-		add(&cpu, ks.FleetCPU, cr.FleetCPU)
 		leader = append(leader, cr.MaxPeakRSSMiB)
+		for name, q := range bySystem {
+			if sys := m[name]; sys != nil {
+				add(&q.rss, sys.MaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+				add(&q.rollout, sys.RolloutMaxPeakRSSMiB, cr.MaxPeakRSSMiB)
+				add(&q.live, sys.MaxLiveHeapMiB, cr.MaxLiveHeapMiB)
+				add(&q.steady, sys.MaxSteadyRSSMiB, cr.MaxSteadyRSSMiB)
+				add(&q.cpu, sys.FleetCPU, cr.FleetCPU)
+			}
+		}
 	}
-	f := layoutFigures{rss: medianPtr(rss), rollout: medianPtr(rollout), live: medianPtr(live), steady: medianPtr(steady), cpu: medianPtr(cpu)}
+	ks := bySystem[nativeName]
+	f := layoutFigures{rss: medianPtr(ks.rss), rollout: medianPtr(ks.rollout), live: medianPtr(ks.live), steady: medianPtr(ks.steady), cpu: medianPtr(ks.cpu)}
+	if ad := bySystem[adapterName]; len(ad.rss) > 0 {
+		f.adapter = &adapterLabels{Objects: n, RSSRatio: medianPtr(ad.rss), LiveHeapRatio: medianPtr(ad.live), SteadyRSSRatio: medianPtr(ad.steady), FleetCPURatio: medianPtr(ad.cpu)}
+	}
 	for i := range l.FirstStarts {
 		if fs := &l.FirstStarts[i]; fs.Count == n {
 			f.firstStartRun = fs
@@ -469,6 +524,37 @@ func (l *labelsLayout) figures(n int) layoutFigures {
 		}
 	}
 	return f
+}
+
+// summariseAdapterLabels is the adapter's figures of phase 10 at its
+// largest object count (nil when it did not run): the spread layout's, with
+// the single namespace's beside them.
+func summariseAdapterLabels(lr *labelsResults) *adapterLabels {
+	if lr == nil {
+		return nil
+	}
+	var out *adapterLabels
+	for i := range lr.Layouts {
+		l := &lr.Layouts[i]
+		counts := l.counts()
+		if len(counts) == 0 {
+			continue
+		}
+		ad := l.figures(counts[len(counts)-1]).adapter
+		if ad == nil {
+			continue
+		}
+		if out == nil {
+			out = &adapterLabels{}
+		}
+		out.Objects = max(out.Objects, ad.Objects)
+		if l.Layout == layoutSingle {
+			out.RSSRatioSingleNamespace, out.LiveHeapRatioSingleNamespace, out.FleetCPURatioSingleNamespace = ad.RSSRatio, ad.LiveHeapRatio, ad.FleetCPURatio
+		} else {
+			out.RSSRatio, out.LiveHeapRatio, out.SteadyRSSRatio, out.FleetCPURatio = ad.RSSRatio, ad.LiveHeapRatio, ad.SteadyRSSRatio, ad.FleetCPURatio
+		}
+	}
+	return out
 }
 
 // counts are the object counts of l's runs, rising.

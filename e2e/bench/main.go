@@ -481,6 +481,15 @@ func run(p params, out string, keep, merge bool) (err error) {
 		}
 		progress("  restarted in place p50 %.2fs p99 %.2fs; lease wait p50 %.2fs p99 %.2fs", rf.InPlaceP50, rf.InPlaceP99, rf.LeaseWaitP50, rf.LeaseWaitP99)
 		res.RestartFailover = &rf
+		if !p.Quick {
+			progress("phase 6: the same on the adapter, %d replicas in pods", p.HandoffReplicas)
+			af, err := b.restartFailover(ctx, adapter, p.HandoffReplicas, p.RestartKills)
+			if err != nil {
+				return fmt.Errorf("phase 6 (restart failover, adapter): %w", err)
+			}
+			progress("  restarted in place p50 %.2fs p99 %.2fs; lease wait p50 %.2fs p99 %.2fs", af.InPlaceP50, af.InPlaceP99, af.LeaseWaitP50, af.LeaseWaitP99)
+			res.RestartFailoverAdapter = &af
+		}
 	}
 
 	if p.Phases[7] {
@@ -508,7 +517,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 	}
 
 	if p.Phases[10] {
-		lr, err := b.labelsPhase(ctx, kshard, baseline)
+		lr, err := b.labelsPhase(ctx, kshard, baseline, adapter)
 		res.Labels = lr
 		if err != nil {
 			return fmt.Errorf("phase 10 (gate-free sharded cache): %w", err)

@@ -35,7 +35,9 @@ type results struct {
 	Failover   []failoverResult `json:"failover"`
 	// RestartFailover is phase 6 (restart.go).
 	RestartFailover *restartFailoverResult `json:"restart_failover,omitempty"`
-	Resources       []resourceResult       `json:"resources"`
+	// RestartFailoverAdapter is phase 6 on the adapter.
+	RestartFailoverAdapter *restartFailoverResult `json:"restart_failover_adapter,omitempty"`
+	Resources              []resourceResult       `json:"resources"`
 	// Sharded is phase 7 (sharded.go).
 	ShardedRuns []shardedResult `json:"sharded_runs,omitempty"`
 	// ShardedHandoff is phase 8 (shardedhandoff.go).
@@ -221,6 +223,14 @@ type adapterSummary struct {
 	// ChangedLines is what the conversion changed in the operator's own Go
 	// file: lines added plus removed (adapter.go).
 	ChangedLines *int `json:"changed_lines"`
+	// ShardedGateOff is phase 10's adapter: its gate-free sharded cache
+	// (CacheMode labels) against the leader over custom resources.
+	ShardedGateOff *adapterLabels `json:"sharded_gate_off,omitempty"`
+	// Phase 6 on the adapter: failover when the killed replica is
+	// restarted in place (median; goal ≤ 3 s), and when the Lease must be
+	// waited out.
+	RestartFailoverSeconds   *float64 `json:"restart_failover_seconds,omitempty"`
+	LeaseWaitFailoverSeconds *float64 `json:"lease_wait_failover_seconds,omitempty"`
 }
 
 type env struct {
@@ -412,6 +422,10 @@ func (r *results) summarise() {
 		ad.ThroughputRatio4 = c.Ratio
 		ad.NativeRatio4 = r.Throughput.perRoundRatio(adapterName, nativeName, 4)
 	}
+	ad.ShardedGateOff = summariseAdapterLabels(r.Labels)
+	if rf := r.RestartFailoverAdapter; rf != nil && len(rf.InPlaceSeconds) > 0 {
+		ad.RestartFailoverSeconds, ad.LeaseWaitFailoverSeconds = ptr(rf.InPlaceP50), ptr(rf.LeaseWaitP50)
+	}
 	s.Adapter = nil
 	if *ad != (adapterSummary{ChangedLines: r.ChangedLines}) {
 		s.Adapter = ad
@@ -600,6 +614,12 @@ func (r *results) markdown() string {
 			lines = strconv.Itoa(*a.ChangedLines)
 		}
 		p("| adapter: conversion ≤ 20 changed lines (`git diff --numstat`) | %s | %s |", lines, goal(checkInt(a.ChangedLines, 20)))
+		p("| adapter: crash failover restarted in place ≤ 3 s (median) | %s s (lease wait %s s) | %s |", f2(a.RestartFailoverSeconds), f2(a.LeaseWaitFailoverSeconds), goal(check(a.RestartFailoverSeconds, func(v float64) bool { return v <= 3 })))
+		if g := a.ShardedGateOff; g != nil {
+			p("| adapter: gate-free sharded cache, peak RSS per replica ≤ 0.45× the leader's at %d custom resources (one namespace; live heap after a collection) | %s× (%s×; %s×) | %s |",
+				g.Objects, f2(g.RSSRatio), f2(g.RSSRatioSingleNamespace), f2(g.LiveHeapRatio), goal(check(g.RSSRatio, func(v float64) bool { return v <= 0.45 })))
+			p("| adapter: gate-free sharded cache, fleet CPU ≤ 1.2× the leader's (one namespace) | %s× (%s×) | %s |", f2(g.FleetCPURatio), f2(g.FleetCPURatioSingleNamespace), goal(check(g.FleetCPURatio, func(v float64) bool { return v <= 1.2 })))
+		}
 	}
 	if g := s.ShardedGateOff; g != nil {
 		labelsGoals(p, g)
@@ -670,12 +690,16 @@ func (r *results) markdown() string {
 	if rf := r.RestartFailover; rf != nil {
 		p("## 6. Crash failover restarted in place (proof of death)")
 		p("")
-		p("kshard replicas in Pod objects; the bench plays the kubelet: the killed container's termination (with the message the replica wrote) in the pod's status %s after SIGKILL, a new process %s later. Lease-wait kills restart after the same delays but report nothing.", kubeletStatusDelay, kubeletRestartDelay)
+		p("kshard replicas (and, in full runs, the adapter's) in Pod objects; the bench plays the kubelet: the killed container's termination (with the message the replica wrote) in the pod's status %s after SIGKILL, a new process %s later. Lease-wait kills restart after the same delays but report nothing.", kubeletStatusDelay, kubeletRestartDelay)
 		p("")
-		p("| kind | kills | p50 s | p99 s | each |")
-		p("|---|---|---|---|---|")
-		p("| restarted in place | %d | %.2f | %.2f | %v |", len(rf.InPlaceSeconds), rf.InPlaceP50, rf.InPlaceP99, rf.InPlaceSeconds)
-		p("| lease wait | %d | %.2f | %.2f | %v |", len(rf.LeaseWaitSeconds), rf.LeaseWaitP50, rf.LeaseWaitP99, rf.LeaseWaitSeconds)
+		p("| system | kind | kills | p50 s | p99 s | each |")
+		p("|---|---|---|---|---|---|")
+		for _, rf := range []*restartFailoverResult{rf, r.RestartFailoverAdapter} {
+			if rf != nil {
+				p("| %s | restarted in place | %d | %.2f | %.2f | %v |", rf.System, len(rf.InPlaceSeconds), rf.InPlaceP50, rf.InPlaceP99, rf.InPlaceSeconds)
+				p("| %s | lease wait | %d | %.2f | %.2f | %v |", rf.System, len(rf.LeaseWaitSeconds), rf.LeaseWaitP50, rf.LeaseWaitP99, rf.LeaseWaitSeconds)
+			}
+		}
 		p("")
 	}
 	p("## 5. Resources")
@@ -897,6 +921,12 @@ func (r *results) labelsSection(p func(string, ...any), tpTable func(string, thr
 	p("At %d objects, kshard ÷ controller-runtime (largest replica of each): peak RSS **%s×** spread, **%s×** in one namespace (goal ≤ 0.40, aim 0.35); through a rolling restart %s× and %s×; live heap after a forced collection %s× and %s×; steady RSS %s× and %s×; fleet CPU %s× and %s× (goal ≤ 1.2). Label writes per moved object %s (goal 0), objects listed per moved object %s; label writes per unlabelled object at a first start %s (goal ≤ 1).",
 		g.Objects, f2(g.RSSRatio), f2(g.RSSRatioSingleNamespace), f2(g.RSSRatioRollout), f2(g.RSSRatioSingleNamespaceRollout), f2(g.LiveHeapRatio), f2(g.LiveHeapRatioSingleNamespace),
 		f2(g.SteadyRSSRatio), f2(g.SteadyRSSRatioSingleNamespace), f2(g.FleetCPURatio), f2(g.FleetCPURatioSingleNamespace), f3(g.WritesPerMove), f2(g.ObjectsListedPerMove), f2(g.LabelWritesPerObject))
+	if s := r.Summary.Adapter; s != nil && s.ShardedGateOff != nil {
+		a := s.ShardedGateOff
+		p("")
+		p("The **adapter** (e2e/bench/crshardop, controller-runtime with `crshard` and `Ring.NewCache` in `CacheMode: labels`, %d replicas; no rolling restart in its rounds) on the same objects, ÷ the same leader: peak RSS **%s×** spread, **%s×** in one namespace (goal ≤ 0.45); live heap after a forced collection %s× and %s×; steady RSS %s×; fleet CPU %s× and %s× (goal ≤ 1.2).",
+			pr.ShardedReplicas, f2(a.RSSRatio), f2(a.RSSRatioSingleNamespace), f2(a.LiveHeapRatio), f2(a.LiveHeapRatioSingleNamespace), f2(a.SteadyRSSRatio), f2(a.FleetCPURatio), f2(a.FleetCPURatioSingleNamespace))
+	}
 	p("")
 	p("| layout | round | system | cache | objects | start → formed s | pass s | peak RSS per replica MiB | steady RSS max MiB | live heap max MiB | RSS after collection max MiB | fleet CPU s | objects cached per replica | label patches | rolling restart: peak RSS max MiB, label patches, objects listed |")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

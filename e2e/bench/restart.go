@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -62,8 +63,8 @@ type podsOf struct {
 
 // restartFailover runs kills kills of each kind, alternating, on a fleet
 // of n kshard replicas in pods.
-func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) (restartFailoverResult, error) {
-	res := restartFailoverResult{System: sys.name, Replicas: n, Key: objectName(0)}
+func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) (res restartFailoverResult, err error) {
+	res = restartFailoverResult{System: sys.name, Replicas: n, Key: objectName(0)}
 	if err := b.ensureServiceAccount(ctx); err != nil {
 		return res, err
 	}
@@ -71,7 +72,13 @@ func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) 
 	if err != nil {
 		return res, err
 	}
-	defer f.kill()
+	defer func() {
+		f.kill()
+		// The next system's fleet plays pods of the same names.
+		if derr := b.deletePods(ctx, f); derr != nil && err == nil {
+			err = derr
+		}
+	}()
 	for i := range 2 * kills {
 		inPlace := i%2 == 0
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -139,6 +146,19 @@ func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) 
 		b.warn("%s: %v", f.name, err)
 	}
 	return res, nil
+}
+
+// deletePods deletes f's pods at once: no kubelet here would confirm a
+// graceful deletion.
+func (b *bench) deletePods(ctx context.Context, f *fleet) error {
+	var errs []error
+	for id := range f.pods.uid {
+		err := b.client.CoreV1().Pods(b.ns).Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting pod %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ensureServiceAccount creates the namespace's default service account,

@@ -103,7 +103,8 @@ func run() error {
 		return err
 	}
 	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
-		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace, CacheMode: crshard.CacheMode(*cacheMode)})
+		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace, CacheMode: crshard.CacheMode(*cacheMode),
+		PodNamespace: *podNamespace, TerminationMessagePath: *terminationMessagePath})
 	if err != nil {
 		return err
 	}
