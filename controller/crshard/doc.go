@@ -22,8 +22,10 @@
 // methods; it adds the ring to the manager (once) and opts the controller
 // in. Where the ring is not at hand, as in a kubebuilder reconciler's
 // SetupWithManager, crshard.ControllerManagedBy(mgr) replaces
-// ctrl.NewControllerManagedBy(mgr): it finds the ring main set up with
-// ring.SetupWithManager(mgr). There is no typed variant: the ring
+// ctrl.NewControllerManagedBy(mgr): it finds the ring main set up with the
+// manager (Ring.NewManager, or ring.SetupWithManager(mgr); see
+// docs/adapter.md and e2e/bench/crshardop/kubebuilder for a whole
+// conversion). There is no typed variant: the ring
 // partitions reconcile.Request's namespace and name, which another request
 // type does not have. A controller built with controller.New opts in with
 // ring.Options(mgr, options, forObj), which sets the gated queue and wraps

@@ -5,12 +5,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
 func TestAdapterSummaryIsAgainstBaselineAndNative(t *testing.T) {
-	lines := 12
-	r := &results{Params: defaultParams(false), ChangedLines: &lines}
+	lines, kbLines := 12, 17
+	r := &results{Params: defaultParams(false), ChangedLines: &lines, ChangedLinesKubebuilder: &kbLines}
 	// Round 2 ran on a machine twice as loaded.
 	for round, scale := range map[int]float64{1: 1, 2: 0.5, 3: 1} {
 		r.Throughput.Samples = append(r.Throughput.Samples,
@@ -54,8 +55,19 @@ func TestAdapterSummaryIsAgainstBaselineAndNative(t *testing.T) {
 	if a.ChangedLines == nil || *a.ChangedLines != 12 {
 		t.Errorf("changed_lines = %v, want 12", a.ChangedLines)
 	}
+	if a.ChangedLinesKubebuilder == nil || *a.ChangedLinesKubebuilder != 17 {
+		t.Errorf("changed_lines_kubebuilder = %v, want 17", a.ChangedLinesKubebuilder)
+	}
+	if row := "| adapter: conversion ≤ 20 changed lines (`git diff --numstat`) | 12 (kubebuilder layout: 17) | **met** |"; !strings.Contains(r.markdown(), row) {
+		t.Errorf("RESULTS.md lacks the goals row %q", row)
+	}
+	kbLines = 21
+	r.summarise()
+	if row := "| 12 (kubebuilder layout: 21) | **missed** |"; !strings.Contains(r.markdown(), row) {
+		t.Errorf("RESULTS.md lacks %q for a kubebuilder conversion over the bound", row)
+	}
 
-	none := &results{Params: defaultParams(false), ChangedLines: &lines}
+	none := &results{Params: defaultParams(false), ChangedLines: &lines, ChangedLinesKubebuilder: &kbLines}
 	none.summarise()
 	if none.Adapter != nil {
 		t.Errorf("adapter summary %+v for a run without the adapter", none.Adapter)
@@ -69,6 +81,18 @@ func TestParseNumstat(t *testing.T) {
 	}
 	if _, err := parseNumstat([]byte("-\t-\tbinary.png\n")); err == nil {
 		t.Error("a binary file's numstat line was counted without error")
+	}
+}
+
+func TestGoFilesOnly(t *testing.T) {
+	in := "9\t2\t{baseline => converted}/cmd/main.go\n" +
+		"1\t0\t/dev/null => converted/new.go\n" +
+		"0\t4\tbaseline/gone.go => /dev/null\n" +
+		"3\t3\t{baseline => converted}/README.md\n" +
+		"1\t1\t{baseline => converted}/go.mod\n"
+	n, err := parseNumstat(goFilesOnly([]byte(in)))
+	if err != nil || n != 16 {
+		t.Errorf("Go lines of the numstat = %d, %v; want 16", n, err)
 	}
 }
 
@@ -88,4 +112,23 @@ func TestConversionStaysSmall(t *testing.T) {
 		t.Errorf("the conversion changed %d lines of %s, want 1-20", n, conversionFiles[1])
 	}
 	t.Logf("conversion: %d changed lines", n)
+}
+
+// TestKubebuilderConversionStaysSmall counts the conversion of the operator
+// in kubebuilder's layout (e2e/bench/crshardop/kubebuilder), as
+// docs/adapter.md documents it: issue 31's bound is 20 changed Go lines.
+func TestKubebuilderConversionStaysSmall(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is needed to count the conversion's lines")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	n, err := changedLinesKubebuilder(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || n > 20 {
+		t.Errorf("the kubebuilder-layout conversion changed %d Go lines between %s and %s, want 1-20", n, kubebuilderConversion[0], kubebuilderConversion[1])
+	}
+	t.Logf("kubebuilder-layout conversion: %d changed Go lines", n)
 }

@@ -375,6 +375,11 @@ func run(p params, out string, keep, merge bool) (err error) {
 	} else {
 		res.ChangedLines = &n
 	}
+	if n, err := changedLinesKubebuilder(ctx, root); err != nil {
+		b.warn("counting the kubebuilder-layout conversion's changed lines: %v", err)
+	} else {
+		res.ChangedLinesKubebuilder = &n
+	}
 	defer func() {
 		res.Warnings = b.warnings
 		if kept, kerr := res.keepEarlier(earlier); kerr != nil && err == nil {
