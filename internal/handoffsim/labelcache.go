@@ -443,13 +443,19 @@ func (p *proc) segEvent(q, i int, e labelEvent) (left bool) {
 		s.store.del(e.obj)
 		return true
 	case e.to == q:
-		s.store.put(e.obj, i+1)
-		if p.serves(nil, e.obj) {
-			p.arrived(e.obj)
-		}
-		p.consider(e.obj)
+		p.enter(nil, &s.store, e.obj, i+1)
 	}
 	return false
+}
+
+// enter plays an object arriving at resourceVersion rv in a view's store (v
+// nil: a label segment's): the process serves it if that view now does.
+func (p *proc) enter(v *unlView, store *objStore, obj, rv int) {
+	store.put(obj, rv)
+	if p.serves(v, obj) {
+		p.arrived(obj)
+	}
+	p.consider(obj)
 }
 
 // deliverUnlabelled advances the unlabelled views' watch to upTo: an object
@@ -476,11 +482,7 @@ func (p *proc) deliverUnlabelled(upTo int) {
 				left = append(left, e.obj)
 			case e.to != unlabelled:
 			case v.keeps.Has(part):
-				v.store.put(e.obj, i+1)
-				if p.serves(v, e.obj) {
-					p.arrived(e.obj)
-				}
-				p.consider(e.obj)
+				p.enter(v, &v.store, e.obj, i+1)
 			default:
 				v.dirty.Add(part)
 			}
