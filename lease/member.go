@@ -170,12 +170,6 @@ func (m *Member) TakeOver(version string) {
 	}
 }
 
-func (m *Member) mayTakeOver(version string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return version != "" && m.takeOver == version
-}
-
 // takeOverVersion returns the version TakeOver last allowed ("" for none).
 func (m *Member) takeOverVersion() string {
 	m.mu.Lock()

@@ -609,6 +609,25 @@ func TestRelabelledOwnLeaseIsPutBack(t *testing.T) {
 	}
 }
 
+// TestRelabelledDamagedOwnLeaseIsPutBack: with its incarnation edited away
+// too, a Lease that names this identity as holder is still this identity's
+// member Lease (handoff.JudgeAcquire), not a name collision: the label goes
+// back and nothing else changes, and the core sees a damaged Lease to wait
+// out. Exiting instead would crash-loop the replica until someone deleted
+// the Lease.
+func TestRelabelledDamagedOwnLeaseIsPutBack(t *testing.T) {
+	u := newUnit(t)
+	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) {
+		l.Labels[LabelRing] = "elsewhere"
+		delete(l.Annotations, AnnotationIncarnation)
+	}))
+	a := run(t, u.member("x"))
+	eventually(t, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "" || a.returned() {
+		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
+	}
+}
+
 func TestRunTwiceIsAnError(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("x")

@@ -103,11 +103,11 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 		}
 		return m.sleep(ctx, d)
 	}
-	// What this process has seen of another incarnation's Lease: the version
-	// and when (locally) it was first seen.
+	// Another incarnation's Lease this process waits for: its incarnation
+	// and when (locally) that was last logged.
 	var held struct {
-		version, incarnation string
-		logged               time.Time
+		incarnation string
+		logged      time.Time
 	}
 	for ctx.Err() == nil && !m.hasLeft() {
 		cur, err := m.getOwn(ctx)
@@ -139,33 +139,31 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 		bo = newBackoff(acquireBackoffInitial, acquireBackoffMax)
 		m.setAcquireError(nil)
 
-		if ring := cur.Labels[LabelRing]; ring != m.opts.Ring {
-			holder := ""
-			if cur.Spec.HolderIdentity != nil {
-				holder = *cur.Spec.HolderIdentity
-			}
-			if holder != m.opts.Identity || cur.Annotations[AnnotationIncarnation] == "" {
-				return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
-					"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
-					ErrNameTaken, m.opts.Namespace, m.name, m.opts.Ring, LabelRing, ring, holder)
-			}
-			// This identity's Lease, relabelled out of the ring by hand. Put
-			// the label back and nothing else, so that the ring sees the
-			// claims it carries and the core waits its writer out.
+		// What the Lease read means is the handoff core's decision
+		// (handoff.JudgeAcquire); this only carries it out.
+		read := handoff.OwnLease{OwnRead: handoff.OwnRead{Found: true, Incarnation: cur.Annotations[AnnotationIncarnation], Version: cur.ResourceVersion},
+			Ring: cur.Labels[LabelRing]}
+		if cur.Spec.HolderIdentity != nil {
+			read.Holder = *cur.Spec.HolderIdentity
+		}
+		inc := read.Incarnation
+		switch handoff.JudgeAcquire(m.opts.Ring, m.opts.Identity, m.opts.Incarnation, m.takeOverVersion(), read) {
+		case handoff.AcquireNameTaken:
+			return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
+				"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
+				ErrNameTaken, m.opts.Namespace, m.name, m.opts.Ring, LabelRing, read.Ring, read.Holder)
+		case handoff.AcquireRestoreLabel:
 			err := m.restoreLabel(ctx, cur)
 			switch {
 			case err == nil:
-				m.log.Info("restored the ring label of this identity's Lease, removed by someone else", "label", ring)
+				m.log.Info("restored the ring label of this identity's Lease, removed by someone else", "label", read.Ring)
 			case apierrors.IsForbidden(err):
 				return false, newForbiddenError(err, "update", m.opts.Namespace, m.name)
 			case !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !retry(err, "restoring the ring label of the own Lease failed; retrying"):
 				return false, nil
 			}
 			continue
-		}
-		inc := cur.Annotations[AnnotationIncarnation]
-		if inc == m.opts.Incarnation {
-			// An earlier write of ours landed although its response was lost.
+		case handoff.AcquireAdopt:
 			m.mu.Lock()
 			m.current, m.acquired = cur, true
 			m.written = recordOf(cur, m.opts.Ring, m.opts.Partitions)
@@ -173,15 +171,8 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			m.notify()
 			m.log.Info("adopted own Lease written by an earlier request of this process")
 			return true, nil
-		}
-
-		// Another writer's version: overwrite it only once the core has
-		// judged it (TakeOver), with an update conditioned on that version.
-		if !m.mayTakeOver(cur.ResourceVersion) {
+		case handoff.AcquireWait:
 			now := m.clock.Now()
-			if cur.ResourceVersion != held.version {
-				held.version = cur.ResourceVersion
-			}
 			if inc != held.incarnation || now.Sub(held.logged) >= stillWaitingLog {
 				held.incarnation, held.logged = inc, now
 				m.log.Info(fmt.Sprintf("Lease %s/%s is held by another process (incarnation %q); waiting until it has expired — two replicas with the same identity?",
@@ -198,6 +189,8 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 			}
 			continue
 		}
+		// AcquireTakeOver (a found Lease is never AcquireCreate): overwrite
+		// exactly the version the core judged.
 		v, err := m.writeLocked(ctx, cur, true)
 		switch {
 		case err == nil:

@@ -1435,17 +1435,23 @@ func (p *proc) writeConflict() {
 			if !p.alive || p.frozen(answer) {
 				return
 			}
-			switch {
-			case cur == nil:
+			// The rules lease.Member follows: its renewal's (JudgeOwnRead)
+			// and, when that stops writing, its acquire's (JudgeAcquire).
+			read, takeOver := p.ownLease(cur)
+			switch handoff.JudgeOwnRead(p.inc, takeOver, read.OwnRead) {
+			case handoff.OwnCreate:
 				p.baseRV = 0
-			case cur.rec.Incarnation == p.inc || cur.rv == p.takeOverRV:
+			case handoff.OwnAdopt:
 				// Its own (a lost write that landed, or a relabel to
 				// undo), or one the core allowed it to take over.
 				p.baseRV = cur.rv
-			case cur.relabelled:
+			default:
+				if handoff.JudgeAcquire(simRing, p.id, p.inc, takeOver, read) != handoff.AcquireRestoreLabel {
+					return
+				}
 				// Another incarnation's Lease relabelled out of the ring:
 				// put it back, content unchanged, so that the core sees it
-				// and waits it out (lease.Member does the same).
+				// and waits it out.
 				w.tracef("%s restores the ring label of its identity's Lease (rv %d)", p, cur.rv)
 				if w.server.leases[p.id] == cur {
 					w.server.write(p.id, &storedLease{rec: cur.rec.Clone(), uid: cur.uid, damaged: cur.damaged,
@@ -1453,13 +1459,33 @@ func (p *proc) writeConflict() {
 					w.afterMutation(p.id)
 				}
 				return
-			default:
-				return
 			}
 			p.sendWrite()
 		}
 		w.after(w.latency(), answer)
 	})
+}
+
+// simRing is the ring label of the simulated Leases: the world holds one
+// ring, and a Lease relabelled out of it has none.
+const simRing = "sim"
+
+// ownLease is cur, this process's identity's Lease (nil: none), as the
+// shell reads it for the handoff rules, with the version Ready.TakeOver
+// last named ("" for none).
+func (p *proc) ownLease(cur *storedLease) (read handoff.OwnLease, takeOver string) {
+	if p.takeOverRV != 0 {
+		takeOver = strconv.FormatUint(p.takeOverRV, 10)
+	}
+	if cur == nil {
+		return read, takeOver
+	}
+	read = handoff.OwnLease{OwnRead: handoff.OwnRead{Found: true, Incarnation: cur.rec.Incarnation, Version: strconv.FormatUint(cur.rv, 10)},
+		Ring: simRing, Holder: p.id}
+	if cur.relabelled {
+		read.Ring = ""
+	}
+	return read, takeOver
 }
 
 func (p *proc) deleteOwn(tries int) {

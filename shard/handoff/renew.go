@@ -124,3 +124,68 @@ func JudgeOwnRead(incarnation, takeOver string, r OwnRead) OwnReadVerdict {
 		return OwnNotOurs
 	}
 }
+
+// OwnLease is a read of this identity's Lease at start, before the
+// incarnation has written it (lease.Member's acquire).
+type OwnLease struct {
+	OwnRead
+	// Ring is the Lease's ring label ("" for none); Holder its
+	// spec.holderIdentity.
+	Ring, Holder string
+}
+
+// AcquireVerdict says what a starting incarnation does with its identity's
+// Lease as read.
+type AcquireVerdict int
+
+const (
+	// AcquireCreate: the Lease does not exist; create it.
+	AcquireCreate AcquireVerdict = iota
+	// AcquireAdopt: this incarnation wrote it (a create or takeover whose
+	// answer was lost landed); carry on from the version read.
+	AcquireAdopt
+	// AcquireTakeOver: another incarnation's version, which the core
+	// allowed taking over (Ready.TakeOver): write over exactly it.
+	AcquireTakeOver
+	// AcquireWait: another incarnation holds it; wait until the core,
+	// which sees it through the watch, allows a takeover (it has expired
+	// or its holder's death is proven) or stops this one (a duplicate
+	// identity).
+	AcquireWait
+	// AcquireRestoreLabel: this identity's member Lease with its ring label
+	// removed by a third party: put the label back and change nothing
+	// else, so that the ring sees the claims it carries and the core waits
+	// its writer out before anything moves.
+	AcquireRestoreLabel
+	// AcquireNameTaken: a Lease that is no member Lease of this identity
+	// holds the name: another ring or tool uses it; stop with an error
+	// naming the collision.
+	AcquireNameTaken
+)
+
+// JudgeAcquire decides what incarnation, starting as identity in ring, does
+// with the Lease read under its name; takeOver is the version the core last
+// named in Ready.TakeOver ("" for none). A Lease outside ring counts as
+// this identity's when it names identity as holder, as every member Lease
+// does, even with its incarnation edited away (the core then treats it as
+// damaged and waits its writer out); one with another holder is a foreign
+// object, never written over.
+func JudgeAcquire(ring, identity, incarnation, takeOver string, r OwnLease) AcquireVerdict {
+	switch {
+	case !r.Found:
+		return AcquireCreate
+	case r.Ring != ring && r.Holder != identity:
+		return AcquireNameTaken
+	case r.Ring != ring:
+		return AcquireRestoreLabel
+	}
+	switch JudgeOwnRead(incarnation, takeOver, r.OwnRead) {
+	case OwnAdopt:
+		if r.Incarnation == incarnation {
+			return AcquireAdopt
+		}
+		return AcquireTakeOver
+	default:
+		return AcquireWait
+	}
+}
