@@ -22,7 +22,7 @@
 //	annotation kshard.io/epoch        claim epoch, unsigned decimal
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters
 //	annotation kshard.io/pod-uid      UID of the writer's pod (optional: only when
-//	                                  its death can be proven, see TerminationMarker)
+//	                                  its death can be proven, see handoff.TerminationMarker)
 //	annotation kshard.io/warm         partitions of the writer's target its sharded
 //	                                  cache holds (optional: sharded caches only)
 //	annotation kshard.io/weights      its partitions' object counts (optional:

@@ -3,7 +3,6 @@ package lease
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,7 +10,7 @@ import (
 )
 
 // Proof of death (see shard/handoff's proof.go): each process writes
-// TerminationMarker(incarnation) into its container's termination message
+// handoff.TerminationMarker(incarnation) into its container's termination message
 // file at start and records its pod's UID in its Lease (AnnotationPod); when
 // the container ends, the kubelet copies the file into the container's
 // terminated state in the pod's status. Terminated reads that status.
@@ -20,9 +19,6 @@ import (
 // termination message file unless the container's terminationMessagePath
 // says otherwise.
 const DefaultTerminationMessagePath = "/dev/termination-log"
-
-// TerminationMarker is the termination message that names incarnation.
-func TerminationMarker(incarnation string) string { return "kshard.io/incarnation=" + incarnation }
 
 // WriteTerminationMarker writes incarnation's marker into the termination
 // message file at path, replacing what was there. The file must exist: the
@@ -34,7 +30,7 @@ func WriteTerminationMarker(path, incarnation string) error {
 	if err != nil {
 		return fmt.Errorf("lease: writing the termination message marker: %w", err)
 	}
-	if _, err := f.WriteString(TerminationMarker(incarnation) + "\n"); err != nil {
+	if _, err := f.WriteString(handoff.TerminationMarker(incarnation) + "\n"); err != nil {
 		f.Close()
 		return fmt.Errorf("lease: writing the termination message marker to %s: %w", path, err)
 	}
@@ -44,22 +40,21 @@ func WriteTerminationMarker(path, incarnation string) error {
 	return nil
 }
 
-// Terminated reports whether pod is the pod d names (same UID) and the
-// kubelet reports, in its status, a container terminated whose termination
-// message is d.Incarnation's marker: its current state or its last one. A nil
-// pod (gone) proves nothing, nor does a pod of another UID (recreated).
+// Terminated reports whether pod (nil: gone) proves d.Incarnation ended,
+// by handoff.ProvesDeath: the kubelet reports, in the pod's status, a
+// container terminated with d.Incarnation's marker as its message, in its
+// current state or its last one.
 func Terminated(pod *corev1.Pod, d handoff.Death) bool {
-	if pod == nil || d.PodUID == "" || d.Incarnation == "" || string(pod.UID) != d.PodUID {
-		return false
-	}
-	want := TerminationMarker(d.Incarnation)
-	names := func(t *corev1.ContainerStateTerminated) bool {
-		return t != nil && strings.TrimSpace(t.Message) == want
-	}
-	for _, s := range pod.Status.ContainerStatuses {
-		if names(s.State.Terminated) || names(s.LastTerminationState.Terminated) {
-			return true
+	var read handoff.PodRead
+	if pod != nil {
+		read.UID = string(pod.UID)
+		for _, s := range pod.Status.ContainerStatuses {
+			for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+				if t != nil {
+					read.Terminated = append(read.Terminated, t.Message)
+				}
+			}
 		}
 	}
-	return false
+	return handoff.ProvesDeath(d, read)
 }

@@ -29,7 +29,7 @@ func terminatedPod(uid string, state, last string) *corev1.Pod {
 
 func TestTerminated(t *testing.T) {
 	d := handoff.Death{Identity: "op-0", PodUID: "u1", Incarnation: "abc"}
-	marker := TerminationMarker("abc") + "\n"
+	marker := handoff.TerminationMarker("abc") + "\n"
 	for name, c := range map[string]struct {
 		pod  *corev1.Pod
 		want bool
@@ -38,9 +38,9 @@ func TestTerminated(t *testing.T) {
 		"terminated, not restarted yet":           {terminatedPod("u1", marker, ""), true},
 		"pod gone (force delete, pod GC)":         {nil, false},
 		"pod recreated with another UID":          {terminatedPod("u2", "", marker), false},
-		"another container's message":             {terminatedPod("u1", TerminationMarker("abd"), TerminationMarker("x")), false},
+		"another container's message":             {terminatedPod("u1", handoff.TerminationMarker("abd"), handoff.TerminationMarker("x")), false},
 		"running, nothing terminated yet":         {terminatedPod("u1", "", ""), false},
-		"message is the log tail, not the marker": {terminatedPod("u1", "panic: ... "+TerminationMarker("abc"), ""), false},
+		"message is the log tail, not the marker": {terminatedPod("u1", "panic: ... "+handoff.TerminationMarker("abc"), ""), false},
 	} {
 		if got := Terminated(c.pod, d); got != c.want {
 			t.Errorf("%s: Terminated = %v; want %v", name, got, c.want)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // A replica whose process crashed and was restarted in place takes its
@@ -123,8 +124,8 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(marker)); got != lease.TerminationMarker(incarnation) {
-		t.Fatalf("termination message file holds %q, want %q", got, lease.TerminationMarker(incarnation))
+	if got := strings.TrimSpace(string(marker)); got != handoff.TerminationMarker(incarnation) {
+		t.Fatalf("termination message file holds %q, want %q", got, handoff.TerminationMarker(incarnation))
 	}
 
 	// The crash: the Lease as the process left it, renewed just now.

@@ -3,6 +3,7 @@ package handoffsim
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/handoff"
 )
 
@@ -130,8 +130,7 @@ func (p *proc) proveDeath(d handoff.Death) {
 	}
 	p.proving[d] = w.now
 	w.after(w.latency(), func() {
-		pod := w.kubelet.pods[d.Identity]
-		if pod == nil || pod.uid != d.PodUID || !pod.ended[d.Incarnation] {
+		if !handoff.ProvesDeath(d, w.kubelet.podRead(d.Identity)) {
 			return // gone, recreated, or no word of that container: no proof
 		}
 		var answer func()
@@ -155,7 +154,7 @@ func (p *proc) Pod() string { return p.pod }
 // GetPod reads the pod name (an identity) as the API server holds it:
 // its UID and, per incarnation that ended in it and that its kubelet
 // reported, a container status terminated with that incarnation's
-// termination message (lease.TerminationMarker). A pod that is gone is a
+// termination message (handoff.TerminationMarker). A pod that is gone is a
 // NotFound error; a process cut off from the API server times out. It
 // blocks on the world: call it from a task started with Go.
 func (p *proc) GetPod(ctx context.Context, name string) (*corev1.Pod, error) {
@@ -192,24 +191,34 @@ func (p *proc) GetPod(ctx context.Context, name string) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// podObject renders identity's pod as a Pod object, nil when it is gone.
-// The incarnations are listed in sorted order so that a read is the same
-// whatever the map's order.
-func (k *simKubelet) podObject(identity string) *corev1.Pod {
+// podRead is identity's pod as a read of it shows its containers' ends
+// (the zero PodRead when it is gone): per incarnation that ended in it and
+// that its kubelet reported, a container terminated with that incarnation's
+// termination message. The incarnations are listed in sorted order so that
+// a read is the same whatever the map's order.
+func (k *simKubelet) podRead(identity string) handoff.PodRead {
 	sp := k.pods[identity]
 	if sp == nil {
+		return handoff.PodRead{}
+	}
+	read := handoff.PodRead{UID: sp.uid}
+	for _, inc := range slices.Sorted(maps.Keys(sp.ended)) {
+		read.Terminated = append(read.Terminated, handoff.TerminationMarker(inc)+"\n")
+	}
+	return read
+}
+
+// podObject renders identity's pod as a Pod object, nil when it is gone.
+func (k *simKubelet) podObject(identity string) *corev1.Pod {
+	read := k.podRead(identity)
+	if read.UID == "" {
 		return nil
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: identity, UID: types.UID(sp.uid)}}
-	incs := make([]string, 0, len(sp.ended))
-	for inc := range sp.ended {
-		incs = append(incs, inc)
-	}
-	slices.Sort(incs)
-	for _, inc := range incs {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: identity, UID: types.UID(read.UID)}}
+	for _, msg := range read.Terminated {
 		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
 			Name:  "manager",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: lease.TerminationMarker(inc) + "\n"}},
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}},
 		})
 	}
 	return pod

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -77,7 +76,7 @@ func TestSetupProofPublishesThePod(t *testing.T) {
 		t.Fatal("no proofs although the pod could be read")
 	}
 	b, _ := os.ReadFile(path)
-	if got := strings.TrimSpace(string(b)); got != lease.TerminationMarker("inc-0") {
+	if got := strings.TrimSpace(string(b)); got != handoff.TerminationMarker("inc-0") {
 		t.Fatalf("termination message %q; want this incarnation's marker", got)
 	}
 	if pod := published(t, c); pod != "uid-1" {
@@ -131,7 +130,7 @@ func TestSetupProofFallsBackWithOneLine(t *testing.T) {
 // word to the core; a pod of another UID or without the marker is no
 // proof, and a question is not read again within its interval.
 func TestProverHandsTheKubeletsWordToTheCore(t *testing.T) {
-	marker := lease.TerminationMarker("old")
+	marker := handoff.TerminationMarker("old")
 	pod := ownPod("1")
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "operator",
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: marker + "\n"}}}}

@@ -1,6 +1,10 @@
 package handoff
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Proof of death.
 //
@@ -47,6 +51,36 @@ type Death struct {
 	PodUID string
 	// Incarnation is the process whose end is in question.
 	Incarnation string
+}
+
+// TerminationMarker is the termination message that names incarnation:
+// each process writes it into its container's termination message file at
+// start, and the kubelet copies that file into the container's terminated
+// state in the pod's status when the container ends.
+func TerminationMarker(incarnation string) string { return "kshard.io/incarnation=" + incarnation }
+
+// PodRead is what a read of a pod says about its containers' ends.
+type PodRead struct {
+	// UID is the pod's metadata.uid; "" when the pod is gone.
+	UID string
+	// Terminated holds the termination messages of the containers the
+	// kubelet reports terminated, in their current or their last state.
+	Terminated []string
+}
+
+// ProvesDeath reports whether pod, as read, proves that d.Incarnation has
+// ended: it is the pod d recorded (a pod that is gone, or recreated under
+// the same name, proves nothing) and one of its terminated containers'
+// messages is exactly d.Incarnation's marker, surrounding whitespace
+// aside. A message that merely contains the marker proves nothing: the
+// kubelet may put a log tail there instead of the file, and a log may
+// quote any incarnation.
+func ProvesDeath(d Death, pod PodRead) bool {
+	if pod.UID == "" || d.PodUID == "" || d.Incarnation == "" || pod.UID != d.PodUID {
+		return false
+	}
+	want := TerminationMarker(d.Incarnation)
+	return slices.ContainsFunc(pod.Terminated, func(msg string) bool { return strings.TrimSpace(msg) == want })
 }
 
 // key is what a proof is about: an identity's field does not matter to it.

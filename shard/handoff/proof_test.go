@@ -153,3 +153,27 @@ func TestDamagedLeaseIsNotProvenDead(t *testing.T) {
 		t.Fatalf("damaged Lease: activated %v, asked for proofs %v", r.Activate, rd.ProveDeath)
 	}
 }
+
+func TestProvesDeath(t *testing.T) {
+	d := Death{Identity: "r-0", PodUID: "u1", Incarnation: "abc"}
+	marker := TerminationMarker("abc")
+	for name, c := range map[string]struct {
+		d    Death
+		pod  PodRead
+		want bool
+	}{
+		"the marker, as the kubelet copies the file": {d, PodRead{UID: "u1", Terminated: []string{marker + "\n"}}, true},
+		"among other containers' ends":               {d, PodRead{UID: "u1", Terminated: []string{"", TerminationMarker("x"), marker}}, true},
+		"pod gone":                                   {d, PodRead{}, false},
+		"pod recreated under the name":               {d, PodRead{UID: "u2", Terminated: []string{marker}}, false},
+		"another incarnation's end":                  {d, PodRead{UID: "u1", Terminated: []string{TerminationMarker("abd")}}, false},
+		"a log tail that quotes the marker":          {d, PodRead{UID: "u1", Terminated: []string{"panic: ... " + marker}}, false},
+		"no container terminated":                    {d, PodRead{UID: "u1"}, false},
+		"a Lease that recorded no pod":               {Death{Identity: "r-0", Incarnation: "abc"}, PodRead{UID: "u1", Terminated: []string{marker}}, false},
+		"a Lease that recorded no incarnation":       {Death{Identity: "r-0", PodUID: "u1"}, PodRead{UID: "u1", Terminated: []string{TerminationMarker("")}}, false},
+	} {
+		if got := ProvesDeath(c.d, c.pod); got != c.want {
+			t.Errorf("%s: ProvesDeath = %v, want %v", name, got, c.want)
+		}
+	}
+}
