@@ -3,13 +3,14 @@ package lease
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // joinScan runs once, after the ring's first list: it lists every Lease of
@@ -50,21 +51,22 @@ func (m *Member) joinScan(ctx context.Context) {
 			return
 		}
 	}
-	var uids []string
+	// Which Leases count is the handoff core's rule (handoff.JudgeJoinScan).
+	scanned := make([]handoff.ScannedLease, len(list.Items))
 	for i := range list.Items {
 		l := &list.Items[i]
-		ring := l.Labels[LabelRing]
-		switch {
-		case ring == m.opts.Ring:
-			uids = append(uids, string(l.UID))
-		case !slices.Contains(l.Finalizers, FinalizerMember):
-		case ring != "" && strings.HasPrefix(l.Name, ring+"-"):
-			// A member of another ring in the same namespace.
-		default:
-			m.log.Info("joining waits LeaseDuration: a member Lease is outside the ring (relabelled by hand?); its holder may still be at work",
-				"outside", l.Name, "label", LabelRing+"="+ring, "finalizer", FinalizerMember)
-			return
-		}
+		scanned[i] = handoff.ScannedLease{Name: l.Name, Ring: l.Labels[LabelRing], Finalized: slices.Contains(l.Finalizers, FinalizerMember)}
+	}
+	scan := handoff.JudgeJoinScan(m.opts.Ring, scanned)
+	if scan.Outside >= 0 {
+		l := scanned[scan.Outside]
+		m.log.Info("joining waits LeaseDuration: a member Lease is outside the ring (relabelled by hand?); its holder may still be at work",
+			"outside", l.Name, "label", LabelRing+"="+l.Ring, "finalizer", FinalizerMember)
+		return
+	}
+	uids := make([]string, len(scan.Members))
+	for i, j := range scan.Members {
+		uids[i] = string(list.Items[j].UID)
 	}
 	// A ring Lease the list showed but the watch has not delivered yet
 	// (relabelled back into the ring just now) must be in the view first.

@@ -3,6 +3,7 @@ package handoffsim
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -231,15 +232,22 @@ func (p *proc) joinScan() {
 		return
 	}
 	w.after(w.latency(), func() {
-		var uids []uint64
-		clean := true
-		for _, l := range w.server.leases {
-			switch {
-			case !l.relabelled:
-				uids = append(uids, l.uid)
-			case l.finalized:
-				clean = false // a member's Lease out of the ring: its holder may run, unseen
+		// The rule lease.Member's scan follows (handoff.JudgeJoinScan),
+		// over the Leases in name order.
+		names := slices.Sorted(maps.Keys(w.server.leases))
+		scanned := make([]handoff.ScannedLease, len(names))
+		for i, name := range names {
+			l := w.server.leases[name]
+			scanned[i] = handoff.ScannedLease{Name: simRing + "-" + name, Ring: simRing, Finalized: l.finalized}
+			if l.relabelled {
+				scanned[i].Ring = ""
 			}
+		}
+		scan := handoff.JudgeJoinScan(simRing, scanned)
+		clean := scan.Outside < 0
+		var uids []uint64
+		for _, j := range scan.Members {
+			uids = append(uids, w.server.leases[names[j]].uid)
 		}
 		slices.Sort(uids)
 		var respond func()

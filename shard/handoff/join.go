@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -66,4 +67,48 @@ func (j *joinWait) nextDeadline(consider func(time.Time)) {
 	if j.observed && !j.fast() {
 		consider(j.firstSeen.Add(j.lease))
 	}
+}
+
+// ScannedLease is a Lease of the namespace as the join scan lists it.
+type ScannedLease struct {
+	// Name is the Lease's name, Ring its ring label ("" for none).
+	Name, Ring string
+	// Finalized: it carries the member finalizer, which every member Lease
+	// of a current kshard does and which relabelling keeps.
+	Finalized bool
+}
+
+// JoinScan is the join scan's verdict over a namespace's Leases.
+type JoinScan struct {
+	// Members are the indexes of ring's own Leases in the list (all of
+	// them when Outside is -1): the ring's watch must hold each before the
+	// scan counts as clean (Core.JoinScanClean), since one relabelled
+	// back in just now may not have reached it yet.
+	Members []int
+	// Outside is the index of a member Lease that is in no ring (relabelled
+	// out by hand before this process could see it; its holder may be at
+	// work, unseen), or -1: with one, the scan is not clean and the
+	// replica waits out its join.
+	Outside int
+}
+
+// JudgeJoinScan classifies the namespace's Leases, as listed after the
+// ring's first list, for a join that skips its wait. A Lease without the
+// member finalizer is not a member of a current kshard, or was never one;
+// one whose ring label names another ring and whose name carries that
+// ring's prefix is that ring's member.
+func JudgeJoinScan(ring string, leases []ScannedLease) JoinScan {
+	scan := JoinScan{Outside: -1}
+	for i, l := range leases {
+		switch {
+		case l.Ring == ring:
+			scan.Members = append(scan.Members, i)
+		case !l.Finalized:
+		case l.Ring != "" && strings.HasPrefix(l.Name, l.Ring+"-"):
+		default:
+			scan.Outside = i
+			return scan
+		}
+	}
+	return scan
 }

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -218,5 +219,27 @@ func TestJoinWait(t *testing.T) {
 				t.Fatalf("over %v; want %v", got, tc.over)
 			}
 		})
+	}
+}
+
+func TestJudgeJoinScan(t *testing.T) {
+	member := func(name string) ScannedLease { return ScannedLease{Name: "r-" + name, Ring: "r", Finalized: true} }
+	for name, c := range map[string]struct {
+		leases  []ScannedLease
+		members []int
+		outside int
+	}{
+		"only the ring's":                                          {[]ScannedLease{member("a"), member("b")}, []int{0, 1}, -1},
+		"an older kshard's member, unfinalized":                    {[]ScannedLease{member("a"), {Name: "r-b", Ring: "r"}}, []int{0, 1}, -1},
+		"another ring's member":                                    {[]ScannedLease{member("a"), {Name: "s-b", Ring: "s", Finalized: true}}, []int{0}, -1},
+		"a foreign Lease without the finalizer":                    {[]ScannedLease{{Name: "leader"}, member("a")}, []int{1}, -1},
+		"a member relabelled out of every ring":                    {[]ScannedLease{member("a"), {Name: "r-b", Finalized: true}}, []int{0}, 1},
+		"relabelled into a ring its name is not of":                {[]ScannedLease{{Name: "r-b", Ring: "s", Finalized: true}}, nil, 0},
+		"unfinalized and relabelled: an older kshard's, invisible": {[]ScannedLease{{Name: "r-b"}}, nil, -1},
+	} {
+		got := JudgeJoinScan("r", c.leases)
+		if !slices.Equal(got.Members, c.members) || got.Outside != c.outside {
+			t.Errorf("%s: JudgeJoinScan = %+v, want members %v, outside %d", name, got, c.members, c.outside)
+		}
 	}
 }
