@@ -197,8 +197,12 @@
 // one write in flight at a time; what each write's outcome means (a
 // renewal or not, read the Lease, create it afresh, retry) is JudgeWrite's
 // decision, and whether to write over the own Lease as read after a
-// conflict is JudgeOwnRead's: the shell reports what happened and carries
-// the verdict out. Observed carries what the shell read,
+// conflict is JudgeOwnRead's. At start, what to do with the identity's
+// Lease as read (create, adopt, take over, wait, restore its ring label, or
+// stop on a name collision) is JudgeAcquire's; whether a pod's status
+// proves a process ended is ProvesDeath's; which of the namespace's Leases
+// let a join skip its wait is JudgeJoinScan's. The shell reports what
+// happened and carries the verdict out. Observed carries what the shell read,
 // problems included; what a malformed or foreign Lease means is the core's
 // decision. Confirm's answer counts a Lease outside the ring's label as
 // gone. Members whose ring configuration
