@@ -122,6 +122,16 @@ func defaultParams(quick bool) params {
 	return p
 }
 
+// passTimeout bounds a wait for a fleet to reconcile n objects once: the
+// readiness timeout, plus a second per passPerSecond objects, since the
+// leader alone reconciles 100,000 custom resources at a few hundred a
+// second on 2 cores (a flat 3 minutes failed such a pass at 153,226 of
+// 202,000 reconciles on a loaded machine).
+func (p *params) passTimeout(n int) time.Duration {
+	const passPerSecond = 100
+	return p.ReadyTimeout + time.Duration(n/passPerSecond)*time.Second
+}
+
 // bench is one benchmark run on one control plane.
 type bench struct {
 	p      params
@@ -195,6 +205,7 @@ func main() {
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
 	shardedBalance := flag.Float64("sharded-balance", -1, "kshard's --balance in phases 7 and 8: place partitions by object counts, within this fraction of the mean; 0 places by number (default 0.02)")
 	leaseDuration := flag.Duration("lease-duration", 0, "every kshard replica's LeaseDuration, with RenewDeadline 2/3 and RenewPeriod 1/5 of it (default 10s; 4s with -quick; phase 9 by default uses the recommendation per fleet size in docs/configuration.md)")
+	timeout := flag.Duration("timeout", 0, "the whole run's deadline (default 80m; 7m with -quick): raise it for phase 10 at 100,000 objects on a slow or shared machine")
 	merge := flag.Bool("merge", true, "when -phases leaves some phases out, keep their figures from the results.json already in -out (see phases_from_earlier_runs)")
 	flag.Parse()
 	if *reportOnly {
@@ -224,6 +235,9 @@ func main() {
 	}
 	if *resReplicas > 0 {
 		p.ResourceReplicas = *resReplicas
+	}
+	if *timeout > 0 {
+		p.Timeout = *timeout
 	}
 	p.ShardedFallback = p.ShardedFallback && *shardedFallback
 	if *shardedBalance >= 0 {

@@ -332,7 +332,7 @@ func (b *bench) measureResources(ctx context.Context, sys *system, n int, spec r
 		return res, err
 	}
 	defer f.kill()
-	if err := f.waitReady(ctx, readiness{minReconciles: float64(n), leaderWarm: float64(n), quiet: true}, b.p.ReadyTimeout); err != nil {
+	if err := f.waitReady(ctx, readiness{minReconciles: float64(n), leaderWarm: float64(n), quiet: true}, b.p.passTimeout(n)); err != nil {
 		return res, err
 	}
 	res.StartupSeconds = time.Since(start).Seconds()
@@ -344,7 +344,7 @@ func (b *bench) measureResources(ctx context.Context, sys *system, n int, spec r
 	if err := parallel(ctx, 32, n, func(ctx context.Context, i int) error { return b.bumpSpread(ctx, i) }); err != nil {
 		return res, err
 	}
-	if err := f.waitReady(ctx, readiness{minReconciles: before + float64(n), quiet: true}, b.p.ReadyTimeout); err != nil {
+	if err := f.waitReady(ctx, readiness{minReconciles: before + float64(n), quiet: true}, b.p.passTimeout(n)); err != nil {
 		return res, err
 	}
 	res.PassSeconds = time.Since(sent).Seconds()
