@@ -36,8 +36,10 @@ type Core struct {
 	deaths  proofs // incarnations the kubelet reported ended, by pod UID
 	foreign *peer  // a live active peer with another fingerprint, if any
 
-	// Renewals of the own Lease and the fence.
-	fencing fencing
+	// Renewals of the own Lease and the fence, and the validity they
+	// give the replica's work.
+	fencing  fencing
+	validity validityState
 
 	// Lifecycle: inputs and where the replica stands.
 	state        State
@@ -211,6 +213,7 @@ func (c *Core) Leave() { c.leaving = true }
 // Fence when already fenced, change nothing.
 func (c *Core) Ready(now time.Time) Ready {
 	r := c.step(now)
+	c.validity = nextValidity(c.validity, c.fencing.lastSent, c.fencing.fenced || c.done, c.cfg.RenewDeadline)
 	c.unacked.merge(&r, c.active, c.draining, c.awaitingConfirm)
 	return r
 }
@@ -655,6 +658,10 @@ func (c *Core) HandingOver() shard.PartitionSet { return c.handover.pending.Clon
 // Blocked returns the targeted partitions that another live Lease still
 // claims.
 func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
+
+// Validity returns the lease validity as of the last step: what the shell
+// publishes for workers and the client transport to check.
+func (c *Core) Validity() Validity { return c.validity.Validity }
 
 // Fenced reports whether the replica is fenced: its renew deadline passed
 // and no renew has succeeded since.
