@@ -308,9 +308,10 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		} else {
 			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.timing.RenewDeadline)
 		}
-		// Partitions already draining must stop now too: revoke them again
-		// with no grace period; their first revoke reports when it returns.
-		c.revoke(ctx, rd.Revoke.Union(c.core.Draining()), true)
+		// rd.Revoke holds the partitions already draining too: revoked
+		// again with no grace period; their first revoke reports when it
+		// returns.
+		c.revoke(ctx, rd.Revoke, true)
 	} else if !rd.Revoke.IsEmpty() {
 		c.log.Info("revoking partitions", "partitions", rd.Revoke.String())
 		c.revoke(ctx, rd.Revoke, false)

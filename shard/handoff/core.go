@@ -277,11 +277,12 @@ func (c *Core) advance(now time.Time) {
 	c.fencing.clamp(c.now)
 }
 
-// stop ends the core for good: everything is revoked at once.
+// stop ends the core for good: everything is revoked at once, partitions
+// already draining included (see fence).
 func (c *Core) stop(r *Ready) {
 	r.Fence = true
-	r.Revoke = c.active.Clone()
 	c.draining = c.draining.Union(c.active)
+	r.Revoke = c.draining.Clone()
 	c.active = shard.NewPartitionSet(c.partitions)
 	c.done = true
 }
@@ -305,11 +306,13 @@ func (c *Core) checkRenewal(r *Ready) {
 
 // fence drops everything at once and starts a new epoch: Records written
 // before the fence may have been voided by peers, so none of them may serve
-// as read-your-write again.
+// as read-your-write again. Partitions already draining are revoked again:
+// their reconciles must stop now too, without the rest of their grace
+// period.
 func (c *Core) fence(r *Ready) {
 	r.Fence = true
-	r.Revoke = r.Revoke.Union(c.active)
 	c.draining = c.draining.Union(c.active)
+	r.Revoke = r.Revoke.Union(c.draining)
 	c.active = shard.NewPartitionSet(c.partitions)
 	c.fencing.start(c.now, c.draining)
 	if c.state == StateActive {
