@@ -114,6 +114,7 @@ type Member struct {
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
 
+	observed     handoff.Observed // the Lease as lease.Parse read it, for handoff's rules
 	claim        shard.PartitionSet
 	weights      shard.Weights
 	claimUnknown bool
@@ -173,7 +174,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
-			weights: o.Weights,
+			weights: o.Weights, observed: o.Observed,
 		}
 		if o.Warm.Size() > 0 {
 			warm := o.Warm.Len()
@@ -188,7 +189,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			t := o.RenewTime
 			m.RenewTime = &t
 			m.RenewAgeSeconds = now.Sub(t).Seconds()
-			if o.LeaseDuration > 0 && now.Before(t.Add(o.LeaseDuration)) {
+			if o.LeaseDuration > 0 && !handoff.Expired(now.Sub(t), o.LeaseDuration) {
 				m.Health = Live
 			}
 		}
@@ -223,7 +224,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if !m.Live() {
 			continue
 		}
-		if m.Problem == "" && !m.Terminating && m.State == string(handoff.StateActive) && m.Params == r.Params {
+		if handoff.RingMember(m.observed, r.Params) {
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params == r.Params {
