@@ -96,8 +96,11 @@ type Member struct {
 	RenewAgeSeconds      float64 `json:"renewAgeSeconds"`
 	LeaseDurationSeconds float64 `json:"leaseDurationSeconds"`
 	Incarnation          string  `json:"incarnation"`
-	Epoch                uint64  `json:"epoch"`
-	Params               string  `json:"params"`
+	// Generation is the generation of the Record the Lease carries
+	// (lease.AnnotationGeneration). Its JSON name keeps the annotation's
+	// word, epoch, for scripts that read `kshard status -o json`.
+	Generation uint64 `json:"epoch"`
+	Params     string `json:"params"`
 	// Problem says why the Lease is malformed; empty when it is well-formed
 	// (a Lease of another ring configuration is read with its own
 	// partition count).
@@ -169,7 +172,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		o := lease.Parse(l, name, r.Partitions)
 		m := Member{
 			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
-			Incarnation: o.Incarnation, Epoch: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
+			Incarnation: o.Incarnation, Generation: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
