@@ -20,9 +20,12 @@ type Validity struct {
 	// so wall-clock steps do not move it). Zero while there is none: not
 	// renewed yet, or fenced.
 	Until time.Time
-	// Epoch counts the replica's fences. Every renewal that succeeds within
-	// an epoch extends Until without a gap, so work started in an epoch may
-	// go on writing as long as the epoch lasts and Until has not passed.
+	// Epoch counts the breaks in the replica's validity: a fence, or a
+	// renewal sent only after Until had passed (the process was paused or
+	// cut off in between), starts a new epoch; shard/handoff's core decides
+	// both (handoff.Validity). Every renewal that succeeds within an epoch
+	// extends Until without a gap, so work started in an epoch may go on
+	// writing as long as the epoch lasts and Until has not passed.
 	Epoch uint64
 }
 

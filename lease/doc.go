@@ -19,7 +19,7 @@
 //	label kshard.io/partitions    number of claimed partitions
 //	annotation kshard.io/claim        claimed partitions, shard.PartitionSet.Encode
 //	annotation kshard.io/incarnation  random id of the writing process
-//	annotation kshard.io/epoch        claim epoch, unsigned decimal
+//	annotation kshard.io/epoch        the Record's generation, unsigned decimal (the key keeps its first name)
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters
 //	annotation kshard.io/pod-uid      UID of the writer's pod (optional: only when
 //	                                  its death can be proven, see handoff.TerminationMarker)

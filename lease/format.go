@@ -23,8 +23,13 @@ const (
 
 	AnnotationClaim       = "kshard.io/claim"
 	AnnotationIncarnation = "kshard.io/incarnation"
-	AnnotationEpoch       = "kshard.io/epoch"
-	AnnotationParams      = "kshard.io/params"
+	// AnnotationGeneration carries the Record's generation
+	// (handoff.Record.Generation). Its key keeps the word epoch, which
+	// kshard now uses for the lease validity's epochs only
+	// (handoff.Validity), because Leases written by earlier versions carry
+	// it and a rolling upgrade must read them.
+	AnnotationGeneration = "kshard.io/epoch"
+	AnnotationParams     = "kshard.io/params"
 	// AnnotationPod is the UID of the pod the writer runs in, present
 	// when the writer can have its death proven (see proof.go).
 	AnnotationPod = "kshard.io/pod-uid"
@@ -61,7 +66,7 @@ const (
 	ReasonHolderMismatch = "holder_mismatch" // holderIdentity differs from the name's identity
 	ReasonNoIncarnation  = "no_incarnation"  // incarnation annotation missing
 	ReasonBadState       = "bad_state"       // state label missing or unknown
-	ReasonBadEpoch       = "bad_epoch"       // epoch annotation missing or not an unsigned decimal
+	ReasonBadGeneration  = "bad_epoch"       // generation annotation missing or not an unsigned decimal; the value keeps the annotation key's word (AnnotationGeneration) for dashboards
 	ReasonBadClaim       = "bad_claim"       // claim annotation missing or undecodable
 	// ReasonForeignConfig counts Leases written with another ring
 	// configuration (their params annotation differs from this replica's),
@@ -188,10 +193,10 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	default:
 		fault(ReasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
 	}
-	if text, ok := l.Annotations[AnnotationEpoch]; !ok {
-		fault(ReasonBadEpoch, "annotation %s is missing", AnnotationEpoch)
+	if text, ok := l.Annotations[AnnotationGeneration]; !ok {
+		fault(ReasonBadGeneration, "annotation %s is missing", AnnotationGeneration)
 	} else if e, err := strconv.ParseUint(text, 10, 64); err != nil {
-		fault(ReasonBadEpoch, "annotation %s=%q is not an unsigned decimal", AnnotationEpoch, text)
+		fault(ReasonBadGeneration, "annotation %s=%q is not an unsigned decimal", AnnotationGeneration, text)
 	} else {
 		o.Generation = e
 	}
@@ -261,7 +266,7 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 	l.Labels[LabelPartitions] = strconv.Itoa(r.Claim.Len())
 	l.Annotations[AnnotationClaim] = r.Claim.Encode()
 	l.Annotations[AnnotationIncarnation] = m.opts.Incarnation
-	l.Annotations[AnnotationEpoch] = strconv.FormatUint(r.Generation, 10)
+	l.Annotations[AnnotationGeneration] = strconv.FormatUint(r.Generation, 10)
 	l.Annotations[AnnotationParams] = m.opts.Params
 	if r.Warm.Size() > 0 {
 		l.Annotations[AnnotationWarm] = r.Warm.Encode()

@@ -16,7 +16,7 @@ func TestParse(t *testing.T) {
 	claim := shard.NewPartitionSet(7, 2, 5)
 	wellFormed := func(l *coordinationv1.Lease) {
 		l.Annotations[AnnotationClaim] = claim.Encode()
-		l.Annotations[AnnotationEpoch] = "42"
+		l.Annotations[AnnotationGeneration] = "42"
 		l.Annotations[AnnotationParams] = "p7"
 	}
 	tests := []struct {
@@ -52,10 +52,10 @@ func TestParse(t *testing.T) {
 			reasons: []string{ReasonNoIncarnation}, claim: []int{2, 5}},
 		{name: "unknown state", mutate: func(l *coordinationv1.Lease) { l.Labels[LabelState] = "expired" },
 			reasons: []string{ReasonBadState}, claim: []int{2, 5}},
-		{name: "negative epoch", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "-1" },
-			reasons: []string{ReasonBadEpoch}, claim: []int{2, 5}},
-		{name: "epoch missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationEpoch) },
-			reasons: []string{ReasonBadEpoch}, claim: []int{2, 5}},
+		{name: "negative generation", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "-1" },
+			reasons: []string{ReasonBadGeneration}, claim: []int{2, 5}},
+		{name: "generation missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationGeneration) },
+			reasons: []string{ReasonBadGeneration}, claim: []int{2, 5}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestParse(t *testing.T) {
 func TestProblemNamesTheFault(t *testing.T) {
 	l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
 		l.Spec.HolderIdentity = nil
-		l.Annotations[AnnotationEpoch] = "x"
+		l.Annotations[AnnotationGeneration] = "x"
 	})
 	o := Parse(l, "r", 7)
 	for _, want := range []string{"holderIdentity is empty", `kshard.io/epoch="x"`} {

@@ -295,7 +295,7 @@ func peerLease(ns, ring, identity, incarnation string, mutate ...func(*coordinat
 			Name: LeaseName(ring, identity), Namespace: ns,
 			Labels: map[string]string{LabelRing: ring, LabelState: string(handoff.StateActive), LabelPartitions: "0"},
 			Annotations: map[string]string{
-				AnnotationIncarnation: incarnation, AnnotationEpoch: "0", AnnotationParams: "",
+				AnnotationIncarnation: incarnation, AnnotationGeneration: "0", AnnotationParams: "",
 				AnnotationClaim: shard.NewPartitionSet(7).Encode(),
 			},
 		},

@@ -100,7 +100,7 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 	wantLabels := map[string]string{LabelRing: "r", LabelState: string(handoff.StateJoining), LabelPartitions: "0"}
 	wantAnnotations := map[string]string{
 		AnnotationClaim: shard.NewPartitionSet(7).Encode(), AnnotationIncarnation: m.Incarnation(),
-		AnnotationEpoch: "0", AnnotationParams: "fp",
+		AnnotationGeneration: "0", AnnotationParams: "fp",
 	}
 	for k, v := range wantLabels {
 		if l.Labels[k] != v {
@@ -147,8 +147,8 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	m.SetDesired(handoff.Record{Generation: 3}) // before Run: published by the create
 	run(t, m)
 	eventually(t, "Synced", m.Synced)
-	if got := u.get("r-a").Annotations[AnnotationEpoch]; got != "3" {
-		t.Fatalf("created with epoch %q, want 3", got)
+	if got := u.get("r-a").Annotations[AnnotationGeneration]; got != "3" {
+		t.Fatalf("created with generation %q, want 3", got)
 	}
 
 	eventually(t, "the heartbeat to wait", u.clk.HasWaiters)
@@ -170,7 +170,7 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	}
 	l := u.get("r-a")
 	if l.Labels[LabelState] != string(handoff.StateActive) || l.Labels[LabelPartitions] != "3" ||
-		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationEpoch] != "4" {
+		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationGeneration] != "4" {
 		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
 	}
 	eventually(t, "LastWritten to catch up", func() bool { _, v := m.LastWritten(); return v == l.ResourceVersion })
@@ -222,7 +222,7 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 	}
 
 	changed := u.clk.Now()
-	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	eventually(t, "the new version to be observed", func() bool {
 		o, _ := observedByName(m.Snapshot(), "r-b")
 		return o.Version == next.ResourceVersion
@@ -441,7 +441,7 @@ func TestConfirmReadsTheAPIServer(t *testing.T) {
 	if ok, err := m.Confirm(ctx, "b", v1); !ok || err != nil {
 		t.Errorf("Confirm of the current version = %v, %v; want true", ok, err)
 	}
-	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	if ok, err := m.Confirm(ctx, "b", v1); ok || err != nil {
 		t.Errorf("Confirm of a replaced version = %v, %v; want false", ok, err)
 	}
@@ -462,7 +462,7 @@ func TestDeletePeerIsConditional(t *testing.T) {
 	m := u.member("a")
 	ctx := context.Background()
 	v1 := u.create(peerLease("ns", "r", "b", "inc-b")).ResourceVersion
-	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "1" })
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	if err := m.DeletePeer(ctx, "b", v1); err != nil {
 		t.Errorf("DeletePeer of a changed Lease: %v, want nil", err)
 	}
@@ -572,7 +572,7 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 		t.Error("a relist reported the same versions again")
 	}
 	// A new malformed version is reported again.
-	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationEpoch] = "2" })
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "2" })
 	eventually(t, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	if invalid(ReasonBadClaim) != 2 || u.log.count("malformed") != 3 {
 		t.Error("a new malformed version was not reported")

@@ -365,7 +365,7 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 	ghost := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "it-ghost", Namespace: ns,
 			Labels:      map[string]string{lease.LabelRing: "it", lease.LabelState: "active"},
-			Annotations: map[string]string{lease.AnnotationClaim: "v1:271:not-base64!", lease.AnnotationIncarnation: "x", lease.AnnotationEpoch: "1"}},
+			Annotations: map[string]string{lease.AnnotationClaim: "v1:271:not-base64!", lease.AnnotationIncarnation: "x", lease.AnnotationGeneration: "1"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
 	}
 	if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, ghost, metav1.CreateOptions{}); err != nil {

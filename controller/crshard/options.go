@@ -111,10 +111,7 @@ func (o *Options) applyDefaults() {
 	ring := shard.Config{Partitions: o.Partitions, Load: o.Load}.WithDefaults()
 	o.Partitions, o.Load = ring.Partitions, ring.Load
 	// The ring leaves inside controller-runtime's shutdown, not its own.
-	if o.GracefulShutdownTimeout == 0 {
-		o.GracefulShutdownTimeout = handoff.DefaultEmbeddedShutdownTimeout
-	}
-	t := o.timing().WithDefaults()
+	t := o.timing().WithEmbeddedDefaults()
 	o.LeaseDuration, o.RenewDeadline, o.RenewPeriod = t.LeaseDuration, t.RenewDeadline, t.RenewPeriod
 	o.DrainGracePeriod, o.GracefulShutdownTimeout = t.DrainGracePeriod, t.GracefulShutdownTimeout
 	if o.Registerer == nil {

@@ -233,7 +233,7 @@ func liveLabellingLease(ns string) *coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(ring, holder), Namespace: ns,
 			Labels: map[string]string{lease.LabelRing: ring, lease.LabelState: "active", lease.LabelPartitions: "0"},
 			Annotations: map[string]string{lease.AnnotationClaim: shard.NewPartitionSet(271).Encode(), lease.AnnotationIncarnation: "i-0",
-				lease.AnnotationEpoch: "1", lease.AnnotationParams: shard.Config{}.Fingerprint(),
+				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint(),
 				lease.AnnotationCacheMode: "labels", lease.AnnotationCachedObjects: "3"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now},
 	}

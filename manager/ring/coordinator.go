@@ -47,9 +47,7 @@ type coordinator struct {
 	synced         bool // caches synced; read and written on the run goroutine
 	// validity is what controllers and the client transport check; see
 	// publishValidity. Written on the run goroutine, read anywhere.
-	validity     atomic.Pointer[controller.Validity]
-	validitySent time.Time // the renewal sending time validity was computed from
-	validityLost bool      // fenced or done when validity was computed
+	validity atomic.Pointer[controller.Validity]
 	// targetSince records when each partition entered the target, for
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
@@ -280,37 +278,12 @@ func (c *coordinator) step(ctx context.Context) {
 	c.observeState(now)
 }
 
-// publishValidity records the lease validity that workers check before each
-// reconcile and the client transport before each write of one: the sending
-// time of the last successful renewal plus RenewDeadline, none while fenced.
-// A fence, or a renewal sent after the previous validity had passed (the
-// process was paused or cut off in between, so a peer may have voided the
-// Lease), starts a new epoch, which ends the validity of every reconcile
-// started before it even though the lease is valid again.
+// publishValidity publishes the lease validity the core decided in this
+// step (handoff.Core.Validity), which workers check before each reconcile
+// and the client transport before each write of one.
 func (c *coordinator) publishValidity() {
-	var old controller.Validity
-	if v := c.validity.Load(); v != nil {
-		old = *v
-	}
-	lost := c.core.Fenced() || c.core.Done()
-	v := nextValidity(old, c.validitySent, c.validityLost, c.lastRenew, lost, c.timing.RenewDeadline)
-	c.validityLost, c.validitySent = lost, c.lastRenew
-	c.validity.Store(&v)
-}
-
-// nextValidity is publishValidity's rule: the validity after a step that
-// saw the renewal sent at sent (zero: none yet) and lost (fenced or done),
-// given the previous step's validity, renewal and loss.
-func nextValidity(old controller.Validity, prevSent time.Time, prevLost bool, sent time.Time, lost bool, renewDeadline time.Duration) controller.Validity {
-	v := controller.Validity{Epoch: old.Epoch}
-	gap := !prevSent.IsZero() && !sent.Before(prevSent.Add(renewDeadline))
-	if lost && !prevLost || gap {
-		v.Epoch++
-	}
-	if !lost && !sent.IsZero() {
-		v.Until = sent.Add(renewDeadline)
-	}
-	return v
+	v := c.core.Validity()
+	c.validity.Store(&controller.Validity{Until: v.Until, Epoch: v.Epoch})
 }
 
 // leaseValidity returns the validity publishValidity last recorded.
@@ -335,9 +308,10 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		} else {
 			c.log.Error(nil, "Lease not renewed within RenewDeadline: stopping every reconcile (fenced); rejoining once renewals succeed", "renewDeadline", c.timing.RenewDeadline)
 		}
-		// Partitions already draining must stop now too: revoke them again
-		// with no grace period; their first revoke reports when it returns.
-		c.revoke(ctx, rd.Revoke.Union(c.core.Draining()), true)
+		// rd.Revoke holds the partitions already draining too: revoked
+		// again with no grace period; their first revoke reports when it
+		// returns.
+		c.revoke(ctx, rd.Revoke, true)
 	} else if !rd.Revoke.IsEmpty() {
 		c.log.Info("revoking partitions", "partitions", rd.Revoke.String())
 		c.revoke(ctx, rd.Revoke, false)

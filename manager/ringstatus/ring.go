@@ -96,8 +96,11 @@ type Member struct {
 	RenewAgeSeconds      float64 `json:"renewAgeSeconds"`
 	LeaseDurationSeconds float64 `json:"leaseDurationSeconds"`
 	Incarnation          string  `json:"incarnation"`
-	Epoch                uint64  `json:"epoch"`
-	Params               string  `json:"params"`
+	// Generation is the generation of the Record the Lease carries
+	// (lease.AnnotationGeneration). Its JSON name keeps the annotation's
+	// word, epoch, for scripts that read `kshard status -o json`.
+	Generation uint64 `json:"epoch"`
+	Params     string `json:"params"`
 	// Problem says why the Lease is malformed; empty when it is well-formed
 	// (a Lease of another ring configuration is read with its own
 	// partition count).
@@ -114,6 +117,7 @@ type Member struct {
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
 
+	observed     handoff.Observed // the Lease as lease.Parse read it, for handoff's rules
 	claim        shard.PartitionSet
 	weights      shard.Weights
 	claimUnknown bool
@@ -168,12 +172,12 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		o := lease.Parse(l, name, r.Partitions)
 		m := Member{
 			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
-			Incarnation: o.Incarnation, Epoch: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
+			Incarnation: o.Incarnation, Generation: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
-			weights: o.Weights,
+			weights: o.Weights, observed: o.Observed,
 		}
 		if o.Warm.Size() > 0 {
 			warm := o.Warm.Len()
@@ -188,7 +192,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			t := o.RenewTime
 			m.RenewTime = &t
 			m.RenewAgeSeconds = now.Sub(t).Seconds()
-			if o.LeaseDuration > 0 && now.Before(t.Add(o.LeaseDuration)) {
+			if o.LeaseDuration > 0 && !handoff.Expired(now.Sub(t), o.LeaseDuration) {
 				m.Health = Live
 			}
 		}
@@ -223,7 +227,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if !m.Live() {
 			continue
 		}
-		if m.Problem == "" && !m.Terminating && m.State == string(handoff.StateActive) && m.Params == r.Params {
+		if handoff.RingMember(m.observed, r.Params) {
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params == r.Params {

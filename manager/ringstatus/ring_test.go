@@ -53,7 +53,7 @@ func build(specs ...spec) []coordinationv1.Lease {
 				Labels: map[string]string{lease.LabelRing: ringName, lease.LabelState: s.state,
 					lease.LabelPartitions: fmt.Sprint(s.claim.Len())},
 				Annotations: map[string]string{lease.AnnotationClaim: s.claim.Encode(),
-					lease.AnnotationIncarnation: "inc-" + s.id, lease.AnnotationEpoch: "3",
+					lease.AnnotationIncarnation: "inc-" + s.id, lease.AnnotationGeneration: "3",
 					lease.AnnotationParams: s.params},
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
@@ -243,7 +243,7 @@ func TestStatus(t *testing.T) {
 func TestStatusRenewAge(t *testing.T) {
 	r := only(t, build(spec{id: "a", state: "active", renewAgo: 3 * time.Second}))
 	m := r.Members[0]
-	if m.RenewAgeSeconds != 3 || m.LeaseDurationSeconds != 10 || m.Incarnation != "inc-a" || m.Epoch != 3 {
+	if m.RenewAgeSeconds != 3 || m.LeaseDurationSeconds != 10 || m.Incarnation != "inc-a" || m.Generation != 3 {
 		t.Errorf("member = %+v", m)
 	}
 }

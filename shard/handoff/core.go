@@ -36,8 +36,10 @@ type Core struct {
 	deaths  proofs // incarnations the kubelet reported ended, by pod UID
 	foreign *peer  // a live active peer with another fingerprint, if any
 
-	// Renewals of the own Lease and the fence.
-	fencing fencing
+	// Renewals of the own Lease and the fence, and the validity they
+	// give the replica's work.
+	fencing  fencing
+	validity validityState
 
 	// Lifecycle: inputs and where the replica stands.
 	state        State
@@ -211,6 +213,7 @@ func (c *Core) Leave() { c.leaving = true }
 // Fence when already fenced, change nothing.
 func (c *Core) Ready(now time.Time) Ready {
 	r := c.step(now)
+	c.validity = nextValidity(c.validity, c.fencing.lastSent, c.fencing.fenced || c.done, c.cfg.RenewDeadline)
 	c.unacked.merge(&r, c.active, c.draining, c.awaitingConfirm)
 	return r
 }
@@ -274,11 +277,12 @@ func (c *Core) advance(now time.Time) {
 	c.fencing.clamp(c.now)
 }
 
-// stop ends the core for good: everything is revoked at once.
+// stop ends the core for good: everything is revoked at once, partitions
+// already draining included (see fence).
 func (c *Core) stop(r *Ready) {
 	r.Fence = true
-	r.Revoke = c.active.Clone()
 	c.draining = c.draining.Union(c.active)
+	r.Revoke = c.draining.Clone()
 	c.active = shard.NewPartitionSet(c.partitions)
 	c.done = true
 }
@@ -302,11 +306,13 @@ func (c *Core) checkRenewal(r *Ready) {
 
 // fence drops everything at once and starts a new epoch: Records written
 // before the fence may have been voided by peers, so none of them may serve
-// as read-your-write again.
+// as read-your-write again. Partitions already draining are revoked again:
+// their reconciles must stop now too, without the rest of their grace
+// period.
 func (c *Core) fence(r *Ready) {
 	r.Fence = true
-	r.Revoke = r.Revoke.Union(c.active)
 	c.draining = c.draining.Union(c.active)
+	r.Revoke = r.Revoke.Union(c.draining)
 	c.active = shard.NewPartitionSet(c.partitions)
 	c.fencing.start(c.now, c.draining)
 	if c.state == StateActive {
@@ -655,6 +661,10 @@ func (c *Core) HandingOver() shard.PartitionSet { return c.handover.pending.Clon
 // Blocked returns the targeted partitions that another live Lease still
 // claims.
 func (c *Core) Blocked() shard.PartitionSet { return c.blocked.Clone() }
+
+// Validity returns the lease validity as of the last step: what the shell
+// publishes for workers and the client transport to check.
+func (c *Core) Validity() Validity { return c.validity.Validity }
 
 // Fenced reports whether the replica is fenced: its renew deadline passed
 // and no renew has succeeded since.

@@ -20,7 +20,9 @@
 //     not changed for LeaseDuration of this replica's observed time. Its
 //     claims stop counting only after a direct read shows that same version
 //     still current (or the Lease gone), and only for as long as the snapshot
-//     shows that version.
+//     shows that version. Expired and JudgeConfirm state the rule for every
+//     reader, the kshard CLI's release included; RingMember says which
+//     live Leases are ring members.
 //   - Drain before release. p leaves the published claim only after it left
 //     the active set and Drained reported nothing of it in flight.
 //   - Absence is not death. A Lease that leaves the view (deleted or

@@ -3,6 +3,8 @@ package handoff
 import (
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/shard"
 )
 
 func newTestFencing() fencing {
@@ -143,5 +145,47 @@ func TestFencingNextDeadline(t *testing.T) {
 	f.nextDeadline(func(at time.Time) { next = append(next, at) })
 	if len(next) != 1 || !next[0].Equal(t0.Add(f.stopDeadline)) {
 		t.Fatalf("fenced: deadlines %v; want the stop deadline", next)
+	}
+}
+
+// A fence, and the stop of a duplicate identity, revoke every partition
+// that is active or still draining: a drain under way gives up the rest of
+// its grace period. The shell revokes Ready.Revoke and nothing else.
+func TestFenceRevokesActiveAndDraining(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		drained shard.PartitionSet // reported drained after a leave revoked everything
+		leave   bool
+		stop    bool // a duplicate identity instead of a missed renewal
+		want    shard.PartitionSet
+	}{
+		{name: "all active", want: shard.FullPartitionSet(7)},
+		{name: "some draining, none active", leave: true, drained: set(0, 1, 2, 3, 4), want: set(5, 6)},
+		{name: "all draining", leave: true, drained: set(), want: shard.FullPartitionSet(7)},
+		{name: "all drained", leave: true, drained: shard.FullPartitionSet(7), want: set()},
+		{name: "duplicate identity, all active", stop: true, want: shard.FullPartitionSet(7)},
+		{name: "duplicate identity, some draining", stop: true, leave: true, drained: set(0, 1), want: set(2, 3, 4, 5, 6)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := activeAlone(t, "a")
+			if tc.leave {
+				h.c.Leave()
+				if r := h.ready(); !r.Revoke.Equal(shard.FullPartitionSet(7)) {
+					t.Fatalf("leave revoked %v; want everything", r.Revoke)
+				}
+				h.c.Drained(tc.drained)
+			}
+			if tc.stop {
+				h.own = &Observed{Record: Record{Identity: "a", Incarnation: "intruder", State: StateJoining,
+					Claim: set(), Generation: 1, Fingerprint: testRing.Fingerprint()}, Version: h.version()}
+				h.c.Observe(h.now, h.snapshot(nil))
+			} else {
+				h.advance(testDeadline)
+			}
+			r := h.c.Ready(h.now)
+			if !r.Fence || !r.Revoke.Equal(tc.want) {
+				t.Fatalf("fence %v revoke %v; want a fence revoking %v", r.Fence, r.Revoke, tc.want)
+			}
+		})
 	}
 }

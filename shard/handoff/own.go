@@ -193,7 +193,7 @@ func (o *ownLease) confirmed(now time.Time, current string, found bool) {
 		return
 	}
 	p.confirming = false
-	if !found || current == p.obs.Version {
+	if JudgeConfirm("", p.obs.Version, LeaseRead{Found: found, Version: current}) != ConfirmAlive {
 		p.void = true
 		return
 	}

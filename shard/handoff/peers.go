@@ -56,7 +56,7 @@ type peer struct {
 // liveAt reports whether p's Lease has changed within lease (LeaseDuration)
 // before now.
 func (p *peer) liveAt(now time.Time, lease time.Duration) bool {
-	return now.Sub(p.lastChange) < lease
+	return !Expired(now.Sub(p.lastChange), lease)
 }
 
 // leaseHistory is what a peer's Lease has shown of its writers' Records:
@@ -407,22 +407,26 @@ func (v *peerView) confirmed(now time.Time, id, current string, found bool) {
 		return
 	}
 	p.confirming = false
-	if !found && !p.gone {
-		// Absence is not death: the Lease looked expired through a watch
-		// that lagged, and has been deleted or relabelled since (by hand,
-		// say) while its holder may still run and not have noticed yet.
-		// It becomes a tombstone from now, voided only by a later read
-		// that finds it still gone a LeaseDuration on.
-		p.gone, p.lastChange, p.collected = true, now, true
-		return
-	}
-	if !found || current == p.obs.Version {
+	switch JudgeConfirm("", p.obs.Version, LeaseRead{Found: found, Version: current}) {
+	case ConfirmGone:
+		if !p.gone {
+			// Absence is not death: the Lease looked expired through a
+			// watch that lagged, and has been deleted or relabelled since
+			// (by hand, say) while its holder may still run and not have
+			// noticed yet. It becomes a tombstone from now, voided only
+			// by a later read that finds it still gone a LeaseDuration on.
+			p.gone, p.lastChange, p.collected = true, now, true
+			return
+		}
 		p.void = true
-		return
+	case ConfirmSilent:
+		p.void = true
+	case ConfirmAlive:
+		// The Lease moved on and the watch has not shown it yet: the
+		// holder is alive. Wait another LeaseDuration before judging
+		// again.
+		p.lastChange = now
 	}
-	// The Lease moved on and the watch has not shown it yet: the holder is
-	// alive. Wait another LeaseDuration before judging again.
-	p.lastChange = now
 }
 
 // confirmFailed: the direct read of id's Lease failed; judge asks again.
@@ -457,8 +461,7 @@ func (v *peerView) judge(now time.Time, held bool, r *Ready) {
 // ring is placed: a void Lease is not live, unless its holder was proven
 // dead before it expired.
 func (v *peerView) member(now time.Time, p *peer) bool {
-	return !p.gone && !p.void && !p.obs.Terminating && p.liveAt(now, v.lease) && p.obs.State == StateActive &&
-		p.obs.Fingerprint == v.fingerprint
+	return !p.gone && !p.void && p.liveAt(now, v.lease) && RingMember(p.obs, v.fingerprint)
 }
 
 // members returns the ring's members as this view shows them: the live

@@ -17,10 +17,10 @@ type Ready struct {
 	Exit bool
 
 	// Fence: this replica has not renewed in time. Cancel every reconcile
-	// now, with no grace period (Revoke lists the partitions that were
-	// active; partitions already draining must stop too), and report them
-	// with Drained as they stop. The core rejoins on its own once renews
-	// succeed again.
+	// now, with no grace period: Revoke lists every partition that was
+	// active or still draining (a drain under way must give up the rest of
+	// its grace period). Report them with Drained as they stop. The core
+	// rejoins on its own once renews succeed again.
 	Fence bool
 
 	// Revoke: stop admitting these partitions, cancel their reconciles after

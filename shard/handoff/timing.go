@@ -53,8 +53,8 @@ type Timing struct {
 	DrainGracePeriod time.Duration
 	// GracefulShutdownTimeout bounds a graceful leave: draining, handing
 	// over, publishing an empty claim and deleting the Lease. Defaults to
-	// DefaultGracefulShutdownTimeout; a runtime whose ring runs inside
-	// another's shutdown sets DefaultEmbeddedShutdownTimeout first.
+	// DefaultGracefulShutdownTimeout (DefaultEmbeddedShutdownTimeout for a
+	// ring inside another runtime's shutdown: WithEmbeddedDefaults).
 	GracefulShutdownTimeout time.Duration
 	// HandoverTimeout bounds how long a partition leaving this replica's
 	// target stays active here while its new owner's sharded cache lists
@@ -90,6 +90,17 @@ func (t Timing) WithDefaults() Timing {
 		t.HandoverTimeout = min(t.LeaseDuration, t.GracefulShutdownTimeout/3)
 	}
 	return t
+}
+
+// WithEmbeddedDefaults is WithDefaults for a ring that runs inside another
+// runtime's shutdown (the controller-runtime adapter):
+// GracefulShutdownTimeout defaults to DefaultEmbeddedShutdownTimeout, and
+// what derives from it (HandoverTimeout) follows.
+func (t Timing) WithEmbeddedDefaults() Timing {
+	if t.GracefulShutdownTimeout == 0 {
+		t.GracefulShutdownTimeout = DefaultEmbeddedShutdownTimeout
+	}
+	return t.WithDefaults()
 }
 
 // ErrTiming is wrapped by every error Timing.Validate returns.

@@ -71,3 +71,29 @@ func TestTimingValidate(t *testing.T) {
 		t.Errorf("valid timing rejected: %v", err)
 	}
 }
+
+// A ring inside another runtime's shutdown (the controller-runtime adapter)
+// defaults the shutdown to DefaultEmbeddedShutdownTimeout, and its handover
+// timeout follows: the adapter computes neither itself.
+func TestTimingEmbeddedDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		t                  Timing
+		shutdown, handover time.Duration
+	}{
+		{"nothing set", Timing{}, DefaultEmbeddedShutdownTimeout, DefaultEmbeddedShutdownTimeout / 3},
+		{"shutdown set", Timing{GracefulShutdownTimeout: 9 * time.Second}, 9 * time.Second, 3 * time.Second},
+		{"handover set", Timing{HandoverTimeout: time.Second}, DefaultEmbeddedShutdownTimeout, time.Second},
+		{"long shutdown: handover at most LeaseDuration", Timing{GracefulShutdownTimeout: time.Minute}, time.Minute, DefaultLeaseDuration},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.t.WithEmbeddedDefaults()
+			if got.GracefulShutdownTimeout != tc.shutdown || got.HandoverTimeout != tc.handover {
+				t.Fatalf("shutdown %v handover %v; want %v and %v", got.GracefulShutdownTimeout, got.HandoverTimeout, tc.shutdown, tc.handover)
+			}
+			if got.WithDefaults() != got {
+				t.Fatalf("WithEmbeddedDefaults left a field for WithDefaults: %+v", got)
+			}
+		})
+	}
+}

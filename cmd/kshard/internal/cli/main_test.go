@@ -252,7 +252,7 @@ func member(id, state string, claim shard.PartitionSet) coordinationv1.Lease {
 		ObjectMeta: metav1.ObjectMeta{Name: "ops-" + id, Namespace: "from-context",
 			Labels: map[string]string{lease.LabelRing: "ops", lease.LabelState: state},
 			Annotations: map[string]string{lease.AnnotationClaim: claim.Encode(), lease.AnnotationIncarnation: "i-" + id,
-				lease.AnnotationEpoch: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
+				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 	}
 }

@@ -263,7 +263,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 	} else {
 		why := "the longest spec.leaseDurationSeconds of these Leases"
 		if o.wait > 0 {
-			if o.wait < wait {
+			if !handoff.Expired(o.wait, wait) {
 				fmt.Fprintf(e.stderr, "warning: --wait %s is shorter than the Leases' duration %s: a live holder may not renew within it\n", o.wait, wait)
 			}
 			wait, why = o.wait, "--wait"
@@ -273,8 +273,9 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 		timer := time.NewTimer(wait)
 		<-timer.C
 
-		// Second read: the wait proves the holder silent only if nothing
-		// was written in between.
+		// Second read: confirm before void, as the replicas do
+		// (handoff.JudgeConfirm): the wait proves the holder silent only
+		// if nothing was written in between.
 		ctx2, cancel2 := context.WithTimeout(context.Background(), commandTimeout)
 		defer cancel2()
 		ctx = ctx2
@@ -282,17 +283,24 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 		for _, t := range todo {
 			r := &results[t.index]
 			l, err := leases.Get(ctx, t.lease.Name, metav1.GetOptions{})
+			read := handoff.LeaseRead{Found: err == nil}
 			switch {
 			case apierrors.IsNotFound(err):
-				r.Result, r.Message = releaseNothing, "deleted while waiting (by its holder or a peer): nothing to do"
 			case err != nil:
 				return results, c.releaseAPIError(fmt.Sprintf("reading Lease %q in namespace %q again", t.lease.Name, c.namespace), "get", err)
-			case l.UID != t.lease.UID:
-				r.Result, r.Message = releaseChanged, "deleted and created again while waiting: its holder is alive; not released"
-			case l.ResourceVersion != t.lease.ResourceVersion:
+			default:
+				read.UID, read.Version = string(l.UID), l.ResourceVersion
+			}
+			switch handoff.JudgeConfirm(string(t.lease.UID), t.lease.ResourceVersion, read) {
+			case handoff.ConfirmGone:
+				r.Result, r.Message = releaseNothing, "deleted while waiting (by its holder or a peer): nothing to do"
+			case handoff.ConfirmAlive:
 				r.Result, r.Message = releaseChanged, fmt.Sprintf("changed while waiting (resourceVersion %s, then %s): its holder may be alive; not released",
 					t.lease.ResourceVersion, l.ResourceVersion)
-			default:
+				if l.UID != t.lease.UID {
+					r.Message = "deleted and created again while waiting: its holder is alive; not released"
+				}
+			case handoff.ConfirmSilent:
 				quiet = append(quiet, candidate{index: t.index, lease: l})
 			}
 		}
