@@ -65,14 +65,11 @@ func TestNewCacheRefusesWhatItCannotHonour(t *testing.T) {
 	}
 }
 
-// TestCacheModeMismatchesAreRefused: NewCache on a ring without CacheMode
-// labels, and a labels ring on a manager whose cache is not the ring's,
-// fail with errors saying what to set.
+// TestCacheModeMismatchesAreRefused: a labels ring on a manager whose cache
+// is not the ring's, and an unknown CacheMode, fail with errors saying what
+// to set. (NewCache in CacheMode full is controller-runtime's cache:
+// TestNewCacheInFullModeIsControllerRuntimes.)
 func TestCacheModeMismatchesAreRefused(t *testing.T) {
-	full := newTestRing(t, time.Second)
-	if _, err := full.NewCache(unreachable(), crcache.Options{}); err == nil || !strings.Contains(err.Error(), "CacheMode") {
-		t.Fatalf("NewCache on a full-cache ring: %v, want an error naming CacheMode", err)
-	}
 	r := newLabelsRing(t)
 	mgr := newTestManager(t, false) // controller-runtime's own cache
 	if err := r.SetupWithManager(mgr); err == nil || !strings.Contains(err.Error(), "NewCache: ring.NewCache") {
