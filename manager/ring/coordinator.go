@@ -286,7 +286,10 @@ func (c *coordinator) step(ctx context.Context) {
 // A fence, or a renewal sent after the previous validity had passed (the
 // process was paused or cut off in between, so a peer may have voided the
 // Lease), starts a new epoch, which ends the validity of every reconcile
-// started before it even though the lease is valid again.
+// started before it even though the lease is valid again. A fence before
+// any validity was published starts none: the zero Validity must keep
+// meaning "never valid" (controller.Validity.EverHeld), which lets the
+// client transport pass the writes of a replica still starting.
 func (c *coordinator) publishValidity() {
 	var old controller.Validity
 	if v := c.validity.Load(); v != nil {
@@ -304,7 +307,7 @@ func (c *coordinator) publishValidity() {
 func nextValidity(old controller.Validity, prevSent time.Time, prevLost bool, sent time.Time, lost bool, renewDeadline time.Duration) controller.Validity {
 	v := controller.Validity{Epoch: old.Epoch}
 	gap := !prevSent.IsZero() && !sent.Before(prevSent.Add(renewDeadline))
-	if lost && !prevLost || gap {
+	if lost && !prevLost && old.EverHeld() || gap {
 		v.Epoch++
 	}
 	if !lost && !sent.IsZero() {

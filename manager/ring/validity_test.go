@@ -36,3 +36,26 @@ func TestNextValidity(t *testing.T) {
 		})
 	}
 }
+
+// TestNextValidityNeverHeld: a fence before the replica was ever valid
+// leaves the zero Validity, so the transport still tells a starting replica
+// from one that lost its validity.
+func TestNextValidityNeverHeld(t *testing.T) {
+	const rd = 6 * time.Second
+	t0 := time.Now()
+	v := nextValidity(controller.Validity{}, time.Time{}, false, time.Time{}, true, rd)
+	if v != (controller.Validity{}) {
+		t.Fatalf("fenced before any renewal: got %+v, want the zero Validity", v)
+	}
+	v = nextValidity(v, time.Time{}, true, t0, true, rd)
+	if v.EverHeld() {
+		t.Fatalf("renewed while fenced: got %+v, want no validity held yet", v)
+	}
+	v = nextValidity(v, t0, true, t0.Add(time.Second), false, rd)
+	if !v.EverHeld() || !v.Until.Equal(t0.Add(time.Second+rd)) {
+		t.Fatalf("unfenced: got %+v, want valid until the renewal plus the renew deadline", v)
+	}
+	if v = nextValidity(v, t0.Add(time.Second), false, t0.Add(time.Second), true, rd); v.Epoch != 1 || !v.EverHeld() {
+		t.Fatalf("fenced after holding a validity: got %+v, want epoch 1, held", v)
+	}
+}
