@@ -32,6 +32,12 @@ type Validity struct {
 // ValidAt reports whether the lease is valid at now.
 func (v Validity) ValidAt(now time.Time) bool { return now.Before(v.Until) }
 
+// EverHeld reports whether the replica has held a lease validity since it
+// started, though it may have passed or been ended by a fence since: Until
+// is set, or a fence or a lapse has begun a new epoch. The zero Validity is
+// a replica that has not been valid yet (starting, or not renewed yet).
+func (v Validity) EverHeld() bool { return !v.Until.IsZero() || v.Epoch > 0 }
+
 // LeaseValidity returns the replica's current lease validity.
 type LeaseValidity func() Validity
 

@@ -35,7 +35,14 @@
 // AddSingleton) whose lease validity (last renewal sent + RenewDeadline) has
 // passed, or whose epoch a fence has ended (manager/fence), reading the
 // clock at the moment of sending: after a pause the process may resume with
-// its partitions already taken over by a peer. A request already on the
-// wire when the pause began is beyond its reach; writes that must never be
-// stale should carry a resourceVersion precondition.
+// its partitions already taken over by a peer. A write issued without such
+// a context (context.Background, a helper's context.TODO) is refused too
+// once the replica has held a validity and lost it (a pause past
+// RenewDeadline, a fence), until a renewal re-establishes it; before the
+// replica was ever valid it passes, so setup writes work. kshard's own
+// clients (Lease renewals, pod reads, the cache and its label patches) are
+// built from a config without this check, so they renew the validity back.
+// A request already on the wire when the pause began is beyond its reach;
+// writes that must never be stale should carry a resourceVersion
+// precondition.
 package manager

@@ -44,10 +44,11 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
 // Manager runs one replica of a sharded operator.
 type Manager struct {
-	cfg         *rest.Config
+	cfg         *rest.Config // the user's: see clientConfigs
 	opts        Options
 	log         logr.Logger
-	client      kubernetes.Interface
+	client      kubernetes.Interface // the user's, from cfg
+	own         kubernetes.Interface // kshard's own: Leases, pods, the API server's reachability
 	mapper      meta.RESTMapper
 	cache       *cache.Cache
 	partitioner shard.Partitioner
@@ -85,40 +86,22 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	// Label patches (CacheLabels) go through a client of their own: a
-	// label is a pure function of an object's key, so a late one is
-	// harmless and must not wait for the lease; the labeller bounds its
-	// own rate.
-	labelCfg := rest.CopyConfig(cfg)
-	labelCfg.QPS, labelCfg.Burst = -1, 0
-	// Every client built from cfg (the typed clientset, the cache, and
-	// those users build from GetConfig) refuses writes of a reconcile
-	// whose lease validity has passed.
 	writesRefused := fence.NewWritesRefused()
 	if err := opts.Registry.Register(writesRefused); err != nil {
 		return nil, fmt.Errorf("manager: registering metrics: %w", err)
 	}
-	cfg.Wrap(fence.Transport(writesRefused))
-	// Field by field: a user who set one limit on purpose keeps it.
-	if cfg.QPS == 0 {
-		cfg.QPS = opts.QPS
-	}
-	if cfg.Burst == 0 {
-		cfg.Burst = opts.Burst
-	}
-	// The typed clientset serves only built-in kinds, so it may speak
-	// protobuf (less CPU per Lease write and per object than JSON);
-	// GetConfig keeps the caller's content type for clients of custom
-	// resources.
-	protoCfg := rest.CopyConfig(cfg)
-	protoCfg.ContentType = runtime.ContentTypeProtobuf
-	protoCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(protoCfg)
+	// Allocated first: the user's clients read its lease validity.
+	m := &Manager{opts: opts, log: opts.Logger, exit: os.Exit}
+	cfgs := clientConfigs(cfg, opts, fence.Transport(m.LeaseValidity, writesRefused))
+	client, err := kubernetes.NewForConfig(protobuf(cfgs.user))
 	if err != nil {
 		return nil, fmt.Errorf("manager: building client: %w", err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	own, err := kubernetes.NewForConfig(protobuf(cfgs.own))
+	if err != nil {
+		return nil, fmt.Errorf("manager: building client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfgs.own)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building discovery client: %w", err)
 	}
@@ -139,10 +122,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 		if opts.CacheMode == CacheLabels {
 			key, _ := shard.PartitionLabelKey(opts.Ring, ringCfg) // validated
-			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: labelCfg, QPS: opts.LabelQPS}
+			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: cfgs.labels, QPS: opts.LabelQPS}
 		}
 	}
-	c, err := cache.New(cfg, cacheOpts)
+	c, err := cache.New(cfgs.own, cacheOpts)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -155,7 +138,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member, err := lease.New(lease.Options{
-		Client: client, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
+		Client: own, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
 		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
 		Logger: opts.Logger.WithName("lease"), Registerer: opts.Registry,
@@ -164,15 +147,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
-	m := &Manager{
-		cfg: cfg, opts: opts, log: opts.Logger, client: client, mapper: mapper, cache: c,
-		partitioner: partitioner,
-		sharded:     cacheOpts.Sharding != nil,
-		fingerprint: ringCfg.Fingerprint(),
-		member:      member, handoff: handoffCfg,
-		cacheCounts: cachemetrics.New(c),
-		exit:        os.Exit,
-	}
+	m.cfg, m.client, m.own, m.mapper, m.cache = cfgs.user, client, own, mapper, c
+	m.partitioner, m.sharded, m.fingerprint = partitioner, cacheOpts.Sharding != nil, ringCfg.Fingerprint()
+	m.member, m.handoff, m.cacheCounts = member, handoffCfg, cachemetrics.New(c)
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
@@ -229,12 +206,17 @@ func (m *Manager) AddHealthzCheck(name string, check Checker) error {
 // built-in "joined" check (caches synced and ring joined).
 func (m *Manager) AddReadyzCheck(name string, check Checker) error { return m.readyz.add(name, check) }
 
-// GetConfig returns the manager's rest config (a copy per call), with the
-// QPS and Burst its clients use.
+// GetConfig returns the rest config for user code's clients (a copy per
+// call), with the QPS and Burst the manager's clients use. Its clients
+// refuse a write (controller.ErrLeaseExpired) issued under a reconcile
+// whose lease validity has passed, and one issued without a reconcile
+// context while this replica, once valid, has lost its validity (a pause,
+// a fence) and not renewed since; see package fence. kshard's own clients
+// are built from a config without that check.
 func (m *Manager) GetConfig() *rest.Config { return rest.CopyConfig(m.cfg) }
 
 // GetClient returns a typed clientset for writes and for reads the cache
-// does not serve.
+// does not serve, built from GetConfig's config.
 func (m *Manager) GetClient() kubernetes.Interface { return m.client }
 
 // GetCache returns the shared informer cache; read objects from it in
@@ -412,7 +394,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	// Before the first write of the Lease, so that it carries the pod.
 	coord.SetupProof(runCtx, ring.Proof{
-		Pods: m.client.CoreV1().Pods(m.opts.PodNamespace), Namespace: m.opts.PodNamespace,
+		Pods: m.own.CoreV1().Pods(m.opts.PodNamespace), Namespace: m.opts.PodNamespace,
 		TerminationMessagePath: m.opts.TerminationMessagePath, Incarnation: m.member.Incarnation(),
 	})
 	goRun("", m.cache.Start)
@@ -464,7 +446,7 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) waitForAPIServer(ctx context.Context) bool {
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 16 * time.Second}
 	for attempt := 1; ; attempt++ {
-		err := m.client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+		err := m.own.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 		var status apierrors.APIStatus
 		if err == nil || errors.As(err, &status) {
 			m.apiWait.Store(nil)

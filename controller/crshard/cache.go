@@ -53,7 +53,8 @@ const (
 // EnqueueRequestForObject) or to its controller owner's (Owns) holds the
 // objects of the partitions this replica needs; other kinds are cached
 // whole (docs/adapter.md). It refuses every cache.Options field it
-// cannot honour, by name.
+// cannot honour, by name. Its reads use cfg; its label patches use the
+// config New was given, without the fencing transport.
 func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, error) {
 	if r.slot == nil {
 		return crcache.New(cfg, opts)
@@ -69,19 +70,13 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 	if err != nil {
 		return nil, fmt.Errorf("crshard: Ring.NewCache: %w", err)
 	}
-	// Label patches bound their own rate (LabelQPS), so the client-side
-	// limiter of the manager's config must not throttle them; they carry
-	// no lease validity, so the fencing transport passes them: a label is
-	// a pure function of the object's key, and a late one is harmless.
-	labelCfg := rest.CopyConfig(cfg)
-	labelCfg.QPS, labelCfg.Burst = -1, 0
 	kopts := kcache.Options{
 		Scheme: opts.Scheme,
 		Mapper: opts.Mapper,
 		Sharding: &kcache.Sharding{
 			Full:   fullKinds(r.opts.FullCacheKinds),
 			Logger: r.log.WithName("cache"),
-			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), WriteConfig: labelCfg, QPS: r.opts.LabelQPS},
+			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), WriteConfig: r.labelConfig(), QPS: r.opts.LabelQPS},
 		},
 	}
 	if opts.SyncPeriod != nil {
@@ -102,6 +97,17 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 		return nil, fmt.Errorf("crshard: Ring.NewCache: registering the cache's metrics: %w", err)
 	}
 	return sc, nil
+}
+
+// labelConfig is the rest config of the sharded cache's label patches: the
+// ring's own (New's cfg before the fencing transport: a label is a pure
+// function of the object's key, so a late one is harmless, and a replica
+// whose lease validity passed must still label), without the client-side
+// rate limit, since the patches bound their own rate (LabelQPS).
+func (r *Ring) labelConfig() *rest.Config {
+	cfg := rest.CopyConfig(r.own)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
 }
 
 func fullKinds(objs []client.Object) []kcache.Object {

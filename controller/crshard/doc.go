@@ -17,7 +17,10 @@
 //
 // New must run before the manager is built from cfg: it puts kshard's
 // fencing transport on cfg (manager/fence), so the manager's
-// clients refuse writes of a reconcile whose lease validity has passed.
+// clients refuse writes of a reconcile whose lease validity has passed, and
+// writes without a reconcile context while the replica, once valid, has
+// lost its validity and not renewed since. The ring's own clients are
+// built from cfg before that, so renewals are never refused.
 // Ring.NewControllerManagedBy is controller-runtime's builder with the same
 // methods; it adds the ring to the manager (once) and opts the controller
 // in. Where the ring is not at hand, as in a kubebuilder reconciler's

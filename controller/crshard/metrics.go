@@ -16,7 +16,7 @@ type metrics struct {
 	gate          *prometheus.CounterVec // controller, decision
 	refused       *prometheus.CounterVec // controller
 	drainOverdue  prometheus.Counter
-	writesRefused prometheus.Counter
+	writesRefused *prometheus.CounterVec // reason
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

@@ -34,6 +34,7 @@ import (
 type Ring struct {
 	opts   Options
 	log    logr.Logger
+	own    *rest.Config // the config New was given, without the fencing transport: for the ring's own clients
 	parts  gate.Partitions
 	gate   *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
 	member *lease.Member
@@ -72,7 +73,12 @@ var rings struct {
 // until the manager starts it. It puts kshard's fencing transport on cfg
 // (cfg.Wrap), so call it before building the manager from cfg: the
 // manager's clients then refuse writes issued under a reconcile whose lease
-// validity has passed.
+// validity has passed, and writes issued without a reconcile context while
+// this replica, once valid, has lost its validity (a pause past
+// RenewDeadline, a fence) and not renewed since (package
+// github.com/kshard/kshard/manager/fence). The ring's own clients (its
+// Leases, pod reads, the sharded cache's label patches) are built from a
+// copy of cfg taken before, so they are never refused.
 func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	if cfg == nil {
 		return nil, errors.New("crshard: rest config is nil; pass the config the manager is built from (ctrl.GetConfig())")
@@ -85,10 +91,12 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	if log.GetSink() == nil {
 		log = crlog.Log.WithName("ring")
 	}
-	// The Lease client is built before cfg gets the fencing transport (its
-	// writes carry no reconcile validity anyway) and speaks protobuf, as
-	// kshard's manager's does.
-	leaseCfg := rest.CopyConfig(cfg)
+	// The ring's own clients are built from a copy of cfg taken before it
+	// gets the fencing transport: a replica whose validity has passed must
+	// still renew its Lease to get it back. The Lease client speaks
+	// protobuf, as kshard's manager's does.
+	own := rest.CopyConfig(cfg)
+	leaseCfg := rest.CopyConfig(own)
 	leaseCfg.ContentType = runtime.ContentTypeProtobuf
 	leaseCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := kubernetes.NewForConfig(leaseCfg)
@@ -111,7 +119,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, err
 	}
 	r := &Ring{
-		opts: opts, log: log, member: member, metrics: met, pods: client.CoreV1().Pods(opts.PodNamespace),
+		opts: opts, log: log, own: own, member: member, metrics: met, pods: client.CoreV1().Pods(opts.PodNamespace),
 		parts: gate.NewPartitions(shard.NewPartitioner(ringCfg.Partitions)),
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
@@ -143,7 +151,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		return nil, fmt.Errorf("crshard: %w", err)
 	}
 	r.validity = r.coord.LeaseValidity
-	cfg.Wrap(fence.Transport(met.writesRefused))
+	cfg.Wrap(fence.Transport(r.LeaseValidity, met.writesRefused))
 	return r, nil
 }
 

@@ -14,6 +14,10 @@ import (
 // writtenKey mirrors e2e/testoperator's annotation of a blind write.
 const writtenKey = "kshard-e2e/written"
 
+// BackgroundName is the ConfigMap identity patches with
+// Options.BackgroundWrite; it mirrors e2e/testoperator's.
+func BackgroundName(identity string) string { return "background-" + identity }
+
 // LeaseName is the name of identity's member Lease in the harness's ring.
 func (h *Harness) LeaseName(identity string) string { return h.opts.Ring + "-" + identity }
 

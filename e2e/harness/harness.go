@@ -56,6 +56,11 @@ type Options struct {
 	// FinalValues and recorder.Log.CheckWrites. Defaults to false: the
 	// operator writes nothing.
 	BlindWrite bool
+	// BackgroundWrite, when positive, makes every replica patch its own
+	// ConfigMap (BackgroundName) every BackgroundWrite from a few
+	// goroutines, with context.Background(): writes without a reconcile
+	// context (the operator's --background-write). Defaults to 0: none.
+	BackgroundWrite time.Duration
 	// Pods gives every identity a Pod object and plays its kubelet (see
 	// pods.go): each process writes its incarnation into a termination
 	// message file of its own, which CrashInPlace reports in the pod's

@@ -124,6 +124,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.BlindWrite {
 		args = append(args, "--blind-write")
 	}
+	if o.BackgroundWrite > 0 {
+		args = append(args, "--background-write="+o.BackgroundWrite.String())
+	}
 	if o.Pods {
 		args = append(args, h.preparePod(identity, r.Process.Incarnation)...)
 	}

@@ -8,4 +8,10 @@
 // patch of an annotation of its ConfigMap, without a resourceVersion
 // precondition, recorded by a transport inside the manager's fencing
 // transport just before it is sent.
+//
+// --background-write (test only) patches a ConfigMap of the replica's own,
+// background-<identity>, continuously from a few goroutines with
+// context.Background(), as an operator's helper goroutine would: the e2e
+// tests check that none of these writes lands while the replica's lease
+// validity is lost (after a pause) until it has renewed.
 package main

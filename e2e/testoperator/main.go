@@ -70,6 +70,7 @@ func run() error {
 		probeAddr     = flag.String("probe-addr", ":0", "health probe address (\"0\" disables)")
 		metricsAddr   = flag.String("metrics-addr", ":0", "metrics address (\"0\" disables)")
 		termPath      = flag.String("termination-message-path", "", "the container's termination message file (default: the manager's, /dev/termination-log)")
+		bgWrite       = flag.Duration("background-write", 0, "test only: patch ConfigMap background-<identity> in --namespace every this interval from "+strconv.Itoa(backgroundWriters)+" goroutines with context.Background() (no reconcile context), logging when they are refused; 0: off")
 		blindWrite    = flag.Bool("blind-write", false, "end every reconcile that did its work with a merge patch of the object's "+writtenKey+" annotation, without a resourceVersion precondition, recording each write just before it is sent")
 	)
 	flag.Parse()
@@ -122,6 +123,12 @@ func run() error {
 	})
 	if err != nil {
 		return err
+	}
+	if *bgWrite > 0 {
+		bw := &backgroundWriter{client: mgr.GetClient(), namespace: *namespace, name: backgroundName(*identity), interval: *bgWrite, log: mgr.GetLogger().WithName("background")}
+		if err := mgr.Add(bw); err != nil {
+			return err
+		}
 	}
 	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work, ignoreCancel: *ignoreCancel}
 	if *blindWrite {

@@ -82,10 +82,11 @@ type LabelSharding struct {
 	// Partitioner is the ring's partition function of request keys
 	// (shard.PartitionerFor). Required.
 	Partitioner shard.Partitioner
-	// WriteConfig is the client configuration label patches are sent with.
-	// Give it one without the fencing transport: a label is a pure
-	// function of an object's key, so a write that lands late is harmless,
-	// and a replica whose lease has lapsed must still be able to label.
+	// WriteConfig is the client configuration label patches, and the
+	// reviews of whether they are allowed, are sent with. Give it one
+	// without the fencing transport: a label is a pure function of an
+	// object's key, so a write that lands late is harmless, and a replica
+	// whose lease has lapsed must still be able to label.
 	// Defaults to the cache's configuration.
 	WriteConfig *rest.Config
 	// QPS bounds the label patches per kind per second (DefaultLabelQPS).
@@ -365,9 +366,12 @@ func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.
 // canPatch asks the API server (a SelfSubjectAccessReview) whether this
 // replica may patch the kind, which labelling needs; it returns why not,
 // or "" when it may. A review that cannot be made counts as allowed: the
-// labeller reports a refusal when it meets one.
+// labeller reports a refusal when it meets one. The review is a POST made
+// with the label writer's configuration: it asks about the writer's
+// permissions, and it must not be refused as a late write of a replica
+// whose lease lapsed.
 func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string {
-	cs, err := authorizationv1.NewForConfigAndClient(c.config, c.httpClient)
+	cs, err := authorizationv1.NewForConfig(c.labelWriteConfig())
 	if err != nil {
 		return ""
 	}
@@ -384,6 +388,15 @@ func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string 
 		return ""
 	}
 	return fmt.Sprintf("this replica may not patch %s (RBAC), which labelling its objects needs; cached whole: grant the ring's service account patch on it", mapping.Resource.GroupResource())
+}
+
+// labelWriteConfig is the configuration of label patches
+// (LabelSharding.WriteConfig).
+func (c *Cache) labelWriteConfig() *rest.Config {
+	if w := c.sharding.Labels.WriteConfig; w != nil {
+		return w
+	}
+	return c.config
 }
 
 // newSegmented builds the sharded informer of a typed kind.
@@ -448,11 +461,7 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 		}
 	}
 	_ = ns
-	writeCfg := ls.WriteConfig
-	if writeCfg == nil {
-		writeCfg = c.config
-	}
-	writer, err := metadata.NewForConfig(writeCfg)
+	writer, err := metadata.NewForConfig(c.labelWriteConfig())
 	if err != nil {
 		return nil, fmt.Errorf("cache: building the label writer: %w", err)
 	}

@@ -25,10 +25,10 @@ func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 }
 
 // fencing returns a transport over a countingTransport whose clock reads
-// now.
+// now, for a replica that has never been valid.
 func fencing(now time.Time) (*transport, *countingTransport) {
 	next := &countingTransport{}
-	t := Transport(prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}))(next).(*transport)
+	t := Transport(nil, NewWritesRefused())(next).(*transport)
 	t.now = func() time.Time { return now }
 	return t, next
 }
@@ -75,7 +75,7 @@ func TestTransportRefusesWriteOnceValidityPassedEvenIfContextNotDone(t *testing.
 	if len(next.sent) != 0 {
 		t.Fatalf("the transport passed on %v", next.sent)
 	}
-	if got := counterValue(t, tr.refused); got != 4 {
+	if got := counterValue(t, tr.refused, ReasonReconcile); got != 4 {
 		t.Fatalf("refused counter = %v, want 4", got)
 	}
 }
@@ -109,7 +109,7 @@ func TestTransportPassesReadsAndWritesWithoutValidity(t *testing.T) {
 	}{
 		{expired, http.MethodGet},              // reads (and watches) of a fenced reconcile do no harm
 		{expired, http.MethodHead},             //
-		{context.Background(), http.MethodPut}, // no reconcile: the manager's own Lease renewals
+		{context.Background(), http.MethodPut}, // no reconcile, and the replica was never valid: a setup write
 	} {
 		resp, err := tr.RoundTrip(request(t, tc.ctx, tc.method))
 		if err != nil {
@@ -120,15 +120,15 @@ func TestTransportPassesReadsAndWritesWithoutValidity(t *testing.T) {
 	if got, want := strings.Join(next.sent, ","), "GET,HEAD,PUT"; got != want {
 		t.Fatalf("sent %s, want %s", got, want)
 	}
-	if got := counterValue(t, tr.refused); got != 0 {
+	if got := counterValue(t, tr.refused, ReasonReconcile); got != 0 {
 		t.Fatalf("refused counter = %v, want 0", got)
 	}
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+func counterValue(t *testing.T, c *prometheus.CounterVec, reason string) float64 {
 	t.Helper()
 	var m dto.Metric
-	if err := c.Write(&m); err != nil {
+	if err := c.WithLabelValues(reason).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
@@ -138,7 +138,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // an expired validity and passes a read with no counter to count in.
 func TestTransportWithoutCounter(t *testing.T) {
 	next := &countingTransport{}
-	rt := Transport(nil)(next)
+	rt := Transport(nil, nil)(next)
 	expired := controller.WithLeaseValidity(context.Background(), func() controller.Validity {
 		return controller.Validity{Until: time.Now().Add(-time.Second)}
 	})
@@ -157,5 +157,65 @@ func TestTransportWithoutCounter(t *testing.T) {
 	}
 	if len(next.sent) != 1 || next.sent[0] != http.MethodGet {
 		t.Fatalf("sent %v, want only the GET", next.sent)
+	}
+}
+
+// replicaFake is a replica's validity as the coordinator publishes it, set
+// by the test.
+type replicaFake struct{ v controller.Validity }
+
+func (r *replicaFake) validity() controller.Validity { return r.v }
+
+// TestTransportReplicaValidity walks a replica through its life: the writes
+// it issues without a reconcile context pass until it has been valid, are
+// refused once that validity passed (read on the transport's clock, before
+// any fence was published) or a fence ended it, and pass again after a
+// renewal; a reconcile's writes keep their own rule throughout.
+func TestTransportReplicaValidity(t *testing.T) {
+	t0 := time.Now()
+	rd := 2 * time.Second
+	replica := &replicaFake{}
+	next := &countingTransport{}
+	tr := Transport(replica.validity, NewWritesRefused())(next).(*transport)
+	// Started before any validity, in epoch 0, which the fence below ends.
+	reconcile := controller.WithLeaseValidity(context.Background(), replica.validity)
+	for _, step := range []struct {
+		name     string
+		validity controller.Validity
+		now      time.Time
+		ctx      context.Context
+		refused  bool
+	}{
+		{"starting: never valid", controller.Validity{}, t0, context.Background(), false},
+		{"valid", controller.Validity{Until: t0.Add(rd)}, t0.Add(time.Second), context.Background(), false},
+		{"validity passed, no fence published yet (a pause)", controller.Validity{Until: t0.Add(rd)}, t0.Add(rd), context.Background(), true},
+		{"fenced", controller.Validity{Epoch: 1}, t0.Add(3 * rd), context.Background(), true},
+		{"a renewal sent while fenced does not lift the fence", controller.Validity{Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), true},
+		{"renewed: valid again", controller.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), false},
+		{"a reconcile started before the fence stays refused: its own rule", controller.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), reconcile, true},
+	} {
+		replica.v, tr.now = step.validity, func() time.Time { return step.now }
+		resp, err := tr.RoundTrip(request(t, step.ctx, http.MethodPatch))
+		switch {
+		case step.refused && err == nil:
+			resp.Body.Close()
+			t.Fatalf("%s: the write was sent", step.name)
+		case step.refused && !errors.Is(err, controller.ErrLeaseExpired):
+			t.Fatalf("%s: error %v does not wrap controller.ErrLeaseExpired", step.name, err)
+		case !step.refused && err != nil:
+			t.Fatalf("%s: refused: %v", step.name, err)
+		case err == nil:
+			resp.Body.Close()
+		}
+		t.Logf("%s: %v", step.name, err)
+	}
+	if got := counterValue(t, tr.refused, ReasonReplica); got != 3 {
+		t.Fatalf("refused for the replica = %v, want 3", got)
+	}
+	if got := counterValue(t, tr.refused, ReasonReconcile); got != 1 {
+		t.Fatalf("refused for a reconcile = %v, want 1", got)
+	}
+	if len(next.sent) != 3 {
+		t.Fatalf("sent %v, want three PATCHes", next.sent)
 	}
 }

@@ -37,7 +37,10 @@ type validityState struct {
 func nextValidity(prev validityState, sent time.Time, lost bool, renewDeadline time.Duration) validityState {
 	next := validityState{Validity: Validity{Epoch: prev.Epoch}, sent: sent, lost: lost}
 	lapsed := !prev.sent.IsZero() && !sent.Before(prev.sent.Add(renewDeadline))
-	if lost && !prev.lost || lapsed {
+	// A fence before any validity starts no epoch: the zero Validity must
+	// keep meaning "never valid" (controller.Validity.EverHeld), which lets
+	// the client transport pass the writes of a replica still starting.
+	if lost && !prev.lost && prev.everHeld() || lapsed {
 		next.Epoch++
 	}
 	if !lost && !sent.IsZero() {
@@ -45,3 +48,7 @@ func nextValidity(prev validityState, sent time.Time, lost bool, renewDeadline t
 	}
 	return next
 }
+
+// everHeld reports whether the replica has held a validity: Until is set,
+// or a fence or a lapse has begun an epoch (controller.Validity.EverHeld).
+func (v Validity) everHeld() bool { return !v.Until.IsZero() || v.Epoch > 0 }

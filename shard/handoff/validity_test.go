@@ -69,3 +69,24 @@ func TestCoreValidityFollowsRenewalsAndFences(t *testing.T) {
 		t.Fatalf("renewal after a gap: validity %+v; want none, epoch 2", v)
 	}
 }
+
+// TestNextValidityNeverHeld: a fence before the replica was ever valid
+// leaves the zero Validity, so the client transport still tells a starting
+// replica from one that lost its validity.
+func TestNextValidityNeverHeld(t *testing.T) {
+	const rd = 6 * time.Second
+	t0 := time.Unix(1_700_000_000, 0)
+	s := nextValidity(validityState{}, time.Time{}, true, rd)
+	if s.Validity != (Validity{}) {
+		t.Fatalf("fenced before any renewal: got %+v, want the zero Validity", s.Validity)
+	}
+	if s = nextValidity(s, t0, true, rd); s.everHeld() {
+		t.Fatalf("renewed while fenced: got %+v, want no validity held yet", s.Validity)
+	}
+	if s = nextValidity(s, t0.Add(time.Second), false, rd); !s.everHeld() || !s.Until.Equal(t0.Add(time.Second+rd)) {
+		t.Fatalf("unfenced: got %+v, want valid until the renewal plus the renew deadline", s.Validity)
+	}
+	if s = nextValidity(s, t0.Add(time.Second), true, rd); s.Epoch != 1 || !s.everHeld() {
+		t.Fatalf("fenced after holding a validity: got %+v, want epoch 1, held", s.Validity)
+	}
+}
