@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // ErrLeaseExpired is the error a manager's clients return (wrapped; test it
@@ -12,31 +14,12 @@ import (
 // was not sent.
 var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renewals failed, the process was paused, or its Lease was taken from it); the write was not sent")
 
-// Validity is a replica's lease validity at one moment.
-type Validity struct {
-	// Until is when the lease stops being known valid: the sending time of
-	// the last successful renewal plus RenewDeadline, on the monotonic clock
-	// (a time.Time from time.Now moved by Add keeps its monotonic reading,
-	// so wall-clock steps do not move it). Zero while there is none: not
-	// renewed yet, or fenced.
-	Until time.Time
-	// Epoch counts the breaks in the replica's validity: a fence, or a
-	// renewal sent only after Until had passed (the process was paused or
-	// cut off in between), starts a new epoch; shard/handoff's core decides
-	// both (handoff.Validity). Every renewal that succeeds within an epoch
-	// extends Until without a gap, so work started in an epoch may go on
-	// writing as long as the epoch lasts and Until has not passed.
-	Epoch uint64
-}
-
-// ValidAt reports whether the lease is valid at now.
-func (v Validity) ValidAt(now time.Time) bool { return now.Before(v.Until) }
-
-// EverHeld reports whether the replica has held a lease validity since it
-// started, though it may have passed or been ended by a fence since: Until
-// is set, or a fence or a lapse has begun a new epoch. The zero Validity is
-// a replica that has not been valid yet (starting, or not renewed yet).
-func (v Validity) EverHeld() bool { return !v.Until.IsZero() || v.Epoch > 0 }
+// Validity is a replica's lease validity at one moment: until when its
+// lease is known valid, and the epoch that validity belongs to. It is
+// shard/handoff's type, so that the rule the simulations check (when an
+// epoch begins, what "never held" means) is the one workers and the client
+// transport read.
+type Validity = handoff.Validity
 
 // LeaseValidity returns the replica's current lease validity.
 type LeaseValidity func() Validity

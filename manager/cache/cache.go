@@ -67,14 +67,18 @@ type Options struct {
 type Cache struct {
 	config     *rest.Config
 	httpClient *http.Client
-	scheme     *runtime.Scheme
-	codecs     serializer.CodecFactory
-	mapper     meta.RESTMapper
-	namespace  string
-	resync     time.Duration
-	sharding   *Sharding
-	fullKinds  []schema.GroupVersionKind // Sharding.Full, resolved
-	shared     shard.PartitionSet        // partitions of Sharding.SharedNamespaces, always held
+	// labelHTTP carries label patches and the reviews of the permission
+	// to write them (LabelSharding.WriteConfig): one transport for every
+	// kind, built once.
+	labelHTTP *http.Client
+	scheme    *runtime.Scheme
+	codecs    serializer.CodecFactory
+	mapper    meta.RESTMapper
+	namespace string
+	resync    time.Duration
+	sharding  *Sharding
+	fullKinds []schema.GroupVersionKind // Sharding.Full, resolved
+	shared    shard.PartitionSet        // partitions of Sharding.SharedNamespaces, always held
 
 	// mu guards the fields below. It is never held across network I/O:
 	// mappings and clients are resolved before it is taken.
@@ -155,6 +159,12 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		}
 		mapper = newRefreshingMapper(dc)
 	}
+	labelHTTP := httpClient
+	if sh := opts.Sharding; sh != nil && sh.Labels != nil && sh.Labels.WriteConfig != nil {
+		if labelHTTP, err = rest.HTTPClientFor(sh.Labels.WriteConfig); err != nil {
+			return nil, fmt.Errorf("cache: building an HTTP client from Options.Sharding.Labels.WriteConfig: %w", err)
+		}
+	}
 	var fullKinds []schema.GroupVersionKind
 	held := shard.NewPartitionSet(1)
 	shared := held
@@ -197,6 +207,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		changed:     make(chan struct{}),
 		config:      rest.CopyConfig(cfg),
 		httpClient:  httpClient,
+		labelHTTP:   labelHTTP,
 		scheme:      opts.Scheme,
 		codecs:      serializer.NewCodecFactory(opts.Scheme),
 		mapper:      mapper,

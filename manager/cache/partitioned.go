@@ -371,7 +371,7 @@ func (c *Cache) shardingFor(ctx context.Context, key informerKey, mapping *meta.
 // permissions, and it must not be refused as a late write of a replica
 // whose lease lapsed.
 func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string {
-	cs, err := authorizationv1.NewForConfig(c.labelWriteConfig())
+	cs, err := authorizationv1.NewForConfigAndClient(c.labelWriteConfig(), c.labelHTTP)
 	if err != nil {
 		return ""
 	}
@@ -461,7 +461,7 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 		}
 	}
 	_ = ns
-	writer, err := metadata.NewForConfig(c.labelWriteConfig())
+	writer, err := metadata.NewForConfigAndClient(c.labelWriteConfig(), c.labelHTTP)
 	if err != nil {
 		return nil, fmt.Errorf("cache: building the label writer: %w", err)
 	}

@@ -283,7 +283,7 @@ func (c *coordinator) step(ctx context.Context) {
 // and the client transport before each write of one.
 func (c *coordinator) publishValidity() {
 	v := c.core.Validity()
-	c.validity.Store(&controller.Validity{Until: v.Until, Epoch: v.Epoch})
+	c.validity.Store(&v)
 }
 
 // leaseValidity returns the validity publishValidity last recorded.

@@ -38,9 +38,9 @@ func nextValidity(prev validityState, sent time.Time, lost bool, renewDeadline t
 	next := validityState{Validity: Validity{Epoch: prev.Epoch}, sent: sent, lost: lost}
 	lapsed := !prev.sent.IsZero() && !sent.Before(prev.sent.Add(renewDeadline))
 	// A fence before any validity starts no epoch: the zero Validity must
-	// keep meaning "never valid" (controller.Validity.EverHeld), which lets
+	// keep meaning "never valid" (Validity.EverHeld), which lets
 	// the client transport pass the writes of a replica still starting.
-	if lost && !prev.lost && prev.everHeld() || lapsed {
+	if lost && !prev.lost && prev.EverHeld() || lapsed {
 		next.Epoch++
 	}
 	if !lost && !sent.IsZero() {
@@ -49,6 +49,12 @@ func nextValidity(prev validityState, sent time.Time, lost bool, renewDeadline t
 	return next
 }
 
-// everHeld reports whether the replica has held a validity: Until is set,
-// or a fence or a lapse has begun an epoch (controller.Validity.EverHeld).
-func (v Validity) everHeld() bool { return !v.Until.IsZero() || v.Epoch > 0 }
+// ValidAt reports whether the lease is valid at now.
+func (v Validity) ValidAt(now time.Time) bool { return now.Before(v.Until) }
+
+// EverHeld reports whether the replica has held a lease validity since it
+// started, though it may have passed or been ended by a fence since: Until
+// is set, or a fence or a lapse has begun an epoch. The zero Validity is a
+// replica that has not been valid yet (starting, or not renewed yet), which
+// is why a fence before any validity starts no epoch (nextValidity).
+func (v Validity) EverHeld() bool { return !v.Until.IsZero() || v.Epoch > 0 }

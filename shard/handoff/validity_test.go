@@ -80,13 +80,13 @@ func TestNextValidityNeverHeld(t *testing.T) {
 	if s.Validity != (Validity{}) {
 		t.Fatalf("fenced before any renewal: got %+v, want the zero Validity", s.Validity)
 	}
-	if s = nextValidity(s, t0, true, rd); s.everHeld() {
+	if s = nextValidity(s, t0, true, rd); s.EverHeld() {
 		t.Fatalf("renewed while fenced: got %+v, want no validity held yet", s.Validity)
 	}
-	if s = nextValidity(s, t0.Add(time.Second), false, rd); !s.everHeld() || !s.Until.Equal(t0.Add(time.Second+rd)) {
+	if s = nextValidity(s, t0.Add(time.Second), false, rd); !s.EverHeld() || !s.Until.Equal(t0.Add(time.Second+rd)) {
 		t.Fatalf("unfenced: got %+v, want valid until the renewal plus the renew deadline", s.Validity)
 	}
-	if s = nextValidity(s, t0.Add(time.Second), true, rd); s.Epoch != 1 || !s.everHeld() {
+	if s = nextValidity(s, t0.Add(time.Second), true, rd); s.Epoch != 1 || !s.EverHeld() {
 		t.Fatalf("fenced after holding a validity: got %+v, want epoch 1, held", s.Validity)
 	}
 }
