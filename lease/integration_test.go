@@ -336,11 +336,11 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 
 	seen, _ := observedByName(a.Snapshot(), "demo-b")
 	eventually(t, "b to renew past the version a saw", func() bool {
-		ok, err := a.Confirm(ctx, "b", seen.Version)
+		got, err := a.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return !ok
+		return got.Found && got.Version != seen.Version
 	})
 	if err := b.stop(); err != nil { // b crashes; its Lease stays
 		t.Fatal(err)
@@ -349,17 +349,17 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	// before the stop may land with its answer lost (a CI run saw one).
 	// Nobody writes the Lease any more, so Confirm of its version holds.
 	var last string
-	eventually(t, "Confirm of b's last version to say unchanged", func() bool {
+	eventually(t, "a direct read of b's Lease to show its last version", func() bool {
 		l, err := e.admin.CoordinationV1().Leases(e.ns).Get(ctx, "demo-b", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ok, err := a.Confirm(ctx, "b", l.ResourceVersion)
+		got, err := a.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = l.ResourceVersion
-		return ok
+		return got.Found && got.Version == last
 	})
 	if _, written := mb.LastWritten(); written != last {
 		t.Logf("b's last acknowledged write was %s, the Lease is at %s (a renew landed unacknowledged)", written, last)
@@ -373,8 +373,8 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	if err := a.DeletePeer(ctx, "b", last); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := a.Confirm(ctx, "b", last); !ok || err != nil {
-		t.Errorf("Confirm of a deleted Lease = %v, %v; want (true, nil): gone", ok, err)
+	if got, err := a.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); got.Found || err != nil {
+		t.Errorf("ReadPeer of a deleted Lease = %+v, %v; want not found", got, err)
 	}
 	eventually(t, "a's view to drop b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return !ok })
 }

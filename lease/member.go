@@ -258,27 +258,29 @@ func (m *Member) Synced() bool {
 	return synced && m.acquired && !m.left
 }
 
-// Confirm reads the Lease of identity directly from the API server (a quorum
-// read, not the watch cache) and reports whether it still has version.
-// A Lease that no longer exists reports (true, nil): it is gone, and its
-// claims are void.
-func (m *Member) Confirm(ctx context.Context, identity, version string) (unchanged bool, err error) {
-	name := LeaseName(m.opts.Ring, identity)
+// ReadPeer reads the Lease of ref.Identity directly from the API server (a
+// quorum read of its latest state, not the watch cache), for the core to
+// judge whether a Lease that looked expired at ref.Version lets its claims
+// go (handoff.JudgeConfirm). A Lease relabelled out of the ring reads as
+// not found: the ring can no longer see it, which the core treats as
+// absence, not as death.
+func (m *Member) ReadPeer(ctx context.Context, ref handoff.LeaseRef) (handoff.LeaseRead, error) {
+	name := LeaseName(m.opts.Ring, ref.Identity)
 	// An empty resourceVersion in GetOptions asks for the most recent state,
 	// read from etcd with quorum.
 	l, err := m.leases.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, nil
+		return handoff.LeaseRead{}, nil
 	case apierrors.IsForbidden(err):
-		return false, newForbiddenError(err, "get", m.opts.Namespace, name)
+		return handoff.LeaseRead{}, newForbiddenError(err, "get", m.opts.Namespace, name)
 	case err != nil:
-		return false, fmt.Errorf("lease: confirming Lease %s/%s: %w", m.opts.Namespace, name, err)
+		return handoff.LeaseRead{}, fmt.Errorf("lease: reading Lease %s/%s: %w", m.opts.Namespace, name, err)
 	}
 	if l.Labels[LabelRing] != m.opts.Ring {
-		return true, nil // relabelled out of the ring: gone as far as the ring can see
+		return handoff.LeaseRead{}, nil
 	}
-	return l.ResourceVersion == version, nil
+	return handoff.LeaseRead{Found: true, UID: string(l.UID), Version: l.ResourceVersion}, nil
 }
 
 // Delete deletes the own Lease, conditioned on its UID and the

@@ -433,27 +433,33 @@ func TestDeleteLeavesAndAllowsImmediateRestart(t *testing.T) {
 	}
 }
 
-func TestConfirmReadsTheAPIServer(t *testing.T) {
+func TestReadPeerReadsTheAPIServer(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	ctx := context.Background()
 	v1 := u.create(peerLease("ns", "r", "b", "inc-b")).ResourceVersion
-	if ok, err := m.Confirm(ctx, "b", v1); !ok || err != nil {
-		t.Errorf("Confirm of the current version = %v, %v; want true", ok, err)
+	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); !got.Found || got.Version != v1 || err != nil {
+		t.Errorf("ReadPeer of b = %+v, %v; want found at version %s", got, err, v1)
 	}
 	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
-	if ok, err := m.Confirm(ctx, "b", v1); ok || err != nil {
-		t.Errorf("Confirm of a replaced version = %v, %v; want false", ok, err)
+	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); !got.Found || got.Version == v1 || err != nil {
+		t.Errorf("ReadPeer of a rewritten Lease = %+v, %v; want found at a version other than %s", got, err, v1)
+	}
+	// A Lease relabelled out of the ring is absent as far as the ring
+	// sees: the core keeps its claims as a tombstone, as for a deletion.
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "other" })
+	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); got.Found || err != nil {
+		t.Errorf("ReadPeer of a Lease relabelled out of the ring = %+v, %v; want not found", got, err)
 	}
 	if err := u.api.CoordinationV1().Leases("ns").Delete(ctx, "r-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := m.Confirm(ctx, "b", v1); !ok || err != nil {
-		t.Errorf("Confirm of a deleted Lease = %v, %v; want true (gone)", ok, err)
+	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); got.Found || err != nil {
+		t.Errorf("ReadPeer of a deleted Lease = %+v, %v; want not found", got, err)
 	}
 	u.api.setHook(func(string, string, *coordinationv1.Lease) error { return errors.New("connection refused") })
-	if _, err := m.Confirm(ctx, "b", v1); err == nil {
-		t.Error("Confirm hid an API error")
+	if _, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); err == nil {
+		t.Error("ReadPeer hid an API error")
 	}
 }
 

@@ -252,24 +252,28 @@ func (p *proc) TakeOver(version string) {
 	}
 }
 
-// Confirm reads identity's Lease directly: unchanged when it still has
-// version, or is gone (lease.Member.Confirm).
-func (p *proc) Confirm(ctx context.Context, identity, version string) (unchanged bool, err error) {
+// ReadPeer reads identity's Lease directly, as lease.Member.ReadPeer does:
+// a Lease relabelled out of the ring reads as not found.
+// The world checks, as the answer leaves, that nothing of a holder whose
+// Lease still shows ref.Version still runs.
+func (p *proc) ReadPeer(ctx context.Context, ref handoff.LeaseRef) (handoff.LeaseRead, error) {
 	var cur *storedLease
 	var failed bool
 	ok := p.block(ctx, func(wake func()) {
-		p.readLease(handoff.LeaseRef{Identity: identity, Version: version}, func(l *storedLease, f bool) {
+		p.readLease(ref, func(l *storedLease, f bool) {
 			cur, failed = l, f
 			wake()
 		})
 	})
 	switch {
 	case !ok:
-		return false, errStopped
+		return handoff.LeaseRead{}, errStopped
 	case failed:
-		return false, errors.New("handoffsim: confirming read timed out (cut off from the API server)")
+		return handoff.LeaseRead{}, errors.New("handoffsim: confirming read timed out (cut off from the API server)")
+	case cur == nil:
+		return handoff.LeaseRead{}, nil
 	}
-	return cur == nil || version == strconv.FormatUint(cur.rv, 10), nil
+	return handoff.LeaseRead{Found: true, UID: strconv.FormatUint(cur.uid, 10), Version: strconv.FormatUint(cur.rv, 10)}, nil
 }
 
 // DeletePeer deletes identity's Lease at version.

@@ -408,19 +408,15 @@ func (c *coordinator) confirm(ctx context.Context, ref handoff.LeaseRef) {
 	c.goAsync(ctx, func(ctx context.Context) {
 		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		unchanged, err := c.member.Confirm(gctx, ref.Identity, ref.Version)
+		read, err := c.member.ReadPeer(gctx, ref)
 		if err != nil {
 			c.log.V(1).Info("confirming a peer's expiry failed; will retry", "peer", ref.Identity, "error", err.Error())
 			c.post(ctx, func() { c.core.ConfirmFailed(ref.Identity) })
 			return
 		}
-		// Confirm folds "deleted" into unchanged: both void the claims.
-		// A changed Lease is reported with a version that cannot match.
-		current := ref.Version
-		if !unchanged {
-			current = ""
-		}
-		c.post(ctx, func() { c.core.Confirmed(ref.Identity, current, true) })
+		// The core judges the read (handoff.JudgeConfirm): a Lease gone is
+		// a tombstone for another LeaseDuration, not a death.
+		c.post(ctx, func() { c.core.Confirmed(ref.Identity, read.Version, read.Found) })
 	})
 }
 

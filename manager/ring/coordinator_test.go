@@ -91,10 +91,12 @@ func (f *fakeMembership) TakeOver(version string) {
 	f.mu.Unlock()
 }
 
-func (f *fakeMembership) Confirm(context.Context, string, string) (bool, error) { return true, nil }
-func (f *fakeMembership) DeletePeer(context.Context, string, string) error      { return nil }
-func (f *fakeMembership) Delete(context.Context) error                          { return nil }
-func (f *fakeMembership) JoinScanClean() bool                                   { return false }
+func (f *fakeMembership) ReadPeer(context.Context, handoff.LeaseRef) (handoff.LeaseRead, error) {
+	return handoff.LeaseRead{}, nil
+}
+func (f *fakeMembership) DeletePeer(context.Context, string, string) error { return nil }
+func (f *fakeMembership) Delete(context.Context) error                     { return nil }
+func (f *fakeMembership) JoinScanClean() bool                              { return false }
 
 // Finalize ends a deletion by hand: the Lease goes, and (as lease.Member's
 // next renew does) comes back as a new object with the latest Record.

@@ -32,9 +32,11 @@ type Membership interface {
 	// TakeOver allows overwriting the own Lease at version once
 	// (handoff.Ready.TakeOver).
 	TakeOver(version string)
-	// Confirm reads identity's Lease directly: unchanged when it still has
-	// version, or is gone.
-	Confirm(ctx context.Context, identity, version string) (unchanged bool, err error)
+	// ReadPeer reads the latest state of ref.Identity's Lease directly (a
+	// quorum read), for the core to judge against ref.Version
+	// (handoff.Core.Confirmed); a Lease outside the ring reads as not
+	// found.
+	ReadPeer(ctx context.Context, ref handoff.LeaseRef) (handoff.LeaseRead, error)
 	// DeletePeer deletes identity's Lease if it still has version.
 	DeletePeer(ctx context.Context, identity, version string) error
 	// Delete stops writing the own Lease and deletes it (graceful leave).
