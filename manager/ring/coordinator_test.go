@@ -350,3 +350,45 @@ func TestConditionsAreLoggedOnce(t *testing.T) {
 		t.Fatalf("logged %q; want the foreign configuration once", lines)
 	}
 }
+
+// goneOnRead is fake membership whose direct reads of peers' Leases find
+// them gone, as after a kubectl delete lease that the watch has not shown.
+type goneOnRead struct {
+	*fakeMembership
+	readMu sync.Mutex
+	reads  int
+}
+
+func (g *goneOnRead) ReadPeer(context.Context, handoff.LeaseRef) (handoff.LeaseRead, error) {
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	g.reads++
+	return handoff.LeaseRead{}, nil
+}
+
+func (g *goneOnRead) readCount() int {
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	return g.reads
+}
+
+// A peer whose Lease looked expired and whose direct read then found it
+// gone (deleted or relabelled while the watch lagged) is a tombstone, not
+// a death: its claims are voided only by a later read that finds it still
+// gone a LeaseDuration on (handoff.JudgeConfirm), so the coordinator must
+// hand the core what it read rather than fold "gone" into "unchanged".
+func TestCoordinatorKeepsAGonePeerAsATombstone(t *testing.T) {
+	member := &goneOnRead{fakeMembership: newFakeMembership("a")}
+	b := lease.Observed{Name: "ring-b"}
+	b.Record = handoff.Record{Identity: "b", Incarnation: "inc-b", State: handoff.StateActive, Claim: shard.FullPartitionSet(7),
+		Generation: 1, Fingerprint: shard.Config{Partitions: 7}.Fingerprint()}
+	b.Version, b.UID = "b-1", "uid-b"
+	member.peers = []lease.Observed{b}
+	part := &revokeRecorder{}
+	startCoordinator(t, "a", member, part)
+	keepRenewing(t, member.fakeMembership)
+	waitFor(t, "a to activate the partitions b claimed", func() bool { return part.activated().Len() == 7 })
+	if n := member.readCount(); n < 2 {
+		t.Fatalf("a activated b's partitions after %d direct read of b's Lease; want a second read, a LeaseDuration after the first found it gone", n)
+	}
+}
