@@ -68,7 +68,7 @@ bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
 	$(MAKE) charts BENCH_OUT=$(CURDIR)/e2e/bench/out
 
-## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=3h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs on a shared machine.
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=5h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs: about 40 min per round and layout on 2 cores.
 PHASES ?=
 BENCH_TIMEOUT ?=
 bench: binaries

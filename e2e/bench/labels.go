@@ -496,7 +496,9 @@ func (l *labelsLayout) figures(n int) layoutFigures {
 	}
 	for _, m := range rounds {
 		cr := m[baselineName]
-		if cr == nil {
+		if cr == nil || cr.MaxPeakRSSMiB == 0 {
+			// A leader run cut off before its figures were read (the
+			// run's deadline, an interrupt) measured nothing.
 			continue
 		}
 		leader = append(leader, cr.MaxPeakRSSMiB)

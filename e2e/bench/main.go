@@ -191,6 +191,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a smoke run of every phase with small numbers (about 2 minutes), for CI")
 	out := flag.String("out", "", "directory for results.json and RESULTS.md (default e2e/bench in the module); `make charts` draws the charts beside them")
 	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
+	resummarise := flag.Bool("summarise", false, "with -report-only, derive results.json's headline figures again from the runs it holds (after a fix to how they are derived)")
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
@@ -211,7 +212,7 @@ func main() {
 	if *reportOnly {
 		dir, err := outDir(*out)
 		if err == nil {
-			err = rewriteReport(dir)
+			err = rewriteReport(dir, *resummarise)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: -report-only: %v\n", err)
@@ -404,6 +405,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 		res.Failed = err != nil
 		if err != nil {
 			res.Error = err.Error()
+			res.Seconds = time.Since(started).Seconds() // a run cut short took this long too
 		}
 		if werr := res.write(out); werr != nil && err == nil {
 			err = werr

@@ -73,7 +73,7 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 		case 5:
 			r.Resources = prev.Resources
 		case 6:
-			r.RestartFailover = prev.RestartFailover
+			r.RestartFailover, r.RestartFailoverAdapter = prev.RestartFailover, prev.RestartFailoverAdapter
 		case 7:
 			r.ShardedRuns = prev.ShardedRuns
 		case 8:

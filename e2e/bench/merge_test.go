@@ -104,6 +104,25 @@ func TestPartialRunKeepsEarlierPhases(t *testing.T) {
 	}
 }
 
+// Phase 6 measures kshard and the adapter: a later run of other phases
+// keeps both (a phase 10 run once dropped the adapter's).
+func TestPartialRunKeepsPhase6OfBothSystems(t *testing.T) {
+	full := defaultParams(false)
+	earlier := &results{Params: full, Command: "go run ./e2e/bench -phases 6",
+		RestartFailover:        &restartFailoverResult{System: nativeName, InPlaceSeconds: []float64{2.1}, InPlaceP50: 2.1},
+		RestartFailoverAdapter: &restartFailoverResult{System: adapterName, InPlaceSeconds: []float64{2.3}, InPlaceP50: 2.3}}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{10: true}
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 10"}
+	kept, err := r.keepEarlier(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(kept, 6) || r.RestartFailover != earlier.RestartFailover || r.RestartFailoverAdapter != earlier.RestartFailoverAdapter {
+		t.Errorf("kept %v; phase 6 kshard %+v, adapter %+v: want both of the earlier run's", kept, r.RestartFailover, r.RestartFailoverAdapter)
+	}
+}
+
 func TestMergeRefusesAQuickFileForAFullRun(t *testing.T) {
 	dir := t.TempDir()
 	q := &results{Params: defaultParams(true)}

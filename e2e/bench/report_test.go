@@ -161,7 +161,7 @@ func TestRewriteReportRendersTheSameReport(t *testing.T) {
 	if err := os.Remove(mdPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := rewriteReport(dir); err != nil {
+	if err := rewriteReport(dir, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(mdPath)
@@ -174,7 +174,7 @@ func TestRewriteReportRendersTheSameReport(t *testing.T) {
 	if after, err := os.ReadFile(jsPath); err != nil || string(after) != string(js) {
 		t.Errorf("results.json changed (%v)", err)
 	}
-	if err := rewriteReport(t.TempDir()); err == nil || !strings.Contains(err.Error(), "run the benchmark first") {
+	if err := rewriteReport(t.TempDir(), false); err == nil || !strings.Contains(err.Error(), "run the benchmark first") {
 		t.Errorf("no results.json: error %v does not say to run the benchmark", err)
 	}
 }
@@ -256,5 +256,50 @@ func TestFormedSamplesKeepEachSystemsMedian(t *testing.T) {
 	}
 	if len(f.Kshard) != 3 || len(f.CR) != 3 {
 		t.Errorf("samples kshard %v, controller-runtime %v; want 3 each", f.Kshard, f.CR)
+	}
+}
+
+// -report-only -summarise derives the headline figures again from the
+// runs, after a fix to how they are derived; without it they stay.
+func TestRewriteReportSummarisesAgainOnRequest(t *testing.T) {
+	dir := t.TempDir()
+	fullRun(t, dir)
+	path := filepath.Join(dir, "results.json")
+	r, err := loadResults(path)
+	if err != nil || r == nil || r.Summary.CeilingWritesPerSec == nil {
+		t.Fatalf("loading the run's results: %v", err)
+	}
+	derived := *r.Summary.CeilingWritesPerSec
+	r.Summary.CeilingWritesPerSec = ptr(derived + 1) // a headline derived by older code
+	lines := 15
+	if r.Summary.Adapter == nil {
+		r.Summary.Adapter = &adapterSummary{}
+	}
+	r.Summary.Adapter.ChangedLines = &lines // measured from the checkout, kept only here
+	r.RestartFailoverAdapter = &restartFailoverResult{System: adapterName, InPlaceSeconds: []float64{2.3}, InPlaceP50: 2.3}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		summarise bool
+		want      float64
+	}{{false, derived + 1}, {true, derived}} {
+		if err := rewriteReport(dir, c.summarise); err != nil {
+			t.Fatal(err)
+		}
+		got, err := loadResults(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := got.Summary.CeilingWritesPerSec; v == nil || *v != c.want {
+			t.Errorf("summarise=%t: ceiling headline %v, want %v", c.summarise, deref(v), c.want)
+		}
+		if a := got.Summary.Adapter; a == nil || a.ChangedLines == nil || *a.ChangedLines != lines {
+			t.Errorf("summarise=%t: the conversion's changed lines were lost", c.summarise)
+		}
 	}
 }
