@@ -42,7 +42,9 @@
 // purpose; in this process that ends the test binary, so run an operator
 // whose reconciles may ignore cancellation as processes. A process replica
 // that exits so (e.g. after a long pause) shows in Env.Exited; restart it
-// as a kubelet would.
+// as a kubelet would. Its first renew after a pause may repeat the Record
+// it froze with, so the Leases may read as converged just before it exits:
+// a Record of a higher generation shows that it got past its fence.
 //
 // # Checking
 //
