@@ -134,8 +134,13 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	n, took := renews()-before, time.Since(from)
 	perPeriod := n / (float64(took) / float64(itRenewPeriod))
 	t.Logf("%v writes in %s at RenewPeriod %s: %.2f writes per period (= %.0f writes/min at the default 2s)", n, took.Round(time.Millisecond), itRenewPeriod, perPeriod, perPeriod*30)
-	if perPeriod < 0.8 || perPeriod > 1.05 {
-		t.Errorf("%.2f writes per RenewPeriod, want about one", perPeriod)
+	// More than one write per period costs the API server; fewer is a
+	// renewer that falls behind, which only matters once a renew deadline
+	// (1.33s here, 5.3 periods) could pass without one. A loaded machine
+	// running -race stretches each write, so the floor is half a write per
+	// period, still far above that.
+	if perPeriod < 0.5 || perPeriod > 1.05 {
+		t.Errorf("%.2f writes per RenewPeriod, want about one (0.5 to 1.05)", perPeriod)
 	}
 	if errs := counterValue(t, reg, "kshard_lease_renew_errors_total", nil); errs != 0 {
 		t.Errorf("%v renew errors against a healthy API server", errs)

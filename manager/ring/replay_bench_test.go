@@ -105,6 +105,14 @@ func histogram(h prometheus.Histogram) (count uint64, sum time.Duration) {
 	return m.GetHistogram().GetSampleCount(), time.Duration(m.GetHistogram().GetSampleSum() * float64(time.Second))
 }
 
+func counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err) // a counter always writes
+	}
+	return m.GetCounter().GetValue()
+}
+
 // replayRig is one replica alone in a ring of 7 partitions: a real
 // coordinator and core over fakeMembership, driving a real controller
 // whose source is a memoryCache. The core's timing is the caller's.

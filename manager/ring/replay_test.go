@@ -169,14 +169,19 @@ func TestReplayIsCancelledByRevokeAndAcknowledgedWhenDone(t *testing.T) {
 	waitFor(t, "the fence to cancel the replay", func() bool { _, n := part.counts(); return n == 1 })
 
 	close(part.release) // replays from now on succeed
+	fences := counter(c.metrics.fences)
 	member.setCut(false)
 	defer renewEvery(member.fakeMembership, 20*time.Millisecond)()
 	waitFor(t, "a replay after rejoining", func() bool { n, _ := part.counts(); return n >= 2 })
 	// Acknowledged, the activation is not asked for again: many steps
-	// later there has been no third replay.
+	// later there has been no third replay. A machine that stalls the
+	// renewer past the 200 ms renew deadline fences the replica again, and
+	// each such fence may replay once more on rejoining; an activation not
+	// acknowledged would replay at every step instead.
 	steps, _ := histogram(c.metrics.step)
 	waitFor(t, "50 more steps", func() bool { n, _ := histogram(c.metrics.step); return n >= steps+50 })
-	if n, _ := part.counts(); n != 2 {
-		t.Fatalf("%d replays; want 2: a replay that succeeded was not acknowledged to the core", n)
+	refenced := int(counter(c.metrics.fences) - fences)
+	if n, _ := part.counts(); n < 2 || n > 2+refenced {
+		t.Fatalf("%d replays over 50 steps with %d fences since it rejoined; want 2 (one more per fence): a replay that succeeded was not acknowledged to the core", n, refenced)
 	}
 }
