@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -99,18 +101,39 @@ type firstStart struct {
 // labelsArgs are kshard's flags for phase 10.
 var labelsArgs = []string{"--kind=" + benchObjects.Name, "--cache-mode=labels"}
 
-// labelsPhase runs phase 10 on each layout; adapter (nil: not measured)
-// runs the controller-runtime adapter's rounds beside kshard's.
+// layoutFlags are the -labels-layouts names of the layouts.
+var layoutFlags = map[string]string{"spread": layoutSpread, "single": layoutSingle}
+
+// parseLayouts reads -labels-layouts: layout names, each once.
+func parseLayouts(list string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(list, ",") {
+		l, ok := layoutFlags[strings.TrimSpace(f)]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q is not a layout: spread or single", strings.TrimSpace(f))
+		case slices.Contains(out, l):
+			return nil, fmt.Errorf("%q is given twice", strings.TrimSpace(f))
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// labelsPhase runs phase 10 on each layout of p.LabelsLayouts; adapter
+// (nil: not measured) runs the controller-runtime adapter's rounds beside
+// kshard's.
 func (b *bench) labelsPhase(ctx context.Context, kshard, baseline, adapter *system) (*labelsResults, error) {
 	out := &labelsResults{}
-	for _, l := range []struct {
-		name       string
-		namespaces int
-	}{{layoutSpread, b.p.ShardedNamespaces}, {layoutSingle, 0}} {
-		res, err := b.labelsOn(ctx, kshard, baseline, adapter, l.name, l.namespaces)
+	for _, layout := range b.p.LabelsLayouts {
+		namespaces := 0
+		if layout == layoutSpread {
+			namespaces = b.p.ShardedNamespaces
+		}
+		res, err := b.labelsOn(ctx, kshard, baseline, adapter, layout, namespaces)
 		out.Layouts = append(out.Layouts, res)
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", l.name, err)
+			return out, fmt.Errorf("%s: %w", layout, err)
 		}
 	}
 	return out, nil
@@ -557,6 +580,23 @@ func summariseAdapterLabels(lr *labelsResults) *adapterLabels {
 		}
 	}
 	return out
+}
+
+// roundsRun says how many rounds each layout completed (kshard's figures
+// read), "3 spread, 1 single namespace": a layout may come from another
+// run than the rest, or from one cut short.
+func (lr *labelsResults) roundsRun() string {
+	var out []string
+	for _, l := range lr.Layouts {
+		n := 0
+		for _, r := range l.Runs {
+			if r.System == nativeName && r.MaxPeakRSSMiB > 0 {
+				n = max(n, r.Round)
+			}
+		}
+		out = append(out, fmt.Sprintf("%d %s", n, l.Layout))
+	}
+	return strings.Join(out, ", ")
 }
 
 // counts are the object counts of l's runs, rising.

@@ -329,3 +329,71 @@ func TestPartialRunKeepsPhase10(t *testing.T) {
 		t.Error("the kept phase 10 has no headline")
 	}
 }
+
+// A phase 10 run of one layout keeps the other layout from the earlier
+// results.json, named with the run that measured it, cut short or not.
+func TestRunOfOneLayoutKeepsTheOther(t *testing.T) {
+	dir := t.TempDir()
+	prev := &results{Params: defaultParams(false), Command: "go run ./e2e/bench -phases 10", Labels: labelsFixture(),
+		Failed: true, Error: "context deadline exceeded"}
+	prev.Params.Phases = map[int]bool{10: true}
+	if err := prev.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{10: true}
+	layouts, err := parseLayouts("single")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LabelsLayouts = layouts
+	target := mergeTarget(p, dir, true)
+	if target == "" {
+		t.Fatal("a run of one layout does not merge into the earlier results.json")
+	}
+	earlier, err := loadResults(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	single := labelsFixture().Layouts[1]
+	single.FirstStarts[0].LabelPatches = 1000 // this run's, not the earlier one's
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 10 -labels-layouts single", Labels: &labelsResults{Layouts: []labelsLayout{single}}}
+	if _, err := r.keepEarlier(earlier); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.Labels.Layouts); got != 2 || r.Labels.Layouts[0].Layout != layoutSpread || r.Labels.Layouts[1].Layout != layoutSingle {
+		t.Fatalf("layouts after the merge: %d, want spread (kept) then single namespace (measured)", got)
+	}
+	if got := r.Labels.Layouts[1].FirstStarts[0].LabelPatches; got != 1000 {
+		t.Errorf("the single namespace's first start has %v label patches, want this run's 1000", got)
+	}
+	pv, ok := r.Provenance["10 ("+layoutSpread+")"]
+	if !ok || pv.Command != prev.Command || pv.Error != prev.Error {
+		t.Errorf("provenance of the kept layout: %+v (present %v), want the earlier run's command and its error", pv, ok)
+	}
+	if _, ok := r.Provenance["10"]; ok {
+		t.Error("phase 10 as a whole is named as kept, but this run measured it")
+	}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "phase 10 (spread): `go run ./e2e/bench -phases 10`") || !strings.Contains(string(md), "cut short (context deadline exceeded)") {
+		t.Error("RESULTS.md does not say which run measured the kept layout and that it was cut short")
+	}
+	if !strings.Contains(string(md), "rounds of each system (3 spread, 1 single namespace)") {
+		t.Error("RESULTS.md does not give each layout's rounds")
+	}
+}
+
+func TestLayoutsFlag(t *testing.T) {
+	for list, want := range map[string]string{"spread,single": "", " single ": "", "spread,spread": "given twice", "both": "not a layout", "": "not a layout"} {
+		_, err := parseLayouts(list)
+		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("parseLayouts(%q) = %v, want an error with %q", list, err, want)
+		}
+	}
+}

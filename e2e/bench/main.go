@@ -74,6 +74,9 @@ type params struct {
 	// rising; the spread layout uses ShardedNamespaces and both
 	// ShardedReplicas kshard replicas, p.Rounds rounds.
 	LabelsObjects []int `json:"labels_objects"`
+	// LabelsLayouts: the layouts phase 10 runs, in this order (default
+	// both); a run of one keeps the other's figures from results.json.
+	LabelsLayouts []string `json:"labels_layouts"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -99,7 +102,7 @@ func defaultParams(quick bool) params {
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
 		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick, ShardedBalance: 0.02,
-		ShardedCustomResources: 10000, LabelsObjects: []int{100000},
+		ShardedCustomResources: 10000, LabelsObjects: []int{100000}, LabelsLayouts: []string{layoutSpread, layoutSingle},
 		ScaleReplicas: []int{3, 16, 32, 64}, ScaleObjects: []int{10000, 100000}, ScalePartitions: 1021, ScaleNamespaces: 2000,
 		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
@@ -201,6 +204,7 @@ func main() {
 	shardedObjects := flag.String("sharded-objects", "", "phase 7's object counts, comma-separated and rising (default 10000,50000,100000; 600 with -quick)")
 	shardedCRs := flag.Int("sharded-custom-resources", -1, "phase 7 also runs both systems over this many BenchObject custom resources on each control plane, 0 none (default 10000; 200 with -quick)")
 	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
+	labelsLayouts := flag.String("labels-layouts", "spread,single", "phase 10's object layouts, comma-separated: spread (over -sharded-namespaces namespaces, with the gate-off throughput, handoff and failover) and single (one namespace); a run of one keeps the other's figures from results.json")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
@@ -261,6 +265,12 @@ func main() {
 		}
 		*c.dst = counts
 	}
+	layouts, err := parseLayouts(*labelsLayouts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -labels-layouts: %v\n", err)
+		os.Exit(2)
+	}
+	p.LabelsLayouts = layouts
 	if *leaseDuration > 0 {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = *leaseDuration, *leaseDuration*2/3, *leaseDuration/5
 		p.ScaleLeaseFixed = true

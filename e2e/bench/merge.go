@@ -25,6 +25,14 @@ type provenance struct {
 	Date    string         `json:"date"`
 	Load    string         `json:"loadavg_start"`
 	Params  map[string]any `json:"params"`
+	// Error: that run failed or was cut short so (its figures are what it
+	// measured before).
+	Error string `json:"error,omitempty"`
+}
+
+// provenanceOf names prev as the run that measured a kept phase.
+func provenanceOf(prev *results) provenance {
+	return provenance{Command: prev.Command, Date: prev.Env.Date, Load: prev.Env.LoadStart, Params: prev.ParamsView, Error: prev.Error}
 }
 
 // loadResults reads a results.json written earlier; a missing file is not
@@ -90,13 +98,46 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 		if pv, ok := prev.Provenance[key]; ok {
 			r.Provenance[key] = pv
 		} else {
-			r.Provenance[key] = provenance{Command: prev.Command, Date: prev.Env.Date, Load: prev.Env.LoadStart, Params: prev.ParamsView}
+			r.Provenance[key] = provenanceOf(prev)
 		}
 	}
+	r.keepEarlierLayouts(prev)
 	if slices.Contains(kept, 1) != slices.Contains(kept, 2) && r.Params.Phases[1] != r.Params.Phases[2] {
 		r.Warnings = append(r.Warnings, "phases 1 and 2 come from different runs: ceiling fractions divide one run's throughput by another run's ceiling")
 	}
 	return kept, nil
+}
+
+// keepEarlierLayouts: a phase 10 run of some layouts (-labels-layouts)
+// keeps the earlier run's other layouts, each with its provenance under
+// "10 (layout)", in the order of the layouts in a full run.
+func (r *results) keepEarlierLayouts(prev *results) {
+	if !r.Params.Phases[10] || prev.Labels == nil {
+		return
+	}
+	for _, l := range prev.Labels.Layouts {
+		if slices.Contains(r.Params.LabelsLayouts, l.Layout) {
+			continue
+		}
+		if r.Labels == nil {
+			r.Labels = &labelsResults{}
+		}
+		r.Labels.Layouts = append(r.Labels.Layouts, l)
+		if r.Provenance == nil {
+			r.Provenance = map[string]provenance{}
+		}
+		pv, ok := prev.Provenance["10 ("+l.Layout+")"]
+		if !ok {
+			pv = provenanceOf(prev)
+		}
+		r.Provenance["10 ("+l.Layout+")"] = pv
+	}
+	if r.Labels != nil {
+		order := defaultParams(false).LabelsLayouts
+		slices.SortStableFunc(r.Labels.Layouts, func(a, b labelsLayout) int {
+			return slices.Index(order, a.Layout) - slices.Index(order, b.Layout)
+		})
+	}
 }
 
 // quickOf reads -quick from a loaded file (Params is not serialised; its
@@ -133,8 +174,9 @@ func (r *results) measured(ph int) bool {
 	return false
 }
 
-// mergeTarget is the results.json a run of some phases merges into, or ""
-// when the run measures every phase (or merging is off).
+// mergeTarget is the results.json a run of some phases, or of some of
+// phase 10's layouts, merges into, or "" when the run measures everything
+// (or merging is off).
 func mergeTarget(p params, out string, merge bool) string {
 	if !merge {
 		return ""
@@ -143,6 +185,9 @@ func mergeTarget(p params, out string, merge bool) string {
 		if !p.Phases[ph] {
 			return filepath.Join(out, "results.json")
 		}
+	}
+	if len(p.LabelsLayouts) < len(layoutFlags) {
+		return filepath.Join(out, "results.json")
 	}
 	return ""
 }

@@ -604,7 +604,11 @@ func (r *results) markdown() string {
 		p("")
 		for _, ph := range slices.Sorted(maps.Keys(r.Provenance)) {
 			pv := r.Provenance[ph]
-			p("- phase %s: `%s`, %s, load %s at start", ph, pv.Command, pv.Date, pv.Load)
+			cut := ""
+			if pv.Error != "" {
+				cut = fmt.Sprintf("; that run failed or was cut short (%s), so these are the figures it measured before", pv.Error)
+			}
+			p("- phase %s: `%s`, %s, load %s at start%s", ph, pv.Command, pv.Date, pv.Load, cut)
 		}
 	}
 	p("")
@@ -958,8 +962,8 @@ func (r *results) labelsSection(p func(string, ...any), tpTable func(string, thr
 	p("")
 	p("## Gate-free sharded cache on custom resources (phase 10)")
 	p("")
-	p("kshard with `CacheMode: labels` (`PartitionBy: key`, no `Balance`; %d replicas) beside the leader-elected controller-runtime operator (%d replicas), both reconciling the BenchObject custom resource (a ConfigMap's shape in a kind of its own: e2e/bench/benchobject-crd.yaml) and caching every namespace, on control planes **without** the `ShardedListAndWatch` feature gate: one with the objects spread over %d namespaces, one with all of them in one namespace. Per object count, kshard's first start over the objects that carry no partition label yet, then %d round(s) of each system: start, formed and idle, one update of every object until reconciled and idle. Memory per replica: peak RSS (VmHWM), steady RSS (VmRSS once idle after the pass), the Go heap live after a forced collection and the RSS once the collection's pages went back (each operator's bench debug server); CPU is the whole fleet's, start to end. Then kshard restarts every replica in turn: the new processes' peak RSS, and the label patches and objects listed ÷ the objects moved (every cached object moves twice). Ratios are medians of per-round ratios.",
-		pr.ShardedReplicas, pr.BaselineReplicas, pr.ShardedNamespaces, pr.Rounds)
+	p("kshard with `CacheMode: labels` (`PartitionBy: key`, no `Balance`; %d replicas) beside the leader-elected controller-runtime operator (%d replicas), both reconciling the BenchObject custom resource (a ConfigMap's shape in a kind of its own: e2e/bench/benchobject-crd.yaml) and caching every namespace, on control planes **without** the `ShardedListAndWatch` feature gate: one with the objects spread over %d namespaces, one with all of them in one namespace. Per object count, kshard's first start over the objects that carry no partition label yet, then rounds of each system (%s): start, formed and idle, one update of every object until reconciled and idle. Memory per replica: peak RSS (VmHWM), steady RSS (VmRSS once idle after the pass), the Go heap live after a forced collection and the RSS once the collection's pages went back (each operator's bench debug server); CPU is the whole fleet's, start to end. Then kshard restarts every replica in turn: the new processes' peak RSS, and the label patches and objects listed ÷ the objects moved (every cached object moves twice). Ratios are medians of per-round ratios.",
+		pr.ShardedReplicas, pr.BaselineReplicas, pr.ShardedNamespaces, r.Labels.roundsRun())
 	p("")
 	p("At %d objects, kshard ÷ controller-runtime (largest replica of each): peak RSS **%s×** spread, **%s×** in one namespace (goal ≤ 0.40, aim 0.35); through a rolling restart %s× and %s×; live heap after a forced collection %s× and %s×; steady RSS %s× and %s×; fleet CPU %s× and %s× (goal ≤ 1.2). Label writes per moved object %s (goal 0), objects listed per moved object %s; label writes per unlabelled object at a first start %s (goal ≤ 1).",
 		g.Objects, f2(g.RSSRatio), f2(g.RSSRatioSingleNamespace), f2(g.RSSRatioRollout), f2(g.RSSRatioSingleNamespaceRollout), f2(g.LiveHeapRatio), f2(g.LiveHeapRatioSingleNamespace),
