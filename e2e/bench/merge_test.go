@@ -168,3 +168,16 @@ func TestFullRunAndMergeOffReplace(t *testing.T) {
 		t.Errorf("a malformed file: err = %v, want one naming -merge=false", err)
 	}
 }
+
+// Phase 8 kept from a run of 3 rounds says 3 rounds, whatever this run's
+// -rounds.
+func TestKeptPhase8SaysItsOwnRounds(t *testing.T) {
+	p := defaultParams(false)
+	p.Rounds = 2
+	r := &results{Params: p, ShardedHandoff: []shardedHandoffResult{{Gate: true, CacheMode: "server", Throughput: []throughputResult{
+		{Round: 1, System: nativeName, Replicas: 4}, {Round: 3, System: nativeName, Replicas: 4}, {Round: 2, System: baselineName, Replicas: 2}}}}}
+	r.summarise()
+	if md := r.markdown(); !strings.Contains(md, "20ms per reconcile, 3 round(s)") {
+		t.Error("phase 8's section does not give the rounds its samples ran")
+	}
+}

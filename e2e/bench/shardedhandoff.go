@@ -215,3 +215,15 @@ func shardedHandoffRun(runs []shardedHandoffResult, gate bool) *shardedHandoffRe
 	}
 	return &runs[i]
 }
+
+// shardedHandoffRounds is how many throughput rounds phase 8 ran, from its
+// samples: the phase may have been kept from a run with other -rounds.
+func shardedHandoffRounds(hrs []shardedHandoffResult) int {
+	n := 0
+	for _, hr := range hrs {
+		for _, t := range hr.Throughput {
+			n = max(n, t.Round)
+		}
+	}
+	return n
+}
