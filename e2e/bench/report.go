@@ -470,6 +470,11 @@ func (r *results) write(dir string) error {
 	r.summarise()
 	r.ParamsView = paramsView(r.Params)
 	r.Env.LoadEnd = loadavg()
+	return r.save(dir)
+}
+
+// save writes r as it is into dir's results.json and RESULTS.md.
+func (r *results) save(dir string) error {
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -477,10 +482,7 @@ func (r *results) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644); err != nil {
-		return err
-	}
-	return nil
+	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }
 
 // rewriteReport renders RESULTS.md again from the results.json in dir and
@@ -507,13 +509,7 @@ func rewriteReport(dir string, summarise bool) error {
 			r.ChangedLines, r.ChangedLinesKubebuilder = a.ChangedLines, a.ChangedLinesKubebuilder
 		}
 		r.summarise()
-		js, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
-			return err
-		}
+		return r.save(dir)
 	}
 	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }

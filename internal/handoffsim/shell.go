@@ -254,8 +254,8 @@ func (p *proc) TakeOver(version string) {
 
 // ReadPeer reads identity's Lease directly, as lease.Member.ReadPeer does:
 // a Lease relabelled out of the ring reads as not found. The world checks,
-// as the answer leaves, that nothing of a holder whose
-// Lease still shows ref.Version still runs.
+// as the answer leaves, that nothing of a holder whose Lease still shows
+// ref.Version still runs.
 func (p *proc) ReadPeer(ctx context.Context, ref handoff.LeaseRef) (handoff.LeaseRead, error) {
 	var cur *storedLease
 	var failed bool
