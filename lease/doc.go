@@ -27,6 +27,9 @@
 //	                                  cache holds (optional: sharded caches only)
 //	annotation kshard.io/weights      its partitions' object counts (optional:
 //	                                  balanced rings only)
+//	annotation kshard.io/returning    "true" while the writer keeps its place in the
+//	                                  ring for its identity's next incarnation
+//	                                  (optional: handoff.Config.KeepPlaceOnLeave)
 //	annotation kshard.io/cache-mode   the writer's cache mode and how many objects
 //	annotation kshard.io/cached-objects  its cache holds (optional: SetCacheStatus;
 //	                                  written with the renewals, never on its own)

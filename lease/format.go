@@ -49,6 +49,12 @@ const (
 	// that does not parse is read as absent.
 	AnnotationCacheMode     = "kshard.io/cache-mode"
 	AnnotationCachedObjects = "kshard.io/cached-objects"
+	// AnnotationReturning is "true" on the Lease of a writer that keeps
+	// its place in the ring for its identity's next incarnation
+	// (handoff.Record.Returning): written by a leaver with
+	// KeepPlaceOnLeave and by the incarnation that took its Lease over,
+	// while it joins. Advisory: any other value is read as absent.
+	AnnotationReturning = "kshard.io/returning"
 
 	// FinalizerMember is on every member Lease this version writes: a
 	// deletion by hand then leaves the Lease in every view, terminating,
@@ -221,6 +227,7 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 			o.Weights = w
 		}
 	}
+	o.Returning = l.Annotations[AnnotationReturning] == "true"
 	o.Cache = parseCacheStatus(l.Annotations)
 	o.Problem = strings.Join(problems, "; ")
 	return o, reasons
@@ -277,6 +284,11 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 		l.Annotations[AnnotationWeights] = r.Weights.Encode()
 	} else {
 		delete(l.Annotations, AnnotationWeights)
+	}
+	if r.Returning {
+		l.Annotations[AnnotationReturning] = "true"
+	} else {
+		delete(l.Annotations, AnnotationReturning)
 	}
 	m.mu.Lock()
 	cs := m.cacheStatus
@@ -351,13 +363,15 @@ func decodeStatedClaim(text string) (shard.PartitionSet, bool) {
 // when partitions is 0): what a peer collecting a long-expired Lease, or
 // `kshard release`, writes before letting the Lease go. Every replica that
 // sees that version releases its claims at once, and none takes its dead
-// holder for a live member again.
+// holder for a live member again (nor for one keeping its place, so the
+// returning mark goes too).
 func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 	u := withoutFinalizer(l)
 	if u.Labels == nil {
 		u.Labels = map[string]string{}
 	}
 	u.Labels[LabelState] = string(handoff.StateLeaving)
+	delete(u.Annotations, AnnotationReturning)
 	delete(u.Annotations, AnnotationWarm)
 	delete(u.Annotations, AnnotationWeights)
 	delete(u.Annotations, AnnotationCacheMode)

@@ -126,7 +126,7 @@ func TestRenderPublishesRecord(t *testing.T) {
 	}
 }
 
-// Record.Warm and Record.Weights travel in annotations of their own:
+// Record.Warm, Record.Weights and Record.Returning travel in annotations of their own:
 // written when reported, removed when not (a replica that turned its sharded
 // cache or Balance off), and read as not reported when they cannot be
 // decoded: they are advisory, so they never make a Lease malformed.
@@ -138,14 +138,14 @@ func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 0, 6), Generation: 9,
-		Warm: shard.NewPartitionSet(7, 6), Weights: shard.Weights{0, 3, 0, 0, 0, 0, 250}}
+		Warm: shard.NewPartitionSet(7, 6), Weights: shard.Weights{0, 3, 0, 0, 0, 0, 250}, Returning: true}
 	l := m.render(nil, rec, time.Unix(1000, 0), false)
-	if got := Parse(l, "r", 7); got.Problem != "" || !got.Warm.Equal(rec.Warm) || !got.Weights.Equal(rec.Weights) {
-		t.Fatalf("warm %v, weights %v (problem %q), want %v, %v", got.Warm, got.Weights, got.Problem, rec.Warm, rec.Weights)
+	if got := Parse(l, "r", 7); got.Problem != "" || !got.Warm.Equal(rec.Warm) || !got.Weights.Equal(rec.Weights) || !got.Returning {
+		t.Fatalf("warm %v, weights %v, returning %v (problem %q), want %v, %v, true", got.Warm, got.Weights, got.Returning, got.Problem, rec.Warm, rec.Weights)
 	}
-	rec.Warm, rec.Weights = shard.PartitionSet{}, nil
+	rec.Warm, rec.Weights, rec.Returning = shard.PartitionSet{}, nil, false
 	l = m.render(l, rec, time.Unix(1001, 0), false)
-	for _, a := range []string{AnnotationWarm, AnnotationWeights} {
+	for _, a := range []string{AnnotationWarm, AnnotationWeights, AnnotationReturning} {
 		if _, ok := l.Annotations[a]; ok {
 			t.Fatalf("annotation %s kept after it stopped being reported", a)
 		}
@@ -155,13 +155,15 @@ func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 	}
 	l.Annotations[AnnotationWarm] = "v1:11:AA"
 	l.Annotations[AnnotationWeights] = shard.Weights{1, 2, 3}.Encode() // another partition count
-	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 || got.Weights != nil {
-		t.Fatalf("undecodable annotations: problem %q, warm %v, weights %v; want no problem and not reported", got.Problem, got.Warm, got.Weights)
+	l.Annotations[AnnotationReturning] = "yes"
+	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 || got.Weights != nil || got.Returning {
+		t.Fatalf("undecodable annotations: problem %q, warm %v, weights %v, returning %v; want no problem and not reported", got.Problem, got.Warm, got.Weights, got.Returning)
 	}
 	l.Annotations[AnnotationWarm] = shard.NewPartitionSet(7, 1).Encode()
 	l.Annotations[AnnotationWeights] = shard.Weights{1, 1, 1, 1, 1, 1, 1}.Encode()
+	l.Annotations[AnnotationReturning] = "true"
 	released := Released(l, 7)
-	for _, a := range []string{AnnotationWarm, AnnotationWeights} {
+	for _, a := range []string{AnnotationWarm, AnnotationWeights, AnnotationReturning} {
 		if _, ok := released.Annotations[a]; ok {
 			t.Fatalf("Released kept %s", a)
 		}

@@ -132,7 +132,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	incarnation := lease.NewIncarnation()
 	handoffCfg := handoff.Config{
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-		Timing: opts.timing(), PartitionCache: cacheOpts.Sharding != nil,
+		Timing: opts.timing(), PartitionCache: cacheOpts.Sharding != nil, KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
 	}
 	if err := handoffCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -83,6 +83,18 @@ type Options struct {
 	// cache (handoff.Timing.HandoverTimeout). Defaults to
 	// handoff.DefaultGracefulShutdownTimeout (30s).
 	GracefulShutdownTimeout time.Duration
+	// KeepPlaceOnLeave: on SIGTERM an active replica keeps its place in the
+	// ring for the next process of its identity (a StatefulSet's rolling
+	// update) instead of handing its partitions to its peers, who would
+	// hand them back once it returns. Its partitions are then not
+	// reconciled while it restarts (events are not lost: the next process
+	// lists and replays them), for at most LeaseDuration after it stopped
+	// if none returns (a scale-down), after which they move as usual. With
+	// a sharded cache this keeps every replica's memory at its own share
+	// through a rolling update, where peers otherwise cache the leaver's
+	// share while it is away (handoff.Config.KeepPlaceOnLeave). Off by
+	// default. Replicas of one ring may differ in it.
+	KeepPlaceOnLeave bool
 
 	// MetricsBindAddress serves Prometheus metrics on /metrics. "0"
 	// disables it. Defaults to ":8080".

@@ -53,6 +53,13 @@ type Options struct {
 	// its controllers together. Defaults to
 	// handoff.DefaultEmbeddedShutdownTimeout (20s).
 	GracefulShutdownTimeout time.Duration
+	// KeepPlaceOnLeave: when the manager stops, an active replica keeps
+	// its place in the ring for the next process of its identity (a
+	// StatefulSet's rolling update) instead of moving its partitions to
+	// its peers and back; they wait unreconciled while it restarts, at
+	// most LeaseDuration after it stopped if none returns. As kshard's
+	// manager.Options.KeepPlaceOnLeave (handoff.Config.KeepPlaceOnLeave).
+	KeepPlaceOnLeave bool
 	// Logger defaults to controller-runtime's logger (log.Log) named "ring".
 	Logger logr.Logger
 	// Registerer receives the kshard_* metrics. Defaults to

@@ -138,9 +138,11 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
 		partitionCache = r.slot
 	}
+	handoffCfg := handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing(),
+		KeepPlaceOnLeave: opts.KeepPlaceOnLeave}
 	r.coord, err = ring.New(ring.Options{
 		Cache:        partitionCache,
-		Handoff:      handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing()},
+		Handoff:      handoffCfg,
 		Membership:   member,
 		Participants: []ring.Participant{r},
 		Logger:       log,

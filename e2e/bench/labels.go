@@ -214,6 +214,9 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 					// The adapter's rounds measure its cache, not its
 					// handoff (phases 3 and 4 do): no rolling restart.
 					spec.replicas, spec.args, spec.rollout = b.p.ShardedReplicas, labelsArgs, sys == kshard
+					if spec.rollout && b.p.LabelsKeepPlace {
+						spec.args = append(slices.Clone(labelsArgs), "--keep-place-on-leave")
+					}
 					// kshard and the adapter share the ring's name, so
 					// that both find the objects labelled with their
 					// partitions; the fleet before was killed, so its
@@ -225,6 +228,7 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 				progress("round %d/%d, phase 10: %s over %d custom resources, %s", round, b.p.Rounds, sys.name, n, layout)
 				r, err := rb.measureResources(ctx, sys, n, spec)
 				r.Round, r.Namespaces = round, res.Namespaces
+				r.RolloutKeptPlaces = spec.rollout && b.p.LabelsKeepPlace
 				res.Runs = append(res.Runs, r)
 				if err != nil {
 					return res, fmt.Errorf("%s at %d objects, round %d: %w", sys.name, n, round, err)
@@ -645,8 +649,14 @@ func summariseLabels(lr *labelsResults) *labelsSummary {
 			if r.System == nativeName && r.RolloutMaxPeakRSSMiB > 0 {
 				movePatches += r.RolloutLabelPatches
 				moveListed += r.RolloutObjectsListed
+				// Every cached object moves away from its replica and back;
+				// with kept places, once: to its replica's next process.
+				moves := 2.0
+				if r.RolloutKeptPlaces {
+					moves = 1
+				}
 				for _, c := range r.CachedObjects {
-					moved += 2 * c
+					moved += moves * c
 				}
 			}
 		}

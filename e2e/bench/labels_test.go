@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,6 +159,27 @@ func labelsFixture() *labelsResults {
 	}
 	single.Runs[1].RolloutLabelPatches = 20 // a replica relabelled objects while partitions moved
 	return &labelsResults{Layouts: []labelsLayout{spread, single}}
+}
+
+// With kept places every cached object moves once in a rolling restart
+// (to its replica's next process), not twice; the report says which rounds
+// kept them.
+func TestKeptPlacesMoveEachObjectOnce(t *testing.T) {
+	res := labelsFixture()
+	single := &res.Layouts[1]
+	single.Runs[1].RolloutKeptPlaces = true
+	single.Runs[1].RolloutObjectsListed = 1000
+	s := summariseLabels(res)
+	moved := 3*2*1000.0 + 1000.0
+	if got, want := s.ObjectsListedPerMove, (3*2000+1000)/moved; got == nil || *got < want-1e-9 || *got > want+1e-9 {
+		t.Errorf("objects listed per move = %v, want %v", deref(got), want)
+	}
+	r := &results{Params: defaultParams(false), Labels: res, Summary: Summary{ShardedGateOff: s}}
+	var b strings.Builder
+	r.labelsSection(func(f string, a ...any) { fmt.Fprintf(&b, f+"\n", a...) }, func(string, throughputSet) {})
+	if got := strings.Count(b.String(), "kept places: "); got != 1 {
+		t.Errorf("%d rows say kept places, want 1:\n%s", got, b.String())
+	}
 }
 
 func TestLabelsSummaryTakesMediansOfRoundRatios(t *testing.T) {

@@ -77,6 +77,10 @@ type params struct {
 	// LabelsLayouts: the layouts phase 10 runs, in this order (default
 	// both); a run of one keeps the other's figures from results.json.
 	LabelsLayouts []string `json:"labels_layouts"`
+	// LabelsKeepPlace: phase 10's kshard rounds run with
+	// --keep-place-on-leave, so that their rolling restart moves nothing
+	// (default on).
+	LabelsKeepPlace bool `json:"labels_keep_place"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -102,7 +106,7 @@ func defaultParams(quick bool) params {
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
 		ShardedObjects: []int{10000, 50000, 100000}, ShardedNamespaces: 500, ShardedReplicas: 3, ShardedFallback: !quick, ShardedBalance: 0.02,
-		ShardedCustomResources: 10000, LabelsObjects: []int{100000}, LabelsLayouts: []string{layoutSpread, layoutSingle},
+		ShardedCustomResources: 10000, LabelsObjects: []int{100000}, LabelsLayouts: []string{layoutSpread, layoutSingle}, LabelsKeepPlace: true,
 		ScaleReplicas: []int{3, 16, 32, 64}, ScaleObjects: []int{10000, 100000}, ScalePartitions: 1021, ScaleNamespaces: 2000,
 		ReadyTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second, Timeout: 80 * time.Minute,
 	}
@@ -204,6 +208,7 @@ func main() {
 	shardedObjects := flag.String("sharded-objects", "", "phase 7's object counts, comma-separated and rising (default 10000,50000,100000; 600 with -quick)")
 	shardedCRs := flag.Int("sharded-custom-resources", -1, "phase 7 also runs both systems over this many BenchObject custom resources on each control plane, 0 none (default 10000; 200 with -quick)")
 	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
+	labelsKeepPlace := flag.Bool("labels-keep-place", true, "phase 10's kshard replicas keep their place on a graceful leave (--keep-place-on-leave): their rolling restart moves no partition to a peer")
 	labelsLayouts := flag.String("labels-layouts", "spread,single", "phase 10's object layouts, comma-separated: spread (over -sharded-namespaces namespaces, with the gate-off throughput, handoff and failover) and single (one namespace); a run of one keeps the other's figures from results.json")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
@@ -270,7 +275,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -labels-layouts: %v\n", err)
 		os.Exit(2)
 	}
-	p.LabelsLayouts = layouts
+	p.LabelsLayouts, p.LabelsKeepPlace = layouts, *labelsKeepPlace
 	if *leaseDuration > 0 {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = *leaseDuration, *leaseDuration*2/3, *leaseDuration/5
 		p.ScaleLeaseFixed = true

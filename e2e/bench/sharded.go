@@ -90,6 +90,12 @@ type shardedResult struct {
 	// every object moves twice (away from its replica and back).
 	RolloutLabelPatches  float64 `json:"rollout_label_patches,omitempty"`
 	RolloutObjectsListed float64 `json:"rollout_objects_listed,omitempty"`
+	// RolloutKeptPlaces: the replicas ran with --keep-place-on-leave
+	// (manager.Options.KeepPlaceOnLeave, phase 10): a restarting
+	// replica's partitions wait for its next process instead of moving to
+	// its peers and back, so the peers' caches do not grow and each
+	// object is listed once, by its replica's next process.
+	RolloutKeptPlaces bool `json:"rollout_kept_places,omitempty"`
 }
 
 // kindOf is r's kind; files from before custom resources were measured

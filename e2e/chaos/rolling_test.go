@@ -39,3 +39,33 @@ func TestRollingRestart(t *testing.T) {
 		r.finish(h, writer)
 	})
 }
+
+// TestRollingRestartKeepingPlaces is the rolling restart with every
+// replica keeping its place on leave (--keep-place-on-leave): each
+// restarting replica's partitions wait for its next process, which takes
+// them all; none is activated by another replica meanwhile, and none is
+// left waiting longer than the restart plus the takeover tolerance.
+func TestRollingRestartKeepingPlaces(t *testing.T) {
+	scenario(t, "rolling-kept", func(r *round) {
+		h := r.harness(harness.Options{KeepPlace: true})
+		writer := h.StartWriter(h.CreateConfigMaps(200), 40)
+		ids := identities(3 + r.rng.IntN(2))
+		h.StartReady(ids...)
+		r.converge(h)
+		since := time.Now().UnixNano()
+
+		for i := len(ids) - 1; i >= 0; i-- {
+			r.pause(0, 2*time.Second)
+			exit := r.stop(h, ids[i])
+			r.faults++
+			h.StartReady(ids[i])
+			gap := awaitTakeover(r, h, exit, takeoverTolerance)
+			r.t.Logf("SIGTERM %s: its partitions active again %s after the signal", exit.Process, gap.Round(time.Millisecond))
+			r.converge(h)
+		}
+		for _, m := range h.Log().Moves(since) {
+			r.t.Errorf("partition %d moved to another replica: %s; want it kept for its replica's next process", m.Partition, m)
+		}
+		r.finish(h, writer)
+	})
+}

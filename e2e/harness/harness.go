@@ -79,6 +79,10 @@ type Options struct {
 	// Balance is every replica's --balance (with PartitionBy
 	// "namespace"): partitions placed by object counts. 0: by number.
 	Balance float64
+	// KeepPlace gives every replica --keep-place-on-leave: a stopped
+	// replica's partitions wait for its identity's next process
+	// (manager.Options.KeepPlaceOnLeave). Defaults to false.
+	KeepPlace bool
 	// ObjectNamespaces, when positive, spreads the objects: CreateConfigMaps
 	// creates them round robin in namespaces o0-<Namespace>, o1-… and the
 	// replicas watch every namespace (--all-namespaces). The harness

@@ -118,6 +118,9 @@ func (h *Harness) Start(identity string) *Replica {
 	if o.Balance > 0 {
 		args = append(args, "--balance="+strconv.FormatFloat(o.Balance, 'f', -1, 64))
 	}
+	if o.KeepPlace {
+		args = append(args, "--keep-place-on-leave")
+	}
 	if o.IgnoreCancel {
 		args = append(args, "--ignore-cancel")
 	}

@@ -60,6 +60,7 @@ func run() error {
 		ignoreCancel  = flag.Bool("ignore-cancel", false, "run every reconcile's full --work even after its context is cancelled, like a reconciler that ignores cancellation")
 		partitions    = flag.Int("partitions", 0, "ring partitions (0: the manager's default)")
 		balance       = flag.Float64("balance", 0, "the manager's Balance: with --partition-by=namespace, place partitions by object counts")
+		keepPlace     = flag.Bool("keep-place-on-leave", false, "the manager's KeepPlaceOnLeave: on SIGTERM this replica's partitions wait for its identity's next process")
 		partitionBy   = flag.String("partition-by", "", "the manager's PartitionBy: \"key\" (default; ConfigMaps of --namespace) or \"namespace\" (ConfigMaps of every namespace, sharded cache)")
 		cacheMode     = flag.String("cache-mode", "", "the manager's CacheMode: \"full\", \"labels\" (the gate-free sharded cache) or \"server\" (empty: the manager's default for --partition-by)")
 		allNamespaces = flag.Bool("all-namespaces", false, "reconcile the ConfigMaps of every namespace, not only --namespace's (always so with --partition-by=namespace)")
@@ -119,6 +120,7 @@ func run() error {
 		PartitionBy:            shard.Scheme(*partitionBy),
 		CacheMode:              manager.CacheMode(*cacheMode),
 		Balance:                *balance,
+		KeepPlaceOnLeave:       *keepPlace,
 		TerminationMessagePath: *termPath,
 	})
 	if err != nil {

@@ -95,6 +95,10 @@ type Options struct {
 	// within it; without it a quarter of the seeds do (the others keep the
 	// default, 10, later than seeds end).
 	CollectEarly bool
+	// KeepPlace makes every identity's core keep its place in the ring on
+	// a graceful leave (handoff.Config.KeepPlaceOnLeave) in every seed;
+	// without it half the seeds draw, per identity, whether it does.
+	KeepPlace bool
 	// StopAtSafety makes RunSeeds stop at the first safety violation
 	// (liveness failures are counted but do not stop it): for runs meant
 	// to find one.
@@ -127,6 +131,10 @@ type Result struct {
 	// Leaves counts graceful leaves; LeaveTombstones, peers that missed a
 	// leaver's empty claim and waited LeaseDuration on a tombstone.
 	Leaves, LeaveTombstones int
+	// KeptPlaces counts the graceful leaves that left their Lease for the
+	// next incarnation (KeepPlace); Returns, the incarnations that took
+	// such a Lease over and published their return.
+	KeptPlaces, Returns int
 	// Proven counts the proofs of death the cores held at the end (a core
 	// and an ended process it was told had ended); ForceDeletes, pods
 	// removed while, or before their kubelet reported that, their process
@@ -174,7 +182,7 @@ func Run(seed uint64, opts Options) Result {
 	w.run()
 	w.checkLabelsSettled()
 	r := Result{Seed: seed, Steps: w.steps, Violation: w.violation, Tampers: w.tampers, Pauses: w.pauses,
-		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
+		Leaves: w.leaves, LeaveTombstones: w.leaveTombstones, KeptPlaces: w.keptPlaces, Returns: w.returns, Proven: w.provenCount(), ForceDeletes: w.kubelet.forceDeletes,
 		ClockFaults: w.clockFaults, StaleViews: w.staleViews, Lists: w.lists, SlowLists: w.slowLists, FailedLists: w.failedLists, Handovers: w.handovers,
 		CountChanges: w.countChanges, WeightReports: w.weightReports,
 		Finalizers: w.p.finalizers, Terminations: w.terminations, Finalizes: w.finalizes, CollectedTerminating: w.collectedTerminating,
@@ -195,6 +203,7 @@ type Summary struct {
 	Seeds, Steps, Violations int64
 	Tampers, Pauses          int64
 	Leaves, LeaveTombstones  int64
+	KeptPlaces, Returns      int64
 	Proven, ForceDeletes     int64
 	ClockFaults, StaleViews  int64
 	Lists, SlowLists         int64
@@ -275,6 +284,8 @@ func (s *Summary) add(r Result) (safety bool) {
 	s.Pauses += int64(r.Pauses)
 	s.Leaves += int64(r.Leaves)
 	s.LeaveTombstones += int64(r.LeaveTombstones)
+	s.KeptPlaces += int64(r.KeptPlaces)
+	s.Returns += int64(r.Returns)
 	s.Proven += int64(r.Proven)
 	s.ForceDeletes += int64(r.ForceDeletes)
 	s.ClockFaults += int64(r.ClockFaults)

@@ -49,6 +49,7 @@ func (p *proc) Config() handoff.Config {
 		Timing:              handoff.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
 		PartitionCache:      w.p.partitionCache && !w.p.ignoreCacheSync,
 		GarbageCollectAfter: w.p.gcAfter,
+		KeepPlaceOnLeave:    w.p.keepPlace[p.id],
 	}
 }
 
@@ -180,6 +181,9 @@ func (p *proc) stepShell() {
 	p.countLeaveTombstones()
 	if lost := p.core.Active().Difference(p.core.Claim()); !lost.IsEmpty() {
 		w.fail("%s core has %v active but not claimed", p, lost)
+	}
+	if p.keptPlace() {
+		return
 	}
 	if p.core.Done() && !p.released {
 		w.tracef("%s stops: %v", p, p.core.Err())

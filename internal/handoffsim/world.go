@@ -62,6 +62,10 @@ type simParams struct {
 	// Leases are collected within the seed; 0 in the others, the default
 	// (10× LeaseDuration, later than seeds end: nothing is collected).
 	gcAfter time.Duration
+	// keepPlace: identities whose cores keep their place in the ring on a
+	// graceful leave (handoff.Config.KeepPlaceOnLeave); nil in half the
+	// seeds (Options.KeepPlace: every identity in every seed).
+	keepPlace map[string]bool
 }
 
 // livenessBound is how long after the faults stop, or after the last replica
@@ -256,7 +260,7 @@ func (s *apiServer) unfinalize(identity string, rv uint64) (nv uint64, deleted, 
 // over partitions; a terminating Lease is then deleted, in that state.
 func (s *apiServer) release(identity string, rv uint64, partitions int) (nv uint64, deleted, ok bool) {
 	return s.update(identity, rv, func(r *handoff.Record) {
-		r.State, r.Claim = handoff.StateLeaving, shard.NewPartitionSet(partitions)
+		r.State, r.Claim, r.Returning = handoff.StateLeaving, shard.NewPartitionSet(partitions), false
 	})
 }
 
@@ -341,6 +345,8 @@ type world struct {
 	// delays the handoff by LeaseDuration.
 	leaves, leaveTombstones int
 	leftIncs                map[string]bool // incarnations that left gracefully
+	keptPlaces              int             // graceful leaves that kept their place (KeepPlaceOnLeave)
+	returns                 int             // incarnations that took over a Lease left for them
 	tombstoned              map[string]bool // observer incarnation + "/" + leaver identity
 	settledAt               time.Duration   // faults stopped and the fallout (exits of fenced replicas) ended
 	converged               bool            // every partition is active on exactly one live member
@@ -386,6 +392,14 @@ func newWorld(seed uint64, opts Options) *world {
 	gc := rand.New(rand.NewPCG(seed, 0x636f6c6c656374))
 	if gc.IntN(4) == 0 || opts.CollectEarly {
 		w.p.gcAfter = w.p.leaseDuration + time.Duration(gc.Int64N(int64(w.p.leaseDuration)))
+	}
+	// Drawn from a stream of its own too, as are the identities it picks.
+	keep := rand.New(rand.NewPCG(seed, 0x6b65657020706c61))
+	if keep.IntN(2) == 0 || opts.KeepPlace {
+		w.p.keepPlace = map[string]bool{}
+		for i := range w.p.identities {
+			w.p.keepPlace[w.identity(i)] = opts.KeepPlace || keep.IntN(4) != 0
+		}
 	}
 	tracing := opts.Trace
 	w.server.leases = map[string]*storedLease{}
@@ -1108,6 +1122,8 @@ func (p *proc) step() {
 	p.SetActive(p.core.Active())
 	if r.DeleteLease {
 		p.leaveComplete()
+	} else if p.keptPlace() {
+		return
 	}
 	if p.core.Done() && !r.DeleteLease {
 		w.tracef("%s stops: %v", p, p.core.Err())
@@ -1137,7 +1153,10 @@ func (p *proc) mayTakeOver(version string) bool {
 func (p *proc) publish(r handoff.Record) {
 	w := p.w
 	rec := r.Clone()
-	w.tracef("%s publish gen=%d %s claim=%v", p, rec.Generation, rec.State, rec.Claim)
+	w.tracef("%s publish gen=%d %s claim=%v returning=%v", p, rec.Generation, rec.State, rec.Claim, rec.Returning)
+	if rec.Returning && rec.State == handoff.StateJoining && (p.rec == nil || !p.rec.Returning) {
+		w.returns++
+	}
 	if p.rec == nil && len(rec.Weights) > 0 || p.rec != nil && !p.rec.Weights.Equal(rec.Weights) {
 		w.weightReports++
 		w.tracef("%s weights %v", p, rec.Weights)
@@ -1538,6 +1557,26 @@ func (p *proc) leaveComplete() {
 	w.tracef("%s leave complete: delete Lease", p)
 	p.released = true
 	p.deleteOwn(3)
+}
+
+// keptPlace ends a graceful leave that keeps the identity's place in the
+// ring (handoff.Config.KeepPlaceOnLeave) once the core is done with it:
+// the Lease stays, carrying the empty claim, for the next incarnation.
+// It reports whether it did.
+func (p *proc) keptPlace() bool {
+	if !p.core.Done() || !p.leaving || !p.core.Returning() || p.released {
+		return false
+	}
+	w := p.w
+	if w.leftIncs == nil {
+		w.leftIncs = map[string]bool{}
+	}
+	w.leftIncs[p.inc] = true
+	w.keptPlaces++
+	w.tracef("%s leave complete: Lease left for the next incarnation", p)
+	p.released = true
+	p.exitAfterLeave()
+	return true
 }
 
 func (p *proc) exitAfterLeave() {

@@ -38,6 +38,10 @@ type Options struct {
 	// StopTimeout bounds Stop's wait for a graceful leave before the test
 	// fails. Defaults to 45s (the manager's shutdown timeout is 30s).
 	StopTimeout time.Duration
+	// KeepPlaceOnLeave goes into every Replica's manager options: a
+	// stopped replica's partitions wait for its next incarnation instead
+	// of moving (manager.Options.KeepPlaceOnLeave).
+	KeepPlaceOnLeave bool
 	// ControlPlane configures the control plane (e.g. ControllerManager:
 	// true for garbage collection).
 	ControlPlane controlplane.Options
@@ -171,7 +175,7 @@ func (e *Env) RecordDir() string { return filepath.Join(e.dir, "records") }
 func (e *Env) LogDir() string { return filepath.Join(e.dir, "logs") }
 
 // ManagerOptions are the manager options a replica named identity gets:
-// the ring, namespace, identity and timings of the Env, the namespace as
+// the ring, namespace, identity, timings and KeepPlaceOnLeave of the Env, the namespace as
 // WatchNamespace (clear it for PartitionBy namespace, which refuses one), a
 // 10s GracefulShutdownTimeout, and probe and metrics servers on free
 // loopback ports.
@@ -185,6 +189,7 @@ func (e *Env) ManagerOptions(identity string) manager.Options {
 		RenewPeriod:      e.opts.RenewPeriod,
 		RenewDeadline:    e.opts.RenewDeadline,
 		DrainGracePeriod: e.opts.DrainGracePeriod,
+		KeepPlaceOnLeave: e.opts.KeepPlaceOnLeave,
 		// Short, so that a replica crashed in this process, whose
 		// connection is cut, gives up releasing its Leases soon.
 		GracefulShutdownTimeout: 10 * time.Second,

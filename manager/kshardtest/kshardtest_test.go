@@ -63,6 +63,43 @@ func TestRollingRestart(t *testing.T) {
 	}
 }
 
+// With KeepPlaceOnLeave a rolling restart moves no partition to another
+// identity: each waits for its replica's next incarnation. Nothing is
+// reconciled twice at once or lost, as in TestRollingRestart.
+func TestRollingRestartKeepingPlaces(t *testing.T) {
+	env := kshardtest.New(t, kshardtest.Options{KeepPlaceOnLeave: true})
+	start := fleet(t, env)
+	for _, id := range identities {
+		start(id)
+	}
+	env.AwaitConverged(2*time.Minute, identities...)
+	w := env.StartWriter(env.CreateConfigMaps(40), 40)
+	converged := time.Now().UnixNano()
+
+	env.RollingRestart(2*time.Minute, start, identities...)
+
+	assertClean(t, env, w)
+	log, err := env.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range log.Moves(converged) {
+		t.Errorf("partition %d moved to another replica during the rolling restart: %s; want it kept for its replica's next process", m.Partition, m)
+	}
+	again := 0
+	for _, windows := range log.Windows() {
+		for _, win := range windows {
+			if win.Start >= converged {
+				again++
+			}
+		}
+	}
+	if again == 0 {
+		t.Fatal("no partition was activated during the rolling restart: it was not exercised")
+	}
+	t.Logf("partitions activated again during the rolling restart: %d, none by another replica", again)
+}
+
 // rejoin resumes identity, paused, and waits until it is back in the ring
 // or has exited (fenced with partitions still draining past its stop
 // deadline, which a pause longer than that always leaves), and then

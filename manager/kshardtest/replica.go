@@ -341,6 +341,7 @@ type processOptions struct {
 	Ring, LeaseNamespace, Identity, WatchNamespace              string
 	LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod time.Duration
 	GracefulShutdownTimeout                                     time.Duration
+	KeepPlaceOnLeave                                            bool
 	MetricsBindAddress, HealthProbeBindAddress                  string
 }
 
@@ -349,8 +350,8 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 	raw, err := json.Marshal(processOptions{
 		Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 		LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,
-		GracefulShutdownTimeout: o.GracefulShutdownTimeout,
-		MetricsBindAddress:      o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
+		GracefulShutdownTimeout: o.GracefulShutdownTimeout, KeepPlaceOnLeave: o.KeepPlaceOnLeave,
+		MetricsBindAddress: o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
 	})
 	if err != nil {
 		return nil, err
@@ -393,8 +394,8 @@ func ReplicaFromEnv() (Replica, error) {
 		Options: manager.Options{
 			Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 			LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,
-			GracefulShutdownTimeout: o.GracefulShutdownTimeout,
-			MetricsBindAddress:      o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
+			GracefulShutdownTimeout: o.GracefulShutdownTimeout, KeepPlaceOnLeave: o.KeepPlaceOnLeave,
+			MetricsBindAddress: o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
 		},
 		Recorder: rec,
 	}, nil

@@ -225,6 +225,9 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 		c.step(ctx)
 		if c.core.Done() {
 			c.ready.Store(false)
+			if c.core.Returning() {
+				c.log.Info("left the ring keeping this identity's place for its next process (KeepPlaceOnLeave): its partitions wait for it, at most LeaseDuration", "leaseDuration", c.timing.LeaseDuration)
+			}
 			// Only a duplicate identity ends the core by itself; any other
 			// condition still reported (a foreign configuration, say) was
 			// logged and is moot once the replica has left.

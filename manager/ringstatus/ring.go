@@ -113,6 +113,10 @@ type Member struct {
 	// finalizer (lease.FinalizerMember): its holder fences and removes it
 	// once nothing of it runs. It is no ring member meanwhile.
 	Terminating bool `json:"terminating,omitempty"`
+	// Returning: the Lease keeps its identity's place in the ring for
+	// the next process (KeepPlaceOnLeave): while live, a member in state
+	// leaving or joining.
+	Returning bool `json:"returning,omitempty"`
 	// PartitionsLabel is the Lease's kshard.io/partitions label, the claim's
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
@@ -176,6 +180,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
 			PartitionsLabel:      l.Labels[lease.LabelPartitions],
 			Terminating:          o.Terminating,
+			Returning:            o.Returning,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
 			weights: o.Weights, observed: o.Observed,
 		}

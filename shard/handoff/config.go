@@ -42,6 +42,22 @@ type Config struct {
 	// cache is full and CachesSynced covers every partition. Not part of
 	// the fingerprint: peers may differ in it safely.
 	PartitionCache bool
+
+	// KeepPlaceOnLeave: a graceful leave of an active replica keeps its
+	// place in the ring for the next process of its identity (a
+	// StatefulSet's rolling update restarts pod name-k as name-k). Its
+	// Record says so (Record.Returning): peers keep placing its partitions
+	// on it, so none of them lists or runs those partitions meanwhile, and
+	// they wait unreconciled until the next incarnation activates them, or,
+	// if none comes (a scale-down), until the Lease expires, LeaseDuration
+	// after the leaver's last write; then they move as after any leave. A
+	// restart then moves nothing, where it otherwise moves the leaver's
+	// share to its peers and back (with a sharded cache, each peer's cache
+	// grows by its part of that share while the leaver is away). Off (the
+	// default), a leave hands its partitions over at once. Not part of the
+	// fingerprint: peers may differ in it safely, and a peer that does not
+	// know Record.Returning moves the partitions as before.
+	KeepPlaceOnLeave bool
 }
 
 // WithDefaults returns c with every zero field replaced by its default.

@@ -45,8 +45,11 @@ type Core struct {
 	state        State
 	cachesSynced bool
 	leaving      bool
-	done         bool
-	err          error // what Err reports (explain)
+	// returning: the Record keeps this replica's place in the ring for
+	// its identity's next incarnation (Record.Returning; updateReturning).
+	returning bool
+	done      bool
+	err       error // what Err reports (explain)
 
 	// The Record this replica publishes: besides the state, the claim and
 	// its generations, the own pod (proof.go), the partitions its cache
@@ -200,7 +203,8 @@ func (c *Core) ConfirmFailed(identity string) {
 }
 
 // Leave starts a graceful leave (SIGTERM): revoke everything, publish an
-// empty claim once drained, then delete the own Lease.
+// empty claim once drained, then delete the own Lease, or, with
+// Config.KeepPlaceOnLeave, leave it to the identity's next incarnation.
 func (c *Core) Leave() { c.leaving = true }
 
 // The step: Ready decides, Advance acknowledges.
@@ -260,6 +264,7 @@ func (c *Core) step(now time.Time) Ready {
 	}
 	c.judgeLeases(&r)
 	c.updateState()
+	c.updateReturning()
 	c.converge(&r)
 	c.ledger.commit(c.leaving)
 	c.finishLeave(&r)
@@ -360,6 +365,11 @@ func (c *Core) updateState() {
 	switch {
 	case c.leaving:
 		if c.state != StateLeaving {
+			// A member keeps its place (a replica not yet a member has
+			// none to keep, unless it is an incarnation returning to
+			// one): in the same Record as the state, so that peers never
+			// see it leave the ring.
+			c.returning = c.returning || c.cfg.KeepPlaceOnLeave && c.state == StateActive
 			c.state = StateLeaving
 			c.ledger.changed()
 		}
@@ -368,6 +378,36 @@ func (c *Core) updateState() {
 		c.state = StateActive
 		c.ledger.changed()
 	}
+}
+
+// updateReturning decides whether the Record keeps this replica's place
+// in the ring (Record.Returning): from the start of a graceful leave of an
+// active replica with Config.KeepPlaceOnLeave, already a member, to its
+// end; and for an incarnation that took over the Lease its predecessor left
+// for it, while it joins, for at most LeaseDuration from the takeover, so
+// that one that cannot become active (its caches never sync, say) gives its
+// partitions up to its peers. Becoming active, or being fenced, ends it.
+func (c *Core) updateReturning() {
+	returning := c.returning
+	switch {
+	case c.leaving:
+		// Decided when the leave started (updateState).
+	case c.state == StateActive || c.fencing.fenced:
+		returning = false
+	default:
+		returning = c.returnPending()
+	}
+	if returning != c.returning {
+		c.returning = returning
+		c.ledger.changed()
+	}
+}
+
+// returnPending reports whether this joining incarnation still keeps the
+// place its predecessor left for it.
+func (c *Core) returnPending() bool {
+	at := c.own.returnedAt
+	return !at.IsZero() && c.now.Before(at.Add(c.cfg.LeaseDuration))
 }
 
 // Step 5: converge.
@@ -435,7 +475,10 @@ func (c *Core) converge(r *Ready) {
 // live active Leases of this fingerprint; the own Lease counts as observed.
 func (c *Core) updateRing() {
 	own := c.own.current
-	view := c.peers.members(c.now, own != nil && own.State == StateActive && c.state == StateActive)
+	// A leaver keeping its place stays in its own ring too: the partitions
+	// it revokes have no successor to wait for (handover).
+	self := own != nil && own.State == StateActive && c.state == StateActive || c.leaving && c.returning
+	view := c.peers.members(c.now, self)
 	c.placement.place(view, c.gatherWeights())
 }
 
@@ -524,7 +567,9 @@ func (c *Core) finishLeave(r *Ready) {
 		return
 	}
 	if c.ledger.released(c.own.current) {
-		r.DeleteLease = true
+		// A Lease left for the next incarnation stays: live for
+		// LeaseDuration after this last write, it keeps the place.
+		r.DeleteLease = !c.returning
 		c.done = true
 	}
 }
@@ -554,6 +599,7 @@ func (c *Core) record() Record {
 		Pod:         c.pod,
 		Warm:        c.publishedWarm(),
 		Weights:     c.weights.published.Clone(),
+		Returning:   c.returning,
 	}
 }
 
@@ -622,6 +668,9 @@ func (c *Core) NextDeadline() (time.Time, bool) {
 	if c.state == StateJoining {
 		c.join.nextDeadline(consider)
 	}
+	if c.returning && !c.leaving {
+		consider(c.own.returnedAt.Add(c.cfg.LeaseDuration))
+	}
 	return next, !next.IsZero()
 }
 
@@ -674,6 +723,10 @@ func (c *Core) Fenced() bool { return c.fencing.fenced }
 // view or damaged, and not yet observed whole again: the replica is fenced
 // for that reason until then.
 func (c *Core) OwnLeaseLost() bool { return c.own.lost }
+
+// Returning reports whether the Record keeps this replica's place in the
+// ring for its identity's next incarnation (Record.Returning).
+func (c *Core) Returning() bool { return c.returning }
 
 // Done reports whether the core has finished: the leave completed, the
 // process must exit, or another process took the identity over.

@@ -31,8 +31,16 @@ type harness struct {
 
 func newHarness(t *testing.T, identity string) *harness {
 	t.Helper()
-	c, err := New(Config{Identity: identity, Incarnation: "inc-" + identity, Ring: testRing,
-		Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}})
+	return newHarnessWith(t, identity, func(*Config) {})
+}
+
+// newHarnessWith is newHarness with the Config edited by edit first.
+func newHarnessWith(t *testing.T, identity string, edit func(*Config)) *harness {
+	t.Helper()
+	cfg := Config{Identity: identity, Incarnation: "inc-" + identity, Ring: testRing,
+		Timing: Timing{LeaseDuration: testLease, RenewDeadline: testDeadline}}
+	edit(&cfg)
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,6 +91,18 @@
 // owner lists it. The partition stays in the old owner's claim throughout,
 // so the new owner could not activate it earlier anyway.
 //
+// Keeping a place (liveness, not safety; Config.KeepPlaceOnLeave): an
+// active replica that leaves marks its Record Returning, and a live Lease
+// in state leaving or joining so marked places the ring like an active
+// one, so no peer targets its partitions while it restarts. Its next
+// incarnation takes the Lease over at once when it shows state leaving,
+// Returning and an empty claim (LeftForReturn): that writer ran nothing
+// when it wrote that version and never claims again, and the takeover is
+// conditioned on the version. The returning incarnation keeps the mark
+// while it joins, for at most LeaseDuration; a peer that dropped the place
+// meanwhile (the Lease expired in its view) does not take it back for a
+// joiner. Claims are untouched, so safety rests on the rules above alone.
+//
 // Why it holds: if A and B were both active on p, take the one that activated
 // on the later snapshot, say B. A's claim of p landed before A's snapshot and
 // stays in A's Lease while A runs p, so B's snapshot shows it; B went ahead

@@ -17,11 +17,26 @@ func Expired(silent, leaseDuration time.Duration) bool { return silent >= leaseD
 
 // RingMember reports whether l, a Lease its reader judges live, makes its
 // holder a member of the ring whose configuration has the given
-// fingerprint: a well-formed Lease, not being deleted, in state active,
-// written with that configuration. Members place the ring; every other
-// live Lease only blocks the partitions it claims.
+// fingerprint: a well-formed Lease, not being deleted, written with that
+// configuration, in state active, or in state leaving or joining and
+// keeping its place for the identity's next incarnation (Record.Returning).
+// Members place the ring; every other live Lease only blocks the partitions
+// it claims.
 func RingMember(l Observed, fingerprint string) bool {
-	return l.Problem == "" && !l.ClaimUnknown && !l.Terminating && l.State == StateActive && l.Fingerprint == fingerprint
+	placed := l.State == StateActive || l.Returning && (l.State == StateLeaving || l.State == StateJoining)
+	return l.Problem == "" && !l.ClaimUnknown && !l.Terminating && placed && l.Fingerprint == fingerprint
+}
+
+// LeftForReturn reports whether l is the Lease an incarnation left for its
+// identity's next one (Config.KeepPlaceOnLeave): well-formed, in state
+// leaving, keeping its place, and claiming nothing. Its writer ran nothing
+// when it wrote that version (drain before release) and, leaving, never
+// claims again, so the next incarnation takes it over at once, without
+// waiting it out: a takeover conditioned on that version either lands
+// before any later write of it or fails.
+func LeftForReturn(l Observed) bool {
+	return l.Problem == "" && !l.ClaimUnknown && !l.Terminating && l.Incarnation != "" &&
+		l.State == StateLeaving && l.Returning && l.Claim.IsEmpty()
 }
 
 // LeaseRead is a direct read (a quorum GET, not the cache) of a Lease.

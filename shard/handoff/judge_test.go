@@ -38,6 +38,11 @@ func TestRingMember(t *testing.T) {
 		{"malformed", func(o *Observed) { o.Problem = "annotation kshard.io/incarnation is missing" }, false},
 		{"claim unreadable", func(o *Observed) { o.ClaimUnknown = true }, false},
 		{"being deleted", func(o *Observed) { o.Terminating = true }, false},
+		{"leaving, keeping its place", func(o *Observed) { o.State, o.Returning = StateLeaving, true }, true},
+		{"joining, returning to its place", func(o *Observed) { o.State, o.Returning = StateJoining, true }, true},
+		{"keeping its place, of another configuration", func(o *Observed) { o.State, o.Returning, o.Fingerprint = StateLeaving, true, "other" }, false},
+		{"keeping its place, malformed", func(o *Observed) { o.State, o.Returning, o.Problem = StateLeaving, true, "bad" }, false},
+		{"keeping its place, being deleted", func(o *Observed) { o.State, o.Returning, o.Terminating = StateLeaving, true, true }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := member
@@ -68,6 +73,35 @@ func TestJudgeConfirm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := JudgeConfirm(tc.uid, tc.version, tc.read); got != tc.want {
 				t.Fatalf("JudgeConfirm(%q, %q, %+v) = %v, want %v", tc.uid, tc.version, tc.read, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeftForReturn(t *testing.T) {
+	left := Observed{Record: Record{Identity: "b", Incarnation: "b1", State: StateLeaving, Returning: true,
+		Fingerprint: testRing.Fingerprint(), Claim: set()}, Version: "1"}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Observed)
+		want   bool
+	}{
+		{"leaving, keeping its place, claiming nothing", func(*Observed) {}, true},
+		{"still claiming (draining)", func(o *Observed) { o.Claim = set(2) }, false},
+		{"not keeping its place", func(o *Observed) { o.Returning = false }, false},
+		{"active", func(o *Observed) { o.State = StateActive }, false},
+		{"joining, returning", func(o *Observed) { o.State = StateJoining }, false},
+		{"malformed", func(o *Observed) { o.Problem = "bad" }, false},
+		{"claim unreadable", func(o *Observed) { o.ClaimUnknown = true }, false},
+		{"no incarnation", func(o *Observed) { o.Incarnation = "" }, false},
+		{"being deleted", func(o *Observed) { o.Terminating = true }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := left
+			l.Record = left.Record.Clone()
+			tc.mutate(&l)
+			if got := LeftForReturn(l); got != tc.want {
+				t.Fatalf("LeftForReturn = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -51,6 +51,11 @@ type ownLease struct {
 	// gone and fences, so each counts for LeaseDuration of observed time
 	// from when this core learnt of it, like a peer's ghost.
 	ghosts ghostList
+	// returnedAt: when this incarnation found its Lease left for it by
+	// the previous one (LeftForReturn) and took it over at once; zero
+	// otherwise. It keeps that place in the ring while it joins
+	// (Core.updateReturning).
+	returnedAt time.Time
 }
 
 func newOwnLease(cfg Config, fingerprint string) ownLease {
@@ -217,9 +222,15 @@ func (o *ownLease) confirmFailed() {
 // conditioned on the very version judged. If that write fails because the
 // Lease changed, the watch shows the new version, which is waited out
 // afresh. A proven death (judgeProof) voids it at once. A damaged own
-// Lease is rewritten over the version seen (repair).
+// Lease is rewritten over the version seen (repair). A Lease the previous
+// incarnation left for this one (LeftForReturn) is taken over at once.
 func (o *ownLease) judge(now time.Time, observation uint64, r *Ready) {
 	o.ghosts = o.ghosts.prune(now, o.lease, observation)
+	if p := o.prior; p != nil && !p.void && !p.takingOver && LeftForReturn(p.obs) {
+		// Left for this incarnation: nothing to wait out.
+		p.void = true
+		o.returnedAt = now
+	}
 	if p := o.prior; p != nil && (!p.liveAt(now, o.lease) || p.void) && !p.takingOver {
 		if !p.void && !p.confirming {
 			p.confirming = true

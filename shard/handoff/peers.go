@@ -37,6 +37,10 @@ type peer struct {
 	// takingOver: (prior only) the shell has been asked to take the Lease
 	// over from this version.
 	takingOver bool
+	// placed: the identity was a member of the ring as last placed
+	// (members). A returning joiner (Record.Returning) keeps a place only
+	// if it still has it.
+	placed bool
 	// joiningSince is when this core first saw the Lease's incarnation in
 	// state joining; zero when it is not joining (see awaitingJoiner).
 	joiningSince time.Time
@@ -284,7 +288,7 @@ func (v *peerView) observePeer(now time.Time, l Observed) (changed bool) {
 		collected:  l.Gone, // nothing to delete
 	}
 	if ok {
-		np.history = old.history
+		np.history, np.placed = old.history, old.placed
 		if latest, stale := v.staleObservation(old, l); stale {
 			// An older state of the Lease after a newer one: it counts
 			// as a change (the Lease is live), but what it says is the
@@ -460,8 +464,17 @@ func (v *peerView) judge(now time.Time, held bool, r *Ready) {
 // member reports whether p is a live active member of this ring, as the
 // ring is placed: a void Lease is not live, unless its holder was proven
 // dead before it expired.
+//
+// An incarnation returning to the place its predecessor left (Record.
+// Returning, state joining) is a member only while this view still has
+// that identity placed: one that comes back after its predecessor's Lease
+// expired here, and its partitions moved, joins like any other replica,
+// so that its peers keep running them until it is active.
 func (v *peerView) member(now time.Time, p *peer) bool {
-	return !p.gone && !p.void && p.liveAt(now, v.lease) && RingMember(p.obs, v.fingerprint)
+	if p.gone || p.void || !p.liveAt(now, v.lease) || !RingMember(p.obs, v.fingerprint) {
+		return false
+	}
+	return p.obs.State != StateJoining || p.placed
 }
 
 // members returns the ring's members as this view shows them: the live
@@ -470,7 +483,9 @@ func (v *peerView) member(now time.Time, p *peer) bool {
 func (v *peerView) members(now time.Time, selfActive bool) []string {
 	view := v.scratch[:0]
 	for _, id := range v.ids {
-		if v.member(now, v.byID[id]) {
+		p := v.byID[id]
+		p.placed = v.member(now, p)
+		if p.placed {
 			view = append(view, id)
 		}
 	}

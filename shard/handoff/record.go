@@ -57,6 +57,14 @@ type Record struct {
 	// Advisory like Warm: it decides placement, never who may run a
 	// partition.
 	Weights shard.Weights
+	// Returning: the writer keeps its place in the ring for its identity's
+	// next incarnation (Config.KeepPlaceOnLeave). Set by a leaver that was
+	// active, and by the next incarnation that took its Lease over, while
+	// it joins (for at most LeaseDuration). A live Lease in state leaving
+	// or joining with Returning counts as a ring member (RingMember), so
+	// its partitions stay placed on it and no peer takes them. Advisory
+	// like Warm: it decides placement, never who may run a partition.
+	Returning bool
 }
 
 // Clone returns a copy of r that shares no storage with it.
@@ -71,7 +79,7 @@ func (r Record) Clone() Record {
 func (r Record) Equal(o Record) bool {
 	return r.Identity == o.Identity && r.Incarnation == o.Incarnation && r.State == o.State &&
 		r.Generation == o.Generation && r.Fingerprint == o.Fingerprint && r.Pod == o.Pod && r.Claim.Equal(o.Claim) && r.Warm.Equal(o.Warm) &&
-		r.Weights.Equal(o.Weights)
+		r.Weights.Equal(o.Weights) && r.Returning == o.Returning
 }
 
 // Observed is one Lease of the ring as this replica's informer holds it,

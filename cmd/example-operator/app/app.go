@@ -64,6 +64,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
 	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", handoff.DefaultDrainGracePeriod, "how long reconciles of a partition that moves away may finish before they are cancelled")
 	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", handoff.DefaultGracefulShutdownTimeout, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
+	fs.BoolVar(&c.mgr.KeepPlaceOnLeave, "keep-place-on-leave", false, "on SIGTERM keep this replica's partitions placed on it for its identity's next process (a rolling update) instead of moving them to peers and back; they wait unreconciled while it restarts, at most --lease-duration after it stopped if none returns")
 	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&c.mgr.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables it")
 	fs.Float64Var(&c.qps, "kube-api-qps", float64(manager.DefaultQPS), "sustained requests per second to the API server (client-go's own default of 5 caps a replica at about 5 reconciles/s)")

@@ -82,6 +82,7 @@ func run() error {
 		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
 		cacheMode     = flag.String("cache-mode", "", "the manager's CacheMode: full, labels (the gate-free sharded cache, phase 10) or server (default: the manager's for --partition-by)")
 		labelQPS      = flag.Float64("label-qps", 0, "the manager's LabelQPS: partition-label patches per second per kind with --cache-mode=labels (default the manager's)")
+		keepPlace     = flag.Bool("keep-place-on-leave", false, "the manager's KeepPlaceOnLeave: on SIGTERM this replica's partitions wait for its next process (phase 10's rolling restart)")
 		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
 	)
 	flag.Parse()
@@ -110,6 +111,7 @@ func run() error {
 		LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod,
 		DrainGracePeriod: *drainGrace, MetricsBindAddress: *metricsAddr, HealthProbeBindAddress: *probeAddr,
 		TerminationMessagePath: *termPath, PodNamespace: *podNamespace, SharedNamespaces: splitList(*sharedNS), Balance: *balance,
+		KeepPlaceOnLeave: *keepPlace,
 	})
 	if err != nil {
 		return err

@@ -375,6 +375,31 @@ func TestTakeoverAndOwners(t *testing.T) {
 	}
 }
 
+// Moves tells a partition handed to another replica from one handed to
+// the same replica's next process.
+func TestMoves(t *testing.T) {
+	tr := newTrace(t)
+	tr.ring(r0a, KindActivate, 10, 0, 1)
+	tr.ring(r1a, KindActivate, 10, 2)
+	// r-0/a leaves at 100: 0 waits for r-0/b, 1 goes to r-1/a.
+	tr.ring(r0a, KindRevoke, 100, 0, 1)
+	tr.ring(r0a, KindRevoked, 110, 0, 1)
+	tr.signal(KindExit, r0a, 115)
+	tr.ring(r1a, KindActivate, 120, 1)
+	tr.ring(r0b, KindActivate, 150, 0)
+	log, err := Load(tr.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := log.Moves(50)
+	if len(moves) != 1 || moves[0].Partition != 1 || moves[0].Process != r1a || moves[0].Start != 120 {
+		t.Fatalf("moves since 50: %v; want partition 1 to r-1/a at 120", moves)
+	}
+	if moves := log.Moves(130); len(moves) != 0 {
+		t.Fatalf("moves since 130: %v; want none", moves)
+	}
+}
+
 func TestCheckFindsPartitionOverlap(t *testing.T) {
 	tr := newTrace(t)
 	tr.ring(r0a, KindActivate, 10, 1, 2)

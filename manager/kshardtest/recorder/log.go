@@ -2,11 +2,13 @@ package recorder
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -305,6 +307,29 @@ func (log *Log) Windows() map[int][]Window {
 		}
 		out[id.part] = append(out[id.part], Window{Process: id.Process, Partition: id.part, Start: start, End: end})
 	}
+	return out
+}
+
+// Moves returns the windows that began at or after since (Unix
+// nanoseconds) on a partition whose previous window belonged to another
+// replica: the partition moved between replicas, not from one process of a
+// replica to its next (as it does when the replica keeps its place on
+// leave). Ordered by partition and start.
+func (log *Log) Moves(since int64) []Window {
+	var out []Window
+	for _, ws := range log.Windows() {
+		// A partition's windows never overlap (the checker fails on
+		// those that do), so their starts order them.
+		slices.SortFunc(ws, func(a, b Window) int { return cmp.Compare(a.Start, b.Start) })
+		for i := 1; i < len(ws); i++ {
+			if ws[i].Start >= since && ws[i].Replica != ws[i-1].Replica {
+				out = append(out, ws[i])
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Window) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Start, b.Start))
+	})
 	return out
 }
 

@@ -100,6 +100,15 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// stateOf is m's state, marked when its Lease keeps the identity's place
+// for the next process (KeepPlaceOnLeave).
+func stateOf(m ringstatus.Member) string {
+	if m.Returning && m.State != "" {
+		return m.State + " (returning)"
+	}
+	return m.State
+}
+
 func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 	for i, r := range rings {
 		if i > 0 {
@@ -111,7 +120,7 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tCACHE\tOBJECTS\tRENEWED\tHEALTH\tINCARNATION")
 		for _, m := range r.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(m.State), m.Partitions, m.Target, warm(m),
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(stateOf(m)), m.Partitions, m.Target, warm(m),
 				orDash(m.CacheMode), cachedObjects(m), renewed(m), m.Health, orDash(m.Incarnation))
 		}
 		if err := tw.Flush(); err != nil {
