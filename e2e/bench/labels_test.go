@@ -411,6 +411,27 @@ func TestRunOfOneLayoutKeepsTheOther(t *testing.T) {
 	}
 }
 
+// A run of other phases keeps phase 10 whole, and with it the provenance
+// of a layout an earlier run kept from a run of its own.
+func TestKeptPhase10KeepsItsLayoutsProvenance(t *testing.T) {
+	spreadRun := provenance{Command: "go run ./e2e/bench -phases 10", Error: "context deadline exceeded"}
+	prev := &results{Params: defaultParams(false), Command: "go run ./e2e/bench -phases 10 -labels-layouts single", Labels: labelsFixture(),
+		Provenance: map[string]provenance{"10 (" + layoutSpread + ")": spreadRun}}
+	prev.Params.Phases = map[int]bool{10: true}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{3: true}
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 3"}
+	if _, err := r.keepEarlier(prev); err != nil {
+		t.Fatal(err)
+	}
+	if pv := r.Provenance["10"]; pv.Command != prev.Command {
+		t.Errorf("phase 10 kept from %q, want %q", pv.Command, prev.Command)
+	}
+	if pv, ok := r.Provenance["10 ("+layoutSpread+")"]; !ok || pv.Command != spreadRun.Command || pv.Error != spreadRun.Error {
+		t.Errorf("the spread layout's provenance: %+v (present %v), want the run that measured it, %+v", pv, ok, spreadRun)
+	}
+}
+
 func TestLayoutsFlag(t *testing.T) {
 	for list, want := range map[string]string{"spread,single": "", " single ": "", "spread,spread": "given twice", "both": "not a layout", "": "not a layout"} {
 		_, err := parseLayouts(list)

@@ -100,6 +100,13 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 		} else {
 			r.Provenance[key] = provenanceOf(prev)
 		}
+		// A phase kept whole keeps the provenance of its parts measured
+		// by other runs too ("10 (spread)").
+		for k, pv := range prev.Provenance {
+			if strings.HasPrefix(k, key+" (") {
+				r.Provenance[k] = pv
+			}
+		}
 	}
 	r.keepEarlierLayouts(prev)
 	if slices.Contains(kept, 1) != slices.Contains(kept, 2) && r.Params.Phases[1] != r.Params.Phases[2] {
