@@ -226,8 +226,9 @@ func awaitTrue(t *testing.T, what string, timeout time.Duration, cond func() (bo
 	}
 }
 
-// converged: every partition active on exactly one of rs, and each caches
-// exactly the test ConfigMaps of its active partitions.
+// converged: every partition active on exactly one of rs, each of rs runs
+// some, and each caches exactly the test ConfigMaps of its active
+// partitions.
 func converged(ctx context.Context, parts shard.Partitioner, rs ...*cacheReplica) (bool, string) {
 	total := 0
 	sets := make([]shard.PartitionSet, len(rs))
@@ -241,6 +242,14 @@ func converged(ctx context.Context, parts shard.Partitioner, rs ...*cacheReplica
 	}
 	if total != cacheTestPartitions || union.Len() != cacheTestPartitions {
 		return false, fmt.Sprintf("%d partitions active in all, %d distinct", total, union.Len())
+	}
+	// Every replica named runs a share: a replica that has not joined yet
+	// would otherwise pass (its peer still runs everything), and the move
+	// to it would come later, under the next updates.
+	for i, s := range sets {
+		if s.IsEmpty() {
+			return false, fmt.Sprintf("%s runs no partition yet", rs[i].id)
+		}
 	}
 	state := ""
 	for i, r := range rs {
