@@ -1549,12 +1549,8 @@ func (p *proc) deleteOwn(tries int) {
 // leaveComplete stops the Lease client and deletes the own Lease; the
 // process exits after that.
 func (p *proc) leaveComplete() {
-	w := p.w
-	if w.leftIncs == nil {
-		w.leftIncs = map[string]bool{}
-	}
-	w.leftIncs[p.inc] = true
-	w.tracef("%s leave complete: delete Lease", p)
+	p.markLeft()
+	p.w.tracef("%s leave complete: delete Lease", p)
 	p.released = true
 	p.deleteOwn(3)
 }
@@ -1567,16 +1563,23 @@ func (p *proc) keptPlace() bool {
 	if !p.core.Done() || !p.leaving || !p.core.Returning() || p.released {
 		return false
 	}
+	p.markLeft()
 	w := p.w
-	if w.leftIncs == nil {
-		w.leftIncs = map[string]bool{}
-	}
-	w.leftIncs[p.inc] = true
 	w.keptPlaces++
 	w.tracef("%s leave complete: Lease left for the next incarnation", p)
 	p.released = true
 	p.exitAfterLeave()
 	return true
+}
+
+// markLeft records p's incarnation as one that left gracefully, whichever
+// way its Lease ends (deleted or kept for the next incarnation); peers'
+// tombstones of it are counted by countLeaveTombstones.
+func (p *proc) markLeft() {
+	if p.w.leftIncs == nil {
+		p.w.leftIncs = map[string]bool{}
+	}
+	p.w.leftIncs[p.inc] = true
 }
 
 func (p *proc) exitAfterLeave() {
