@@ -440,3 +440,32 @@ func TestLayoutsFlag(t *testing.T) {
 		}
 	}
 }
+
+// The throughput paragraph says whether the first round measured the
+// fleet's labelling of the objects, and results.json carries that through
+// a rendering again (-report-only).
+func TestThroughputSaysWhetherObjectsWereLabelledFirst(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		dir := t.TempDir()
+		labels := labelsFixture()
+		labels.Layouts[0].LabelledFirst = first
+		r := &results{Params: defaultParams(false), Labels: labels}
+		if err := r.write(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := rewriteReport(dir, false); err != nil {
+			t.Fatal(err)
+		}
+		md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, not := "labelled the objects with their partition while measured", "labelled with their partition by an untimed kshard fleet"
+		if first {
+			want, not = not, want
+		}
+		if !strings.Contains(string(md), want) || strings.Contains(string(md), not) {
+			t.Errorf("labelled first %v: RESULTS.md should say %q and not %q", first, want, not)
+		}
+	}
+}

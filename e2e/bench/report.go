@@ -1004,8 +1004,12 @@ func (r *results) labelsSection(p func(string, ...any), tpTable func(string, thr
 			continue
 		}
 		p("")
-		p("**Throughput** (%s layout's control plane, %d BenchObjects in the bench namespace, kshard at 4 replicas with the gate-free sharded cache): phase 2's workloads, and the ceiling of BenchObject patches from a plain client-go loop before each round (round's best: %s writes/s median).",
-			l.Layout, pr.Objects, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
+		labelling := "the first round's kshard fleet labelled the objects with their partition while measured (one more patch per object), so that round's figures include a first start's labelling"
+		if l.LabelledFirst {
+			labelling = "the objects labelled with their partition by an untimed kshard fleet before the first round, so that no round measures a first start's labelling"
+		}
+		p("**Throughput** (%s layout's control plane, %d BenchObjects in the bench namespace, kshard at 4 replicas with the gate-free sharded cache; %s): phase 2's workloads, and the ceiling of BenchObject patches from a plain client-go loop before each round (round's best: %s writes/s median).",
+			l.Layout, pr.Objects, labelling, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
 		p("")
 		tpTable(fmt.Sprintf("Latency-bound (%s per reconcile), custom resources.", pr.Latency), l.Throughput)
 		tpTable("Write-bound (no simulated latency), custom resources: one patch per object.", l.WriteBound)
