@@ -879,12 +879,16 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 		if err == nil && !gone {
 			// A view may hold it at its live state already, its add
 			// having come before the other view's delete: it is no
-			// longer out of every view.
+			// longer out of every view. The view's state must also be
+			// at least the pending one: while the read ran, the object
+			// may have left that view again (its leaving made this
+			// pending state, newer than the read), and the view drops
+			// it the moment its watch catches up.
 			held := l.otherView(d.key, nil)
 			if held == nil {
 				held, _, _ = l.segs.GetByKey(d.key)
 			}
-			inView = held != nil && uidOf(held) == d.uid && !newer(live, held)
+			inView = held != nil && uidOf(held) == d.uid && !newer(live, held) && !newer(p.obj, held)
 		}
 		switch {
 		case gone, inView:
@@ -899,7 +903,9 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 					}
 				}
 			}
-			p.obj = live
+			if !newer(p.obj, live) {
+				p.obj = live // else a view's leaving saw a later state while the read ran
+			}
 			p.nextCheck = time.Now().Add(confirmReread)
 		}
 		if !gone && !inView && (next.IsZero() || p.nextCheck.Before(next)) {

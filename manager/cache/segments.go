@@ -178,9 +178,10 @@ func (s *Segmented) Run(ctx context.Context) {
 }
 
 // Hold sets the partitions whose objects the informer holds: gained ones
-// are listed by a new segment (synced once it is), released ones are hidden
-// at once and their segment stopped when nothing of it is held any more,
-// or restarted for the rest when it has not synced yet.
+// are listed by a new segment (synced once it is) unless a running segment
+// still lists them, released ones are hidden at once and their segment
+// stopped when nothing of it is held any more, or restarted for the rest
+// when it has not synced yet.
 func (s *Segmented) Hold(set shard.PartitionSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,6 +216,25 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 			return true
 		})
 		s.signal()
+	}
+	if s.filtered && !gained.IsEmpty() {
+		// A gained partition that a running segment still lists (released
+		// a moment ago and hidden since, its watch kept) is that segment's
+		// again: it never stopped caching it. A new segment for it would
+		// list it again, and when it synced, reads and events would move
+		// to a store that may lag the old one's: a Get missing an object
+		// that exists, an event dropped by both (one not yet speaking, the
+		// other no longer).
+		covered := shard.NewPartitionSet(gained.Size())
+		for _, seg := range s.segments {
+			if seg.filtered {
+				covered = covered.Union(seg.parts.Intersect(gained))
+			}
+		}
+		if !covered.IsEmpty() {
+			gained = gained.Difference(covered)
+			s.signal()
+		}
 	}
 	switch {
 	case gained.IsEmpty():
