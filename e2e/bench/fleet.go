@@ -70,6 +70,27 @@ func (f *fleet) addCounters(ctx context.Context, r *replica, into map[string]flo
 	return nil
 }
 
+// partitionStates says, for each live replica, how many partitions it has
+// in each state (kshard_partitions): what a run that timed out waiting for
+// reconciles reports, so that a partition that never activated shows.
+func (f *fleet) partitionStates(ctx context.Context) string {
+	states := []string{"target", "claimed", "active", "caching", "blocked", "draining", "handing_over"}
+	var out []string
+	for _, r := range f.live() {
+		m, err := scrape(ctx, r.metricsAddr)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", r.id, err))
+			continue
+		}
+		var counts []string
+		for _, state := range states {
+			counts = append(counts, fmt.Sprintf("%s %.0f", state, m.sum("kshard_partitions", map[string]string{"state": state})))
+		}
+		out = append(out, r.id+": "+strings.Join(counts, ", "))
+	}
+	return "partitions by state: " + strings.Join(out, "; ")
+}
+
 // newFleet is an empty fleet of sys named after scenario.
 func (b *bench) newFleet(sys *system, scenario string, latency time.Duration) *fleet {
 	return &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{}}

@@ -358,10 +358,14 @@ func (b *bench) labelFirst(ctx context.Context, kshard *system) error {
 }
 
 // labellingTimeout bounds the labelling of unlabelled objects by replicas:
-// labelling runs once partitions are active, at LabelQPS (50) per replica,
-// so it may take beyond the readiness timeout.
+// labelling runs once partitions are active, at most cache.DefaultLabelQPS
+// patches per second per replica, so it may take beyond the readiness
+// timeout; the API server on 2 cores may be slower than that rate, hence
+// four times the time it implies.
 func (b *bench) labellingTimeout(unlabelled, replicas int) time.Duration {
-	return b.p.ReadyTimeout + time.Duration(unlabelled)*time.Second/time.Duration(50*replicas)
+	const slack = 4
+	perSecond := cache.DefaultLabelQPS * float64(replicas)
+	return b.p.ReadyTimeout + time.Duration(slack*float64(unlabelled)/perSecond*float64(time.Second))
 }
 
 // labelsMoves runs a graceful handoff (rolling restart under a writer) and

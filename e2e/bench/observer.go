@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -297,9 +298,28 @@ func (o *observer) waitEpoch(ctx context.Context, e, n int) (time.Time, error) {
 func (o *observer) waitNoPending(ctx context.Context) error {
 	err := o.wait(ctx, func() bool { return len(o.pending) == 0 })
 	if err != nil {
-		return fmt.Errorf("%d updates never seen reconciled: %w", o.pendingCount(), err)
+		return fmt.Errorf("%d updates never seen reconciled (%s): %w", o.pendingCount(), o.describePending(5), err)
 	}
 	return nil
+}
+
+// describePending names up to max of the objects with updates not seen
+// reconciled yet: what was sent, when, and what was seen last, so that a
+// failed run says which key to look for in the replicas' logs.
+func (o *observer) describePending(max int) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(o.pending))
+	var out []string
+	for _, key := range keys[:min(max, len(keys))] {
+		ps, last := o.pending[key], o.objs[key]
+		out = append(out, fmt.Sprintf("%s: %d updates up to generation %d, the first sent %s ago; last seen at generation %d, reconciled by %q",
+			key, len(ps), ps[len(ps)-1].gen, time.Since(ps[0].sent).Round(time.Millisecond), last.gen, last.by))
+	}
+	if len(keys) > max {
+		out = append(out, fmt.Sprintf("and %d more", len(keys)-max))
+	}
+	return strings.Join(out, "; ")
 }
 
 // pendingCount is how many registered updates have not been seen yet.

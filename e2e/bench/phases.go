@@ -214,7 +214,7 @@ func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult,
 	pctx, cancel := context.WithTimeout(ctx, 2*b.p.LeaseDuration+30*time.Second)
 	defer cancel()
 	if err := b.obs.waitNoPending(pctx); err != nil {
-		return res, fmt.Errorf("%s handoff: %w", sys.name, err)
+		return res, fmt.Errorf("%s handoff: %w (%s)", sys.name, err, f.partitionStates(ctx))
 	}
 	var steady, roll []delay
 	for _, d := range b.obs.takeDelays() {
