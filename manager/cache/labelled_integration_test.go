@@ -158,14 +158,24 @@ func awaitCond(t *testing.T, what string, timeout time.Duration, cond func() boo
 // an API server without the ShardedListAndWatch gate: each labels and holds
 // the objects of its own partitions, and an object whose label is stripped,
 // edited or dropped by a replace is never reported gone while it exists.
-func TestLabelledCacheOnStockServer(t *testing.T) {
+func TestLabelledCacheOnStockServer(t *testing.T) { testLabelledCacheOnStockServer(t) }
+
+// TestLabelledCacheCompactingEveryGain runs the same with every gain of
+// partitions compacted (MaxSegments 1): the move of step 7 hands the label
+// segments over to a compaction while third parties' edits are still
+// being restored.
+func TestLabelledCacheCompactingEveryGain(t *testing.T) {
+	testLabelledCacheOnStockServer(t, func(o *cache.LabelledOptions) { o.MaxSegments = 1 })
+}
+
+func testLabelledCacheOnStockServer(t *testing.T, tweaks ...func(*cache.LabelledOptions)) {
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	cs := kubernetes.NewForConfigOrDie(cp.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	createShardingFixture(t, ctx, cs, 6, 10) // 60 unlabelled ConfigMaps
 	p := shard.NewPartitioner(8)
-	a, b := startLabelled(t, cs, p), startLabelled(t, cs, p)
+	a, b := startLabelled(t, cs, p, tweaks...), startLabelled(t, cs, p, tweaks...)
 	setA, setB := shard.NewPartitionSet(8, 0, 1, 2, 3), shard.NewPartitionSet(8, 4, 5, 6, 7)
 	a.lab.Hold(setA)
 	b.lab.Hold(setB)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,7 +88,7 @@ type SegmentedOptions struct {
 // selector is only the gained ranges, so nothing cached is listed again; a
 // segment stops once all its partitions are released; more than MaxSegments
 // are compacted into one informer of everything held, which replaces them
-// once synced. Every listed item and watch event is checked against the
+// once synced and caught up with them (handOver). Every listed item and watch event is checked against the
 // segment's partitions on the client before the store (a server that
 // ignored the selector cannot put foreign objects in it). It implements
 // ring.PartitionCache.
@@ -106,8 +108,9 @@ type Segmented struct {
 
 	objectSeen chan struct{} // the whole informer cached an object, for Reprobe
 
-	listed     atomic.Int64 // objects the server returned to LISTs
-	unfiltered atomic.Int64 // LISTs with a shard selector the server did not apply (UnfilteredLists)
+	handOverChecks atomic.Int64 // caughtUp evaluations, for tests to know a handover waits
+	listed         atomic.Int64 // objects the server returned to LISTs
+	unfiltered     atomic.Int64 // LISTs with a shard selector the server did not apply (UnfilteredLists)
 }
 
 // segment is one informer and the partitions it was started for.
@@ -118,6 +121,10 @@ type segment struct {
 	synced   atomic.Bool
 	compacts bool // started to replace every older segment
 	filtered bool // lists with a selector (else: the whole resource)
+	// listRV is the resourceVersion of its last LIST, received the newest
+	// of the watch events it kept: how far a compaction's handover checks
+	// it has come (caughtUp).
+	listRV, received atomic.Uint64
 }
 
 // NewSegmented validates opts and returns a Segmented holding nothing; call
@@ -285,25 +292,210 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 		if !toolscache.WaitForCacheSync(ctx.Done(), seg.inf.HasSynced) {
 			return
 		}
+		if seg.compacts {
+			s.handOver(ctx, seg)
+			return
+		}
 		seg.synced.Store(true)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !slices.Contains(s.segments, seg) {
-			return // stopped by Hold as it synced
+		if slices.Contains(s.segments, seg) { // else stopped by Hold as it synced
+			s.signal()
 		}
-		if seg.compacts {
-			// The union is cached: the segments it replaces go.
+	}()
+}
+
+// Bounds of a compaction's handover (handOver).
+const (
+	// handOverPoll is how often a synced compaction checks whether it has
+	// caught up with the segments it replaces.
+	handOverPoll = 20 * time.Millisecond
+	// handOverLimit is how long it waits for that at most: a handler that
+	// does not return holds its segment's events back, and the partitions
+	// only the compaction lists (gained with it) stay unsynced meanwhile.
+	handOverLimit = 30 * time.Second
+)
+
+// handOver makes the synced compaction seg the speaker of its partitions
+// and stops the segments it replaces, once it has caught up with them
+// (caughtUp): until then they speak, so reads never go back to an older
+// state or miss an object, and no event is dropped by both sides, one not
+// speaking yet and the other stopped before its handlers had it. The
+// objects a replaced segment still holds that seg has seen go are passed
+// on as deletions: seg's LIST showed their absence, not the DELETED.
+func (s *Segmented) handOver(ctx context.Context, seg *segment) {
+	deadline := time.Now().Add(handOverLimit)
+	tick := time.NewTicker(handOverPoll)
+	defer tick.Stop()
+	told := map[string]bool{} // vanished objects leaving was told of
+	for {
+		s.mu.Lock()
+		if !slices.Contains(s.segments, seg) {
+			s.mu.Unlock()
+			return // stopped by Hold meanwhile
+		}
+		if ready := s.caughtUp(seg); ready || time.Now().After(deadline) {
+			gone := s.vanished(seg)
+			if untold := s.untold(gone, told); len(untold) > 0 {
+				// They vanish from reads with the replaced segments, and
+				// leaving must hear of that first (it takes the Labelled's
+				// lock, which is taken before s.mu: not under s.mu). Then
+				// check again.
+				s.mu.Unlock()
+				for _, obj := range untold {
+					s.opts.leaving(obj)
+				}
+				continue
+			}
+			if !ready {
+				s.log.Info("a cache compaction takes over before the segments it replaces have caught up: a watch event in flight may be missed until the next change of its object", "partitions", seg.parts.String(), "waited", handOverLimit)
+			}
+			seg.synced.Store(true)
 			s.segments = slices.DeleteFunc(s.segments, func(o *segment) bool {
-				if o != seg && o.parts.Difference(seg.parts).Intersect(s.held).IsEmpty() {
+				if o != seg && s.replaces(seg, o) {
 					o.cancel()
 					s.forget(o)
 					return true
 				}
 				return false
 			})
+			s.signal()
+			handlers := slices.Clone(s.handlers)
+			s.mu.Unlock()
+			for _, obj := range gone {
+				for _, reg := range handlers {
+					reg.h.OnDelete(obj)
+				}
+			}
+			return
 		}
-		s.signal()
-	}()
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// replaces reports whether the compaction seg replaces o: o holds nothing
+// seg does not. Call with s.mu held.
+func (s *Segmented) replaces(seg, o *segment) bool {
+	return o.parts.Difference(seg.parts).Intersect(s.held).IsEmpty()
+}
+
+// caughtUp reports whether the compaction seg may take over from the
+// segments it replaces: each has passed every watch event it received on
+// to every handler, and seg's store holds each of their held objects at
+// the same state or a newer one, or has passed on events beyond it (so
+// the object is gone). Call with s.mu held.
+func (s *Segmented) caughtUp(seg *segment) bool {
+	s.handOverChecks.Add(1)
+	floor := s.dispatchedFloor(seg)
+	for _, o := range s.segments {
+		if o == seg || !s.replaces(seg, o) {
+			continue
+		}
+		received := o.received.Load()
+		for _, reg := range s.handlers {
+			if d := reg.dispatched[o]; d != nil && d.Load() < received {
+				return false
+			}
+		}
+		for _, obj := range o.inf.GetStore().List() {
+			p, ok := s.partitionOf(obj)
+			if !ok || !s.held.Has(p) || !seg.parts.Has(p) {
+				continue
+			}
+			rv := objectRV(obj)
+			if cur, ok, _ := seg.inf.GetStore().Get(obj); ok {
+				if objectRV(cur) < rv {
+					return false
+				}
+			} else if floor < rv {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// dispatchedFloor is the resourceVersion up to which seg has passed every
+// event on to every handler: its LIST's once a handler has had the whole
+// list. Its store holds at least that state. Call with s.mu held.
+func (s *Segmented) dispatchedFloor(seg *segment) uint64 {
+	floor := seg.listRV.Load()
+	for _, reg := range s.handlers {
+		d := uint64(0)
+		if c := reg.dispatched[seg]; c != nil {
+			d = c.Load()
+		}
+		if r := reg.regs[seg]; r != nil && r.HasSynced() {
+			d = max(d, seg.listRV.Load())
+		}
+		floor = min(floor, d)
+	}
+	return floor
+}
+
+// vanished returns the held objects of seg's partitions that the segments
+// seg replaces serve and seg does not: gone before seg's state (caughtUp
+// checked). Call with s.mu held, before seg speaks.
+func (s *Segmented) vanished(seg *segment) []any {
+	var out []any
+	for _, o := range s.segments {
+		if o == seg || !s.replaces(seg, o) {
+			continue
+		}
+		for _, obj := range o.inf.GetStore().List() {
+			p, ok := s.partitionOf(obj)
+			if !ok || !seg.parts.Has(p) || !s.owns(o, obj) {
+				continue
+			}
+			if _, ok, _ := seg.inf.GetStore().Get(obj); !ok {
+				out = append(out, obj)
+			}
+		}
+	}
+	return out
+}
+
+// untold returns the objects of gone that leaving (when set) has not been
+// told of, and marks them told.
+func (s *Segmented) untold(gone []any, told map[string]bool) []runtime.Object {
+	if s.opts.leaving == nil {
+		return nil
+	}
+	var out []runtime.Object
+	for _, obj := range gone {
+		key, err := toolscache.MetaNamespaceKeyFunc(obj)
+		o, ok := obj.(runtime.Object)
+		if err != nil || !ok || told[key] {
+			continue
+		}
+		told[key] = true
+		out = append(out, o)
+	}
+	return out
+}
+
+// objectRV is the resourceVersion of obj or of the object a
+// DeletedFinalStateUnknown carries (0 if it has none that parses).
+func objectRV(obj any) uint64 {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	return resourceVersion(obj)
+}
+
+// raise sets c to v if v is larger.
+func raise(c *atomic.Uint64, v uint64) {
+	for {
+		cur := c.Load()
+		if v <= cur || c.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // segmentListWatch turns client-go's watch-list off for a segment: its
@@ -348,6 +540,10 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			if err != nil {
 				return nil, err
 			}
+			if lm, err := meta.ListAccessor(list); err == nil {
+				rv, _ := strconv.ParseUint(lm.GetResourceVersion(), 10, 64)
+				raise(&seg.listRV, rv)
+			}
 			items, err := meta.ExtractList(list)
 			if err != nil {
 				return nil, err
@@ -384,17 +580,27 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				switch ev.Type {
 				case watch.Added:
-					return ev, matcher(ev.Object)
+					keep := matcher(ev.Object)
+					if keep {
+						raise(&seg.received, objectRV(ev.Object))
+					}
+					return ev, keep
 				case watch.Modified:
 					keep := matcher(ev.Object)
 					if keep && s.opts.leaving != nil && s.movesWithin(seg, ev.Object) {
 						s.opts.leaving(ev.Object)
+					}
+					if keep {
+						raise(&seg.received, objectRV(ev.Object))
 					}
 					return ev, keep
 				case watch.Deleted:
 					keep := matcher(ev.Object)
 					if keep && s.opts.leaving != nil {
 						s.opts.leaving(ev.Object)
+					}
+					if keep {
+						raise(&seg.received, objectRV(ev.Object))
 					}
 					return ev, keep
 				}
@@ -616,7 +822,7 @@ func (s *Segmented) AddEventHandler(h toolscache.ResourceEventHandler) (toolscac
 	if h == nil {
 		return nil, errors.New("cache: AddEventHandler(nil)")
 	}
-	reg := &segmentedHandler{h: h, regs: map[*segment]toolscache.ResourceEventHandlerRegistration{}}
+	reg := &segmentedHandler{h: h, regs: map[*segment]toolscache.ResourceEventHandlerRegistration{}, dispatched: map[*segment]*atomic.Uint64{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handlers = append(s.handlers, reg)
@@ -651,6 +857,9 @@ func (s *Segmented) RemoveEventHandler(r toolscache.ResourceEventHandlerRegistra
 type segmentedHandler struct {
 	h    toolscache.ResourceEventHandler
 	regs map[*segment]toolscache.ResourceEventHandlerRegistration
+	// dispatched: per segment, the newest resourceVersion of an event
+	// the segment has handled for h (passed on or not).
+	dispatched map[*segment]*atomic.Uint64
 }
 
 func (*segmentedHandler) HasSynced() bool                          { return true }
@@ -666,32 +875,70 @@ func (alwaysDone) Done() <-chan struct{} { return closedChan }
 
 // register adds reg to seg behind the ownership check. Call with s.mu held.
 func (s *Segmented) register(seg *segment, reg *segmentedHandler) {
-	pass := func(obj any) bool {
+	pass := func(obj any, initial bool) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.owns(seg, obj)
+		return s.passes(seg, obj, initial)
 	}
+	// Raised after the handler returned: a compaction's handover waits
+	// for it (caughtUp), so an event is never counted as passed on before
+	// its segment stopped speaking.
+	dispatched := &atomic.Uint64{}
 	h := reg.h
 	sr, err := seg.inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if pass(obj) {
+			if pass(obj, initial) {
 				h.OnAdd(obj, initial)
 			}
+			raise(dispatched, objectRV(obj))
 		},
 		UpdateFunc: func(old, obj any) {
-			if pass(obj) {
+			if pass(obj, false) {
 				h.OnUpdate(old, obj)
 			}
+			raise(dispatched, objectRV(obj))
 		},
 		DeleteFunc: func(obj any) {
-			if pass(obj) {
+			if pass(obj, false) {
 				h.OnDelete(obj)
 			}
+			raise(dispatched, objectRV(obj))
 		},
 	})
 	if err == nil {
 		reg.regs[seg] = sr
+		reg.dispatched[seg] = dispatched
 	}
+}
+
+// passes reports whether an event of seg about obj reaches the handlers:
+// seg speaks for obj's partition, or seg is a compaction that does not
+// speak yet (handOver) and the event may be news to the handlers. Its
+// watch events are: the speaking segment may not have had them yet, and
+// may stop before it has. Its LIST's items are when the speaking segment
+// holds an older state or none: the change that made them is one it has
+// not received. Either may pass an event twice; a handler enqueues a key
+// twice, no more. Call with s.mu held.
+func (s *Segmented) passes(seg *segment, obj any, initial bool) bool {
+	if s.owns(seg, obj) {
+		return true
+	}
+	if !seg.compacts || seg.synced.Load() {
+		return false
+	}
+	p, ok := s.partitionOf(obj)
+	if !ok || !s.held.Has(p) || !seg.parts.Has(p) {
+		return false
+	}
+	if !initial {
+		return true
+	}
+	speaker := s.speakerOf(p)
+	if speaker == nil || speaker == seg {
+		return true
+	}
+	cur, ok, _ := speaker.inf.GetStore().Get(obj)
+	return !ok || objectRV(cur) < objectRV(obj)
 }
 
 // forget drops seg from every handler's registrations (it stopped).
@@ -699,6 +946,7 @@ func (s *Segmented) register(seg *segment, reg *segmentedHandler) {
 func (s *Segmented) forget(seg *segment) {
 	for _, reg := range s.handlers {
 		delete(reg.regs, seg)
+		delete(reg.dispatched, seg)
 	}
 }
 

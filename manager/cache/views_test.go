@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,12 +29,34 @@ import (
 type selectorServer struct {
 	mu       sync.Mutex
 	objs     map[string]*corev1.ConfigMap
-	watchers []selectorWatcher
+	rv       int // the newest resourceVersion applied; a LIST's
+	watchers []*selectorWatcher
 }
 
 type selectorWatcher struct {
-	sel labels.Selector
-	w   *watch.FakeWatcher
+	sel    labels.Selector
+	w      *watch.FakeWatcher
+	paused bool // its events are not sent: the watch lags
+}
+
+// send delivers ev to the watcher unless it is paused or stopped.
+func (w *selectorWatcher) send(ev watch.Event) {
+	if w.w.IsStopped() || w.paused {
+		return
+	}
+	w.w.Action(ev.Type, ev.Object)
+}
+
+// pause stops sending events to the watches whose selector matches
+// labelled, as if they lagged until their informers stop.
+func (s *selectorServer) pause(labelled map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.watchers {
+		if w.sel.Matches(labels.Set(labelled)) {
+			w.paused = true
+		}
+	}
 }
 
 func (s *selectorServer) listWatch() *toolscache.ListWatch {
@@ -45,7 +68,7 @@ func (s *selectorServer) listWatch() *toolscache.ListWatch {
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
+			list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(max(s.rv, 1))}}
 			for _, obj := range s.objs {
 				if sel.Matches(labels.Set(obj.Labels)) {
 					list.Items = append(list.Items, *obj.DeepCopy())
@@ -61,7 +84,7 @@ func (s *selectorServer) listWatch() *toolscache.ListWatch {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			w := watch.NewFakeWithChanSize(16, false)
-			s.watchers = append(s.watchers, selectorWatcher{sel, w})
+			s.watchers = append(s.watchers, &selectorWatcher{sel: sel, w: w})
 			return w, nil
 		},
 	}
@@ -74,18 +97,36 @@ func (s *selectorServer) apply(obj *corev1.ConfigMap) {
 	key := shard.KeyOf(obj.Namespace, obj.Name)
 	old := s.objs[key]
 	s.objs[key] = obj.DeepCopy()
+	rv, _ := strconv.Atoi(obj.ResourceVersion)
+	s.rv = max(s.rv, rv)
 	for _, w := range s.watchers {
 		wasIn := old != nil && w.sel.Matches(labels.Set(old.Labels))
 		isIn := w.sel.Matches(labels.Set(obj.Labels))
 		switch {
 		case wasIn && isIn:
-			w.w.Modify(obj.DeepCopy())
+			w.send(watch.Event{Type: watch.Modified, Object: obj.DeepCopy()})
 		case isIn:
-			w.w.Add(obj.DeepCopy())
+			w.send(watch.Event{Type: watch.Added, Object: obj.DeepCopy()})
 		case wasIn:
 			last := old.DeepCopy()
 			last.ResourceVersion = obj.ResourceVersion
-			w.w.Delete(last)
+			w.send(watch.Event{Type: watch.Deleted, Object: last})
+		}
+	}
+}
+
+// remove deletes the object of key at resourceVersion rv.
+func (s *selectorServer) remove(key string, rv int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.objs[key]
+	delete(s.objs, key)
+	s.rv = max(s.rv, rv)
+	for _, w := range s.watchers {
+		if old != nil && w.sel.Matches(labels.Set(old.Labels)) {
+			last := old.DeepCopy()
+			last.ResourceVersion = strconv.Itoa(rv)
+			w.send(watch.Event{Type: watch.Deleted, Object: last})
 		}
 	}
 }
@@ -285,5 +326,138 @@ func TestRegainedPartitionStaysWithItsSegment(t *testing.T) {
 	}
 	if obj, ok, _ := s.GetByKey("ns/in-1"); !ok || obj.(*corev1.ConfigMap).Data["v"] != "b" {
 		t.Errorf("GetByKey(ns/in-1) = %v, %t; want the state changed while it was hidden", obj, ok)
+	}
+}
+
+// compactionFixture is a Segmented of label segments that compacts at the
+// second segment, over a fake server, with a handler that records what it
+// is told and can be held up at one resourceVersion.
+type compactionFixture struct {
+	srv *selectorServer
+	s   *Segmented
+
+	mu     sync.Mutex
+	events []string // "add|update|delete name@rv"
+
+	blockAt          string // a resourceVersion whose event the handler holds up
+	blocked, release chan struct{}
+	unblock          func() // closes release, once
+}
+
+const compactionLabelKey = "r.kshard.io/xx1-key-p8"
+
+func compactionObject(name string, p, rv int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: name, UID: types.UID(name), ResourceVersion: strconv.Itoa(rv),
+		Labels: map[string]string{compactionLabelKey: shard.PartitionLabelValue(p)},
+	}}
+}
+
+func newCompactionFixture(t *testing.T, blockAt string, objs ...*corev1.ConfigMap) *compactionFixture {
+	t.Helper()
+	f := &compactionFixture{srv: &selectorServer{objs: map[string]*corev1.ConfigMap{}}, blockAt: blockAt, blocked: make(chan struct{}), release: make(chan struct{})}
+	for _, obj := range objs {
+		f.srv.objs[shard.KeyOf(obj.Namespace, obj.Name)] = obj
+	}
+	s, err := NewSegmented(SegmentedOptions{LabelKey: compactionLabelKey, Partitions: 8, ListWatch: f.srv.listWatch(), Example: &corev1.ConfigMap{}, MaxSegments: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s = s
+	note := func(what string, obj any) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		cm := obj.(*corev1.ConfigMap)
+		if cm.ResourceVersion == f.blockAt {
+			close(f.blocked)
+			<-f.release
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.events = append(f.events, fmt.Sprintf("%s %s@%s", what, cm.Name, cm.ResourceVersion))
+	}
+	if _, err := s.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { note("add", obj) },
+		UpdateFunc: func(_, obj any) { note("update", obj) },
+		DeleteFunc: func(obj any) { note("delete", obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.unblock = sync.OnceFunc(func() { close(f.release) })
+	t.Cleanup(f.unblock) // runs first: a test that failed early must not leave the handler held up
+	return f
+}
+
+func (f *compactionFixture) told(event string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.events, event)
+}
+
+// A compaction takes over only once the segment it replaces has passed on
+// every event it received: an update queued behind a slow handler when the
+// compaction synced still reaches the handler, and the compaction does not
+// pass it on a second time from its LIST.
+func TestCompactionWaitsForTheEventsOfTheSegmentItReplaces(t *testing.T) {
+	f := newCompactionFixture(t, "5", compactionObject("a", 0, 1), compactionObject("b", 1, 2))
+	p0 := shard.NewPartitionSet(8, 0)
+	f.s.Hold(p0)
+	await(t, "the first segment synced", func() bool { return f.s.SyncedPartitions().Equal(p0) })
+	f.srv.apply(compactionObject("a", 0, 5))
+	<-f.blocked
+	f.srv.apply(compactionObject("a", 0, 6)) // queued behind the held-up event
+	await(t, "the first segment to store a@6", func() bool {
+		obj, ok, _ := f.s.segments[0].inf.GetStore().GetByKey("ns/a")
+		return ok && resourceVersion(obj) == 6
+	})
+
+	both := shard.NewPartitionSet(8, 0, 1)
+	f.s.Hold(both) // past MaxSegments: a compaction of {0,1}
+	f.s.mu.Lock()
+	compaction := f.s.segments[len(f.s.segments)-1]
+	f.s.mu.Unlock()
+	if !compaction.compacts {
+		t.Fatal("the second segment is not a compaction")
+	}
+	await(t, "the compaction's informer synced", compaction.inf.HasSynced)
+	checks := f.s.handOverChecks.Load()
+	await(t, "the handover to check twice more, or to take over", func() bool {
+		return f.s.handOverChecks.Load() >= checks+2 || f.s.SyncedPartitions().Has(1)
+	})
+	if f.s.SyncedPartitions().Has(1) {
+		t.Error("the compaction took over while the segment it replaces still held an event back")
+	}
+	f.unblock()
+	await(t, "the compaction to take over", func() bool { return f.s.Segments() == 1 && f.s.SyncedPartitions().Equal(both) })
+	await(t, "the update queued behind the slow handler to arrive", func() bool { return f.told("update a@6") })
+	if f.told("add a@6") {
+		t.Error("the compaction passed on a@6 from its LIST too, which the replaced segment had received")
+	}
+	if !f.told("add b@2") {
+		t.Error("the compaction did not pass on b, of the partition it gained")
+	}
+}
+
+// A deletion the replaced segment has not received when the compaction,
+// which listed without the object, takes over is passed on by the
+// compaction.
+func TestCompactionPassesOnADeletionOnlyItsListShowed(t *testing.T) {
+	f := newCompactionFixture(t, "", compactionObject("a", 0, 1), compactionObject("c", 0, 2))
+	p0 := shard.NewPartitionSet(8, 0)
+	f.s.Hold(p0)
+	await(t, "the first segment synced", func() bool { return f.s.SyncedPartitions().Equal(p0) })
+	f.srv.pause(compactionObject("c", 0, 0).Labels) // the first segment's watch lags
+	f.srv.remove("ns/c", 7)
+	both := shard.NewPartitionSet(8, 0, 1)
+	f.s.Hold(both)
+	await(t, "the compaction to take over", func() bool { return f.s.Segments() == 1 && f.s.SyncedPartitions().Equal(both) })
+	await(t, "the deletion of c passed on", func() bool { return f.told("delete c@2") })
+	if _, ok, _ := f.s.GetByKey("ns/c"); ok {
+		t.Error("the deleted object is still served")
 	}
 }
