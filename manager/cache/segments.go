@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -421,10 +422,14 @@ func (s *Segmented) caughtUp(seg *segment) bool {
 }
 
 // dispatchedFloor is the resourceVersion up to which seg has passed every
-// event on to every handler: its LIST's once a handler has had the whole
-// list. Its store holds at least that state. Call with s.mu held.
+// event on to every handler (its LIST's at least, once a handler has had
+// the whole list; its LIST's when it has no handler). Its store holds at
+// least that state. Call with s.mu held.
 func (s *Segmented) dispatchedFloor(seg *segment) uint64 {
-	floor := seg.listRV.Load()
+	if len(s.handlers) == 0 {
+		return seg.listRV.Load()
+	}
+	floor := uint64(math.MaxUint64)
 	for _, reg := range s.handlers {
 		d := uint64(0)
 		if c := reg.dispatched[seg]; c != nil {
@@ -579,32 +584,18 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			}
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				switch ev.Type {
-				case watch.Added:
-					keep := matcher(ev.Object)
-					if keep {
-						raise(&seg.received, objectRV(ev.Object))
-					}
-					return ev, keep
-				case watch.Modified:
-					keep := matcher(ev.Object)
-					if keep && s.opts.leaving != nil && s.movesWithin(seg, ev.Object) {
-						s.opts.leaving(ev.Object)
-					}
-					if keep {
-						raise(&seg.received, objectRV(ev.Object))
-					}
-					return ev, keep
-				case watch.Deleted:
-					keep := matcher(ev.Object)
-					if keep && s.opts.leaving != nil {
-						s.opts.leaving(ev.Object)
-					}
-					if keep {
-						raise(&seg.received, objectRV(ev.Object))
-					}
-					return ev, keep
+				case watch.Added, watch.Modified, watch.Deleted:
+				default:
+					return ev, true // bookmarks and errors carry no object of a partition
 				}
-				return ev, true // bookmarks and errors carry no object of a partition
+				if !matcher(ev.Object) {
+					return ev, false
+				}
+				if s.opts.leaving != nil && (ev.Type == watch.Deleted || ev.Type == watch.Modified && s.movesWithin(seg, ev.Object)) {
+					s.opts.leaving(ev.Object)
+				}
+				raise(&seg.received, objectRV(ev.Object))
+				return ev, true
 			}), nil
 		},
 	}}
@@ -933,8 +924,8 @@ func (s *Segmented) passes(seg *segment, obj any, initial bool) bool {
 	if !initial {
 		return true
 	}
-	speaker := s.speakerOf(p)
-	if speaker == nil || speaker == seg {
+	speaker := s.speakerOf(p) // an older segment: seg would own obj otherwise
+	if speaker == nil {
 		return true
 	}
 	cur, ok, _ := speaker.inf.GetStore().Get(obj)
