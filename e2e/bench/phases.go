@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -79,6 +80,13 @@ type throughputResult struct {
 	// Shares: each replica's objects and when its last one was seen, from
 	// the epoch write (the largest share bounds a latency-bound run).
 	Shares []replicaShare `json:"shares,omitempty"`
+	// MachineBusy is the share of the machine's CPU time (every core) that
+	// was busy from the epoch write until convergence: near 1, the run was
+	// bound by the CPU the API server, etcd, the harness and the operators
+	// share, not by the simulated latency. FleetCPUSeconds is the
+	// operators' own CPU time in that window. Both 0 when not measured.
+	MachineBusy     float64 `json:"machine_busy,omitempty"`
+	FleetCPUSeconds float64 `json:"fleet_cpu_seconds,omitempty"`
 }
 
 func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time.Duration, scenario string) (throughputResult, error) {
@@ -93,6 +101,7 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 	}
 	defer f.kill()
 	res.StartupSeconds = time.Since(start).Seconds()
+	cpu0, cpuErr := sampleCPU(f)
 	epoch, sent, err := b.bumpEpoch(ctx)
 	if err != nil {
 		return res, err
@@ -108,6 +117,15 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 	}
 	res.Seconds = at.Sub(sent).Seconds()
 	res.ObjectsPerSec = float64(len(b.gens)) / res.Seconds
+	// Sampled when the wait returns, a little after the last object was
+	// seen: the window is the run's, to within the watch's delay.
+	cpu1, err := sampleCPU(f)
+	if err = errors.Join(cpuErr, err); err != nil {
+		b.warn("%s: CPU during the run not measured: %v", f.name, err)
+	} else if cpu1.total > cpu0.total {
+		res.MachineBusy = (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total)
+		res.FleetCPUSeconds = cpu1.fleet - cpu0.fleet
+	}
 	res.Shares = b.obs.shares(epoch, sent)
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)

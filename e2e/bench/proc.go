@@ -126,6 +126,52 @@ func (r *replica) stats() (procStats, error) {
 	return out, nil
 }
 
+// cpuSample is, at one moment, the machine's CPU time in clock ticks over
+// every core (busy, and in all) and a fleet's processes' CPU seconds: two
+// samples bound a window whose share of busy time says whether the run was
+// bound by the CPU that the API server, etcd and the operators share.
+type cpuSample struct{ busy, total, fleet float64 }
+
+// sampleCPU reads /proc/stat's first line and f's processes.
+func sampleCPU(f *fleet) (cpuSample, error) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}, err
+	}
+	busy, total, err := parseProcStat(stat)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	stats, err := f.stats()
+	if err != nil {
+		return cpuSample{}, err
+	}
+	s := cpuSample{busy: busy, total: total}
+	for _, st := range stats {
+		s.fleet += st.CPUSeconds
+	}
+	return s, nil
+}
+
+// parseProcStat reads the "cpu" line of /proc/stat: user, nice, system,
+// idle, iowait, irq, softirq and steal ticks (guest time is already counted
+// in user). Idle and iowait are not busy.
+func parseProcStat(stat []byte) (busy, total float64, err error) {
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected first line of /proc/stat: %q", line)
+	}
+	var v [8]float64
+	for i := range v {
+		if v[i], err = strconv.ParseFloat(f[i+1], 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat field %d: %w", i+1, err)
+		}
+		total += v[i]
+	}
+	return total - v[3] - v[4], total, nil
+}
+
 // statusBytes reads the field named by prefix (kB) from /proc/<pid>/status
 // in bytes; 0 when it is absent.
 func statusBytes(status []byte, prefix string) int64 {

@@ -629,7 +629,7 @@ func (r *results) markdown() string {
 	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
 	p("- Leases (both systems): LeaseDuration %s, RenewDeadline %s, renew/retry period %s. kshard DrainGracePeriod %s, P=271.", pr.LeaseDuration, pr.RenewDeadline, pr.RenewPeriod, pr.DrainGrace)
-	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write.")
+	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object.")
 	p("- Handoff: %d replicas each, writer bumping one object every %.0f ms; rolling restart highest identity first (SIGTERM, wait exit, start, wait formed). Delay = update sent → harness sees its reconcile.", pr.HandoffReplicas, 1000/pr.WriterRate)
 	p("- Failover: %d replicas; SIGKILL the process that last reconciled the key, then update the key; time from the kill until its reconcile is seen.", pr.HandoffReplicas)
 	p("- Resources: %d replicas each at %d objects, one write-bound pass over all, then a %s steady-state window; API requests from apiserver_request_total (resource requests only).", pr.ResourceReplicas, pr.ResourceObjects, pr.SteadyWindow)
@@ -692,10 +692,15 @@ func (r *results) markdown() string {
 		p("")
 		p("<details><summary>every run</summary>")
 		p("")
-		p("| round | system | replicas | seconds | objects/s | startup s |")
-		p("|---|---|---|---|---|---|")
+		p("| round | system | replicas | seconds | objects/s | startup s | machine CPU busy | operators' CPU ms per object |")
+		p("|---|---|---|---|---|---|---|---|")
 		for _, t := range set.Samples {
-			p("| %d | %s | %d | %.2f | %.0f | %.1f |", t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+			busy, perObject := "—", "—"
+			if t.MachineBusy > 0 {
+				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
+				perObject = fmt.Sprintf("%.2f", 1000*t.FleetCPUSeconds/float64(t.Objects))
+			}
+			p("| %d | %s | %d | %.2f | %.0f | %.1f | %s | %s |", t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy, perObject)
 		}
 		p("")
 		p("</details>")
