@@ -432,6 +432,33 @@ func TestKeptPhase10KeepsItsLayoutsProvenance(t *testing.T) {
 	}
 }
 
+// A run of one layout over a file that kept phase 10 from another run
+// names that run, not the file's own, as the measure of the other layout.
+func TestRunOfOneLayoutNamesTheRunThatMeasuredTheOther(t *testing.T) {
+	singleRun := provenance{Command: "go run ./e2e/bench -phases 10 -labels-layouts single -rounds 2", Date: "2026-11-28T17:35:53Z"}
+	spreadRun := provenance{Command: "go run ./e2e/bench -phases 10", Error: "context deadline exceeded"}
+	prev := &results{Params: defaultParams(false), Command: "go run ./e2e/bench -phases 8", Labels: labelsFixture(),
+		Provenance: map[string]provenance{"10": singleRun, "10 (" + layoutSpread + ")": spreadRun}}
+	prev.Params.Phases = map[int]bool{8: true}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{10: true}
+	layouts, err := parseLayouts("spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LabelsLayouts = layouts
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 10 -labels-layouts spread", Labels: &labelsResults{Layouts: []labelsLayout{labelsFixture().Layouts[0]}}}
+	if _, err := r.keepEarlier(prev); err != nil {
+		t.Fatal(err)
+	}
+	if pv := r.Provenance["10 ("+layoutSingle+")"]; pv.Command != singleRun.Command || pv.Date != singleRun.Date {
+		t.Errorf("the kept single namespace layout is said to come from %q (%s), want %q (%s)", pv.Command, pv.Date, singleRun.Command, singleRun.Date)
+	}
+	if _, ok := r.Provenance["10 ("+layoutSpread+")"]; ok {
+		t.Error("the spread layout, measured by this run, is named as kept")
+	}
+}
+
 func TestLayoutsFlag(t *testing.T) {
 	for list, want := range map[string]string{"spread,single": "", " single ": "", "spread,spread": "given twice", "both": "not a layout", "": "not a layout"} {
 		_, err := parseLayouts(list)

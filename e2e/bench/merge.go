@@ -116,8 +116,9 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 }
 
 // keepEarlierLayouts: a phase 10 run of some layouts (-labels-layouts)
-// keeps the earlier run's other layouts, each with its provenance under
-// "10 (layout)", in the order of the layouts in a full run.
+// keeps the earlier file's other layouts, each with the provenance of the
+// run that measured it under "10 (layout)", in the order of the layouts in
+// a full run.
 func (r *results) keepEarlierLayouts(prev *results) {
 	if !r.Params.Phases[10] || prev.Labels == nil {
 		return
@@ -133,7 +134,12 @@ func (r *results) keepEarlierLayouts(prev *results) {
 		if r.Provenance == nil {
 			r.Provenance = map[string]provenance{}
 		}
+		// Named on its own, or else measured by the run that the earlier
+		// file kept phase 10 from, or else by the earlier run itself.
 		pv, ok := prev.Provenance["10 ("+l.Layout+")"]
+		if !ok {
+			pv, ok = prev.Provenance["10"]
+		}
 		if !ok {
 			pv = provenanceOf(prev)
 		}
