@@ -68,7 +68,7 @@ bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
 	$(MAKE) charts BENCH_OUT=$(CURDIR)/e2e/bench/out
 
-## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=5h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs: about 40 min per round and layout on 2 cores. LAYOUTS=single (or spread) runs one of phase 10's layouts and keeps the other's figures; BENCH_ROUNDS=1 sets the rounds (default 3).
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=5h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs: on 2 cores a layout takes about 25 min per round (controller-runtime, kshard with its rolling restart, the adapter) plus 10 min for the first start and the throughput rounds (83 min for the spread layout's 3 rounds). LAYOUTS=single (or spread) runs one of phase 10's layouts and keeps the other's figures; BENCH_ROUNDS=1 sets the rounds (default 3).
 PHASES ?=
 BENCH_TIMEOUT ?=
 LAYOUTS ?=

@@ -320,7 +320,7 @@ func (b *bench) labelsThroughput(ctx context.Context, kshard, baseline *system, 
 				return fmt.Errorf("throughput, %s, %d replicas, %s latency: %w", c.sys.name, c.n, c.latency, err)
 			}
 			t.Round = round
-			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+			t.logProgress()
 			c.set.Samples = append(c.set.Samples, t)
 		}
 	}

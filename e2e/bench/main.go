@@ -478,7 +478,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 				return fmt.Errorf("phase 2 (throughput, %s, %d replicas, %s latency): %w", c.sys.name, c.n, c.latency, err)
 			}
 			r.Round = round
-			progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", r.Seconds, r.ObjectsPerSec, r.StartupSeconds)
+			r.logProgress()
 			c.set.Samples = append(c.set.Samples, r)
 		}
 	}

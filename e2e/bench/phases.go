@@ -89,6 +89,16 @@ type throughputResult struct {
 	FleetCPUSeconds float64 `json:"fleet_cpu_seconds,omitempty"`
 }
 
+// logProgress prints the run's rate, and how busy the machine was when
+// that was measured.
+func (t throughputResult) logProgress() {
+	busy := ""
+	if t.MachineBusy > 0 && t.Objects > 0 {
+		busy = fmt.Sprintf("; machine CPU %.0f%% busy, operators %.2f ms CPU per object", 100*t.MachineBusy, 1000*t.FleetCPUSeconds/float64(t.Objects))
+	}
+	progress("  converged in %.2fs: %.0f objects/s (startup %.1fs%s)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy)
+}
+
 func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time.Duration, scenario string) (throughputResult, error) {
 	res := throughputResult{System: sys.name, Replicas: n, ActiveReplicas: n, LatencyMS: float64(latency) / float64(time.Millisecond), Objects: len(b.gens)}
 	if !sys.kshard {

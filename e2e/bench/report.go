@@ -696,7 +696,7 @@ func (r *results) markdown() string {
 		p("|---|---|---|---|---|---|---|---|")
 		for _, t := range set.Samples {
 			busy, perObject := "—", "—"
-			if t.MachineBusy > 0 {
+			if t.MachineBusy > 0 && t.Objects > 0 {
 				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
 				perObject = fmt.Sprintf("%.2f", 1000*t.FleetCPUSeconds/float64(t.Objects))
 			}

@@ -123,7 +123,7 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 					return res, nil, fmt.Errorf("throughput, %s, %s: %w", s.sys.name, epochsName(shared), err)
 				}
 				t.Round, t.Epochs = round, epochsName(shared)
-				progress("  converged in %.2fs: %.0f objects/s (startup %.1fs)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds)
+				t.logProgress()
 				for _, s := range t.Shares {
 					progress("    %s: %d objects, first at %.2fs, last at %.2fs", s.ID, s.Objects, s.FirstSeconds, s.Seconds)
 				}
