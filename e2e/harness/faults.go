@@ -18,6 +18,10 @@ const writtenKey = "kshard-e2e/written"
 // Options.BackgroundWrite; it mirrors e2e/testoperator's.
 func BackgroundName(identity string) string { return "background-" + identity }
 
+// BackgroundBuilt is the annotation each background write sets to the time
+// it built its request (Unix nanoseconds); it mirrors e2e/testoperator's.
+const BackgroundBuilt = "kshard-e2e/background-built"
+
 // LeaseName is the name of identity's member Lease in the harness's ring.
 func (h *Harness) LeaseName(identity string) string { return h.opts.Ring + "-" + identity }
 

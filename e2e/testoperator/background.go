@@ -57,6 +57,13 @@ func (b *backgroundWriter) Start(ctx context.Context) error {
 	return nil
 }
 
+// backgroundBuilt is the annotation every background write sets to the
+// time (Unix nanoseconds) it built its request, before the client's fence
+// checked it: a test that pauses the process tells by it a write built
+// before the pause (which may have passed the fence and been on its way)
+// from one built after it.
+const backgroundBuilt = "kshard-e2e/background-built"
+
 // write patches annotation kshard-e2e/background-<i> with a new sequence
 // number (a changed value, so every write that lands is an event) until ctx
 // ends, logging when writes start and stop being refused.
@@ -64,7 +71,8 @@ func (b *backgroundWriter) write(ctx context.Context, i int) {
 	key := "kshard-e2e/background-" + strconv.Itoa(i)
 	refused := 0
 	for seq := 1; ctx.Err() == nil; seq++ {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: strconv.Itoa(seq)}}})
+		annotations := map[string]string{key: strconv.Itoa(seq), backgroundBuilt: strconv.FormatInt(time.Now().UnixNano(), 10)}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 		_, err := b.client.CoreV1().ConfigMaps(b.namespace).Patch(context.Background(), b.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		switch {
 		case errors.Is(err, controller.ErrLeaseExpired):
