@@ -33,11 +33,6 @@ const (
 	// at most: a first start over 100,000 unlabelled objects on 3 replicas
 	// labels them in under 3 minutes without crowding the API server.
 	DefaultLabelQPS = 200
-	// unlabelledPageSize is the page size of the unlabelled view's LIST:
-	// each page is filtered to the held partitions before the next is
-	// read, so a first start over many unlabelled objects never decodes
-	// them all at once.
-	unlabelledPageSize = 500
 )
 
 // LabelledOptions configure a Labelled.
@@ -532,53 +527,25 @@ func (l *Labelled) keep(v *unlabelledView, obj runtime.Object, deleted bool) boo
 	return false
 }
 
-// unlabelledListWatch lists page by page, each page filtered to the view's
-// partitions before the next is read, and watches with the same filter.
+// unlabelledListWatch lists page by page (listInPages), each page filtered
+// to the view's partitions before the next is read, and watches with the
+// same filter.
 func (l *Labelled) unlabelledListWatch(v *unlabelledView) toolscache.ListerWatcher {
 	selector := shard.LabelSelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
 	inner := l.opts.ListWatch
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = andSelectors(o.LabelSelector, selector)
-			// A consistent read, in pages: ResourceVersion "0" would be
-			// served whole from the watch cache.
-			o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue = "", "", unlabelledPageSize, ""
-			var first runtime.Object
-			var kept []runtime.Object
-			for {
-				page, err := inner.ListWithContext(ctx, o)
-				if err != nil {
-					return nil, err
-				}
-				items, err := meta.ExtractList(page)
-				if err != nil {
-					return nil, err
-				}
-				for _, it := range items {
-					if l.keep(v, it, false) {
-						kept = append(kept, it)
-					}
-				}
-				lm, err := meta.ListAccessor(page)
-				if err != nil {
-					return nil, err
-				}
-				if first == nil {
-					first = page
-				}
-				if o.Continue = lm.GetContinue(); o.Continue == "" {
-					break
-				}
-			}
-			reportVanished(v.inf.GetStore(), kept, func(obj runtime.Object) { l.leaving(v, obj) })
-			if err := meta.SetList(first, kept); err != nil {
+			list, _, err := listInPages(ctx, inner, o, func(it runtime.Object) bool { return l.keep(v, it, false) })
+			if err != nil {
 				return nil, err
 			}
-			if lm, err := meta.ListAccessor(first); err == nil {
-				lm.SetContinue("")
-				lm.SetRemainingItemCount(nil)
+			kept, err := meta.ExtractList(list)
+			if err != nil {
+				return nil, err
 			}
-			return first, nil
+			reportVanished(v.inf.GetStore(), kept, func(obj runtime.Object) { l.leaving(v, obj) })
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = andSelectors(o.LabelSelector, selector)

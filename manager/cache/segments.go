@@ -541,7 +541,15 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			setSelector(&o)
-			list, err := inner.ListWithContext(ctx, o)
+			var list runtime.Object
+			var err error
+			if labelSelector != "" {
+				// In pages: a segment listing a replica's whole share at
+				// its start would otherwise arrive as one response.
+				list, _, err = listInPages(ctx, inner, o, nil)
+			} else {
+				list, err = inner.ListWithContext(ctx, o)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -571,8 +579,10 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 					}
 				}
 			}
-			if err := meta.SetList(list, kept); err != nil {
-				return nil, err
+			if len(kept) < listed {
+				if err := meta.SetList(list, kept); err != nil {
+					return nil, err
+				}
 			}
 			return list, nil
 		},

@@ -1,0 +1,81 @@
+package cache
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// listPageSize is the page size of the cache's paged LISTs (label
+// segments and unlabelled views).
+const listPageSize = 500
+
+// listInPages lists through inner a page at a time and returns one list of
+// the items keep accepts (all of them when keep is nil), with no continue
+// token, and how many items the pages held.
+//
+// Why pages: the reflector's first LIST asks for ResourceVersion "0", which
+// the watch cache serves whole, ignoring any limit; a replica starting on
+// tens of thousands of objects then holds the whole response body and its
+// decoding beside the store it fills, and that transient sets its peak RSS.
+// Here each request is a consistent read (ResourceVersion ""), which the
+// watch cache serves page by page from one snapshot (the continue token
+// carries its resourceVersion), so the list is as fresh as any the
+// reflector could ask for. A page whose items keep partly rejected is
+// copied out, kept items only, so that the rejected ones are not held
+// until the last page arrives.
+func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext, o metav1.ListOptions, keep func(runtime.Object) bool) (runtime.Object, int, error) {
+	o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue = "", "", listPageSize, ""
+	var first runtime.Object
+	var kept []runtime.Object
+	listed, pages := 0, 0
+	for {
+		page, err := inner.ListWithContext(ctx, o)
+		if err != nil {
+			return nil, listed, err
+		}
+		items, err := meta.ExtractList(page)
+		if err != nil {
+			return nil, listed, err
+		}
+		listed += len(items)
+		pages++
+		n := len(kept)
+		for _, it := range items {
+			if keep == nil || keep(it) {
+				kept = append(kept, it)
+			}
+		}
+		if len(kept)-n < len(items) {
+			// The kept items point into the page's item array; copies let
+			// the page, rejected items included, be collected.
+			for i := n; i < len(kept); i++ {
+				kept[i] = kept[i].DeepCopyObject()
+			}
+		}
+		lm, err := meta.ListAccessor(page)
+		if err != nil {
+			return nil, listed, err
+		}
+		if first == nil {
+			first = page
+		}
+		if o.Continue = lm.GetContinue(); o.Continue == "" {
+			break
+		}
+	}
+	// One page kept whole is already the list.
+	if pages > 1 || len(kept) < listed {
+		if err := meta.SetList(first, kept); err != nil {
+			return nil, listed, err
+		}
+	}
+	if lm, err := meta.ListAccessor(first); err == nil {
+		lm.SetContinue("")
+		lm.SetRemainingItemCount(nil)
+	}
+	return first, listed, nil
+}
