@@ -89,12 +89,21 @@ type throughputResult struct {
 	FleetCPUSeconds float64 `json:"fleet_cpu_seconds,omitempty"`
 }
 
+// cpuMeasured reports whether the run recorded the machine's and the
+// operators' CPU (runs before ce05270 did not).
+func (t throughputResult) cpuMeasured() bool { return t.MachineBusy > 0 && t.Objects > 0 }
+
+// cpuMsPerObject is the operators' CPU time per object, in milliseconds.
+func (t throughputResult) cpuMsPerObject() float64 {
+	return 1000 * t.FleetCPUSeconds / float64(t.Objects)
+}
+
 // logProgress prints the run's rate, and how busy the machine was when
 // that was measured.
 func (t throughputResult) logProgress() {
 	busy := ""
-	if t.MachineBusy > 0 && t.Objects > 0 {
-		busy = fmt.Sprintf("; machine CPU %.0f%% busy, operators %.2f ms CPU per object", 100*t.MachineBusy, 1000*t.FleetCPUSeconds/float64(t.Objects))
+	if t.cpuMeasured() {
+		busy = fmt.Sprintf("; machine CPU %.0f%% busy, operators %.2f ms CPU per object", 100*t.MachineBusy, t.cpuMsPerObject())
 	}
 	progress("  converged in %.2fs: %.0f objects/s (startup %.1fs%s)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy)
 }

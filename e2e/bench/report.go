@@ -696,9 +696,9 @@ func (r *results) markdown() string {
 		p("|---|---|---|---|---|---|---|---|")
 		for _, t := range set.Samples {
 			busy, perObject := "—", "—"
-			if t.MachineBusy > 0 && t.Objects > 0 {
+			if t.cpuMeasured() {
 				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
-				perObject = fmt.Sprintf("%.2f", 1000*t.FleetCPUSeconds/float64(t.Objects))
+				perObject = fmt.Sprintf("%.2f", t.cpuMsPerObject())
 			}
 			p("| %d | %s | %d | %.2f | %.0f | %.1f | %s | %s |", t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy, perObject)
 		}
