@@ -362,13 +362,7 @@ func TestRunOfOneLayoutKeepsTheOther(t *testing.T) {
 	if err := prev.write(dir); err != nil {
 		t.Fatal(err)
 	}
-	p := defaultParams(false)
-	p.Phases = map[int]bool{10: true}
-	layouts, err := parseLayouts("single")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.LabelsLayouts = layouts
+	p := phase10Params(t, "single")
 	target := mergeTarget(p, dir, true)
 	if target == "" {
 		t.Fatal("a run of one layout does not merge into the earlier results.json")
@@ -440,13 +434,7 @@ func TestRunOfOneLayoutNamesTheRunThatMeasuredTheOther(t *testing.T) {
 	prev := &results{Params: defaultParams(false), Command: "go run ./e2e/bench -phases 8", Labels: labelsFixture(),
 		Provenance: map[string]provenance{"10": singleRun, "10 (" + layoutSpread + ")": spreadRun}}
 	prev.Params.Phases = map[int]bool{8: true}
-	p := defaultParams(false)
-	p.Phases = map[int]bool{10: true}
-	layouts, err := parseLayouts("spread")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.LabelsLayouts = layouts
+	p := phase10Params(t, "spread")
 	r := &results{Params: p, Command: "go run ./e2e/bench -phases 10 -labels-layouts spread", Labels: &labelsResults{Layouts: []labelsLayout{labelsFixture().Layouts[0]}}}
 	if _, err := r.keepEarlier(prev); err != nil {
 		t.Fatal(err)
@@ -495,4 +483,17 @@ func TestThroughputSaysWhetherObjectsWereLabelledFirst(t *testing.T) {
 			t.Errorf("labelled first %v: RESULTS.md should say %q and not %q", first, want, not)
 		}
 	}
+}
+
+// phase10Params are the default parameters of a phase 10 run of one layout.
+func phase10Params(t *testing.T, layout string) params {
+	t.Helper()
+	p := defaultParams(false)
+	p.Phases = map[int]bool{10: true}
+	layouts, err := parseLayouts(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LabelsLayouts = layouts
+	return p
 }

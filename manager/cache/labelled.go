@@ -536,7 +536,7 @@ func (l *Labelled) unlabelledListWatch(v *unlabelledView) toolscache.ListerWatch
 	return segmentListWatch{&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = andSelectors(o.LabelSelector, selector)
-			list, _, err := listInPages(ctx, inner, o, func(it runtime.Object) bool { return l.keep(v, it, false) })
+			list, err := listInPages(ctx, inner, o, func(it runtime.Object) bool { return l.keep(v, it, false) })
 			if err != nil {
 				return nil, err
 			}

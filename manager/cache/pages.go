@@ -15,7 +15,7 @@ const listPageSize = 500
 
 // listInPages lists through inner a page at a time and returns one list of
 // the items keep accepts (all of them when keep is nil), with no continue
-// token, and how many items the pages held.
+// token.
 //
 // Why pages: the reflector's first LIST asks for ResourceVersion "0", which
 // the watch cache serves whole, ignoring any limit; a replica starting on
@@ -27,7 +27,7 @@ const listPageSize = 500
 // reflector could ask for. A page whose items keep partly rejected is
 // copied out, kept items only, so that the rejected ones are not held
 // until the last page arrives.
-func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext, o metav1.ListOptions, keep func(runtime.Object) bool) (runtime.Object, int, error) {
+func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext, o metav1.ListOptions, keep func(runtime.Object) bool) (runtime.Object, error) {
 	o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue = "", "", listPageSize, ""
 	var first runtime.Object
 	var kept []runtime.Object
@@ -35,11 +35,11 @@ func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext,
 	for {
 		page, err := inner.ListWithContext(ctx, o)
 		if err != nil {
-			return nil, listed, err
+			return nil, err
 		}
 		items, err := meta.ExtractList(page)
 		if err != nil {
-			return nil, listed, err
+			return nil, err
 		}
 		listed += len(items)
 		pages++
@@ -58,7 +58,7 @@ func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext,
 		}
 		lm, err := meta.ListAccessor(page)
 		if err != nil {
-			return nil, listed, err
+			return nil, err
 		}
 		if first == nil {
 			first = page
@@ -70,12 +70,12 @@ func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext,
 	// One page kept whole is already the list.
 	if pages > 1 || len(kept) < listed {
 		if err := meta.SetList(first, kept); err != nil {
-			return nil, listed, err
+			return nil, err
 		}
 	}
 	if lm, err := meta.ListAccessor(first); err == nil {
 		lm.SetContinue("")
 		lm.SetRemainingItemCount(nil)
 	}
-	return first, listed, nil
+	return first, nil
 }

@@ -546,7 +546,7 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 			if labelSelector != "" {
 				// In pages: a segment listing a replica's whole share at
 				// its start would otherwise arrive as one response.
-				list, _, err = listInPages(ctx, inner, o, nil)
+				list, err = listInPages(ctx, inner, o, nil)
 			} else {
 				list, err = inner.ListWithContext(ctx, o)
 			}
