@@ -129,8 +129,10 @@ func TestPausedReplicaSendsNoBackgroundWriteBeforeRenewing(t *testing.T) {
 // before the pause.
 func resumeAndCheck(t *testing.T, h *harness.Harness, victim string, stopped time.Time, refusedBefore int, writes, renewals *revisions) (int64, int) {
 	t.Helper()
-	// Every write the victim sent before SIGSTOP has landed (or failed)
-	// by now: seconds have passed.
+	// Writes after the marker are the victim's from the pause on: those
+	// its connection had taken before SIGSTOP have landed by now (seconds
+	// have passed); one the process still held lands after SIGCONT and is
+	// told apart below by the time it was built.
 	mark := writeMarker(t, h)
 	// The victim is stopped now: a write it built before this instant was
 	// built before SIGSTOP.
