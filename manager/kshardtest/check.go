@@ -14,8 +14,10 @@ import (
 // Check waits up to timeout until every update the writer made has been
 // reconciled (no lost update is left in the records), then returns the
 // checker's report over everything recorded: the same checker as kshard's
-// chaos suite (recorder.Log.Check). It fails the test only when the records
-// cannot be read; the caller asserts on the report:
+// chaos suite (recorder.Log.CheckWithin), with Options.LivenessBound as
+// the bound every update must have been reconciled within. It fails the
+// test only when the records cannot be read; the caller asserts on the
+// report:
 //
 //	if r := env.Check(time.Minute); !r.OK() { t.Fatal(r) }
 //
@@ -33,7 +35,7 @@ func (e *Env) Check(timeout time.Duration) recorder.Report {
 	var readErr error
 	// A timeout is no error here: the report then lists what is lost.
 	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		r, readErr = recorder.Check(e.RecordDir())
+		r, readErr = recorder.CheckWithin(e.RecordDir(), e.opts.LivenessBound)
 		return readErr != nil || len(r.Lost) == 0, nil
 	})
 	if readErr != nil {

@@ -45,6 +45,16 @@ type Options struct {
 	// ControlPlane configures the control plane (e.g. ControllerManager:
 	// true for garbage collection).
 	ControlPlane controlplane.Options
+	// LivenessBound is how long after its acknowledgement every update of
+	// the kit's writer must have been reconciled at its generation (or a
+	// later one) for Check to pass; a fault the Env injected (Pause,
+	// StopAPIServer) extends it for the updates it overlaps by its length.
+	// Defaults to LeaseDuration + DrainGracePeriod + LivenessAllowance: a
+	// crashed owner's Lease waited out, or a leaving owner's drain, and
+	// the new owner's start on the partition. Set it longer for an
+	// operator whose reconciles take long or cannot keep up with the
+	// writer's rate.
+	LivenessBound time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -64,6 +74,7 @@ func (o Options) withDefaults() Options {
 	def(&o.RenewDeadline, 2600*time.Millisecond)
 	def(&o.DrainGracePeriod, 2*time.Second)
 	def(&o.StopTimeout, 45*time.Second)
+	def(&o.LivenessBound, o.LeaseDuration+o.DrainGracePeriod+LivenessAllowance)
 	return o
 }
 
@@ -77,10 +88,15 @@ type Env struct {
 	dir    string           // records/ and logs/
 	events *recorder.Writer // the kit's own records: term, kill, exit
 
-	mu       sync.Mutex                // guards replicas, all and frozen
+	mu       sync.Mutex                // guards the fields below
 	replicas map[string]*member        // each identity's latest run
 	all      []*member                 // every run, for cleanup
 	frozen   map[recorder.Process]bool // process runs Pause froze
+	// pausedAt is when Pause froze each identity, until Resume records
+	// the pause as a fault; apiDownAt when StopAPIServer stopped the API
+	// server (zero while it runs).
+	pausedAt  map[string]time.Time
+	apiDownAt time.Time
 }
 
 // New starts a control plane for t, creates Options.Namespace and a
@@ -114,7 +130,7 @@ func NewOn(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{t: t, opts: opts, cp: cp, client: client, dir: dir, events: events, replicas: map[string]*member{}, frozen: map[recorder.Process]bool{}}
+	e := &Env{t: t, opts: opts, cp: cp, client: client, dir: dir, events: events, replicas: map[string]*member{}, frozen: map[recorder.Process]bool{}, pausedAt: map[string]time.Time{}}
 	t.Cleanup(e.cleanup)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -201,12 +217,18 @@ func (e *Env) ManagerOptions(identity string) manager.Options {
 // StopAPIServer stops kube-apiserver (etcd keeps running): every replica
 // loses the API server at once. StartAPIServer brings it back.
 func (e *Env) StopAPIServer() time.Time {
+	began := time.Now()
 	e.cp.StopAPIServer()
+	e.mu.Lock()
+	e.apiDownAt = began
+	e.mu.Unlock()
 	return time.Now()
 }
 
 // StartAPIServer restarts kube-apiserver after StopAPIServer, on the same
-// address, and waits until it serves.
+// address, and waits until it serves. It records the outage as a fault
+// that ends InformerRecovery after the server came back: the informers'
+// backoff may keep the replicas from seeing updates that long.
 func (e *Env) StartAPIServer() time.Time {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -214,7 +236,17 @@ func (e *Env) StartAPIServer() time.Time {
 	if err := e.cp.StartAPIServer(ctx); err != nil {
 		e.t.Fatalf("restarting kube-apiserver: %v", err)
 	}
-	return time.Now()
+	back := time.Now()
+	e.mu.Lock()
+	down := e.apiDownAt
+	e.apiDownAt = time.Time{}
+	e.mu.Unlock()
+	if !down.IsZero() {
+		if err := e.events.Fault("API server outage", down, back.Add(InformerRecovery(back.Sub(down)))); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return back
 }
 
 // Ring reads the ring from its Leases.

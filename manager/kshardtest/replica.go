@@ -290,10 +290,15 @@ func (e *Env) Crash(identity string) {
 func (e *Env) Pause(identity string) {
 	e.t.Helper()
 	m := e.running("pause", identity)
+	e.mu.Lock()
+	if _, paused := e.pausedAt[identity]; !paused {
+		e.pausedAt[identity] = time.Now()
+	}
 	if m.proc != nil {
-		e.mu.Lock()
 		e.frozen[m.process()] = true
-		e.mu.Unlock()
+	}
+	e.mu.Unlock()
+	if m.proc != nil {
 		if err := m.proc.Pause(); err != nil {
 			e.t.Fatalf("pause %s: %v", identity, err)
 		}
@@ -302,7 +307,8 @@ func (e *Env) Pause(identity string) {
 	m.gate.set(gateHold)
 }
 
-// Resume undoes Pause.
+// Resume undoes Pause, and records the pause as a fault (see
+// Options.LivenessBound).
 func (e *Env) Resume(identity string) {
 	e.t.Helper()
 	m := e.running("resume", identity)
@@ -310,9 +316,19 @@ func (e *Env) Resume(identity string) {
 		if err := m.proc.Resume(); err != nil {
 			e.t.Fatalf("resume %s: %v", identity, err)
 		}
-		return
+	} else {
+		m.gate.set(gateOpen)
 	}
-	m.gate.set(gateOpen)
+	resumed := time.Now()
+	e.mu.Lock()
+	paused, ok := e.pausedAt[identity]
+	delete(e.pausedAt, identity)
+	e.mu.Unlock()
+	if ok {
+		if err := e.events.Fault("pause of "+identity, paused, resumed); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }
 
 // RollingRestart stops and restarts each identity in turn, as a

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +145,69 @@ func TestStartWriterRejectsNothingToWrite(t *testing.T) {
 	}
 	if _, err := StartWriter(nil, "ns", []string{"a"}, 0, t.TempDir()); err == nil || !strings.Contains(err.Error(), "rate 0") {
 		t.Fatalf("rate 0: err = %v", err)
+	}
+}
+
+func TestCacheReportRoundTrip(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CachedObject{{Key: "ns/a", ResourceVersion: "7"}, {Key: "ns/b", ResourceVersion: "9"}}
+	var fail atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- serveCacheReport(ctx, l, func(context.Context) ([]CachedObject, error) {
+			if fail.Load() {
+				return nil, errors.New("the informer is not synced")
+			}
+			return want, nil
+		})
+	}()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	got, err := ReadCacheReport(rctx, l.Addr().String())
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v", got, err, want)
+	}
+	fail.Store(true)
+	if _, err := ReadCacheReport(rctx, l.Addr().String()); err == nil || !strings.Contains(err.Error(), "not synced") {
+		t.Fatalf("want the server's error passed on, got %v", err)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("shutting the server down: %v", err)
+	}
+}
+
+func TestCheckCaches(t *testing.T) {
+	server := []CachedObject{{Key: "ns/a", ResourceVersion: "1"}, {Key: "ns/b", ResourceVersion: "2"}, {Key: "ns/c", ResourceVersion: "3"}}
+	good := map[string][]CachedObject{"r-0": {server[0], server[2]}, "r-1": {server[1]}}
+	if p := CheckCaches(server, good, true); len(p) != 0 {
+		t.Fatalf("sharded caches that agree reported: %v", p)
+	}
+	full := map[string][]CachedObject{"r-0": server, "r-1": server}
+	if p := CheckCaches(server, full, false); len(p) != 0 {
+		t.Fatalf("full caches that agree reported: %v", p)
+	}
+	if p := CheckCaches(server, full, true); len(p) != 3 {
+		t.Fatalf("want every object reported in two sharded caches, got %v", p)
+	}
+	bad := map[string][]CachedObject{
+		"r-0": {server[0], {Key: "ns/b", ResourceVersion: "1"}, {Key: "ns/gone", ResourceVersion: "5"}},
+		"r-1": {server[1], server[1]},
+	}
+	got := strings.Join(CheckCaches(server, bad, true), "\n")
+	for _, want := range []string{
+		"ns/b: r-0's cache holds resourceVersion 1, the API server 2",
+		"ns/gone: in r-0's cache (resourceVersion 5) but not on the API server",
+		"ns/b: r-1's cache lists it twice",
+		"ns/b: in 2 live replicas' caches [r-0 r-1], want exactly one",
+		"ns/c: in 0 live replicas' caches [], want exactly one",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
 	}
 }

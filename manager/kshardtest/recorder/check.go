@@ -40,6 +40,9 @@ type Report struct {
 	// acknowledged write on.
 	NotFounds int
 	Vanished  []Vanished
+	// Liveness is how long the writes waited to be reconciled, and with a
+	// bound (CheckWithin) those that waited too long.
+	Liveness Liveness
 }
 
 // Vanished is a cache read that found no object although the object
@@ -80,9 +83,11 @@ func (l Lost) String() string {
 }
 
 // OK reports whether no key was reconciled twice at once, no update lost,
-// and no existing object read as NotFound.
+// no existing object read as NotFound, and no write reconciled later than
+// the liveness bound (when checked with one).
 func (r Report) OK() bool {
-	return len(r.Overlaps) == 0 && len(r.SelfOverlaps) == 0 && len(r.PartitionOverlaps) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0
+	return len(r.Overlaps) == 0 && len(r.SelfOverlaps) == 0 && len(r.PartitionOverlaps) == 0 && len(r.Lost) == 0 && len(r.Vanished) == 0 &&
+		len(r.Liveness.Overdue) == 0
 }
 
 // maxListed bounds the details String prints per kind of problem.
@@ -105,20 +110,18 @@ func (r Report) String() string {
 	list("PARTITION-OVERLAP", len(r.PartitionOverlaps), func(i int) string { return r.PartitionOverlaps[i].String() })
 	list("LOST", len(r.Lost), func(i int) string { return r.Lost[i].String() })
 	list("VANISHED", len(r.Vanished), func(i int) string { return r.Vanished[i].String() })
+	fmt.Fprintf(&b, "\n  liveness: %s", r.Liveness)
+	list("OVERDUE", len(r.Liveness.Overdue), func(i int) string { return r.Liveness.Overdue[i].String() })
 	return b.String()
 }
 
 // Check loads dir and checks it; see Log.Check.
-func Check(dir string) (Report, error) {
-	log, err := Load(dir)
-	if err != nil {
-		return Report{}, err
-	}
-	return log.Check(), nil
-}
+func Check(dir string) (Report, error) { return CheckWithin(dir, 0) }
 
 // Check finds overlapping reconciles, overlapping partition ownership, lost
-// updates and existing objects read as NotFound.
+// updates and existing objects read as NotFound, and measures how long the
+// writes waited to be reconciled without bounding it (CheckWithin bounds
+// it).
 //
 // Two intervals overlap when each starts strictly before the other ends, so
 // a reconcile that starts the instant another ended is a clean handoff.
@@ -132,7 +135,10 @@ func Check(dir string) (Report, error) {
 // start-time comparison is needed; and a reconcile cut short by a kill does
 // not count, nor does one that returned early because its context was
 // cancelled: their work was never finished.
-func (log *Log) Check() Report {
+func (log *Log) Check() Report { return log.CheckWithin(0) }
+
+// check is Check without the liveness measurements.
+func (log *Log) check() Report {
 	r := Report{Processes: len(log.Processes()), Intervals: len(log.Intervals), Writes: len(log.Writes), RingEvents: len(log.Ring), Torn: log.Torn}
 	byKey := map[string][]Interval{}
 	for _, iv := range log.Intervals {

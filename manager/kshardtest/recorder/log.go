@@ -74,6 +74,9 @@ type Log struct {
 	NotFounds []Record
 	// Signals holds the harness's term, kill and exit records.
 	Signals []Record
+	// Faults holds the faults recorded (KindFault), for the liveness
+	// check.
+	Faults []Record
 	// Torn counts last lines cut short by a SIGKILL during their write.
 	Torn int
 }
@@ -171,6 +174,8 @@ func (log *Log) readFile(path string, starts, ends map[procSeq]Record) error {
 			log.NotFounds = append(log.NotFounds, r)
 		case KindTerm, KindKill, KindExit:
 			log.Signals = append(log.Signals, r)
+		case KindFault:
+			log.Faults = append(log.Faults, r)
 		default:
 			return fmt.Errorf("%s:%d: unknown record kind %q", path, i+1, r.Kind)
 		}

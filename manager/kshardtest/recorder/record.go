@@ -39,6 +39,12 @@ const (
 	// reports such a read of an object that existed (see Vanished).
 	KindNotFound = "notfound"
 
+	// KindFault is a fault that kept replicas from reconciling from Start
+	// until End (an API server outage, a paused or cut-off replica), Value
+	// saying which; At is when it was recorded. Log.CheckWithin extends
+	// the liveness allowance of the writes it overlaps by its length.
+	KindFault = "fault"
+
 	// KindTerm and KindKill are the harness's SIGTERM and SIGKILL of a
 	// process (At = when sent); KindExit is when the harness saw it dead.
 	KindTerm = "term"
