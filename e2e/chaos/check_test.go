@@ -44,12 +44,14 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 		h.WaitReady(id) // a revived replica must be up to leave gracefully
 	}
 	reconciled := time.Now()
+	misplaced, mislabelled := r.checkCaches(h)
 	h.StopAll()
 	t.Logf("final updates reconciled %s after the writer stopped; replicas stopped in %s",
 		reconciled.Sub(stopped).Round(time.Millisecond), time.Since(reconciled).Round(time.Millisecond))
 
 	log := h.Log()
-	rep := log.Check()
+	bound := livenessBound(h)
+	rep := log.CheckWithin(bound)
 	if len(r.paused) > 0 {
 		// A paused process's reconciles and windows span its peers' while
 		// it does not run; the writes it sent are what must not overlap.
@@ -80,9 +82,11 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 		}
 	}
 	suite.add(rep, len(handoffs), r.faults, overlaps, worst)
+	suite.addCaches(misplaced, mislabelled)
 	t.Logf("records: %s", rep)
-	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults, %d overlaps, %d lost, %d NotFound reads (%d of existing objects), %d fence exits",
-		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, overlaps, len(rep.Lost), rep.NotFounds, len(rep.Vanished), len(r.fenceExits))
+	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults (%d recorded as extending the liveness bound), %d overlaps, %d lost, %d NotFound reads (%d of existing objects), longest wait for a reconcile %s (net of faults %s, bound %s, %d overdue), %d objects misplaced in the caches, %d without their partition label, %d fence exits",
+		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, len(log.Faults), overlaps, len(rep.Lost), rep.NotFounds, len(rep.Vanished),
+		rep.Liveness.Worst.Round(time.Millisecond), rep.Liveness.WorstNet.Round(time.Millisecond), bound, len(rep.Liveness.Overdue), misplaced, mislabelled, len(r.fenceExits))
 	if !rep.OK() {
 		t.Errorf("the records show a violation:\n%s", rep)
 	}

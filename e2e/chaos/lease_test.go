@@ -149,6 +149,7 @@ func TestPausedReplica(t *testing.T) {
 		r.faults++
 		until(stopped.Add(length))
 		resumed := h.Resume(victim)
+		h.RecordFault("SIGSTOP of "+victim, stopped, resumed)
 		r.t.Logf("paused %s for %s with %d reconciles in flight", proc, resumed.Sub(stopped).Round(time.Millisecond), n)
 
 		// The pause must have mattered: peers took the victim's partitions

@@ -104,6 +104,16 @@ type tally struct {
 	// edited or replaced (TestLabelTampering).
 	tampered int
 	worstGap time.Duration
+	// overdue counts the updates reconciled later than the liveness bound
+	// (see livenessBound), worstWait and worstNet the longest wait of an
+	// update for its reconcile, raw and net of the faults that extended
+	// its bound.
+	overdue             int
+	worstWait, worstNet time.Duration
+	// misplaced counts the objects not cached as the setup says at a
+	// round's end (see checkCaches), mislabelled those without their
+	// partition's label.
+	misplaced, mislabelled int
 	// Of blind-write rounds (harness.Options.BlindWrite): writes sent,
 	// writes sent after their lease validity passed, stale writes sent over
 	// a newer one, and objects whose final state is not their last write.
@@ -135,6 +145,17 @@ func (s *tally) add(rep recorder.Report, handoffs, faults, overlaps int, worstGa
 	s.notFound += rep.NotFounds
 	s.vanished += len(rep.Vanished)
 	s.worstGap = max(s.worstGap, worstGap)
+	s.overdue += len(rep.Liveness.Overdue)
+	s.worstWait = max(s.worstWait, rep.Liveness.Worst)
+	s.worstNet = max(s.worstNet, rep.Liveness.WorstNet)
+}
+
+// addCaches adds a round's end-of-round cache check (see checkCaches).
+func (s *tally) addCaches(misplaced, mislabelled int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.misplaced += misplaced
+	s.mislabelled += mislabelled
 }
 
 // addTampered adds a round's label tamperings.
@@ -151,7 +172,9 @@ func (s *tally) line() (string, bool) {
 	if s.checked == 0 {
 		return "", false
 	}
-	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d notfound=%d notfound_existing=%d tampered=%d worst_gap=%.3f sends=%d late=%d regressions=%d stale=%d",
-		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, s.notFound, s.vanished, s.tampered, math.Round(s.worstGap.Seconds()*1000)/1000,
+	secs := func(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d notfound=%d notfound_existing=%d tampered=%d worst_gap=%.3f overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d mislabelled=%d sends=%d late=%d regressions=%d stale=%d",
+		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, s.notFound, s.vanished, s.tampered, secs(s.worstGap),
+		s.overdue, secs(s.worstWait), secs(s.worstNet), s.misplaced, s.mislabelled,
 		s.sends, s.late, s.regressions, s.stale), true
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
@@ -116,6 +117,8 @@ func TestAPIServerOutage(t *testing.T) {
 		serverBack = true
 		back := time.Now()
 		r.t.Logf("API server back after %s", back.Sub(began).Round(time.Millisecond))
+		// Until the informers' backoff lets them list again.
+		h.RecordFault("API server outage", began, back.Add(kshardtest.InformerRecovery(back.Sub(began))))
 		for _, id := range h.Live() {
 			h.WaitReady(id)
 		}

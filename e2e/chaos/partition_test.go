@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/manager/kshardtest"
 )
 
 // TestBlackholedReplica cuts one of three replicas off from the API server
@@ -59,6 +60,8 @@ func TestBlackholedReplica(t *testing.T) {
 		}
 		proxy.Heal()
 		healed := time.Now()
+		// Until the victim's informers' backoff lets them list again.
+		h.RecordFault("blackhole of "+victim, cut, healed.Add(kshardtest.InformerRecovery(healed.Sub(cut))))
 		h.WaitReady(victim)
 		ring := r.converge(h)
 		r.t.Logf("%s rejoined %s after the heal: %s", victim, time.Since(healed).Round(time.Millisecond), ring)

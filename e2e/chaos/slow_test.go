@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
@@ -161,6 +162,9 @@ func TestStubbornReconcilerCutOff(t *testing.T) {
 
 		until(cut.Add(2 * opts.LeaseDuration))
 		h.Proxy(victim).Heal()
+		healed := time.Now()
+		// Until the victim's informers' backoff lets them list again.
+		h.RecordFault("blackhole of "+victim, cut, healed.Add(kshardtest.InformerRecovery(healed.Sub(cut))))
 		r.revive(h) // restarts the victim if it exited, as its StatefulSet would
 		if exited && !r.fenceExits[proc] {
 			r.t.Errorf("%s's exit was not a fence exit", proc)

@@ -139,10 +139,11 @@ type Harness struct {
 	client kubernetes.Interface
 	events *recorder.Writer // the harness's own records: term, kill, exit
 
-	mu       sync.Mutex // guards replicas and proxies
+	mu       sync.Mutex // guards replicas, proxies, pods and objects
 	replicas map[string]*Replica
 	proxies  map[string]*proxy    // by identity, with Options.Proxies
 	pods     map[string]*podState // by identity, with Options.Pods
+	objects  int                  // ConfigMaps CreateConfigMaps created
 }
 
 // New prepares a harness on cp: it builds the operator (once per test
@@ -202,6 +203,17 @@ func (h *Harness) Log() *recorder.Log {
 		h.t.Fatalf("loading records: %v", err)
 	}
 	return log
+}
+
+// RecordFault records a fault the test injected that kept replicas from
+// reconciling from start until end (see recorder.Writer.Fault): the
+// liveness check (recorder.Log.CheckWithin) extends the allowance of the
+// writes it overlaps by its length.
+func (h *Harness) RecordFault(what string, start, end time.Time) {
+	h.t.Helper()
+	if err := h.events.Fault(what, start, end); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // Identity is the StatefulSet-style name of replica i: r-<i>.

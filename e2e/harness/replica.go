@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/manager/process"
 )
@@ -105,6 +106,7 @@ func (h *Harness) Start(identity string) *Replica {
 		"--drain-grace=" + o.DrainGrace.String(),
 		"--probe-addr=127.0.0.1:0",
 		"--metrics-addr=127.0.0.1:0",
+		"--cache-report-addr=127.0.0.1:0",
 	}
 	if o.PartitionBy != "" {
 		args = append(args, "--partition-by="+o.PartitionBy)
@@ -218,6 +220,21 @@ func (h *Harness) Readyz(ctx context.Context, identity string) (string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return string(body), err
+}
+
+// CacheReport returns the ConfigMaps identity's cache holds (the test
+// operator's --cache-report-addr): for a sharded cache, those of the
+// partitions it holds.
+func (h *Harness) CacheReport(ctx context.Context, identity string) ([]kshardtest.CachedObject, error) {
+	r := h.Replica(identity)
+	if r == nil || !r.running() {
+		return nil, fmt.Errorf("%s is not running", identity)
+	}
+	addr, err := r.ServingAddr(ctx, kshardtest.CacheReportServer)
+	if err != nil {
+		return nil, err
+	}
+	return kshardtest.ReadCacheReport(ctx, addr)
 }
 
 // Stop sends SIGTERM to identity and waits for it to exit, which it must do

@@ -45,7 +45,33 @@ func (h *Harness) CreateConfigMaps(n int) []string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.mu.Lock()
+	h.objects += len(names)
+	h.mu.Unlock()
 	return names
+}
+
+// ObjectCount is how many ConfigMaps CreateConfigMaps created.
+func (h *Harness) ObjectCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.objects
+}
+
+// WatchedConfigMaps reads every ConfigMap the replicas watch from the API
+// server: those of the harness's namespace, or of every namespace when the
+// objects are spread (the replicas watch all namespaces then), labelled or
+// not.
+func (h *Harness) WatchedConfigMaps(ctx context.Context) ([]corev1.ConfigMap, error) {
+	ns := h.opts.Namespace
+	if h.opts.spread() {
+		ns = metav1.NamespaceAll
+	}
+	list, err := h.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the ConfigMaps: %w", err)
+	}
+	return list.Items, nil
 }
 
 // ConfigMaps reads the labelled ConfigMaps of this harness's namespace, or

@@ -14,4 +14,9 @@
 // context.Background(), as an operator's helper goroutine would: the e2e
 // tests check that none of these writes lands while the replica's lease
 // validity is lost (after a pause) until it has renewed.
+//
+// --cache-report-addr (test only) serves the ConfigMaps the replica's cache
+// holds (kshardtest.ServeCacheReport): the chaos suite checks at the end of
+// every round that each object is in exactly one live replica's sharded
+// cache, or in every replica's full cache.
 package main

@@ -72,6 +72,7 @@ func run() error {
 		metricsAddr   = flag.String("metrics-addr", ":0", "metrics address (\"0\" disables)")
 		termPath      = flag.String("termination-message-path", "", "the container's termination message file (default: the manager's, /dev/termination-log)")
 		bgWrite       = flag.Duration("background-write", 0, "test only: patch ConfigMap background-<identity> in --namespace every this interval from "+strconv.Itoa(backgroundWriters)+" goroutines with context.Background() (no reconcile context), logging when they are refused; 0: off")
+		cacheReport   = flag.String("cache-report-addr", "0", "test only: serve GET /cache, the ConfigMaps this replica's cache holds (for a sharded cache, those of the partitions it holds), on this address, logged in a \""+kshardtest.CacheReportServer+"\" serving line (\"0\": none)")
 		blindWrite    = flag.Bool("blind-write", false, "end every reconcile that did its work with a merge patch of the object's "+writtenKey+" annotation, without a resourceVersion precondition, recording each write just before it is sent")
 	)
 	flag.Parse()
@@ -132,6 +133,17 @@ func run() error {
 			return err
 		}
 	}
+	if *cacheReport != "0" {
+		c := mgr.GetCache()
+		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return kshardtest.ServeCacheReport(ctx, *cacheReport, func(ctx context.Context) ([]kshardtest.CachedObject, error) {
+				return cachedConfigMaps(ctx, c)
+			})
+		}))
+		if err != nil {
+			return err
+		}
+	}
 	r := &reconciler{cache: mgr.GetCache(), rec: rec, work: *work, ignoreCancel: *ignoreCancel}
 	if *blindWrite {
 		r.client = mgr.GetClient()
@@ -161,6 +173,19 @@ func run() error {
 	// Start returns nil after a graceful leave (drained, empty claim
 	// published, Lease deleted), which is what exit code 0 promises.
 	return mgr.Start(ctx)
+}
+
+// cachedConfigMaps lists the ConfigMaps c holds, for --cache-report-addr.
+func cachedConfigMaps(ctx context.Context, c *cache.Cache) ([]kshardtest.CachedObject, error) {
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, &list, metav1.NamespaceAll); err != nil {
+		return nil, err
+	}
+	out := make([]kshardtest.CachedObject, len(list.Items))
+	for i, cm := range list.Items {
+		out[i] = kshardtest.CachedObject{Key: shard.KeyOf(cm.Namespace, cm.Name), ResourceVersion: cm.ResourceVersion}
+	}
+	return out, nil
 }
 
 // reconciler simulates work on a ConfigMap and records its interval.

@@ -7,12 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/shard"
 )
 
 // rounds is how many rounds of every chaos scenario run (make
@@ -97,13 +101,19 @@ func (f *fleet) start(id string) {
 	}})
 }
 
-// check stops the writer, waits for every update's reconcile and fails the
-// test on any overlap or lost update.
-func (f *fleet) check(t *testing.T, scenario string) recorder.Report {
+// check stops the writer, waits for every update's reconcile, checks the
+// caches of the live replicas ids, and fails the test on any overlap, lost
+// update, update reconciled later than the kit's liveness bound
+// (kshardtest.Options.LivenessBound: LeaseDuration + DrainGracePeriod +
+// kshardtest.LivenessAllowance, extended by an outage), existing object
+// read as NotFound, or object not cached as the cache mode says.
+func (f *fleet) check(t *testing.T, scenario string, ids []string) recorder.Report {
 	t.Helper()
 	writes, failures, lastErr := f.writer.Stop()
 	report := f.env.Check(time.Minute)
 	t.Logf("%s: %d writes (%d failed, last error %v); %s", scenario, writes, failures, lastErr, report)
+	misplaced := f.checkCaches(t, ids)
+	f.count(report, misplaced)
 	if !report.OK() {
 		t.Fatal(report)
 	}
@@ -113,13 +123,93 @@ func (f *fleet) check(t *testing.T, scenario string) recorder.Report {
 	return report
 }
 
+// cacheTimeout bounds how long after the last update the replicas' caches
+// may take to agree with the API server.
+const cacheTimeout = 30 * time.Second
+
+// checkCaches checks that every ConfigMap of the fleet's namespace (the
+// kinds and namespace the operator watches) is in exactly one of the live
+// replicas' caches with --cache-mode=labels (in every one's with a full
+// cache), at the API server's resourceVersion, and with labels carries its
+// own partition's label. It waits up to cacheTimeout for them to agree,
+// fails the test otherwise, and returns how many objects disagreed.
+func (f *fleet) checkCaches(t *testing.T, ids []string) int {
+	t.Helper()
+	sharded := *cacheMode == "labels"
+	o := f.env.Options()
+	cfg := shard.Config{}.WithDefaults() // the adapter's ring: default partitions, key scheme
+	labelKey, err := shard.PartitionLabelKey(o.Ring, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partitioner, err := shard.PartitionerFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	var objects int
+	began := time.Now()
+	for {
+		problems = nil
+		err := func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			list, err := f.env.Client().CoreV1().ConfigMaps(o.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			objects = len(list.Items)
+			server := make([]kshardtest.CachedObject, len(list.Items))
+			for i, cm := range list.Items {
+				key := shard.KeyOf(cm.Namespace, cm.Name)
+				server[i] = kshardtest.CachedObject{Key: key, ResourceVersion: cm.ResourceVersion}
+				if want := shard.PartitionLabelValue(partitioner.Partition(key)); sharded && cm.Labels[labelKey] != want {
+					problems = append(problems, fmt.Sprintf("%s: label %s=%q, want %q", key, labelKey, cm.Labels[labelKey], want))
+				}
+			}
+			caches := map[string][]kshardtest.CachedObject{}
+			for _, id := range ids {
+				if caches[id], err = f.env.CacheReport(ctx, id); err != nil {
+					return fmt.Errorf("reading %s's cache: %w", id, err)
+				}
+			}
+			problems = append(problems, kshardtest.CheckCaches(server, caches, sharded)...)
+			return nil
+		}()
+		if err == nil && len(problems) == 0 {
+			t.Logf("caches: each of the %d ConfigMaps is cached as --cache-mode=%s says by the replicas %v (%s after the check began)", objects, *cacheMode, ids, time.Since(began).Round(time.Millisecond))
+			return 0
+		}
+		if time.Since(began) > cacheTimeout {
+			if err != nil {
+				t.Errorf("checking the replicas' caches: %v", err)
+				return objects
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	keys := map[string]bool{}
+	for _, p := range problems {
+		k, _, _ := strings.Cut(p, ": ")
+		keys[k] = true
+	}
+	if len(problems) > 20 {
+		problems = append(problems[:20:20], fmt.Sprintf("… and %d more", len(problems)-20))
+	}
+	t.Errorf("%d of %d ConfigMaps are not cached as --cache-mode=%s says, or lack their partition label, %s after the last update:\n  %s",
+		len(keys), objects, *cacheMode, cacheTimeout, strings.Join(problems, "\n  "))
+	return len(keys)
+}
+
 // totals sums the checked rounds for the summary line.
 var totals struct {
 	sync.Mutex
-	rounds, reconciles, writes, overlaps, lost int
+	rounds, reconciles, writes, overlaps, lost, vanished, overdue, misplaced int
+	worstWait, worstNet                                                      time.Duration
 }
 
-func (f *fleet) count(r recorder.Report) {
+func (f *fleet) count(r recorder.Report, misplaced int) {
 	totals.Lock()
 	defer totals.Unlock()
 	totals.rounds++
@@ -127,6 +217,11 @@ func (f *fleet) count(r recorder.Report) {
 	totals.writes += r.Writes
 	totals.overlaps += len(r.Overlaps) + len(r.SelfOverlaps) + len(r.PartitionOverlaps)
 	totals.lost += len(r.Lost)
+	totals.vanished += len(r.Vanished)
+	totals.overdue += len(r.Liveness.Overdue)
+	totals.misplaced += misplaced
+	totals.worstWait = max(totals.worstWait, r.Liveness.Worst)
+	totals.worstNet = max(totals.worstNet, r.Liveness.WorstNet)
 }
 
 type scenario struct {
@@ -169,7 +264,7 @@ func runChaos(t *testing.T, pkg string, ids []string, scenarios []scenario) {
 			t.Run(fmt.Sprintf("%s/round-%d", sc.name, round), func(t *testing.T) {
 				f := newFleet(t, "crshardop", pkg, ids...)
 				sc.fault(t, f)
-				f.count(f.check(t, sc.name))
+				f.check(t, sc.name, ids)
 			})
 		}
 	}
@@ -243,8 +338,9 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binaries.dir)
 	}
 	if path := os.Getenv(summaryEnv); path != "" && totals.rounds > 0 {
-		line := fmt.Sprintf("crshard chaos summary: cache=%s rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d\n",
-			*cacheMode, totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost)
+		line := fmt.Sprintf("crshard chaos summary: cache=%s rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d notfound_existing=%d overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d\n",
+			*cacheMode, totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost, totals.vanished, totals.overdue,
+			totals.worstWait.Seconds(), totals.worstNet.Seconds(), totals.misplaced)
 		if fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 			_, _ = fh.WriteString(line)
 			_ = fh.Close()

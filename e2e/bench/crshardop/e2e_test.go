@@ -22,7 +22,7 @@ func TestConvertedOperatorHandsOff(t *testing.T) {
 	f.env.AwaitConverged(time.Minute, "r-0", "r-2")
 	f.start("r-1")
 	f.env.AwaitConverged(2*time.Minute, ids...)
-	f.check(t, "rolling restart and a kill")
+	f.check(t, "rolling restart and a kill", ids)
 	t.Logf("took %s", time.Since(began).Round(time.Second))
 	log, err := f.env.Log()
 	if err != nil {
