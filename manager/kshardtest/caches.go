@@ -101,20 +101,29 @@ func ReadCacheReport(ctx context.Context, addr string) ([]CachedObject, error) {
 // ServeCacheReport server (ctx bounds the wait) and returns what its cache
 // holds. Only process replicas (StartProcess) can be asked.
 func (e *Env) CacheReport(ctx context.Context, identity string) ([]CachedObject, error) {
-	e.mu.Lock()
-	m := e.replicas[identity]
-	e.mu.Unlock()
-	if m == nil || !m.alive() {
-		return nil, fmt.Errorf("kshardtest: %s is not running", identity)
-	}
-	if m.proc == nil {
-		return nil, fmt.Errorf("kshardtest: %s runs in this process; only a process replica serves a cache report", identity)
-	}
-	addr, err := m.proc.ServingAddr(ctx, CacheReportServer)
+	addr, err := e.ServingAddr(ctx, identity, CacheReportServer)
 	if err != nil {
 		return nil, err
 	}
 	return ReadCacheReport(ctx, addr)
+}
+
+// ServingAddr waits until identity's process has logged the "serving" line
+// of server (process.ServerMetrics, process.ServerProbe, CacheReportServer
+// or a server of the operator's own that logs one so; ctx bounds the wait)
+// and returns the address to dial. Only process replicas (StartProcess)
+// log to a file the kit reads.
+func (e *Env) ServingAddr(ctx context.Context, identity, server string) (string, error) {
+	e.mu.Lock()
+	m := e.replicas[identity]
+	e.mu.Unlock()
+	if m == nil || !m.alive() {
+		return "", fmt.Errorf("kshardtest: %s is not running", identity)
+	}
+	if m.proc == nil {
+		return "", fmt.Errorf("kshardtest: %s runs in this process; only a process replica's servers can be found from its log", identity)
+	}
+	return m.proc.ServingAddr(ctx, server)
 }
 
 // CheckCaches compares what the live replicas' caches hold (caches, by

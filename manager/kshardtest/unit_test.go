@@ -211,3 +211,26 @@ func TestCheckCaches(t *testing.T) {
 		}
 	}
 }
+
+func TestLivenessBoundDefaults(t *testing.T) {
+	o := Options{LeaseDuration: 10 * time.Second, DrainGracePeriod: 5 * time.Second}.withDefaults()
+	if want := 15*time.Second + LivenessAllowance; o.LivenessBound != want {
+		t.Fatalf("default LivenessBound = %s, want LeaseDuration + DrainGracePeriod + LivenessAllowance = %s", o.LivenessBound, want)
+	}
+	if o := (Options{LivenessBound: time.Minute}).withDefaults(); o.LivenessBound != time.Minute {
+		t.Fatalf("a set LivenessBound was replaced: %s", o.LivenessBound)
+	}
+}
+
+func TestInformerRecovery(t *testing.T) {
+	for _, c := range []struct{ outage, want time.Duration }{
+		{0, 1600 * time.Millisecond},
+		{5 * time.Second, 11600 * time.Millisecond},
+		{30 * time.Second, time.Minute},
+		{10 * time.Minute, time.Minute},
+	} {
+		if got := InformerRecovery(c.outage); got != c.want {
+			t.Errorf("InformerRecovery(%s) = %s, want %s", c.outage, got, c.want)
+		}
+	}
+}
