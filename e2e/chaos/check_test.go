@@ -84,8 +84,8 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 	suite.add(rep, len(handoffs), r.faults, overlaps, worst)
 	suite.addCaches(misplaced, mislabelled)
 	t.Logf("records: %s", rep)
-	t.Logf("round: %d reconciles, %d handoffs (worst gap %s), %d faults (%d recorded as extending the liveness bound), %d overlaps, %d lost, %d NotFound reads (%d of existing objects), longest wait for a reconcile %s (net of faults %s, bound %s, %d overdue), %d objects misplaced in the caches, %d without their partition label, %d fence exits",
-		rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, len(log.Faults), overlaps, len(rep.Lost), rep.NotFounds, len(rep.Vanished),
+	t.Logf("round %s: %d reconciles, %d handoffs (worst gap %s), %d faults (%d recorded as extending the liveness bound), %d overlaps, %d lost, %d NotFound reads (%d of existing objects), longest wait for a reconcile %s (net of faults %s, bound %s, %d overdue), %d objects misplaced in the caches, %d without their partition label, %d fence exits",
+		r.name, rep.Intervals, len(handoffs), worst.Round(time.Millisecond), r.faults, len(log.Faults), overlaps, len(rep.Lost), rep.NotFounds, len(rep.Vanished),
 		rep.Liveness.Worst.Round(time.Millisecond), rep.Liveness.WorstNet.Round(time.Millisecond), bound, len(rep.Liveness.Overdue), misplaced, mislabelled, len(r.fenceExits))
 	if !rep.OK() {
 		t.Errorf("the records show a violation:\n%s", rep)

@@ -259,12 +259,17 @@ func (h *Harness) Stop(identity string) Exit {
 
 // Kill sends SIGKILL to identity's process group, as a crash, and waits until
 // it is dead. The checker ends the reconciles it cut short at Exit.Exited.
+// The kill is recorded as a fault lasting LeaseDuration, the dead process's
+// Lease its peers (or its identity's next process) wait out: a write that
+// waits across several failovers is allowed each one's (see
+// recorder.Log.CheckWithin).
 func (h *Harness) Kill(identity string) Exit {
 	h.t.Helper()
 	r := h.mustRunning("kill", identity)
 	at := time.Now()
 	r.signalled = at
 	_ = h.events.Append(recorder.Record{Kind: recorder.KindKill, Process: r.Process, At: at.UnixNano()})
+	_ = h.events.Fault("SIGKILL of "+r.Process.String(), at, at.Add(h.opts.LeaseDuration))
 	return r.exitOf(r.proc.Kill())
 }
 

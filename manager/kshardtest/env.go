@@ -47,8 +47,10 @@ type Options struct {
 	ControlPlane controlplane.Options
 	// LivenessBound is how long after its acknowledgement every update of
 	// the kit's writer must have been reconciled at its generation (or a
-	// later one) for Check to pass; a fault the Env injected (Pause,
-	// StopAPIServer) extends it for the updates it overlaps by its length.
+	// later one) for Check to pass; a fault the Env injected extends it
+	// for the updates it overlaps by its length: a Pause until Resume, an
+	// outage (StopAPIServer) until InformerRecovery after StartAPIServer,
+	// a Crash by LeaseDuration.
 	// Defaults to LeaseDuration + DrainGracePeriod + LivenessAllowance: a
 	// crashed owner's Lease waited out, or a leaving owner's drain, and
 	// the new owner's start on the partition. Set it longer for an

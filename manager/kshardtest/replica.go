@@ -276,11 +276,15 @@ func (e *Env) Stop(identity string) {
 
 // Crash ends identity without a graceful leave: SIGKILL for a process; in
 // this process its API-server connection is cut and its context cancelled
-// (see the package doc). Its Leases expire.
+// (see the package doc). Its Leases expire. The crash is recorded as a
+// fault lasting LeaseDuration (see Options.LivenessBound): a write that
+// waits across several failovers is allowed each one's Lease.
 func (e *Env) Crash(identity string) {
 	e.t.Helper()
 	m := e.running("crash", identity)
-	_ = e.events.Append(recorder.Record{Kind: recorder.KindKill, Process: m.process(), At: time.Now().UnixNano()})
+	at := time.Now()
+	_ = e.events.Append(recorder.Record{Kind: recorder.KindKill, Process: m.process(), At: at.UnixNano()})
+	_ = e.events.Fault("crash of "+m.process().String(), at, at.Add(e.opts.LeaseDuration))
 	m.crash()
 }
 
