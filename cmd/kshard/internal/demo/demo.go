@@ -545,7 +545,7 @@ The control plane and replicas keep running until Ctrl-C. Try:
   kubectl get leases -n %[2]s -l %[3]s=%[4]s -L %[5]s,%[6]s
   kubectl get widgets -n %[2]s -o custom-columns=NAME:.metadata.name,RECONCILED-BY:.status.reconciledBy
   %[7]s status --kubeconfig %[1]s -n %[2]s
-  %[7]s owner widgets %[2]s/%[8]s --kubeconfig %[1]s -n %[2]s
+  %[7]s owner widgets %[8]s --kubeconfig %[1]s -n %[2]s
 Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, lease.LabelPartitions,
 		d.opts.Prog, widgetName(0), filepath.Join(cp.Dir(), "replicas"))
 	<-ctx.Done()
