@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -240,12 +241,7 @@ func oneLine(err error) string {
 
 func run(c *config) error {
 	ctx := manager.SetupSignalHandler()
-	// As the library documents it: --kubeconfig when given; otherwise
-	// $KUBECONFIG, then the in-cluster service account, then
-	// ~/.kube/config, so that a kubeconfig left in an image does not
-	// override the pod's own identity. Its errors name the file and what
-	// to do.
-	restCfg, err := manager.LoadConfig(c.kubeconfig)
+	restCfg, err := loadConfig(c.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -290,6 +286,31 @@ func run(c *config) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// loadConfig finds the API server as the library documents it
+// (manager.LoadConfig): --kubeconfig when given; otherwise $KUBECONFIG,
+// then the in-cluster service account, then ~/.kube/config, so that a
+// kubeconfig left in an image does not override the pod's own identity. A
+// --kubeconfig that cannot be used is named as the flag.
+func loadConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--kubeconfig %s does not exist: pass the path of a kubeconfig file, or leave the flag out to use $KUBECONFIG, the in-cluster service account or ~/.kube/config", path)
+		}
+	}
+	cfg, err := manager.LoadConfig(path)
+	switch {
+	case err == nil:
+		return cfg, nil
+	case path != "":
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // LoadConfig's error names the file; so does this one
+		}
+		return nil, fmt.Errorf("cannot use --kubeconfig %s: %w: fix the file or pass another one", path, err)
+	default:
+		return nil, err
+	}
 }
 
 // widgetClient is a REST client for demo.kshard.io/v1alpha1, for status

@@ -95,14 +95,25 @@ func TestKubeconfigFlag(t *testing.T) {
 	}
 	flagFile, envFile := write("flag", "https://flag.example:6443"), write("env", "https://env.example:6443")
 	t.Setenv("KUBECONFIG", envFile)
-	cfg, err := manager.LoadConfig(flagFile)
+	cfg, err := loadConfig(flagFile)
 	if err != nil || cfg.Host != "https://flag.example:6443" {
 		t.Errorf("--kubeconfig %s: host %v, err %v; want the flag's file", flagFile, cfg, err)
+	}
+	// Without the flag, manager.GetConfig's order: $KUBECONFIG first.
+	if cfg, err := loadConfig(""); err != nil || cfg.Host != "https://env.example:6443" {
+		t.Errorf("no --kubeconfig: host %v, err %v; want $KUBECONFIG's", cfg, err)
+	}
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("clusters: [unterminated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(garbage); err == nil || !strings.Contains(err.Error(), "cannot use --kubeconfig "+garbage) || !strings.Contains(err.Error(), "fix the file") {
+		t.Errorf("--kubeconfig %s (not YAML): %v", garbage, err)
 	}
 	var out bytes.Buffer
 	missing := filepath.Join(dir, "missing")
 	// The file is read before anything is started: the command fails at once.
-	if code := Main([]string{"--kubeconfig", missing}, &out); code != exitError || !strings.Contains(out.String(), "kubeconfig "+missing) || strings.Count(out.String(), "\n") != 1 {
+	if code := Main([]string{"--kubeconfig", missing}, &out); code != exitError || !strings.Contains(out.String(), "--kubeconfig "+missing+" does not exist") || strings.Count(out.String(), "\n") != 1 {
 		t.Errorf("--kubeconfig %s: exit %d, stderr %q", missing, code, out.String())
 	}
 }
