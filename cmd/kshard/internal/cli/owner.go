@@ -80,7 +80,9 @@ Flags:
 	}
 }
 
-// ownerJSON is the document `owner -o json` prints.
+// ownerJSON is the document `owner -o json` (and -o yaml) prints. Its
+// namespace is the ring's, where its Leases are; the object's namespace is
+// the first part of its key.
 type ownerJSON struct {
 	// Resource is the resolved resource, e.g. "widgets.demo.kshard.io".
 	Resource string `json:"resource"`

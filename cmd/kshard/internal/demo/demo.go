@@ -670,7 +670,9 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 	parts := partitionColumns(ring)
 	done, _ := widgetProgress(d.widgets.List())
 	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
-	lines = append(lines, "LEASE to HANDOFF from one read of the ring's Leases (HANDOFF: claimed by another live replica too, while a partition moves); RECONCILES to QUEUE from each replica's /metrics; PER SEC over the last "+rateWindow.String())
+	// Short enough not to wrap: a wrapped line would throw the in-place
+	// redraw off by a row.
+	lines = append(lines, "LEASE to HANDOFF: one read of the Leases; RECONCILES, PER SEC ("+rateWindow.String()+"), QUEUE: /metrics")
 	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CACHED", "CLAIMED", "HANDOFF", "RECONCILES", "PER SEC", "QUEUE"}}
 	for _, r := range d.fleet.list() {
 		st := d.stats[r.identity]
