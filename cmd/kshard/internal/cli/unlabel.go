@@ -382,7 +382,7 @@ func (s metadataStore) list(ctx context.Context, opts metav1.ListOptions) (*meta
 }
 
 func (s metadataStore) patch(ctx context.Context, namespace, name string, patch []byte, dryRun bool) error {
-	opts := metav1.PatchOptions{}
+	opts := metav1.PatchOptions{FieldManager: "kshard-unlabel"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
