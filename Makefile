@@ -119,7 +119,7 @@ chaos-sharded: binaries
 		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound; scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
 chaos-labels: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \

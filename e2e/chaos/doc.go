@@ -19,7 +19,12 @@
 // ROUNDS=20` runs many.
 //
 // Every round checks, besides overlaps and lost updates, that no reconcile
-// read an existing object from its cache as NotFound. The kill, restart,
+// read an existing object from its cache as NotFound, that every update was
+// reconciled within the round's liveness bound (livenessBound, extended by
+// the faults the scenario records), and at its end that every watched
+// ConfigMap is in exactly one live replica's sharded cache (every replica's
+// full cache) with its partition label on the gate-free cache
+// (checkCaches). The kill, restart,
 // scaling and outage scenarios also run on the sharded caches: -sharded
 // (the API server's shard selectors, make chaos-sharded) and -labels (the
 // gate-free cache by partition labels, make chaos-labels).

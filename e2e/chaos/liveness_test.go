@@ -28,7 +28,7 @@ import (
 //     on a loaded 2-core machine under -race.
 //
 // With the defaults (LeaseDuration 4s, DrainGrace 2s, Work 20ms, 4
-// workers) that is 26-28.5s for 100-500 objects; docs/testing.md
+// workers) that is 26.5-28.5s for 100-500 objects; docs/testing.md
 // ("Liveness") has the waits measured.
 func livenessBound(h *harness.Harness) time.Duration {
 	o := h.Options()

@@ -51,7 +51,13 @@
 // The kit's writer (CreateConfigMaps, StartWriter) bumps a generation in
 // ConfigMaps and records every acknowledged update. Env.Check waits until
 // every update was reconciled or the timeout passed and returns the
-// checker's report: Report.OK is false on any overlap or lost update, and
-// on an existing object that a reconcile read from its cache as NotFound
-// (recorded with recorder.Writer.NotFound).
+// checker's report: Report.OK is false on any overlap or lost update, on
+// an update reconciled later than Options.LivenessBound after it was
+// acknowledged (the faults the Env injected extend the bound for the
+// updates they overlap), and on an existing object that a reconcile read
+// from its cache as NotFound (recorded with recorder.Writer.NotFound).
+//
+// A replica binary built for tests can serve what its cache holds
+// (ServeCacheReport); Env.CacheReport reads it and CheckCaches compares the
+// replicas' caches with the API server's objects.
 package kshardtest
