@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/kshard/kshard/e2e/harness"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/shard"
@@ -62,24 +64,21 @@ func (r *round) checkCaches(h *harness.Harness) (misplaced, mislabelled int) {
 	}
 	var cacheProblems, labelProblems []string
 	var objects int
+	var readErr error
 	began := time.Now()
-	for {
-		var err error
-		objects, cacheProblems, labelProblems, err = r.compareCaches(h, sharded, labels)
-		if err == nil && len(cacheProblems) == 0 && len(labelProblems) == 0 {
-			r.t.Logf("caches: every one of %d ConfigMaps is in %s at its resourceVersion%s (%s after the check began)",
-				objects, map[bool]string{true: "exactly one live replica's cache", false: "every live replica's cache"}[sharded],
-				map[bool]string{true: " and carries its partition's label", false: ""}[r.setup == setupLabels],
-				time.Since(began).Round(time.Millisecond))
-			return 0, 0
-		}
-		if time.Since(began) > cacheTimeout {
-			if err != nil {
-				r.t.Errorf("checking the replicas' caches: %v", err)
-			}
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, cacheTimeout, true, func(context.Context) (bool, error) {
+		objects, cacheProblems, labelProblems, readErr = r.compareCaches(h, sharded, labels)
+		return readErr == nil && len(cacheProblems) == 0 && len(labelProblems) == 0, nil
+	})
+	if err == nil {
+		r.t.Logf("caches: every one of %d ConfigMaps is in %s at its resourceVersion%s (%s after the check began)",
+			objects, map[bool]string{true: "exactly one live replica's cache", false: "every live replica's cache"}[sharded],
+			map[bool]string{true: " and carries its partition's label", false: ""}[r.setup == setupLabels],
+			time.Since(began).Round(time.Millisecond))
+		return 0, 0
+	}
+	if readErr != nil {
+		r.t.Errorf("checking the replicas' caches: %v", readErr)
 	}
 	misplaced = distinctKeys(cacheProblems)
 	mislabelled = len(labelProblems)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
@@ -172,10 +173,11 @@ func (f *fleet) checkCaches(t *testing.T, ids []string) int {
 	}
 	var problems []string
 	var objects int
+	var readErr error
 	began := time.Now()
-	for {
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, cacheTimeout, true, func(context.Context) (bool, error) {
 		problems = nil
-		err := func() error {
+		readErr = func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			list, err := f.env.Client().CoreV1().ConfigMaps(o.Namespace).List(ctx, metav1.ListOptions{})
@@ -200,20 +202,17 @@ func (f *fleet) checkCaches(t *testing.T, ids []string) int {
 			problems = append(problems, kshardtest.CheckCaches(server, caches, sharded)...)
 			return nil
 		}()
-		if err == nil && len(problems) == 0 {
-			t.Logf("caches: each of the %d ConfigMaps is in %s at its resourceVersion%s (%s after the check began)", objects,
-				map[bool]string{true: "exactly one live replica's cache", false: "every live replica's cache"}[sharded],
-				map[bool]string{true: " and carries its partition's label", false: ""}[sharded], time.Since(began).Round(time.Millisecond))
-			return 0
-		}
-		if time.Since(began) > cacheTimeout {
-			if err != nil {
-				t.Errorf("checking the replicas' caches: %v", err)
-				return objects
-			}
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+		return readErr == nil && len(problems) == 0, nil
+	})
+	if err == nil {
+		t.Logf("caches: each of the %d ConfigMaps is in %s at its resourceVersion%s (%s after the check began)", objects,
+			map[bool]string{true: "exactly one live replica's cache", false: "every live replica's cache"}[sharded],
+			map[bool]string{true: " and carries its partition's label", false: ""}[sharded], time.Since(began).Round(time.Millisecond))
+		return 0
+	}
+	if readErr != nil {
+		t.Errorf("checking the replicas' caches: %v", readErr)
+		return objects
 	}
 	keys := map[string]bool{}
 	for _, p := range problems {

@@ -9,6 +9,9 @@ import (
 // Liveness is how long the writer's updates waited to be reconciled: for
 // each acknowledged write, from its acknowledgement to the end of the first
 // finished reconcile of its key that saw its generation or a later one.
+// When the records hold ring events, no wait starts before the first
+// activation of any partition: objects created before any replica ran
+// (as tests do before starting them) wait from the ring's first activation.
 //
 // A write that is never reconciled so has no wait: it is a lost update (if
 // it is its key's last) or was superseded by one.
@@ -37,7 +40,8 @@ type Liveness struct {
 type Overdue struct {
 	Write Record // the KindWrite record
 	// ReconciledAt is the end of the first finished reconcile that saw
-	// Write's generation or a later one; Wait is from Write.At to it.
+	// Write's generation or a later one; Wait is from Write.At (or the
+	// ring's first activation, if later) to it.
 	ReconciledAt int64
 	Wait         time.Duration
 	// Allowed is the bound plus the faults' extension.
@@ -87,6 +91,12 @@ func CheckWithin(dir string, bound time.Duration) (Report, error) {
 // liveness measures every write's wait and lists those over bound.
 func (log *Log) liveness(bound time.Duration) Liveness {
 	l := Liveness{Bound: bound}
+	var firstActive int64 // 0: no ring events recorded
+	for _, r := range log.Ring {
+		if r.Kind == KindActivate && (firstActive == 0 || r.At < firstActive) {
+			firstActive = r.At
+		}
+	}
 	// Each key's finished reconciles, latest end first, so that a backward
 	// sweep keeps the earliest end among those that saw a given generation.
 	done := map[string][]Interval{}
@@ -126,8 +136,9 @@ func (log *Log) liveness(bound time.Duration) Liveness {
 			// A reconcile that saw the generation read it after the
 			// write landed; its end can still precede the writer's
 			// acknowledgement by a moment.
-			wait := time.Duration(max(first-w.At, 0))
-			extension := log.faultExtension(w.At, bound, wait)
+			from := max(w.At, firstActive)
+			wait := time.Duration(max(first-from, 0))
+			extension := log.faultExtension(from, bound, wait)
 			if wait > l.Worst || l.WorstWrite.Kind == "" {
 				l.Worst, l.WorstWrite = wait, w
 			}

@@ -123,3 +123,17 @@ func TestFaultRefusesAnEndBeforeItsStart(t *testing.T) {
 		t.Fatalf("want an error naming the order, got %v", err)
 	}
 }
+
+func TestLivenessWaitsStartAtTheRingsFirstActivation(t *testing.T) {
+	tr := newTrace(t)
+	tr.write("ns/a", 1, ms(0), ms(10)) // created before any replica ran
+	tr.ring(r0a, KindActivate, ms(5000), 1, 2)
+	tr.ring(r1a, KindActivate, ms(6000), 3)
+	tr.reconcile(r0a, "ns/a", 1, ms(5100), ms(5200))
+	tr.write("ns/a", 2, ms(7000), ms(7010))
+	tr.reconcile(r0a, "ns/a", 2, ms(7500), ms(8010))
+	r := tr.checkWithin(time.Second)
+	if l := r.Liveness; l.Worst != time.Second || l.WorstWrite.Gen != 2 || !r.OK() {
+		t.Fatalf("want gen 1's wait counted from the first activation (200ms) and gen 2's 1s the longest:\n%s", r)
+	}
+}
