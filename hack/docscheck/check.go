@@ -37,6 +37,10 @@ func (p problem) String() string { return fmt.Sprintf("%s:%d: %s", p.file, p.lin
 // information and the binaries' flags (each a go command, run side by
 // side), and the Makefile's targets.
 func newChecker(ctx context.Context, root string) (*checker, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	c := &checker{root: root}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
@@ -105,9 +109,14 @@ func (c *checker) checkTree() ([]problem, error) {
 			return nil, err
 		}
 		problems = append(problems, c.checkDoc(f, string(src))...)
-		if f == "docs/testing.md" {
+		switch f {
+		case "docs/testing.md":
 			for _, t := range undocumentedTargets(c.targets, parseMarkdown(string(src), 1, 0)) {
 				problems = append(problems, problem{f, 1, fmt.Sprintf("make target %s is not named here, the page that lists every target (Make targets)", t)})
+			}
+		case "docs/operations.md":
+			for _, k := range undocumentedKeys(c.idx.leaseKeys(), parseMarkdown(string(src), 1, 0)) {
+				problems = append(problems, problem{f, 1, fmt.Sprintf("the Lease's %s (a constant of package lease) is not named here, the page that lists a Lease's fields (The Lease of a replica)", k)})
 			}
 		}
 	}

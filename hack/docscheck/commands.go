@@ -99,7 +99,7 @@ func help(ctx context.Context, bin string, args ...string) (flagSet, []string, e
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--help")...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent") // help touches no cluster
-	out, _ := cmd.CombinedOutput()                                  // --help may exit non-zero
+	out, _ := cmd.CombinedOutput()                            // --help may exit non-zero
 	name := strings.TrimSpace(filepath.Base(bin) + " " + strings.Join(args, " "))
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("%s --help did not end in 30s", name)
@@ -412,5 +412,22 @@ func undocumentedTargets(targets map[string]bool, md markdown) []string {
 		}
 	}
 	sort.Strings(missing)
+	return missing
+}
+
+// undocumentedKeys returns the keys no code span of md names.
+func undocumentedKeys(keys []string, md markdown) []string {
+	named := map[string]bool{}
+	for _, s := range md.spans {
+		for _, w := range strings.FieldsFunc(s.text, func(r rune) bool { return r == ' ' || r == ',' || r == '=' }) {
+			named[w] = true
+		}
+	}
+	var missing []string
+	for _, k := range keys {
+		if !named[k] {
+			missing = append(missing, k)
+		}
+	}
 	return missing
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/constant"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -69,6 +70,10 @@ type listedPackage struct {
 // (go.work's use directives; the root module alone without a go.work) with
 // go list -deps -export and reads their export data.
 func loadIndex(ctx context.Context, root string) (*index, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	patterns, err := workspacePatterns(ctx, root)
 	if err != nil {
 		return nil, err
@@ -339,6 +344,23 @@ func (idx *index) importName(p string) string {
 	}, last)
 }
 
+// importPath returns the package a Go block means by the qualifier q: the
+// package the repository's files most often import under that name (one of
+// the workspace's first), else the workspace's package of that name; only
+// a package the workspace builds with (a separate module's, hack/image's
+// say, is not in its build list). "" if none.
+func (idx *index) importPath(q string) string {
+	for _, p := range idx.quals[q] {
+		if idx.listed(p) {
+			return p
+		}
+	}
+	if pkgs := idx.byName[q]; len(pkgs) > 0 {
+		return pkgs[0].Path()
+	}
+	return ""
+}
+
 // listed reports whether p is a package of the workspace's build.
 func (idx *index) listed(p string) bool {
 	idx.mu.Lock()
@@ -381,7 +403,9 @@ func (idx *index) packagesFor(prefix, q string) []*types.Package {
 // errNoMember reports the first name of a chain that does not resolve.
 type errNoMember struct{ owner, name string }
 
-func (e errNoMember) Error() string { return fmt.Sprintf("%s has no field or method %s", e.owner, e.name) }
+func (e errNoMember) Error() string {
+	return fmt.Sprintf("%s has no field or method %s", e.owner, e.name)
+}
 
 // resolveMembers follows members from an object: a type's fields and
 // methods (promoted ones included), a variable's or constant's type's.
@@ -462,4 +486,28 @@ func unresolvedQualifiers(f *ast.File) map[string]bool {
 		return true
 	})
 	return quals
+}
+
+// leaseKeys returns the labels, annotations and finalizer a member Lease
+// carries: the string constants of the workspace's package lease whose
+// value is a kshard.io/ key, sorted.
+func (idx *index) leaseKeys() []string {
+	var keys []string
+	for _, pkg := range idx.byName["lease"] {
+		if idx.repoPath[pkg] != "lease" {
+			continue
+		}
+		scope := pkg.Scope()
+		for _, name := range scope.Names() {
+			c, ok := scope.Lookup(name).(*types.Const)
+			if !ok || c.Val().Kind() != constant.String {
+				continue
+			}
+			if v := constant.StringVal(c.Val()); strings.HasPrefix(v, "kshard.io/") {
+				keys = append(keys, v)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }

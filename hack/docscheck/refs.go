@@ -74,6 +74,8 @@ func goRefs(text string) []goRef {
 		r.prefix = strings.Join(dirs, "/")
 		if i+1 < len(toks) {
 			switch toks[i+1].t {
+			case token.QUO:
+				continue // a directory: manager in manager/cache.X
 			case token.LPAREN, token.LBRACE:
 				r.call = true
 			case token.MUL:
@@ -185,15 +187,19 @@ func (idx *index) resolveQualified(r goRef) string {
 	}
 	pkgs := idx.packagesFor(r.prefix, q)
 	var lastErr error
+	var without []*types.Package
 	for _, pkg := range pkgs {
 		obj := pkg.Scope().Lookup(members[0])
 		if obj == nil || !obj.Exported() {
-			lastErr = fmt.Errorf("package %s (%s) has no %s", pkg.Name(), pkg.Path(), members[0])
+			without = append(without, pkg)
 			continue
 		}
 		if lastErr = resolveMembers(obj, members[1:]); lastErr == nil {
 			return ""
 		}
+	}
+	if lastErr == nil && len(without) > 0 {
+		lastErr = fmt.Errorf("no package %s has %s (%s)", q, members[0], pkgList(without))
 	}
 	// A variable named after its type: ring (a *crshard.Ring).
 	for _, tn := range idx.typesNamed(q, true) {

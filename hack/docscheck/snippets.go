@@ -188,13 +188,8 @@ func (c *checker) autoImports(f *ast.File) []string {
 		if imported[q] {
 			continue
 		}
-		// A package the workspace builds with (a separate module's,
-		// hack/image's say, may not be in its build list).
-		for _, p := range c.idx.quals[q] {
-			if c.idx.listed(p) {
-				imports = append(imports, q+" "+strconv.Quote(p))
-				break
-			}
+		if p := c.idx.importPath(q); p != "" {
+			imports = append(imports, q+" "+strconv.Quote(p))
 		}
 	}
 	sort.Strings(imports)
