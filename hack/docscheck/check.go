@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 )
 
 type checker struct {
@@ -34,8 +33,7 @@ type problem struct {
 func (p problem) String() string { return fmt.Sprintf("%s:%d: %s", p.file, p.line, p.msg) }
 
 // newChecker loads what the docs are checked against: the packages' type
-// information and the binaries' flags (each a go command, run side by
-// side), and the Makefile's targets.
+// information, the binaries' flags and the Makefile's targets.
 func newChecker(ctx context.Context, root string) (*checker, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -47,25 +45,13 @@ func newChecker(ctx context.Context, root string) (*checker, error) {
 		return nil, err
 	}
 	c.targets = makeTargets(string(mk))
-	var (
-		wg           sync.WaitGroup
-		idxErr, bErr error
-	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		c.idx, idxErr = loadIndex(ctx, root)
-	}()
-	go func() {
-		defer wg.Done()
-		c.bins, bErr = loadBinaries(ctx, root)
-	}()
-	wg.Wait()
-	if idxErr != nil {
-		return nil, fmt.Errorf("loading the packages: %w", idxErr)
+	// One after the other: on a cold build cache both would compile the
+	// same packages at once; after go list -export, go build only links.
+	if c.idx, err = loadIndex(ctx, root); err != nil {
+		return nil, fmt.Errorf("loading the packages: %w", err)
 	}
-	if bErr != nil {
-		return nil, fmt.Errorf("reading the binaries' flags: %w", bErr)
+	if c.bins, err = loadBinaries(ctx, root); err != nil {
+		return nil, fmt.Errorf("reading the binaries' flags: %w", err)
 	}
 	if c.bins.source, err = sourceFlags(root); err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"go/ast"
 	"go/constant"
@@ -433,8 +432,6 @@ func resolveMembers(obj types.Object, members []string) error {
 	return nil
 }
 
-var errUnresolved = errors.New("unresolved")
-
 // typesNamed returns the direct packages' types called name, or
 // (fold) called so in any case.
 func (idx *index) typesNamed(name string, fold bool) []*types.TypeName {
@@ -470,7 +467,8 @@ func (idx *index) anyTypeHas(members []string) bool {
 	return false
 }
 
-// fileImports lists the import names a parsed Go file leaves unresolved.
+// unresolvedQualifiers returns the names a parsed Go file selects from
+// (x in x.Y) but never declares: the packages it needs imported.
 func unresolvedQualifiers(f *ast.File) map[string]bool {
 	unresolved := map[*ast.Ident]bool{}
 	for _, id := range f.Unresolved {

@@ -99,8 +99,7 @@ func (c *checker) checkGoBlock(doc string, b block) []problem {
 	}
 	var problems []problem
 	conf := types.Config{
-		Importer:  c.idx.imp,
-		GoVersion: "go1.26",
+		Importer: c.idx.imp,
 		Error: func(err error) {
 			var te types.Error
 			if errors.As(err, &te) {
