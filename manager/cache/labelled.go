@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -66,6 +67,14 @@ type LabelledOptions struct {
 	// MaxSegments bounds the label segments before they are compacted
 	// (SegmentedOptions.MaxSegments).
 	MaxSegments int
+	// CheckInterval is how often the cache checks that it holds every
+	// object of the partitions it reports synced (the self-check,
+	// CheckReport). Default DefaultCheckInterval; negative: off.
+	CheckInterval time.Duration
+	// CheckList is the self-check's LIST of the resource; it reads only
+	// metadata, so a metadata-only LIST (PartialObjectMetadataList) costs
+	// least. Default: ListWatch's LIST.
+	CheckList func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
 }
@@ -118,6 +127,9 @@ type Labelled struct {
 	labeller *labeller
 	confirm  chan struct{}
 	stats    LabelStats
+
+	checkMu sync.Mutex  // guards checked
+	checked CheckReport // the self-check's, as of its last check
 }
 
 // unlabelledView is one informer of the unlabelled objects. Its keeps and
@@ -194,6 +206,12 @@ func NewLabelled(opts LabelledOptions) (*Labelled, error) {
 	if opts.ConfirmAfter <= 0 {
 		opts.ConfirmAfter = DefaultConfirmAfter
 	}
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
+	if opts.CheckList == nil {
+		opts.CheckList = opts.ListWatch.ListWithContext
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -219,14 +237,17 @@ func NewLabelled(opts LabelledOptions) (*Labelled, error) {
 	return l, nil
 }
 
-// Run owns the views, the labeller and the confirmations until ctx ends,
-// then stops them and waits for them.
+// Run owns the views, the labeller, the confirmations and the self-check
+// until ctx ends, then stops them and waits for them.
 func (l *Labelled) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.segs.Run(ctx) })
 	wg.Go(func() { l.forward(ctx) })
 	wg.Go(func() { l.labeller.run(ctx) })
 	wg.Go(func() { l.confirmLoop(ctx) })
+	if l.opts.CheckInterval > 0 {
+		wg.Go(func() { l.checkLoop(ctx) })
+	}
 	l.mu.Lock()
 	l.ctx = ctx
 	l.startUnlabelled(l.held.Clone())

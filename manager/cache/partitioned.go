@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -93,6 +94,12 @@ type LabelSharding struct {
 	// KeepManagedFields keeps metadata.managedFields in cached objects;
 	// by default a labelled kind's objects are stored without them.
 	KeepManagedFields bool
+	// CheckInterval is how often each labelled kind checks that its cache
+	// holds every object of the partitions it reports synced: a paged
+	// metadata-only LIST of the replica's share and of the unlabelled
+	// objects (LabelledOptions.CheckInterval, KindMode.SelfCheck).
+	// Defaults to DefaultCheckInterval; negative: off.
+	CheckInterval time.Duration
 }
 
 // ErrPartitionNotHeld is wrapped by the error of a Get or List of a sharded
@@ -328,10 +335,14 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	if !ls.KeepManagedFields {
 		transform = stripManagedFields
 	}
+	checkList, err := c.checkList(mapping)
+	if err != nil {
+		return nil, err
+	}
 	return NewLabelled(LabelledOptions{
 		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
 		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
-		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)},
+		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)}, CheckInterval: ls.CheckInterval, CheckList: checkList,
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
 	})
 }

@@ -44,6 +44,9 @@ type KindMode struct {
 	// ForeignLabels counts the objects relabelled whose label carried a
 	// value naming no partition (LabelStats.ForeignValues).
 	ForeignLabels int64
+	// SelfCheck is the self-check's report of a kind cached by labels
+	// (Labelled.CheckReport); nil in other modes, or when the check is off.
+	SelfCheck *CheckReport
 
 	// reprobe: in fallback only because the probe could not decide (the
 	// kind had no object to test with); probed again at its first object.
@@ -65,6 +68,7 @@ func (c *Cache) ModeReport() []KindMode {
 		if lab, ok := e.part.(*Labelled); ok {
 			st := lab.Stats()
 			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
+			m.SelfCheck = lab.CheckReport()
 			if f := lab.Forbidden(); f != "" {
 				m.Reason = f
 			}
