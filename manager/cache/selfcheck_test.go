@@ -138,6 +138,9 @@ func TestSelfCheckCountsOnlyWhatStaysMissing(t *testing.T) {
 	f.put(f.name("unlabelled-elsewhere", f.other, 0), "")
 	f.put(f.name("mislabelled", f.other, 0), own) // stored by its label, served by its request's partition
 	f.run()
+	// One LIST at Run, and another if Hold came after it (the first view
+	// then dropped the held partition's objects).
+	lists := f.l.Stats().UnlabelledLists.Load()
 
 	r := f.check()
 	f.expect(r, 0, nil, 0)
@@ -171,8 +174,8 @@ func TestSelfCheckCountsOnlyWhatStaysMissing(t *testing.T) {
 	// not help).
 	DropFromViewsForTest(f.l, "ns/"+unlabelled)
 	f.expect(f.check(), 1, []string{"ns/" + unlabelled}, 2)
-	if got := f.l.Stats().UnlabelledLists.Load(); got != 2 {
-		t.Errorf("the unlabelled view was listed %d times, want 2 (at Run, and the one relist)", got)
+	if got := f.l.Stats().UnlabelledLists.Load() - lists; got != 1 {
+		t.Errorf("the unlabelled view was listed %d times since it synced, want 1 (the one relist)", got)
 	}
 }
 
