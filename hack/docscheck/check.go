@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -60,16 +61,36 @@ func newChecker(ctx context.Context, root string) (*checker, error) {
 }
 
 // docs lists the files checked, as hack/check-docs.sh does: README.md,
-// CHANGELOG.md, docs/*.md and every other README.md, tracked or new.
+// CHANGELOG.md, docs/*.md and every other README.md, tracked or new (or
+// all of them, outside a git checkout).
 func docs(root string) ([]string, error) {
 	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "docs/*.md", "*README.md")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("git ls-files: %w", err)
+		// Not a git checkout: every one.
+		var found []string
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			rel = filepath.ToSlash(rel)
+			switch {
+			case d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != root:
+				return filepath.SkipDir
+			case !d.IsDir() && (d.Name() == "README.md" || path.Dir(rel) == "docs" && strings.HasSuffix(rel, ".md")):
+				found = append(found, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = []byte(strings.Join(found, " "))
 	}
-	seen := map[string]bool{"README.md": true, "CHANGELOG.md": true}
-	for _, f := range strings.Fields(string(out)) {
+	seen := map[string]bool{}
+	for _, f := range append([]string{"README.md", "CHANGELOG.md"}, strings.Fields(string(out))...) {
 		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
 			seen[f] = true
 		}

@@ -250,3 +250,23 @@ func TestLeaseKeys(t *testing.T) {
 		t.Errorf("undocumented = %q, want [kshard.io/returning]", missing)
 	}
 }
+
+func TestDocsOutsideGit(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"README.md", "docs/a.md", "docs/b.txt", "sub/README.md", ".hidden/README.md", "other.md"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir)) // not the repository around a temporary directory
+	got, err := docs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"README.md", "docs/a.md", "sub/README.md"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("docs = %q, want %q", got, want)
+	}
+}
