@@ -31,7 +31,7 @@ import (
 //
 // With the defaults (LeaseDuration 4s, DrainGrace 2s, Work 20ms, 4
 // workers) that is 26.5-28.5s for 100-500 objects; docs/testing.md
-// ("Liveness") has the waits measured.
+// ("Liveness and caches") has the waits measured.
 func livenessBound(h *harness.Harness) time.Duration {
 	o := h.Options()
 	drain := o.DrainGrace

@@ -8,7 +8,7 @@ import "time"
 // CacheMode labels, its label patches), the activation's replay and the
 // reconcile itself, on a loaded 2-core CI machine under -race, where every
 // replica is a process built with the race detector. kshard's chaos suite
-// measured the waits this must cover (docs/testing.md, "Liveness").
+// measured the waits this must cover (docs/testing.md, "Liveness and caches").
 const LivenessAllowance = 20 * time.Second
 
 // client-go's reflectors retry a failed LIST or watch after an
