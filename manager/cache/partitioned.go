@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -94,6 +94,12 @@ type LabelSharding struct {
 	// KeepManagedFields keeps metadata.managedFields in cached objects;
 	// by default a labelled kind's objects are stored without them.
 	KeepManagedFields bool
+	// CheckInterval is how often each labelled kind checks that its cache
+	// holds every object of the partitions it reports synced: a paged
+	// metadata-only LIST of the replica's share and of the unlabelled
+	// objects (LabelledOptions.CheckInterval, KindMode.SelfCheck).
+	// Defaults to DefaultCheckInterval; negative: off.
+	CheckInterval time.Duration
 }
 
 // ErrPartitionNotHeld is wrapped by the error of a Get or List of a sharded
@@ -107,7 +113,7 @@ var ErrPartitionNotHeld = errors.New("cache: the partition is not held by this r
 // error naming the first namespace that cannot be shared.
 func (sh *Sharding) sharedPartitions() (shard.PartitionSet, error) {
 	rp := sh.Partitioner
-	set := shard.NewPartitionSet(rp.Count())
+	set := shard.NewPartitionSet(sh.partitions())
 	for _, ns := range sh.SharedNamespaces {
 		if rp.Scheme() != shard.SchemeNamespace {
 			return set, fmt.Errorf("cache: Options.Sharding.SharedNamespaces needs the namespace scheme, not %q: under it a namespace spreads over every partition; list the kinds read there in Sharding.Full instead", rp.Scheme())
@@ -121,149 +127,9 @@ func (sh *Sharding) sharedPartitions() (shard.PartitionSet, error) {
 	return set, nil
 }
 
-// Cache modes of a kind, as ModeReport and the kshard_cache_mode metric
-// name them.
-const (
-	// ModeSharded: the API server filters the kind's list and watch by
-	// the replica's partitions; the cache holds only those.
-	ModeSharded = "sharded"
-	// ModeFallback: sharding was asked for, but the API server does not
-	// filter the kind (no feature gate, an old server, or the probe
-	// failed), or the kind has no object yet to prove it does (probed
-	// again at its first, ProbeShardFiltering): one informer lists,
-	// watches and stores the whole kind, as a full cache does (the memory
-	// is not saved), and reads and events are filtered on the client, so
-	// the cache still answers only for held partitions.
-	ModeFallback = "fallback"
-	// ModeLabels: the kind is listed and watched by the ring's partition
-	// label (Sharding.Labels): the cache holds only the held partitions'
-	// objects, on any API server.
-	ModeLabels = "labels"
-	// ModeFull: the kind is cached whole (no sharding, Sharding.Full,
-	// cluster-scoped, metadata-only without labels, or a kind whose
-	// objects' partitions cannot be told).
-	ModeFull = "full"
-)
-
-// KindMode is how one kind is cached, and why.
-type KindMode struct {
-	Kind   schema.GroupVersionKind
-	Mode   string // ModeSharded, ModeFallback or ModeFull
-	Reason string // why not ModeSharded; "" when sharded
-	// ObjectsListed counts the objects the API server returned to the
-	// kind's LISTs (sharded and fallback kinds; see Segmented).
-	ObjectsListed int64
-	// LabelPatches counts the label patches sent and ConfirmReads the live
-	// reads of objects that left a label selector (ModeLabels).
-	LabelPatches, ConfirmReads int64
-	// ForeignLabels counts the objects relabelled whose label carried a
-	// value naming no partition (LabelStats.ForeignValues).
-	ForeignLabels int64
-
-	// reprobe: in fallback only because the probe could not decide (the
-	// kind had no object to test with); probed again at its first object.
-	reprobe bool
-}
-
-// ModeReport returns how every kind created so far is cached, sorted by
-// kind.
-func (c *Cache) ModeReport() []KindMode {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]KindMode, 0, len(c.informers))
-	for key, e := range c.informers {
-		m := e.currentMode()
-		m.Kind = key.gvk
-		if e.part != nil {
-			m.ObjectsListed = e.part.ObjectsListed()
-		}
-		if lab, ok := e.part.(*Labelled); ok {
-			st := lab.Stats()
-			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
-			if f := lab.Forbidden(); f != "" {
-				m.Reason = f
-			}
-		}
-		if key.metadataOnly {
-			m.Kind.Kind += " (metadata)"
-		}
-		if key.unstructured {
-			m.Kind.Kind += " (unstructured)"
-		}
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind.String() < out[j].Kind.String() })
-	return out
-}
-
-// ObjectCounts returns, per kind created so far, how many objects the cache
-// holds and serves: for a sharded or fallback kind those of the held
-// partitions, for a full kind all. It walks every store, so call it at
-// scrape time, not on a hot path.
-func (c *Cache) ObjectCounts() map[schema.GroupVersionKind]int {
-	c.mu.Lock()
-	entries := make(map[schema.GroupVersionKind]*entry, len(c.informers))
-	for key, e := range c.informers {
-		if !key.metadataOnly && !key.unstructured {
-			entries[key.gvk] = e
-		}
-	}
-	c.mu.Unlock()
-	out := make(map[schema.GroupVersionKind]int, len(entries))
-	for gvk, e := range entries {
-		if e.part != nil {
-			out[gvk] = len(e.part.List())
-		} else {
-			out[gvk] = len(e.informer.GetStore().ListKeys())
-		}
-	}
-	return out
-}
-
-// ObjectsPerPartition returns, for every partition p of the ring (a slice of
-// length Partitions), how many objects of the partition-sharded kinds the
-// cache holds in p, summed over those kinds: the kinds in ModeSharded and
-// those in ModeFallback, since a fallback kind, though listed whole, is
-// partitioned by the same function. An object's partition is the ring's
-// partition function for it (shard.RangePartitioner.PartitionOfObject: its
-// namespace's under the namespace scheme, its UID's under the uid scheme),
-// the one the segments store and serve by. Kinds cached whole (ModeFull:
-// Sharding.Full, the manager's FullCacheKinds, cluster-scoped and
-// metadata-only kinds) are not counted: they are cached independently of
-// the ring, so they weigh the same on every replica whatever it holds. It
-// returns nil when the cache has no Sharding.
-//
-// Each object is counted once, but not only for held partitions: a store
-// may keep objects of partitions not held (a fallback kind stores the whole
-// resource; a sharded segment keeps a released partition's objects until it
-// stops), and they are counted too: callers mask the result with
-// SyncedPartitions themselves. Summed over the held partitions (those of
-// SyncedPartitions, once they have synced) it makes the sharded and
-// fallback kinds' ObjectCounts. It walks every sharded kind's stores once,
-// so call it at scrape or tick time, never on the event path.
-func (c *Cache) ObjectsPerPartition() []int {
-	if c.sharding == nil {
-		return nil
-	}
-	c.mu.Lock()
-	segs := make([]partitionedInformer, 0, len(c.informers))
-	for _, e := range c.informers {
-		// A kind cached whole has no partitioned informer.
-		if e.part != nil {
-			segs = append(segs, e.part)
-		}
-	}
-	c.mu.Unlock()
-	// The kinds' stores are walked outside c.mu, as in ObjectCounts: each
-	// Segmented guards its own, and Hold and Get must not wait for a walk.
-	counts := make([]int, c.sharding.partitions())
-	for _, seg := range segs {
-		seg.countPartitions(counts)
-	}
-	return counts
-}
-
-// partitions is the ring's partition count.
+// partitions is the ring's partition count: Labels' partitioner's when set
+// (key partitioning has no range partitioner), else the range
+// partitioner's. New has checked that the two agree when both are set.
 func (sh *Sharding) partitions() int {
 	if sh.Labels != nil {
 		return sh.Labels.Partitioner.Count()
@@ -469,13 +335,22 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	if !ls.KeepManagedFields {
 		transform = stripManagedFields
 	}
+	checkList, err := c.checkList(mapping)
+	if err != nil {
+		return nil, err
+	}
 	return NewLabelled(LabelledOptions{
 		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
 		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
-		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)},
+		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)}, CheckInterval: ls.CheckInterval, CheckList: checkList,
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
 	})
 }
+
+// LabelFieldManager is the field manager of the cache's label patches, as
+// an object's metadata.managedFields names it (client-go's default is the
+// program's name, "Go-http-client" for most).
+const LabelFieldManager = "kshard"
 
 // objectClient is a Labelled's ObjectClient: typed (or metadata) reads
 // through the cache's clients, label patches through the writer.
@@ -493,7 +368,7 @@ func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, l
 	if err != nil {
 		return "", err
 	}
-	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: LabelFieldManager})
 	if err != nil {
 		return "", err
 	}
@@ -503,14 +378,17 @@ func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, l
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
 // target, claimed, active and draining partitions (ring.PartitionCache),
 // and always those of Sharding.SharedNamespaces. Kinds created later start
-// holding them. Without Sharding it does nothing.
+// holding them. Without Sharding it does nothing. A set of another size
+// than the ring's partition count panics (the zero PartitionSet is taken
+// as empty): a programming error that would otherwise leave kinds holding
+// nothing of the partitions they report synced.
 func (c *Cache) Hold(set shard.PartitionSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sharding == nil {
 		return
 	}
-	c.held = set.Union(c.shared)
+	c.held = c.ringSized("Hold", set).Union(c.shared)
 	for _, e := range c.informers {
 		if e.part != nil {
 			e.part.Hold(c.held)
@@ -518,19 +396,40 @@ func (c *Cache) Hold(set shard.PartitionSet) {
 	}
 }
 
+// ringSized returns set, or an empty set of the ring's partition count for
+// the zero PartitionSet; a set of another size panics, naming op.
+func (c *Cache) ringSized(op string, set shard.PartitionSet) shard.PartitionSet {
+	switch set.Size() {
+	case c.partitions:
+		return set
+	case 0:
+		return shard.NewPartitionSet(c.partitions)
+	}
+	panic(fmt.Sprintf("cache: %s of a set of %d partitions, but the ring has %d: a programming error; build the set with the ring's partition count", op, set.Size(), c.partitions))
+}
+
+// mustBeSized panics unless set ranges over exactly partitions, the count
+// a partitioned informer was built for: a set of another size would make
+// it drop objects of partitions it then reports synced.
+func mustBeSized(op string, set shard.PartitionSet, partitions int) {
+	if set.Size() != partitions {
+		panic(fmt.Sprintf("cache: %s of a set of %d partitions on an informer of %d: a programming error; build the set with the ring's partition count", op, set.Size(), partitions))
+	}
+}
+
 // SetActive tells the labelled kinds which partitions are active on this
 // replica: their owner labels their unlabelled objects. The coordinator
-// calls it whenever the active set changes.
+// calls it whenever the active set changes. Sizes as in Hold.
 func (c *Cache) SetActive(set shard.PartitionSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sharding == nil {
 		return
 	}
-	c.active = set.Clone()
+	c.active = c.ringSized("SetActive", set).Clone()
 	for _, e := range c.informers {
 		if lab, ok := e.part.(*Labelled); ok {
-			lab.SetActive(set)
+			lab.SetActive(c.active)
 		}
 	}
 }
