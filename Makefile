@@ -12,7 +12,7 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped
+.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
 test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
@@ -51,6 +51,7 @@ vet:
 	cd e2e/bench/crshardop && $(GO) vet ./... && $(GO) vet -tags kshardtest ./...
 	cd hack/image && $(GO) vet ./...
 	cd hack/kitcheck && $(GO) vet ./...
+	cd e2e/crshard-cr024 && $(GO) vet ./...
 
 # The chaos suite appends its summary line here; go test hides the output of
 # passing packages, so the line is printed after the run.
@@ -179,4 +180,15 @@ chaos-crshard: binaries
 chaos-crshard-mapped: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestMappedOperatorChaos . -rounds=$(ROUNDS)
+	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## compat-cr024: the adapter on controller-runtime v0.24 (with the k8s.io v0.37 modules), as an operator that stays on v0.24 builds it (the adapter requires v0.25; e2e/crshard-cr024 pins v0.24.1 with a replace): checks the versions built, runs the adapter's own tests (-race) under them, builds the chaos operators there (e2e/bench/crshardop and its mapped variant, -tags kshardtest) and runs chaos-crshard's and chaos-crshard-mapped's scenarios on them, ROUNDS rounds each (default 3 here; ~1 min a round and scenario, about 25 min at 3 rounds); summary in $(CHAOS_SUMMARY).
+CR024_ROUNDS = $(if $(filter command line environment,$(origin ROUNDS)),$(ROUNDS),3)
+compat-cr024: binaries
+	@rm -f $(CHAOS_SUMMARY)
+	cd e2e/crshard-cr024 && $(GO) run . && $(GOTEST) -race -count=1 ./... github.com/kshard/kshard/controller/crshard
+	@set -e; ops=$$(mktemp -d); trap 'rm -rf "$$ops"' EXIT; \
+	(cd e2e/crshard-cr024 && $(GO) build -tags kshardtest -o "$$ops/" github.com/kshard/kshard/e2e/bench/crshardop github.com/kshard/kshard/e2e/bench/crshardop/mapped); \
+	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
+		-run 'TestConvertedOperatorChaos|TestMappedOperatorChaos' . -rounds=$(CR024_ROUNDS) -operators="$$ops"
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"

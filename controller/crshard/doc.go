@@ -4,10 +4,11 @@
 //
 // It is a separate Go module (github.com/kshard/kshard/controller/crshard):
 // kshard itself never requires controller-runtime. It targets
-// controller-runtime v0.24.x (tested with v0.24.1); it reads no
-// controller-runtime internals except one unexported field, to refuse a
-// manager with leader election, and that check says so if a later version
-// renamed it.
+// controller-runtime v0.25.x (tested with v0.25.2) and builds and is tested
+// with v0.24.1 too, pinned by a replace directive (docs/install.md); it
+// reads no controller-runtime internals except one unexported field, to
+// refuse a manager with leader election, and that check says so if a later
+// version renamed it.
 //
 // # Converting an operator
 //

@@ -180,7 +180,7 @@ func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
 	if enabled, known := leaderElection(mgr); enabled {
 		return errors.New("crshard: the manager has LeaderElection: true; set it to false: leader election would keep all but one replica idle, and the ring shares the work among all replicas")
 	} else if !known {
-		r.log.Info("cannot tell whether the manager uses leader election (not controller-runtime v0.24's manager?); make sure LeaderElection is false")
+		r.log.Info("cannot tell whether the manager uses leader election (not controller-runtime v0.24's or v0.25's manager?); make sure LeaderElection is false")
 	}
 	rings.mu.Lock()
 	defer rings.mu.Unlock()

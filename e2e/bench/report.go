@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -269,8 +270,12 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-func environment(ctx context.Context, cp *controlplane.ControlPlane, client kubernetes.Interface) env {
-	e := env{Cores: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339), CtrlRuntime: "v0.24.1", LoadStart: loadavg()}
+// environment describes the machine and the versions measured. The
+// controller-runtime version is the one the baseline's binary was built
+// with (its own module, e2e/bench/baseline), read from the binary.
+func environment(ctx context.Context, cp *controlplane.ControlPlane, client kubernetes.Interface, baselineBin string) env {
+	e := env{Cores: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339), LoadStart: loadavg()}
+	e.CtrlRuntime = moduleVersion(baselineBin, "sigs.k8s.io/controller-runtime")
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -299,6 +304,24 @@ func environment(ctx context.Context, cp *controlplane.ControlPlane, client kube
 		}
 	}
 	return e
+}
+
+// moduleVersion is the version of module path that the Go binary bin was
+// built with, or "unknown" if bin cannot be read or has no such module.
+func moduleVersion(bin, path string) string {
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "unknown"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == path {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "unknown"
 }
 
 // paramsView is p for results.json, with durations as strings ("20ms").

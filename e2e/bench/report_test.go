@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -308,5 +309,37 @@ func TestRewriteReportSummarisesAgainOnRequest(t *testing.T) {
 		if a := got.Summary.Adapter; a == nil || a.ChangedLines == nil || *a.ChangedLines != lines {
 			t.Errorf("summarise=%t: the conversion's changed lines were lost", c.summarise)
 		}
+	}
+}
+
+// TestModuleVersionReadsTheBinary: the versions recorded in results.json
+// come from the binary measured, so a module upgraded in its go.mod shows
+// up without a constant to edit.
+func TestModuleVersionReadsTheBinary(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Skip("the test binary carries no build information")
+	}
+	var want string
+	for _, d := range bi.Deps {
+		if d.Path == "k8s.io/client-go" {
+			want = d.Version
+		}
+	}
+	if want == "" {
+		t.Fatal("the test binary has no k8s.io/client-go dependency")
+	}
+	if got := moduleVersion(self, "k8s.io/client-go"); got != want {
+		t.Errorf("moduleVersion(test binary, client-go) = %q, want %q", got, want)
+	}
+	if got := moduleVersion(self, "example.com/absent"); got != "unknown" {
+		t.Errorf("moduleVersion of a module the binary lacks = %q, want unknown", got)
+	}
+	if got := moduleVersion(filepath.Join(t.TempDir(), "missing"), "k8s.io/client-go"); got != "unknown" {
+		t.Errorf("moduleVersion of a missing file = %q, want unknown", got)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,20 +34,29 @@ var rounds = flag.Int("rounds", 1, "rounds of each chaos scenario of the convert
 // CACHE_MODE=labels runs the scenarios on the ring's sharded cache).
 var cacheMode = flag.String("cache-mode", "full", "the converted operator's --cache-mode: full or labels")
 
+// operators is a directory of operators built elsewhere, named as go build
+// -o DIR/ names them (crshardop for ".", mapped for "./mapped"), used
+// instead of building them here: make compat-cr024 builds them with
+// -tags kshardtest in e2e/crshard-cr024, against controller-runtime v0.24.
+var operators = flag.String("operators", "", "a directory of prebuilt operators (crshardop, mapped) to run instead of building them")
+
 // summaryEnv names a file the chaos summary line is appended to, as the
 // native chaos suite's (e2e/chaos) does.
 const summaryEnv = "KSHARD_CHAOS_SUMMARY"
 
 // binaries holds the operators built once per test binary with -tags
-// kshardtest (their reconciles and ring events are recorded), by package.
+// kshardtest (their reconciles and ring events are recorded), or taken
+// from -operators, by package, and the controller-runtime versions they
+// were built with (for the summary line).
 var binaries struct {
 	sync.Mutex
 	dir   string
 	built map[string]string
+	crs   []string
 }
 
 // operatorBinary builds the operator in pkg ("." for the converted
-// benchmark operator, "./mapped") once.
+// benchmark operator, "./mapped") once, or takes it from -operators.
 func operatorBinary(t *testing.T, pkg string) string {
 	t.Helper()
 	binaries.Lock()
@@ -52,16 +64,50 @@ func operatorBinary(t *testing.T, pkg string) string {
 	if bin, ok := binaries.built[pkg]; ok {
 		return bin
 	}
-	if binaries.dir == "" {
-		dir, err := os.MkdirTemp("", "crshardop-bin-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		binaries.dir, binaries.built = dir, map[string]string{}
+	if binaries.built == nil {
+		binaries.built = map[string]string{}
 	}
-	bin := filepath.Join(binaries.dir, fmt.Sprintf("op-%d", len(binaries.built)))
-	if out, err := exec.Command("go", "build", "-tags", "kshardtest", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("building the operator %s: %v\n%s", pkg, err, out)
+	var bin string
+	if *operators != "" {
+		name := filepath.Base(pkg)
+		if pkg == "." {
+			name = "crshardop"
+		}
+		bin = filepath.Join(*operators, name)
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("-operators %s: no operator for %s: %v (build it with go build -tags kshardtest -o %s/)", *operators, pkg, err, *operators)
+		}
+	} else {
+		if binaries.dir == "" {
+			dir, err := os.MkdirTemp("", "crshardop-bin-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			binaries.dir = dir
+		}
+		bin = filepath.Join(binaries.dir, fmt.Sprintf("op-%d", len(binaries.built)))
+		if out, err := exec.Command("go", "build", "-tags", "kshardtest", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building the operator %s: %v\n%s", pkg, err, out)
+		}
+	}
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("reading the operator %s's build information: %v", bin, err)
+	}
+	versions := map[string]string{}
+	for _, d := range bi.Deps {
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		versions[d.Path] = d.Version
+	}
+	if !slices.Contains(bi.Settings, debug.BuildSetting{Key: "-tags", Value: "kshardtest"}) {
+		t.Fatalf("the operator %s was built without -tags kshardtest: it records no reconcile", bin)
+	}
+	cr := versions["sigs.k8s.io/controller-runtime"]
+	t.Logf("operator %s: %s, controller-runtime %s, client-go %s", pkg, bin, cr, versions["k8s.io/client-go"])
+	if !slices.Contains(binaries.crs, cr) {
+		binaries.crs = append(binaries.crs, cr)
 	}
 	binaries.built[pkg] = bin
 	return bin
@@ -98,6 +144,8 @@ func newFleet(t *testing.T, ring, pkg string, ids ...string) *fleet {
 }
 
 // start runs a new incarnation of identity with the kit's lease timings.
+// Only the converted benchmark operator has --cache-mode: the mapped one
+// exits on a flag it does not define.
 func (f *fleet) start(id string) {
 	o := f.env.Options()
 	args := []string{
@@ -376,6 +424,9 @@ func TestConvertedOperatorChaos(t *testing.T) {
 // handler. The kill and scaling scenarios stop the writer before the moves
 // end, so no later update of a key hides a lost one.
 func TestMappedOperatorChaos(t *testing.T) {
+	if *cacheMode != "full" {
+		t.Fatalf("-cache-mode=%s: the mapped operator has only controller-runtime's cache (no --cache-mode)", *cacheMode)
+	}
 	ids := []string{"r-0", "r-1", "r-2"}
 	all := moves(ids)
 	runChaos(t, "./mapped", ids, []scenario{
@@ -416,8 +467,8 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binaries.dir)
 	}
 	if path := os.Getenv(summaryEnv); path != "" && totals.rounds > 0 {
-		line := fmt.Sprintf("crshard chaos summary: cache=%s rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d notfound_existing=%d overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d\n",
-			*cacheMode, totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost, totals.vanished, totals.overdue,
+		line := fmt.Sprintf("crshard chaos summary: controller-runtime=%s cache=%s rounds=%d reconciles=%d writes=%d overlaps=%d lost=%d notfound_existing=%d overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d\n",
+			strings.Join(binaries.crs, ","), *cacheMode, totals.rounds, totals.reconciles, totals.writes, totals.overlaps, totals.lost, totals.vanished, totals.overdue,
 			totals.worstWait.Seconds(), totals.worstNet.Seconds(), totals.misplaced)
 		if fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
 			_, _ = fh.WriteString(line)
