@@ -395,7 +395,12 @@ func Replay(t interface {
 	opts.Trace = true
 	r := Run(seed, opts)
 	t.Logf("seed %d trace:\n%s", seed, r.Trace)
-	t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+	if mutant != "" {
+		// Not the product's model: say so rather than report its figures.
+		t.Logf("mutant (%s): seed %d steps=%d violated=%v", mutant, seed, r.Steps, r.Violation != "")
+	} else {
+		t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+	}
 	if r.Violation != "" {
 		t.Errorf("seed %d: %s", seed, r.Violation)
 	}

@@ -47,6 +47,7 @@ type labelCache struct {
 	// running: the views have started (Labelled.Run); afterHold: they
 	// start only once the ring's first Hold has reached the kind.
 	running, afterHold bool
+
 	segs []*labelSeg // per partition: its label segment once listed, nil while not held or listing
 	// labelPos and unlPos: the log entries the two watches have delivered.
 	labelPos, unlPos int

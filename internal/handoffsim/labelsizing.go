@@ -12,6 +12,11 @@ package handoffsim
 // product's own: "" here.
 const mutant = ""
 
+// Mutant names the product behaviour the package was built to model in
+// place of the product's own (by a build tag), "" when it models the
+// product: tests built with a mutant's tag check that they run it.
+func Mutant() string { return mutant }
+
 // heldBeforeFirstHold is the size of the held set a kind created before
 // the ring's first Hold gets from the cache: the ring's partition count,
 // known when the manager builds the cache.
