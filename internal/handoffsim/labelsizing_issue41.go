@@ -3,6 +3,7 @@
 package handoffsim
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -43,13 +44,15 @@ var issue41Symptoms = []string{
 func ReportMutant(t Reporter, name string, s Summary) {
 	t.Helper()
 	var caught, other []Failure
+	by := make([]int, len(issue41Symptoms))
 	for _, f := range s.Failed {
-		if strings.Contains(f.Violation, issue41Symptoms[0]) || strings.Contains(f.Violation, issue41Symptoms[1]) ||
-			strings.Contains(f.Violation, issue41Symptoms[2]) {
-			caught = append(caught, f)
-		} else {
+		i := slices.IndexFunc(issue41Symptoms, func(sym string) bool { return strings.Contains(f.Violation, sym) })
+		if i < 0 {
 			other = append(other, f)
+			continue
 		}
+		by[i]++
+		caught = append(caught, f)
 	}
 	if len(caught) == 0 {
 		t.Errorf("%s, mutant (%s): not caught in %d seeds (%d processes' views started before the ring's first Hold, %d unlabelled views listed before it); violations: %v",
@@ -62,8 +65,8 @@ func ReportMutant(t Reporter, name string, s Summary) {
 			first = f
 		}
 	}
-	t.Logf("%s, mutant (%s): caught by %d of %d seeds run (first: seed %d) in %v; other violations %d; %d processes' views started before the ring's first Hold, %d unlabelled views listed before it",
-		name, mutant, len(caught), s.Seeds, first.Seed, s.Elapsed.Round(time.Millisecond), len(other), s.Labels.EarlyStarts, s.Labels.ListedBeforeHold)
+	t.Logf("%s, mutant (%s): caught by %d of %d seeds run (first: seed %d) in %v: an object missing as its partition activates %d, missing from its owner's cache at the end %d, left unlabelled %d; other violations %d; %d processes' views started before the ring's first Hold, %d unlabelled views listed before it",
+		name, mutant, len(caught), s.Seeds, first.Seed, s.Elapsed.Round(time.Millisecond), by[0], by[1], by[2], len(other), s.Labels.EarlyStarts, s.Labels.ListedBeforeHold)
 	t.Logf("seed %d: %s", first.Seed, first.Violation)
 	for _, f := range other[:min(len(other), 3)] {
 		t.Logf("another violation: seed %d: %s", f.Seed, f.Violation)
