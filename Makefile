@@ -12,10 +12,10 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test docs-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped sim-mutants
+.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped sim-mutants
 
-## test: everything CI checks — the docs (README length, relative links), no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
-test: docs-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
+## test: everything CI checks — the docs (README length, relative links), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
+test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -24,6 +24,10 @@ binaries:
 ## docs-check: fail when README.md is over 200 lines or a relative link in README.md, CHANGELOG.md, docs/*.md or a package README points to a missing file.
 docs-check:
 	hack/check-docs.sh
+
+## license-check: fail when a published module (the root, controller/crshard) lacks its LICENSE (the Apache License 2.0 verbatim: a module zip carries only the LICENSE at its own root) or its NOTICE with the copyright line.
+license-check:
+	hack/check-license.sh
 
 ## large-files: fail on a tracked file over 1 MiB (binaries and outputs belong in .gitignore).
 large-files:

@@ -116,13 +116,16 @@ func (m *Member) SetDesired(r handoff.Record) {
 		m.log.Error(nil, "SetDesired: ignoring a record with an unknown state; use StateJoining, StateActive or StateLeaving", "state", r.State)
 		return
 	}
-	if r.Claim.Size() != m.opts.Partitions {
-		if r.Claim.Size() != 0 {
-			m.log.Error(nil, "SetDesired: claim is over the wrong partition count; resizing it", "claimPartitions", r.Claim.Size(), "partitions", m.opts.Partitions)
-		}
-		r.Claim = shard.NewPartitionSet(m.opts.Partitions, r.Claim.Slice()...)
-	} else {
+	switch r.Claim.Size() {
+	case m.opts.Partitions:
 		r.Claim = r.Claim.Clone()
+	case 0: // the zero PartitionSet: an empty claim
+		r.Claim = shard.NewPartitionSet(m.opts.Partitions)
+	default:
+		// Resizing would publish a claim other than the one the caller
+		// decided on (partitions dropped or never released): refuse it.
+		m.log.Error(nil, "SetDesired: ignoring a record whose claim is over another partition count than the ring's; build it with the ring's partition count", "claimPartitions", r.Claim.Size(), "partitions", m.opts.Partitions)
+		return
 	}
 	r.Identity, r.Incarnation, r.Fingerprint = m.opts.Identity, m.opts.Incarnation, m.opts.Params
 	m.mu.Lock()

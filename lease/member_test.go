@@ -194,6 +194,12 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	if len(m.wake) != 0 || u.log.count("unknown state") != 1 {
 		t.Error("a record with an unknown state was not refused")
 	}
+	// A claim over another partition count is refused, not resized: the
+	// resize once dropped what it could not hold without a word.
+	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(m.opts.Partitions+5, m.opts.Partitions+2)})
+	if len(m.wake) != 0 || u.log.count("another partition count") != 1 {
+		t.Error("a record whose claim is over another partition count was not refused")
+	}
 }
 
 func TestLastChangeIsLocalObservationTime(t *testing.T) {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"iter"
 	"math/bits"
 	"strconv"
@@ -18,10 +19,10 @@ type PartitionSet struct {
 	words []uint64
 }
 
-// NewPartitionSet returns a set of the given size holding members. Members
-// outside [0, partitions) are ignored, like Add ignores them. A size below 0
-// is taken as 0 and one above MaxPartitions as MaxPartitions, so that no
-// input can make it allocate without bound.
+// NewPartitionSet returns a set of the given size holding members. A size
+// below 0 is taken as 0 and one above MaxPartitions as MaxPartitions, so that
+// no input can make it allocate without bound. A member outside
+// [0, partitions) panics, as Add does.
 func NewPartitionSet(partitions int, members ...int) PartitionSet {
 	partitions = min(max(partitions, 0), MaxPartitions)
 	s := PartitionSet{size: partitions, words: make([]uint64, wordsFor(partitions))}
@@ -83,21 +84,28 @@ func (s PartitionSet) Has(p int) bool {
 	return s.words[p>>6]&(uint64(1)<<(uint(p)&63)) != 0
 }
 
-// Add puts p into the set. A p outside [0, Size()) is ignored: the size of a
-// set is the ring's partition count and never grows.
+// Add puts p into the set. The size of a set is the ring's partition count
+// and never grows, so a p outside [0, Size()) is a programming error (a set
+// built at another count, or a partition not checked against the ring's)
+// and panics: ignoring it once hid a cache that had dropped every object of
+// a partition it was about to hold. Check input with Has or Size first.
 func (s *PartitionSet) Add(p int) {
-	if uint(p) >= uint(s.size) {
-		return
-	}
+	s.mustHold(p, "Add")
 	s.words[p>>6] |= uint64(1) << (uint(p) & 63)
 }
 
-// Remove takes p out of the set. A p outside [0, Size()) is ignored.
+// Remove takes p out of the set. A p outside [0, Size()) panics, as in Add.
 func (s *PartitionSet) Remove(p int) {
-	if uint(p) >= uint(s.size) {
-		return
-	}
+	s.mustHold(p, "Remove")
 	s.words[p>>6] &^= uint64(1) << (uint(p) & 63)
+}
+
+// mustHold panics when p is outside [0, Size()).
+func (s PartitionSet) mustHold(p int, op string) {
+	// One unsigned comparison rejects both negative p and p >= size.
+	if uint(p) >= uint(s.size) {
+		panic(fmt.Sprintf("shard: PartitionSet.%s(%d) on a set of %d partitions: a programming error; build every set with the ring's partition count and check partitions from input against it", op, p, s.size))
+	}
 }
 
 // Clone returns a copy that shares no storage with s.
@@ -105,25 +113,31 @@ func (s PartitionSet) Clone() PartitionSet {
 	return PartitionSet{size: s.size, words: append([]uint64(nil), s.words...)}
 }
 
-// Union returns s ∪ o, sized to the larger of the two.
+// Union returns s ∪ o. Both sets must range over the same partitions; the
+// zero value (size 0) stands for an empty set of any size. Sets of two other
+// sizes panic: they come from rings of different partition counts, and
+// combining them would silently drop or invent partitions.
 func (s PartitionSet) Union(o PartitionSet) PartitionSet {
 	return combine(s, o, func(a, b uint64) uint64 { return a | b })
 }
 
-// Intersect returns s ∩ o, sized to the larger of the two.
+// Intersect returns s ∩ o, with sizes as in Union.
 func (s PartitionSet) Intersect(o PartitionSet) PartitionSet {
 	return combine(s, o, func(a, b uint64) uint64 { return a & b })
 }
 
-// Difference returns s \ o, sized to the larger of the two.
+// Difference returns s \ o, with sizes as in Union.
 func (s PartitionSet) Difference(o PartitionSet) PartitionSet {
 	return combine(s, o, func(a, b uint64) uint64 { return a &^ b })
 }
 
-// combine applies op word by word, reading missing words of the smaller set
-// as zero. Its result keeps the tail clear because op(0, 0) is 0 for every op
+// combine applies op word by word, reading the words of a zero-size set as
+// zero. Its result keeps the tail clear because op(0, 0) is 0 for every op
 // used and both inputs have clear tails.
 func combine(s, o PartitionSet, op func(a, b uint64) uint64) PartitionSet {
+	if s.size != o.size && s.size != 0 && o.size != 0 {
+		panic(fmt.Sprintf("shard: combining a set of %d partitions with one of %d: a programming error; build every set with the ring's partition count", s.size, o.size))
+	}
 	out := NewPartitionSet(max(s.size, o.size))
 	for i := range out.words {
 		var a, b uint64

@@ -1,18 +1,20 @@
 package shard
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
 func TestPartitionSetMembership(t *testing.T) {
-	s := NewPartitionSet(130, 0, 63, 64, 129, 130, -1, 1000)
+	s := NewPartitionSet(130, 0, 63, 64, 129)
 	if s.Size() != 130 {
 		t.Fatalf("Size() = %d, want 130", s.Size())
 	}
 	if got, want := s.Slice(), []int{0, 63, 64, 129}; !slices.Equal(got, want) {
-		t.Fatalf("Slice() = %v, want %v (out-of-range members must be ignored)", got, want)
+		t.Fatalf("Slice() = %v, want %v", got, want)
 	}
 	if s.Len() != 4 || s.IsEmpty() {
 		t.Fatalf("Len() = %d, IsEmpty() = %v; want 4, false", s.Len(), s.IsEmpty())
@@ -22,8 +24,6 @@ func TestPartitionSetMembership(t *testing.T) {
 			t.Errorf("Has(%d) = true for out-of-range partition", p)
 		}
 	}
-	s.Add(200) // ignored: sets never grow
-	s.Remove(-3)
 	s.Remove(63)
 	s.Add(1)
 	if got, want := s.Slice(), []int{0, 1, 64, 129}; !slices.Equal(got, want) || s.Size() != 130 {
@@ -31,10 +31,43 @@ func TestPartitionSetMembership(t *testing.T) {
 	}
 }
 
+// mustPanic runs f and fails unless it panics with a message holding want.
+func mustPanic(t *testing.T, name, want string, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		msg, _ := r.(string)
+		if r == nil || !strings.Contains(msg, want) {
+			t.Errorf("%s: recovered %v, want a panic naming %q", name, r, want)
+		}
+	}()
+	f()
+}
+
+// An out-of-range partition or a mix of sizes is a programming error that
+// once hid a cache built at the wrong count: it must be loud, and the set
+// it was aimed at must stay as it was.
+func TestPartitionSetMisuseIsLoud(t *testing.T) {
+	s := NewPartitionSet(130, 5)
+	for _, p := range []int{130, 200, -1, -3, 1 << 40} {
+		mustPanic(t, fmt.Sprintf("Add(%d)", p), "PartitionSet.Add", func() { s.Add(p) })
+		mustPanic(t, fmt.Sprintf("Remove(%d)", p), "PartitionSet.Remove", func() { s.Remove(p) })
+	}
+	mustPanic(t, "NewPartitionSet with 130 in 130", "PartitionSet.Add(130)", func() { NewPartitionSet(130, 0, 130) })
+	var zero PartitionSet
+	mustPanic(t, "Add on the zero value", "set of 0 partitions", func() { zero.Add(0) })
+	other := NewPartitionSet(271, 5)
+	mustPanic(t, "Union of 130 and 271", "combining a set of 130 partitions with one of 271", func() { s.Union(other) })
+	mustPanic(t, "Intersect of 271 and 130", "combining a set of 271 partitions with one of 130", func() { other.Intersect(s) })
+	mustPanic(t, "Difference of 130 and 271", "combining", func() { s.Difference(other) })
+	if got := s.Slice(); !slices.Equal(got, []int{5}) || s.Size() != 130 {
+		t.Fatalf("misuse changed the set: %v size %d", got, s.Size())
+	}
+}
+
 func TestPartitionSetZeroValue(t *testing.T) {
 	var s PartitionSet
-	s.Add(0)
-	s.Remove(0)
 	if s.Size() != 0 || s.Len() != 0 || !s.IsEmpty() || s.Has(0) || s.String() != "{}" || len(s.Slice()) != 0 {
 		t.Fatalf("zero value misbehaves: size %d len %d %s", s.Size(), s.Len(), s)
 	}
@@ -88,9 +121,8 @@ func TestPartitionSetAlgebra(t *testing.T) {
 		{"disjoint", NewPartitionSet(8, 0, 1), NewPartitionSet(8, 5), []int{0, 1, 5}, []int{}, []int{0, 1}, 8},
 		{"overlap", NewPartitionSet(8, 0, 1, 2), NewPartitionSet(8, 2, 3), []int{0, 1, 2, 3}, []int{2}, []int{0, 1}, 8},
 		{"across words", NewPartitionSet(200, 3, 70, 199), NewPartitionSet(200, 70, 130), []int{3, 70, 130, 199}, []int{70}, []int{3, 199}, 200},
-		{"larger right", NewPartitionSet(8, 1, 7), NewPartitionSet(100, 7, 90), []int{1, 7, 90}, []int{7}, []int{1}, 100},
-		{"larger left", NewPartitionSet(100, 7, 90), NewPartitionSet(8, 1, 7), []int{1, 7, 90}, []int{7}, []int{90}, 100},
 		{"with zero value", NewPartitionSet(8, 4), PartitionSet{}, []int{4}, []int{}, []int{4}, 8},
+		{"zero value first", PartitionSet{}, NewPartitionSet(8, 4), []int{4}, []int{}, []int{}, 8},
 		{"equal", NewPartitionSet(8, 4), NewPartitionSet(8, 4), []int{4}, []int{4}, []int{}, 8},
 	}
 	for _, tt := range tests {
@@ -160,12 +192,10 @@ func TestPartitionSetMatchesMapModel(t *testing.T) {
 	s := NewPartitionSet(size)
 	model := map[int]bool{}
 	for range 5000 {
-		p := rng.IntN(size+20) - 10
+		p := rng.IntN(size)
 		if rng.IntN(2) == 0 {
 			s.Add(p)
-			if p >= 0 && p < size {
-				model[p] = true
-			}
+			model[p] = true
 		} else {
 			s.Remove(p)
 			delete(model, p)

@@ -127,7 +127,9 @@ type cacheReplica struct {
 	done chan error
 }
 
-func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles) *cacheReplica {
+// startCacheReplica builds replica id and starts it, after calling each of
+// beforeStart with its manager.
+func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles, beforeStart ...func(crmanager.Manager)) *cacheReplica {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	reg := prometheus.NewRegistry()
@@ -169,6 +171,9 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 	if err := ring.NewControllerManagedBy(mgr).Named("configmap-unstructured").For(unstructuredConfigMap()).
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range beforeStart {
+		f(mgr)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &cacheReplica{id: id, ring: ring, mgr: mgr, reg: reg, stop: stop, done: make(chan error, 1)}

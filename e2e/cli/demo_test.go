@@ -26,7 +26,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"Ring formed in",
 		"All 60 Widgets reconciled",
-		"REPLICA", "CACHED", "RECONCILES", "PER SEC", "QUEUE",
+		"REPLICA", "CACHED", "CLAIMED", "HANDOFF", "RECONCILES", "PER SEC", "QUEUE",
 		"cache mode labels",
 		"example-operator-0", "example-operator-1", "example-operator-2",
 		"example-operator-0 exited 0",
@@ -35,6 +35,29 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+
+	// Every table is one read of the Leases: the partitions each replica
+	// claims alone (CLAIMED - HANDOFF) never add up to more than the ring
+	// has, which per-replica scrapes taken at different moments did.
+	tables := 0
+	for _, table := range demoTables(out) {
+		tables++
+		sole := 0
+		for _, row := range table {
+			claimed, err1 := strconv.Atoi(row["CLAIMED"])
+			handoff, err2 := strconv.Atoi(row["HANDOFF"])
+			if err1 != nil || err2 != nil || strings.Contains(row["LEASE"], "expired") {
+				continue // no Lease, or an expired one: no live claim
+			}
+			sole += claimed - handoff
+		}
+		if sole > 271 {
+			t.Errorf("a table shows %d partitions claimed by one live replica alone, over the ring's 271:\n%v", sole, table)
+		}
+	}
+	if tables < 3 {
+		t.Errorf("found %d tables in the demo's output, want several:\n%s", tables, out)
 	}
 
 	// The replicas ran the gate-free sharded cache on a control plane
@@ -88,4 +111,40 @@ func TestDemo(t *testing.T) {
 	if left := append(processesMentioning(operatorBin), processesMentioning(dir[1])...); len(left) > 0 {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// demoTables returns the rows of every table the demo printed (plain
+// output: a header line starting with REPLICA, rows up to a blank line), as
+// maps from column name to cell, cut at the header's column positions.
+func demoTables(out string) [][]map[string]string {
+	var tables [][]map[string]string
+	lines := strings.Split(out, "\n")
+	for i := 0; i < len(lines); i++ {
+		header := lines[i]
+		if !strings.HasPrefix(header, "REPLICA ") {
+			continue
+		}
+		var names []string
+		var starts []int
+		for _, m := range regexp.MustCompile(`\S+( \S+)?`).FindAllStringIndex(header, -1) {
+			names = append(names, header[m[0]:m[1]])
+			starts = append(starts, m[0])
+		}
+		var table []map[string]string
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+			row := map[string]string{}
+			for j, start := range starts {
+				end := len(lines[i])
+				if j+1 < len(starts) {
+					end = min(starts[j+1], end)
+				}
+				if start < end {
+					row[names[j]] = strings.TrimSpace(lines[i][start:end])
+				}
+			}
+			table = append(table, row)
+		}
+		tables = append(tables, table)
+	}
+	return tables
 }

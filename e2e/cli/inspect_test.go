@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -40,6 +41,7 @@ type statusDoc struct {
 	Namespace string `json:"namespace"`
 	Rings     []struct {
 		Name        string   `json:"name"`
+		Namespace   string   `json:"namespace"`
 		Partitions  int      `json:"partitions"`
 		Params      string   `json:"params"`
 		RingMembers []string `json:"ringMembers"`
@@ -240,6 +242,28 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 		t.Errorf("all %d Widgets are owned by %v: sharding did not spread them", widgets, used)
 	}
 
+	// kubectl's form, <name> -n NS, with the Leases in the same namespace
+	// (found there, as -n is also the Leases' namespace by default): the
+	// same answer, in YAML.
+	r = kshard(t, time.Minute, "owner", "widgets", "w-00", "-n", namespace, "-o", "yaml", "--kubeconfig", kc)
+	var oy ownerDoc
+	if r.code != 0 || r.stderr != "" || sigsyaml.Unmarshal([]byte(r.stdout), &oy) != nil || oy.Owner != owners["w-00"] || oy.Key != namespace+"/w-00" ||
+		oy.Exists == nil || !*oy.Exists || len(oy.PartitionLabels) != 1 {
+		t.Errorf("owner widgets w-00 -n %s -o yaml: code %d, %+v\n%s%s", namespace, r.code, oy, r.stdout, r.stderr)
+	}
+	// Every namespace's rings: this one, under its namespace.
+	r = kshard(t, time.Minute, "status", "-A", "-o", "yaml", "--kubeconfig", kc)
+	var all statusDoc
+	if r.code != 0 || sigsyaml.Unmarshal([]byte(r.stdout), &all) != nil || all.Namespace != "" || len(all.Rings) != 1 ||
+		all.Rings[0].Name != ring || all.Rings[0].Namespace != namespace || len(all.Rings[0].RingMembers) != 3 {
+		t.Errorf("status -A -o yaml: code %d, %+v\n%s%s", r.code, all, r.stdout, r.stderr)
+	}
+	r = kshard(t, time.Minute, "status", "--all-namespaces", "-o", "wide", "--kubeconfig", kc)
+	if r.code != 0 || !strings.Contains(r.stdout, "RING "+ring+"  namespace "+namespace) || !strings.Contains(r.stdout, "INCARNATION") ||
+		!strings.Contains(r.stdout, ring+"-op-1") {
+		t.Errorf("status -A -o wide: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	// The table form, an object that does not exist, and bad input.
 	r = kshard(t, time.Minute, "owner", "widget", namespace+"/w-00", "--kubeconfig", kc, "-n", namespace)
 	if r.code != 0 || !strings.Contains(r.stdout, "OWNER       "+owners["w-00"]) || !strings.Contains(r.stdout, "(exists)") ||
@@ -255,10 +279,10 @@ func TestStatusAndOwnerMatchReconciles(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"owner", "widgets", "w-00"}, 2, "widgets.demo.kshard.io are namespaced"},
 		{[]string{"owner", "namespaces", "default/x"}, 2, "namespaces are cluster-scoped"},
 		{[]string{"owner", "gizmos", "a/b"}, 1, `the API server has no resource "gizmos"`},
 		{[]string{"owner", "widgets", "a/b", "--ring", "other"}, 1, `rings here: example-operator: pass one with --ring`},
+		{[]string{"owner", "widgets", "w-00", "-A"}, 2, "-A/--all-namespaces does not apply to owner"},
 	} {
 		r := kshard(t, time.Minute, append(bad.args, "--kubeconfig", kc, "-n", namespace)...)
 		if r.code != bad.code || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, bad.want) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -118,7 +119,7 @@ func TestUnlabel(t *testing.T) {
 		}
 	}
 	unlabel := func(args ...string) result {
-		return kshard(t, 2*time.Minute, append([]string{"unlabel", "--ring", ring, "--kubeconfig", kc, "-n", leaseNS}, args...)...)
+		return kshard(t, 2*time.Minute, append([]string{"unlabel", "--ring", ring, "--kubeconfig", kc, "--lease-namespace", leaseNS}, args...)...)
 	}
 
 	// A live replica of the ring in cache mode labels: refused.
@@ -129,6 +130,18 @@ func TestUnlabel(t *testing.T) {
 	r := unlabel("configmaps", "widgets", "-A")
 	if r.code != 1 || !strings.Contains(r.stderr, "live replicas in cache mode labels") || !strings.Contains(r.stderr, "op-0") {
 		t.Errorf("with a live labelling replica: code %d, stderr %q; want a refusal naming op-0", r.code, r.stderr)
+	}
+	// The Leases' namespace defaults to -n's, the objects' (ul-a here): it
+	// holds none of the ring's Leases, so the check looks in every
+	// namespace and finds op-0 in ul-ring.
+	r = kshard(t, 2*time.Minute, "unlabel", "--ring", ring, "configmaps", "-n", "ul-a", "--kubeconfig", kc)
+	if r.code != 1 || !strings.Contains(r.stderr, "op-0 in namespace "+leaseNS) {
+		t.Errorf("Leases in another namespace than -n's: code %d, stderr %q; want a refusal naming op-0 in %s", r.code, r.stderr, leaseNS)
+	}
+	// The earlier form: -A for the objects and -n for the Leases' namespace.
+	r = kshard(t, 2*time.Minute, "unlabel", "--ring", ring, "configmaps", "-A", "-n", leaseNS, "--kubeconfig", kc)
+	if r.code != 1 || !strings.Contains(r.stderr, "op-0 in namespace "+leaseNS) {
+		t.Errorf("-A -n %s: code %d, stderr %q; want a refusal naming op-0", leaseNS, r.code, r.stderr)
 	}
 	expect("ul-a", ringKey, 12, 5)
 
@@ -142,7 +155,7 @@ func TestUnlabel(t *testing.T) {
 		doc.Results[1].Resource != "widgets.demo.kshard.io" || doc.Results[1].Labelled != 15 || doc.Results[0].Unlabelled != 0 {
 		t.Errorf("client dry run: %+v", doc)
 	}
-	r = unlabel("configmaps", "--object-namespace", "ul-a", "--dry-run=server", "--force")
+	r = unlabel("configmaps", "-n", "ul-a", "--dry-run=server", "--force", "-o", "wide")
 	if r.code != 0 || !strings.Contains(r.stdout, "dry run (server)") || !strings.Contains(r.stderr, "configmaps in namespace ul-a: 17 scanned, 12 would be unlabelled") {
 		t.Errorf("server dry run: code %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -151,7 +164,7 @@ func TestUnlabel(t *testing.T) {
 
 	// --key of an earlier partition count's key, which the live ring no
 	// longer writes: allowed while it runs; in ul-a only.
-	r = unlabel("configmaps", "--object-namespace", "ul-a", "--key", oldRingKey)
+	r = unlabel("configmaps", "-n", "ul-a", "--key", oldRingKey)
 	if r.code != 0 {
 		t.Fatalf("--key: code %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -159,7 +172,7 @@ func TestUnlabel(t *testing.T) {
 	expect("ul-a", ringKey, 12, 5)
 	expect("ul-b", oldRingKey, 4, 0)
 	// --key of the key the live ring writes: refused.
-	if r = unlabel("configmaps", "--object-namespace", "ul-a", "--key", ringKey); r.code != 1 || !strings.Contains(r.stderr, "live replicas in cache mode labels") {
+	if r = unlabel("configmaps", "-n", "ul-a", "--key", ringKey); r.code != 1 || !strings.Contains(r.stderr, "live replicas in cache mode labels") {
 		t.Errorf("--key of the live ring's key: code %d, stderr %q; want a refusal", r.code, r.stderr)
 	}
 
@@ -168,10 +181,15 @@ func TestUnlabel(t *testing.T) {
 	}
 
 	// Every key of the ring, in ul-a and ul-b: ul-c and other labels stay.
-	r = unlabel("configmaps", "widgets", "--object-namespace", "ul-a,ul-b", "-o", "json")
+	// Two namespaces at once through the deprecated --object-namespace,
+	// with a warning, and -o yaml.
+	r = unlabel("configmaps", "widgets", "--object-namespace", "ul-a,ul-b", "-o", "yaml")
 	doc = unlabelDoc{}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil {
+	if r.code != 0 || yaml.Unmarshal([]byte(r.stdout), &doc) != nil {
 		t.Fatalf("unlabel: code %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "warning: --object-namespace is deprecated") {
+		t.Errorf("--object-namespace without its deprecation warning: %q", r.stderr)
 	}
 	if len(doc.Results) != 4 || doc.Results[0].Namespace != "ul-a" || doc.Results[0].Unlabelled != 12 || doc.Results[1].Unlabelled != 12 ||
 		doc.Results[2].Unlabelled != 5 || doc.Results[3].Unlabelled != 5 {
@@ -186,7 +204,7 @@ func TestUnlabel(t *testing.T) {
 	expect("ul-c", ringKey, 12, 5)
 	expect("ul-c", oldRingKey, 4, 0)
 
-	t.Logf("unlabel -o json:\n%s", r.stdout)
+	t.Logf("unlabel -o yaml:\n%s", r.stdout)
 
 	// Bad input against the live cluster.
 	for _, bad := range []struct {
@@ -213,8 +231,8 @@ func TestUnlabel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the restricted user's grant did not take effect: %v", err)
 	}
-	r = kshard(t, 2*time.Minute, "unlabel", "--ring", ring, "configmaps", "--object-namespace", "ul-c",
-		"--kubeconfig", cp.RestrictedKubeconfigPath(), "-n", leaseNS)
+	r = kshard(t, 2*time.Minute, "unlabel", "--ring", ring, "configmaps", "-n", "ul-c",
+		"--kubeconfig", cp.RestrictedKubeconfigPath(), "--lease-namespace", leaseNS)
 	t.Logf("unlabel as a user who may not patch:\n%s%s", r.stdout, r.stderr)
 	if r.code != 1 || !strings.Contains(r.stdout, `forbidden: this user may not patch configmaps in namespace "ul-c"`) ||
 		!strings.Contains(r.stdout, "kubectl auth can-i patch configmaps -n ul-c") || !strings.Contains(r.stderr, "could not read the Leases") ||

@@ -126,13 +126,13 @@ func TestBadInput(t *testing.T) {
 		want    []string
 	}{
 		{name: "unknown flag", args: []string{"--no-such-flag"}, code: 2,
-			want: []string{"-no-such-flag", "--help"}},
+			want: []string{"unknown flag --no-such-flag", "--help"}},
 		{name: "stray argument", args: []string{"run"}, code: 2,
 			want: []string{`"run"`, "flags only"}},
 		{name: "invalid duration", args: []string{"--lease-duration=abc"}, code: 2,
-			want: []string{"-lease-duration", `"abc"`, "duration such as 10s"}},
+			want: []string{"--lease-duration", `"abc"`, "duration such as 10s"}},
 		{name: "invalid number", args: []string{"--kube-api-qps=fast"}, code: 2,
-			want: []string{"-kube-api-qps", "want a number"}},
+			want: []string{"--kube-api-qps", "want a number"}},
 		{name: "non-positive qps", args: []string{"--kube-api-qps=0"}, code: 2,
 			want: []string{"--kube-api-qps", "positive"}},
 		{name: "renew deadline not below lease duration", args: []string{"--lease-duration=5s", "--renew-deadline=5s"}, code: 2,
@@ -174,12 +174,12 @@ func TestHelpDocumentsFlags(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Usage: example-operator [flags]", "Exit codes:",
-		"-kubeconfig", "-ring", "-identity", "-lease-namespace", "-watch-namespace", "-partitions",
-		"-lease-duration", "-renew-period", "-renew-deadline", "-drain-grace", "-shutdown-timeout",
-		"-metrics-bind-address", "-health-probe-bind-address", "-workers", "-work-delay", "-reconcile-timeout",
-		"-kube-api-qps", "-kube-api-burst", "(default 50)", "(default 100)",
-		"-api-server-wait", "0 retries forever", "-install-crd",
-		"-cache-mode", "no feature gate", "-label-qps",
+		"--kubeconfig", "--ring", "--identity", "--lease-namespace", "--watch-namespace", "--partitions",
+		"--lease-duration", "--renew-period", "--renew-deadline", "--drain-grace", "--shutdown-timeout",
+		"--metrics-bind-address", "--health-probe-bind-address", "--workers", "--work-delay", "--reconcile-timeout",
+		"--kube-api-qps", "--kube-api-burst", "(default 50)", "(default 100)",
+		"--api-server-wait", "0 retries forever", "--install-crd",
+		"--cache-mode", "no feature gate", "--label-qps",
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("--help does not mention %q", want)

@@ -18,6 +18,7 @@
 package main
 
 import (
+	"archive/zip"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -30,7 +31,7 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
-	"golang.org/x/mod/zip"
+	modzip "golang.org/x/mod/zip"
 )
 
 const rootModule = "github.com/kshard/kshard"
@@ -183,7 +184,9 @@ func checkWorkspace(root, release string) error {
 // publish writes the module in dir into the proxy at version. The zip holds
 // what `go mod download` would: no nested modules (for the root, the
 // adapter and the tools module hack/tools among them), no VCS files,
-// size-checked.
+// size-checked. A zip without a LICENSE at the module's root is refused:
+// its users would get the code without a license, and pkg.go.dev shows no
+// documentation for it.
 func publish(proxy, dir, path, version string) error {
 	mv := module.Version{Path: path, Version: version}
 	if err := module.Check(mv.Path, mv.Version); err != nil {
@@ -201,11 +204,14 @@ func publish(proxy, dir, path, version string) error {
 	if err != nil {
 		return err
 	}
-	if err := zip.CreateFromDir(f, mv, dir); err != nil {
+	if err := modzip.CreateFromDir(f, mv, dir); err != nil {
 		f.Close()
 		return fmt.Errorf("zipping %s: %w", dir, err)
 	}
 	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := zipHasLicense(f.Name(), mv); err != nil {
 		return err
 	}
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
@@ -226,4 +232,21 @@ func publish(proxy, dir, path, version string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(at, "list"), []byte(version+"\n"), 0o644)
+}
+
+// zipHasLicense checks that the module zip at path holds a LICENSE at the
+// module's root, the one file pkg.go.dev and license scanners read.
+func zipHasLicense(path string, mv module.Version) error {
+	r, err := zip.OpenReader(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	want := mv.Path + "@" + mv.Version + "/LICENSE"
+	for _, f := range r.File {
+		if f.Name == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("the module zip of %s has no LICENSE at its root (%s): copy the root's LICENSE into the module's directory (make license-check)", mv.Path, want)
 }

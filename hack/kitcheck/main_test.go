@@ -15,10 +15,12 @@ func checkout(t *testing.T, rootMod, crshardMod, work string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"go.mod":                    rootMod,
-		"doc.go":                    "package kshard\n",
-		"controller/crshard/go.mod": crshardMod,
-		"controller/crshard/doc.go": "package crshard\n",
+		"go.mod":                     rootMod,
+		"doc.go":                     "package kshard\n",
+		"controller/crshard/go.mod":  crshardMod,
+		"controller/crshard/doc.go":  "package crshard\n",
+		"LICENSE":                    "Apache License\n",
+		"controller/crshard/LICENSE": "Apache License\n",
 	}
 	if work != "" {
 		files["go.work"] = work
@@ -89,5 +91,28 @@ func TestRefusesWhatUsersCannotResolve(t *testing.T) {
 				t.Fatalf("want an error saying %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// A published module whose zip would carry no LICENSE is refused, naming
+// the module.
+func TestRefusesAModuleWithoutLicense(t *testing.T) {
+	root := checkout(t, rootMod, crshardMod("v0.1.0", ""), work)
+	if err := os.Remove(filepath.Join(root, "controller/crshard/LICENSE")); err != nil {
+		t.Fatal(err)
+	}
+	err := run(root, t.TempDir(), "v0.0.0-local.1", []string{"controller/crshard"})
+	if err == nil || !strings.Contains(err.Error(), "github.com/kshard/kshard/controller/crshard has no LICENSE") {
+		t.Fatalf("want an error naming the adapter's missing LICENSE, got %v", err)
+	}
+	// The root's own LICENSE does not count for the adapter: it is not in
+	// the adapter's zip. Without the root's, the root is refused first.
+	root = checkout(t, rootMod, crshardMod("v0.1.0", ""), work)
+	if err := os.Remove(filepath.Join(root, "LICENSE")); err != nil {
+		t.Fatal(err)
+	}
+	err = run(root, t.TempDir(), "v0.0.0-local.1", []string{"controller/crshard"})
+	if err == nil || !strings.Contains(err.Error(), "github.com/kshard/kshard has no LICENSE") {
+		t.Fatalf("want an error naming the root's missing LICENSE, got %v", err)
 	}
 }

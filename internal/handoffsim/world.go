@@ -554,7 +554,7 @@ func (w *world) start(i int) {
 	p.startLabelCache()
 	w.initialClockRate(p)
 	np := w.p.ring.WithDefaults().Partitions
-	p.active, p.inflight = shard.NewPartitionSet(np), shard.NewPartitionSet(np)
+	p.active, p.inflight, p.disarmed = shard.NewPartitionSet(np), shard.NewPartitionSet(np), shard.NewPartitionSet(np)
 	p.stuck, p.drainToken = make([]bool, np), make([]uint64, np)
 	core, err := p.NewCore()
 	if err != nil {

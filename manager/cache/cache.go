@@ -79,6 +79,9 @@ type Cache struct {
 	sharding  *Sharding
 	fullKinds []schema.GroupVersionKind // Sharding.Full, resolved
 	shared    shard.PartitionSet        // partitions of Sharding.SharedNamespaces, always held
+	// partitions is the ring's partition count (0 without Sharding): the
+	// size of every set the cache holds, from New on.
+	partitions int
 
 	// mu guards the fields below. It is never held across network I/O:
 	// mappings and clients are resolved before it is taken.
@@ -166,7 +169,8 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		}
 	}
 	var fullKinds []schema.GroupVersionKind
-	held := shard.NewPartitionSet(1)
+	// Without Sharding no kind is partitioned and the sets stay empty.
+	held := shard.NewPartitionSet(0)
 	shared := held
 	if sh := opts.Sharding; sh != nil {
 		if ls := sh.Labels; ls != nil {
@@ -191,6 +195,11 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 			cp.Logger = logr.Discard()
 			opts.Sharding = &cp
 		}
+		// Every set is built at the ring's partition count from here on: a
+		// kind created before the ring's first Hold gets an empty set of
+		// that count, so what its first LIST drops is recorded against the
+		// partitions a later Hold gains, and they are listed again. A set
+		// of another count here once left such a kind synced and empty.
 		if shared, err = sh.sharedPartitions(); err != nil {
 			return nil, err
 		}
@@ -198,6 +207,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	}
 	return &Cache{
 		sharding:    opts.Sharding,
+		partitions:  held.Size(),
 		fullKinds:   fullKinds,
 		shared:      shared,
 		held:        held,

@@ -275,6 +275,7 @@ func (l *Labelled) Hold(set shard.PartitionSet) {
 	// otherwise end a pending state strand just made, and the release then
 	// hide the object with no view or pending state left to serve it.
 	// Segmented.Hold calls nothing of l, so holding l.mu over it is safe.
+	mustBeSized("Labelled.Hold", set, l.held.Size())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.strand(l.held.Difference(set), set)
@@ -334,6 +335,7 @@ func (l *Labelled) strand(released, kept shard.PartitionSet) {
 // another partition, are labelled from now on. The coordinator calls it as
 // it activates and revokes.
 func (l *Labelled) SetActive(set shard.PartitionSet) {
+	mustBeSized("Labelled.SetActive", set, l.held.Size())
 	l.mu.Lock()
 	gained := set.Difference(l.active)
 	l.active = set.Clone()

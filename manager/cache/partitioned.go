@@ -107,7 +107,7 @@ var ErrPartitionNotHeld = errors.New("cache: the partition is not held by this r
 // error naming the first namespace that cannot be shared.
 func (sh *Sharding) sharedPartitions() (shard.PartitionSet, error) {
 	rp := sh.Partitioner
-	set := shard.NewPartitionSet(rp.Count())
+	set := shard.NewPartitionSet(sh.partitions())
 	for _, ns := range sh.SharedNamespaces {
 		if rp.Scheme() != shard.SchemeNamespace {
 			return set, fmt.Errorf("cache: Options.Sharding.SharedNamespaces needs the namespace scheme, not %q: under it a namespace spreads over every partition; list the kinds read there in Sharding.Full instead", rp.Scheme())
@@ -263,7 +263,9 @@ func (c *Cache) ObjectsPerPartition() []int {
 	return counts
 }
 
-// partitions is the ring's partition count.
+// partitions is the ring's partition count: Labels' partitioner's when set
+// (key partitioning has no range partitioner), else the range
+// partitioner's. New has checked that the two agree when both are set.
 func (sh *Sharding) partitions() int {
 	if sh.Labels != nil {
 		return sh.Labels.Partitioner.Count()
@@ -477,6 +479,11 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	})
 }
 
+// LabelFieldManager is the field manager of the cache's label patches, as
+// an object's metadata.managedFields names it (client-go's default is the
+// program's name, "Go-http-client" for most).
+const LabelFieldManager = "kshard"
+
 // objectClient is a Labelled's ObjectClient: typed (or metadata) reads
 // through the cache's clients, label patches through the writer.
 type objectClient struct {
@@ -493,7 +500,7 @@ func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, l
 	if err != nil {
 		return "", err
 	}
-	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: LabelFieldManager})
 	if err != nil {
 		return "", err
 	}
@@ -503,14 +510,17 @@ func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, l
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
 // target, claimed, active and draining partitions (ring.PartitionCache),
 // and always those of Sharding.SharedNamespaces. Kinds created later start
-// holding them. Without Sharding it does nothing.
+// holding them. Without Sharding it does nothing. A set of another size
+// than the ring's partition count panics (the zero PartitionSet is taken
+// as empty): a programming error that would otherwise leave kinds holding
+// nothing of the partitions they report synced.
 func (c *Cache) Hold(set shard.PartitionSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sharding == nil {
 		return
 	}
-	c.held = set.Union(c.shared)
+	c.held = c.ringSized("Hold", set).Union(c.shared)
 	for _, e := range c.informers {
 		if e.part != nil {
 			e.part.Hold(c.held)
@@ -518,19 +528,40 @@ func (c *Cache) Hold(set shard.PartitionSet) {
 	}
 }
 
+// ringSized returns set, or an empty set of the ring's partition count for
+// the zero PartitionSet; a set of another size panics, naming op.
+func (c *Cache) ringSized(op string, set shard.PartitionSet) shard.PartitionSet {
+	switch set.Size() {
+	case c.partitions:
+		return set
+	case 0:
+		return shard.NewPartitionSet(c.partitions)
+	}
+	panic(fmt.Sprintf("cache: %s of a set of %d partitions, but the ring has %d: a programming error; build the set with the ring's partition count", op, set.Size(), c.partitions))
+}
+
+// mustBeSized panics unless set ranges over exactly partitions, the count
+// a partitioned informer was built for: a set of another size would make
+// it drop objects of partitions it then reports synced.
+func mustBeSized(op string, set shard.PartitionSet, partitions int) {
+	if set.Size() != partitions {
+		panic(fmt.Sprintf("cache: %s of a set of %d partitions on an informer of %d: a programming error; build the set with the ring's partition count", op, set.Size(), partitions))
+	}
+}
+
 // SetActive tells the labelled kinds which partitions are active on this
 // replica: their owner labels their unlabelled objects. The coordinator
-// calls it whenever the active set changes.
+// calls it whenever the active set changes. Sizes as in Hold.
 func (c *Cache) SetActive(set shard.PartitionSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sharding == nil {
 		return
 	}
-	c.active = set.Clone()
+	c.active = c.ringSized("SetActive", set).Clone()
 	for _, e := range c.informers {
 		if lab, ok := e.part.(*Labelled); ok {
-			lab.SetActive(set)
+			lab.SetActive(c.active)
 		}
 	}
 }

@@ -191,6 +191,7 @@ func (s *Segmented) Run(ctx context.Context) {
 // stopped when nothing of it is held any more, or restarted for the rest
 // when it has not synced yet.
 func (s *Segmented) Hold(set shard.PartitionSet) {
+	mustBeSized("Segmented.Hold", set, s.opts.Partitions)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {

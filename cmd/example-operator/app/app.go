@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
@@ -49,7 +49,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs := flag.NewFlagSet("example-operator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; defaults to $KUBECONFIG, then ~/.kube/config, then the in-cluster service account")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig; without it $KUBECONFIG, then the in-cluster service account, then ~/.kube/config (manager.GetConfig's order)")
 	fs.StringVar(&c.mgr.Ring, "ring", "example-operator", "ring name: every replica of this operator uses the same one (Lease label kshard.io/ring)")
 	fs.StringVar(&c.mgr.LeaseNamespace, "lease-namespace", "", "namespace of the ring's Leases (default $POD_NAMESPACE, then the service account's namespace, then \"default\")")
 	fs.StringVar(&c.mgr.Identity, "identity", "", "this replica's unique, stable identity (default $POD_NAME, then the hostname)")
@@ -79,9 +79,39 @@ func newFlagSet(c *config) *flag.FlagSet {
 
 func usage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "Usage: example-operator [flags]\n\nReconciles Widgets (demo.kshard.io/v1alpha1) into ConfigMaps, sharded across replicas with kshard.\nEvery flag has a default suited to a StatefulSet with POD_NAME and POD_NAMESPACE from the downward API.\n\nExit codes: 0 after a clean leave (SIGTERM or SIGINT), 1 when it cannot start or fails, 2 for a bad command line.\n\nFlags:\n")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	printFlags(fs, w)
+}
+
+// printFlags lists fs's flags as the docs write them, with two dashes
+// (--name), which the flag package accepts as well as one: its own
+// PrintDefaults writes -name.
+func printFlags(fs *flag.FlagSet, w io.Writer) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		if !isZeroDefault(f) {
+			if _, ok := f.Value.(flag.Getter).Get().(string); ok {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += fmt.Sprintf(" (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// isZeroDefault reports whether f's default is its type's zero value, which
+// the help leaves unsaid (as PrintDefaults does).
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "0s", "false":
+		return true
+	}
+	return false
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -141,28 +171,43 @@ func (c *config) validate() error {
 	return timing.ValidateNamed(flags)
 }
 
+// invalidFlagValue matches the flag package's message for a value its flag
+// cannot parse.
+var invalidFlagValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([^:]+): `)
+
 // explainFlagError turns the flag package's error into one line that says
-// what to do.
+// what to do, naming flags with two dashes as the help and the docs do.
 func explainFlagError(fs *flag.FlagSet, err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	msg := err.Error()
-	// "invalid value "abc" for flag -lease-duration: parse error"
-	if _, rest, ok := strings.Cut(msg, " for flag -"); ok {
-		name, _, _ := strings.Cut(rest, ":")
+	// "flag provided but not defined: -frob"
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return fmt.Errorf("unknown flag --%s; run example-operator --help for the flags", strings.TrimLeft(name, "-"))
+	}
+	// "flag needs an argument: -ring"
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return fmt.Errorf("flag --%s needs a value; run example-operator --help for the flags", strings.TrimLeft(name, "-"))
+	}
+	// "invalid value "abc" for flag -lease-duration: parse error", and for
+	// a bool "invalid boolean value "x" for -install-crd: parse error".
+	if m := invalidFlagValue.FindStringSubmatch(msg); m != nil {
+		value, name := m[1], m[2]
+		want := "see example-operator --help"
 		if f := fs.Lookup(name); f != nil {
 			if g, ok := f.Value.(flag.Getter); ok {
 				switch g.Get().(type) {
 				case time.Duration:
-					return fmt.Errorf("%s: want a duration such as 10s, 1m30s or 500ms", msg)
+					want = "want a duration such as 10s, 1m30s or 500ms"
 				case int, float64:
-					return fmt.Errorf("%s: want a number", msg)
+					want = "want a number"
 				case bool:
-					return fmt.Errorf("%s: want true or false", msg)
+					want = "want true or false"
 				}
 			}
 		}
+		return fmt.Errorf("invalid value %s for --%s: %s", value, name, want)
 	}
 	return fmt.Errorf("%s; run example-operator --help for the flags", msg)
 }
@@ -243,27 +288,29 @@ func run(c *config) error {
 	return mgr.Start(ctx)
 }
 
-// loadConfig follows kubectl's rules: --kubeconfig, $KUBECONFIG,
-// ~/.kube/config, then the in-cluster service account.
+// loadConfig finds the API server as the library documents it
+// (manager.LoadConfig): --kubeconfig when given; otherwise $KUBECONFIG,
+// then the in-cluster service account, then ~/.kube/config, so that a
+// kubeconfig left in an image does not override the pod's own identity. A
+// --kubeconfig that cannot be used is named as the flag.
 func loadConfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("--kubeconfig %s does not exist: pass the path of a kubeconfig file, or leave the flag out to use $KUBECONFIG, ~/.kube/config or the in-cluster service account", path)
-			}
-			return nil, fmt.Errorf("--kubeconfig %s: %w: pass a readable kubeconfig file", path, err)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--kubeconfig %s does not exist: pass the path of a kubeconfig file, or leave the flag out to use $KUBECONFIG, the in-cluster service account or ~/.kube/config", path)
 		}
-		rules.ExplicitPath = path
 	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		if path != "" {
-			return nil, fmt.Errorf("cannot use --kubeconfig %s: %w: fix the file or pass another one", path, err)
+	cfg, err := manager.LoadConfig(path)
+	switch {
+	case err == nil:
+		return cfg, nil
+	case path != "":
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // LoadConfig's error names the file; so does this one
 		}
-		return nil, fmt.Errorf("loading kubeconfig: %w: pass --kubeconfig, set KUBECONFIG, or run in a cluster", err)
+		return nil, fmt.Errorf("cannot use --kubeconfig %s: %w: fix the file or pass another one", path, err)
+	default:
+		return nil, err
 	}
-	return cfg, nil
 }
 
 // widgetClient is a REST client for demo.kshard.io/v1alpha1, for status

@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,17 +13,21 @@ import (
 )
 
 // TestHelpDocumentsEveryFlag: --help exits 0 and lists every flag the
-// operator defines, each with a description and its default.
+// operator defines as the docs write it (--name, never -name), each with a
+// description and its default.
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
 	if code := Main([]string{"--help"}, &out); code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
-	// PrintDefaults writes "  -name type\n    \tusage (default x)\n" per flag.
+	help := out.String()
+	// One block per flag: "  --name type\n    \tusage (default x)\n".
 	blocks := map[string]string{}
-	for _, b := range strings.Split(out.String(), "\n  -")[1:] {
-		name, _, _ := strings.Cut(strings.Fields(b)[0], "\n")
-		blocks[name] = b
+	for _, b := range strings.Split(help, "\n  --")[1:] {
+		blocks[strings.Fields(b)[0]] = b
+	}
+	if strings.Contains(help, "\n  -") && strings.Count(help, "\n  -") != strings.Count(help, "\n  --") {
+		t.Errorf("--help lists a flag with one dash:\n%s", help)
 	}
 	n := 0
 	newFlagSet(&config{}).VisitAll(func(f *flag.Flag) {
@@ -29,15 +35,86 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		b, ok := blocks[f.Name]
 		switch {
 		case !ok:
-			t.Errorf("--help does not list -%s", f.Name)
+			t.Errorf("--help does not list --%s", f.Name)
 		case len(f.Usage) < 20 || !strings.Contains(b, f.Usage[:20]):
-			t.Errorf("-%s has no real description in --help: %q", f.Name, b)
+			t.Errorf("--%s has no real description in --help: %q", f.Name, b)
 		case f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" && !strings.Contains(b, "(default "):
-			t.Errorf("--help does not show -%s's default %s: %q", f.Name, f.DefValue, b)
+			t.Errorf("--help does not show --%s's default %s: %q", f.Name, f.DefValue, b)
 		}
 	})
 	if n < 20 {
 		t.Errorf("only %d flags defined; the flag set under test is not the operator's", n)
+	}
+	for _, want := range []string{"--ring string\n", `(default "example-operator")`, "--lease-duration duration\n", "(default 10s)", "--keep-place-on-leave\n"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// TestFlagErrors: a bad command line is one line on stderr, exit code 2,
+// naming the flag with two dashes and what it wants; a flag given with one
+// dash is still accepted, as the flag package does.
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--frob"}, "unknown flag --frob; run example-operator --help"},
+		{[]string{"-frob"}, "unknown flag --frob"},
+		{[]string{"--ring"}, "flag --ring needs a value"},
+		{[]string{"--lease-duration", "soon"}, `invalid value "soon" for --lease-duration: want a duration such as 10s`},
+		{[]string{"--workers=x"}, `invalid value "x" for --workers: want a number`},
+		{[]string{"--install-crd=maybe"}, `invalid value "maybe" for --install-crd: want true or false`},
+		{[]string{"extra"}, `unexpected arguments ["extra"]`},
+	} {
+		var out bytes.Buffer
+		code := Main(tc.args, &out)
+		if code != exitUsage || strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line containing %q", tc.args, code, out.String(), tc.want)
+		}
+	}
+	if c, err := parseFlags([]string{"-ring=other", "--workers", "7"}); err != nil || c.mgr.Ring != "other" || c.workers != 7 {
+		t.Errorf("-ring=other --workers 7: %+v, %v", c, err)
+	}
+}
+
+// TestKubeconfigFlag: the operator takes its configuration through
+// manager.LoadConfig: --kubeconfig wins over $KUBECONFIG, and a missing
+// file is an error naming it.
+func TestKubeconfigFlag(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, server string) string {
+		p := filepath.Join(dir, name)
+		cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + server + "\"}}]\n" +
+			"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flagFile, envFile := write("flag", "https://flag.example:6443"), write("env", "https://env.example:6443")
+	t.Setenv("KUBECONFIG", envFile)
+	cfg, err := loadConfig(flagFile)
+	if err != nil || cfg.Host != "https://flag.example:6443" {
+		t.Errorf("--kubeconfig %s: host %v, err %v; want the flag's file", flagFile, cfg, err)
+	}
+	// Without the flag, manager.GetConfig's order: $KUBECONFIG first.
+	if cfg, err := loadConfig(""); err != nil || cfg.Host != "https://env.example:6443" {
+		t.Errorf("no --kubeconfig: host %v, err %v; want $KUBECONFIG's", cfg, err)
+	}
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("clusters: [unterminated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(garbage); err == nil || !strings.Contains(err.Error(), "cannot use --kubeconfig "+garbage) || !strings.Contains(err.Error(), "fix the file") {
+		t.Errorf("--kubeconfig %s (not YAML): %v", garbage, err)
+	}
+	var out bytes.Buffer
+	missing := filepath.Join(dir, "missing")
+	// The file is read before anything is started: the command fails at once.
+	if code := Main([]string{"--kubeconfig", missing}, &out); code != exitError || !strings.Contains(out.String(), "--kubeconfig "+missing+" does not exist") || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("--kubeconfig %s: exit %d, stderr %q", missing, code, out.String())
 	}
 }
 

@@ -25,15 +25,17 @@ Usage:
 
 It starts a private control plane (etcd, kube-apiserver and
 kube-controller-manager on loopback ports; the first run builds them from
-source, about 10 minutes on 2 cores, then they are cached; --timeout does
+source, about 10 minutes on 2 idle cores and 30 or more on busy ones,
+with a progress line every 15 seconds, then they are cached; --timeout does
 not count the build), installs the Widget CRD and
 starts --replicas replicas of the example operator (identities
 example-operator-0, -1, ...) as processes: the example-operator binary
 next to this one, or built with the go tool on first use (not counted by
 --timeout). It creates
---objects Widgets and shows a table per replica (Lease state and the
-objects its cache holds, from its Lease; partitions claimed and active,
-reconciles, reconciles/s, queue depth from its /metrics), refreshed every
+--objects Widgets and shows a table per replica (Lease state, objects its
+cache holds, partitions claimed and those mid-handoff, all from one read of
+the ring's Leases; reconciles, reconciles/s, queue depth from its
+/metrics), refreshed every
 second on a terminal and every 5 seconds otherwise, until every Widget's
 status.observedGeneration matches its generation, and says how many objects
 each replica caches. The replicas run --cache-mode labels by default: each

@@ -17,6 +17,16 @@
 // (--kubeconfig, --context, -n/--namespace, --server, --token, --as, ...)
 // from client-go's clientcmd.RecommendedConfigOverrideFlags, applied to the
 // kubeconfig as kubectl applies them, so `kubectl shard` behaves like any
-// plugin. (cli-runtime's genericclioptions would give the same flags but
-// pull kustomize into the root module.)
+// plugin, and -A/--all-namespaces, --lease-namespace, --ring and
+// -o/--output (a table, wide, json or yaml).
+//
+// Namespaces are kubectl's: -n names the objects' namespace and -A every
+// namespace. A ring's Leases are in --lease-namespace, which defaults to the
+// namespace -n (else the context) names, as -n alone named it before.
+//
+// cli-runtime's genericclioptions.ConfigFlags would give the same
+// connection flags, but adding it to the root module (which holds cmd/)
+// brings 16 modules into go.mod, among them sigs.k8s.io/kustomize/api and
+// kyaml, spf13/cobra and a disk cache: the library's users would carry them
+// in their module graph for flags that clientcmd already provides.
 package cli

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -25,17 +26,35 @@ func usagef(format string, args ...any) error {
 // errHelp asks for the command's help on stdout and exit code 0.
 var errHelp = errors.New("help requested")
 
-// globals are the flags of status and owner, accepted before or after the
-// command: kubectl's standard connection flags (--kubeconfig and client-go's
-// recommended overrides: --context, -n/--namespace, --server, --token,
-// --as, ...), --ring and -o/--output.
+// globals are the flags of status, owner, release and unlabel, accepted
+// before or after the command: kubectl's standard connection flags
+// (--kubeconfig and client-go's recommended overrides: --context,
+// -n/--namespace, --server, --token, --as, ...), -A/--all-namespaces,
+// --lease-namespace, --ring and -o/--output.
+//
+// Namespaces follow kubectl: -n names the objects' namespace (default: the
+// context's), -A every namespace. The ring's Leases live in a namespace of
+// their own, --lease-namespace, which defaults to the same namespace (-n,
+// else the context's): that keeps `status -n operators` and the common
+// layout of one namespace for an operator and its objects working without
+// it.
 type globals struct {
-	kubeconfig string
-	overrides  clientcmd.ConfigOverrides
-	ring       string
-	output     string
-	set        map[string]bool // names of the flags given
+	kubeconfig     string
+	overrides      clientcmd.ConfigOverrides // -n/--namespace is overrides.Context.Namespace
+	allNamespaces  bool
+	leaseNamespace string
+	ring           string
+	output         string
+	set            map[string]bool // names of the flags given
 }
+
+// Values of -o/--output.
+const (
+	outputTable = "table" // the default
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
 
 // register binds g's flags to fs. Registering resets them to their
 // defaults: Main passes the flags given before the command again to the
@@ -43,8 +62,10 @@ type globals struct {
 func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "")
 	clientcmd.BindOverrideFlags(&g.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
+	fs.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "")
+	fs.StringVar(&g.leaseNamespace, "lease-namespace", "", "")
 	fs.StringVar(&g.ring, "ring", "", "")
-	fs.StringVarP(&g.output, "output", "o", "table", "")
+	fs.StringVarP(&g.output, "output", "o", outputTable, "")
 }
 
 // noteSet records which of fs's flags were given.
@@ -58,16 +79,41 @@ func (g *globals) noteSet(fs *pflag.FlagSet) {
 // namespace is the -n/--namespace flag's value ("" when not given).
 func (g *globals) namespace() string { return g.overrides.Context.Namespace }
 
+// structured reports whether -o asks for a document (json or yaml) rather
+// than a table.
+func (g *globals) structured() bool { return g.output == outputJSON || g.output == outputYAML }
+
+// validate checks the flags every command shares.
 func (g *globals) validate() error {
 	switch g.output {
-	case "table", "json":
+	case outputTable, outputWide, outputJSON, outputYAML:
 	default:
-		return usagef("-o %q is not a known output format: use -o table or -o json", g.output)
+		return usagef("-o %q is not a known output format: use -o wide, -o json or -o yaml, or leave it out for a table", g.output)
 	}
-	if g.set["namespace"] && g.namespace() == "" {
-		return usagef("-n/--namespace is empty: give the namespace of the ring's Leases, or leave it out for the context's namespace")
+	if err := namespaceFlag("-n/--namespace", g.set["namespace"], g.namespace()); err != nil {
+		return err
+	}
+	return namespaceFlag("--lease-namespace", g.set["lease-namespace"], g.leaseNamespace)
+}
+
+// namespaceFlag checks the value of a namespace flag that was given.
+func namespaceFlag(flag string, given bool, ns string) error {
+	if !given {
+		return nil
+	}
+	if ns == "" {
+		return usagef("%s is empty: give a namespace, or leave the flag out for the context's namespace", flag)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return usagef("%s %q is not a namespace name: %s", flag, ns, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// refuseAllNamespaces is the error of a command that acts in one namespace
+// when given -A.
+func refuseAllNamespaces(command, why string) error {
+	return usagef("-A/--all-namespaces does not apply to %s: %s", command, why)
 }
 
 func newFlagSet(name string) *pflag.FlagSet {

@@ -183,13 +183,19 @@ Run '%s <command> --help' for a command's flags and details.
 	return b.String()
 }
 
-const globalFlagsHelp = `      --kubeconfig PATH   kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
-      --context NAME      kubeconfig context to use (default: the current context)
-  -n, --namespace NS      namespace of the ring's Leases (default: the context's namespace)
-      --ring NAME         ring name, the Leases' kshard.io/ring label (default: status shows
-                          every ring of the namespace; owner uses the only one; release
-                          and unlabel need it)
-  -o, --output FORMAT     table or json (default: table)
+const globalFlagsHelp = `  -n, --namespace NS        namespace of the objects (default: the context's namespace);
+                            also of the ring's Leases unless --lease-namespace is given
+  -A, --all-namespaces      every namespace: status shows the rings of every namespace,
+                            unlabel scans the objects of every namespace; owner and
+                            release act in one namespace and refuse it
+      --lease-namespace NS  namespace of the ring's Leases (default: -n, else the
+                            context's namespace)
+      --ring NAME           ring name, the Leases' kshard.io/ring label (default: status
+                            shows every ring; owner uses the only one; release and
+                            unlabel need it)
+  -o, --output FORMAT       wide (more columns), json or yaml (default: a table)
+      --kubeconfig PATH     kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
+      --context NAME        kubeconfig context to use (default: the current context)
   and kubectl's other connection flags, which override the kubeconfig as in kubectl:
       --cluster, --user, --server, --tls-server-name, --insecure-skip-tls-verify,
       --certificate-authority, --client-certificate, --client-key, --token,

@@ -52,15 +52,24 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--frob", "status"}, []string{"unknown flag --frob"}},
 		{[]string{"status", "--bogus"}, []string{"kshard status: unknown flag --bogus", "kshard status --help"}},
 		{[]string{"status", "-x"}, []string{"unknown flag -x"}},
-		{[]string{"status", "-o", "yaml"}, []string{`-o "yaml"`, "table", "json"}},
-		{[]string{"status", "--output=wide"}, []string{`-o "wide"`}},
+		{[]string{"status", "-o", "xml"}, []string{`-o "xml"`, "-o wide, -o json or -o yaml"}},
+		{[]string{"status", "--output=name"}, []string{`-o "name"`}},
+		{[]string{"status", "-A", "-n", "ops"}, []string{"-A shows the rings of every namespace, --namespace names one"}},
+		{[]string{"-A", "status", "--lease-namespace", "ops"}, []string{"-A shows the rings of every namespace, --lease-namespace names one"}},
+		{[]string{"status", "--lease-namespace", ""}, []string{"--lease-namespace is empty"}},
+		{[]string{"status", "--lease-namespace"}, []string{"flag --lease-namespace needs a value"}},
+		{[]string{"status", "--lease-namespace", "Ops_NS"}, []string{`--lease-namespace "Ops_NS" is not a namespace name`}},
+		{[]string{"status", "-n", "Ops_NS"}, []string{`-n/--namespace "Ops_NS" is not a namespace name`}},
+		{[]string{"status", "--all-namespaces=maybe"}, []string{`invalid value "maybe" for --all-namespaces`}},
 		{[]string{"status", "-n"}, []string{"flag -n needs a value"}},
 		{[]string{"status", "-n", ""}, []string{"namespace is empty"}},
 		{[]string{"status", "extra"}, []string{`status takes no arguments, got ["extra"]`}},
-		{[]string{"owner"}, []string{"kshard owner: want <resource> <namespace>/<name>", "got 0 argument(s)"}},
+		{[]string{"owner"}, []string{"kshard owner: want <resource> <name> (with -n for its namespace) or <resource> <namespace>/<name>", "got 0 argument(s)"}},
 		{[]string{"owner", "widgets"}, []string{"got 1 argument(s)"}},
 		{[]string{"owner", "widgets", "a/b", "c"}, []string{"got 3 argument(s)"}},
-		{[]string{"owner", "widgets", "a/b/c"}, []string{`"a/b/c" is not <namespace>/<name>`}},
+		{[]string{"owner", "widgets", "a/b/c"}, []string{`"a/b/c" is not <name> or <namespace>/<name>`}},
+		{[]string{"owner", "widgets", "w", "-A"}, []string{"-A/--all-namespaces does not apply to owner", "give its namespace with -n"}},
+		{[]string{"owner", "widgets", "a/w", "-n", "b", "--lease-namespace", "c"}, []string{"-n b names neither the object (a/w names its namespace) nor the Leases"}},
 		{[]string{"owner", "widgets", "/b"}, []string{`"/b" is not`}},
 		{[]string{"owner", "widgets", "Bad_NS/b"}, []string{`"Bad_NS/b" is not`}},
 		{[]string{"owner", "widgets", "a/"}, []string{`"a/" is not`}},
@@ -73,7 +82,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"release", "--ring", "ops", "A_B"}, []string{`not a valid identity: "A_B" is not a DNS-1123 subdomain`}},
 		{[]string{"release", "--ring", "ops", strings.Repeat("a", 252)}, []string{"shorten the ring name or the identity"}},
 		{[]string{"release", "--ring", "Not A Ring!", "a"}, []string{"not a valid ring name"}},
-		{[]string{"release", "--ring", "ops", "a", "-o", "yaml"}, []string{`-o "yaml"`}},
+		{[]string{"release", "--ring", "ops", "a", "-o", "xml"}, []string{`-o "xml"`}},
+		{[]string{"release", "--ring", "ops", "a", "-A"}, []string{"-A/--all-namespaces does not apply to release", "--lease-namespace"}},
 		{[]string{"demo", "--timeout", "abc"}, []string{`invalid value "abc" for --timeout`, "90s or 10m"}},
 		{[]string{"demo", "--timeout=-1s"}, []string{"--timeout -1s", "positive"}},
 		{[]string{"demo", "--replicas", "x"}, []string{`invalid value "x" for --replicas`, "whole number"}},
@@ -81,6 +91,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "--objects", "0"}, []string{"--objects 0"}},
 		{[]string{"demo", "-n", "x"}, []string{"unknown flag -n"}},
 		{[]string{"-n", "x", "demo"}, []string{"flag --namespace does not apply to demo"}},
+		{[]string{"-A", "demo"}, []string{"flag --all-namespaces does not apply to demo"}},
+		{[]string{"--lease-namespace", "x", "version"}, []string{"flag --lease-namespace does not apply to version"}},
 		{[]string{"demo", "now"}, []string{"demo takes no arguments"}},
 		{[]string{"demo", "--cache-mode", "server"}, []string{`--cache-mode "server"`, "labels or full"}},
 		{[]string{"version", "--short"}, []string{"unknown flag --short"}},
@@ -275,7 +287,7 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}
 	for _, want := range []string{"RING ops  namespace from-context  partitions 271", "members 2 (live and active) of 2 Leases",
-		"IDENTITY", "WARM", "CACHE", "OBJECTS", "a  ", "active", "live", "i-b"} {
+		"IDENTITY", "WARM", "CACHE", "OBJECTS", "a  ", "active", "live"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table does not contain %q:\n%s", want, stdout)
 		}
@@ -376,13 +388,13 @@ func TestStatusNoRing(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	oneLineErr(t, stderr, `no kshard ring in namespace "empty"`, "pass -n")
+	oneLineErr(t, stderr, `no kshard ring in namespace "empty"`, "pass --lease-namespace")
 
 	code, _, stderr = run(t, "status", "--kubeconfig", kc, "-n", "missing")
 	if code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	oneLineErr(t, stderr, `namespace "missing" does not exist`, "pass -n")
+	oneLineErr(t, stderr, `namespace "missing" does not exist`, "pass --lease-namespace")
 
 	code, _, stderr = run(t, "status", "--kubeconfig", kc, "--ring", "nope")
 	if code != 1 {

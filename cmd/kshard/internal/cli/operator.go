@@ -52,7 +52,9 @@ func exampleOperator(ctx context.Context, progress io.Writer, prog string) (path
 	fmt.Fprintf(progress, "%s: building the example operator (go %s %s); --timeout does not count it\n", prog, args[0], args[len(args)-1])
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
+	out, err := runWithProgress(cmd, progress, buildProgressEvery, func(elapsed time.Duration) string {
+		return fmt.Sprintf("%s: still building the example operator, %s elapsed (a cold Go build cache takes minutes)", prog, elapsed.Round(time.Second))
+	})
 	if err != nil {
 		cleanup()
 		if ctx.Err() != nil {
@@ -73,4 +75,33 @@ func releasedVersion() string {
 		return ""
 	}
 	return info.Main.Version
+}
+
+// buildProgressEvery is how often a build that is still running says so.
+const buildProgressEvery = 15 * time.Second
+
+// runWithProgress runs cmd to completion and returns its combined output,
+// writing line(elapsed) to progress every interval meanwhile, so that a
+// long build is never silent. The command stops with its context.
+func runWithProgress(cmd *exec.Cmd, progress io.Writer, interval time.Duration, line func(elapsed time.Duration) string) ([]byte, error) {
+	type result struct {
+		out []byte
+		err error
+	}
+	start := time.Now()
+	done := make(chan result, 1)
+	go func() { // owned here: its result is received before returning
+		out, err := cmd.CombinedOutput()
+		done <- result{out, err}
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-done:
+			return r.out, r.err
+		case <-tick.C:
+			fmt.Fprintln(progress, line(time.Since(start)))
+		}
+	}
 }

@@ -32,16 +32,21 @@ func ownerCommand() *command {
 			return fmt.Sprintf(`Show which replica of a ring reconciles an object.
 
 Usage:
-  %[1]s owner <resource> <namespace>/<name>   (namespaced objects)
-  %[1]s owner <resource> <name>               (cluster-scoped objects)
+  %[1]s owner <resource> <name> [-n NS] [--lease-namespace NS] [flags]
+  %[1]s owner <resource> <namespace>/<name> [flags]
 
-The object's key (namespace/name) hashes to a partition with the same code
-the replicas run; the owner is the member the ring assigns that partition
-to, computed over the live active members read from the ring's Leases in
--n (not the object's namespace). "claimed by" lists the live members whose
-Lease claims the partition: normally just the owner; during a handoff the
-previous owner still claims it while it drains, and the owner activates it
-only once that claim is released.
+The object is <name> in namespace -n (default: the context's namespace), as
+kubectl names objects, or <namespace>/<name>; a cluster-scoped object is
+<name> alone. Its key (namespace/name) hashes to a partition with the same
+code the replicas run; the owner is the member the ring assigns that
+partition to, computed over the live active members read from the ring's
+Leases. Those are in --lease-namespace (default: the namespace -n names,
+else the context's); when it is not given and that namespace holds no Lease
+of the ring, the one namespace in the cluster that does is used, and the
+output names it. "claimed by" lists the live members whose Lease claims the
+partition: normally just the owner; during a handoff the previous owner
+still claims it while it drains, and the owner activates it only once that
+claim is released.
 
 The resource (as kubectl names it: widgets, widget.demo.kshard.io, a short
 name) is checked against the API server to tell namespaced from
@@ -59,11 +64,14 @@ own key's, or its controller owner's for an owned object. A key of other
 ring parameters (another partition count, say) is no longer read by the
 ring; '%[1]s unlabel' removes it.
 
+-o wide adds the ring's parameters and the owner's Lease. -A does not apply:
+owner looks up one object.
+
 Liveness is judged from the Leases' timestamps (see '%[1]s status --help').
 
 Examples:
-  %[1]s owner widgets default/my-widget -n operators
-  %[1]s owner widgets.demo.kshard.io team-a/w1 -n operators --ring example-operator -o json
+  %[1]s owner widgets my-widget -n team-a
+  %[1]s owner widgets my-widget -n team-a --lease-namespace operators --ring example-operator -o yaml
 
 Flags:
 %[2]s`, prog, globalFlagsHelp)
@@ -72,7 +80,9 @@ Flags:
 	}
 }
 
-// ownerJSON is the document `owner -o json` prints.
+// ownerJSON is the document `owner -o json` (and -o yaml) prints. Its
+// namespace is the ring's, where its Leases are; the object's namespace is
+// the first part of its key.
 type ownerJSON struct {
 	// Resource is the resolved resource, e.g. "widgets.demo.kshard.io".
 	Resource string `json:"resource"`
@@ -148,17 +158,23 @@ func runOwner(e *env, g *globals, args []string) error {
 	}
 	g.noteSet(fs)
 	if len(pos) != 2 {
-		return usagef("want <resource> <namespace>/<name> (or <name> for cluster-scoped objects), got %d argument(s); e.g. %s owner widgets default/my-widget", len(pos), e.prog)
+		return usagef("want <resource> <name> (with -n for its namespace) or <resource> <namespace>/<name>, got %d argument(s); e.g. %s owner widgets my-widget -n team-a", len(pos), e.prog)
 	}
 	resource := pos[0]
-	objNamespace, objName, err := parseObjectRef(pos[1])
+	ref, err := parseObjectRef(pos[1])
 	if err != nil {
 		return err
 	}
 	if err := g.validate(); err != nil {
 		return err
 	}
-	c, err := connect(g)
+	if g.allNamespaces {
+		return refuseAllNamespaces("owner", "it looks up one object; give its namespace with -n")
+	}
+	if err := ref.checkNamespaceFlags(g); err != nil {
+		return err
+	}
+	c, err := e.dial(g)
 	if err != nil {
 		return err
 	}
@@ -168,6 +184,14 @@ func runOwner(e *env, g *globals, args []string) error {
 	// The ring first: reading it is the cheaper request, and without it
 	// there is no answer.
 	rings, err := c.readRings(ctx, g.ring)
+	if err != nil && !c.leaseNamespaceGiven {
+		// The Leases' namespace was only defaulted (to the object's): look
+		// for the ring in the one namespace that has it.
+		if ns := c.findRing(ctx, g.ring); ns != "" {
+			c.leaseNamespace = ns
+			rings, err = c.readRings(ctx, g.ring)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -176,39 +200,84 @@ func runOwner(e *env, g *globals, args []string) error {
 		return err
 	}
 	gr := gvr.GroupResource().String()
-	switch {
-	case namespaced && objNamespace == "":
-		return usagef("%s are namespaced: give <namespace>/<name>, e.g. default/%s", gr, objName)
-	case !namespaced && objNamespace != "":
-		return usagef("%s are cluster-scoped: give <name> without a namespace", gr)
+	objNamespace, err := ref.namespaceFor(gr, namespaced, c.namespace)
+	if err != nil {
+		return err
+	}
+	if w := ref.leaseNamespaceWarning(g); w != "" {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
 	}
 	if len(rings) > 1 {
 		names := make([]string, len(rings))
 		for i, r := range rings {
 			names[i] = r.Name
 		}
-		return usagef("namespace %q has %d rings (%s): pass --ring", c.namespace, len(rings), strings.Join(names, ", "))
+		return usagef("namespace %q has %d rings (%s): pass --ring", c.leaseNamespace, len(rings), strings.Join(names, ", "))
 	}
-	owner, err := rings[0].OwnerOf(shard.KeyOf(objNamespace, objName))
+	owner, err := rings[0].OwnerOf(shard.KeyOf(objNamespace, ref.name))
 	if err != nil {
 		return err
 	}
 	out := ownerJSON{Resource: gr, Owner: owner}
-	exists, labels, existsErr := c.objectLabels(ctx, gvr, objNamespace, objName)
+	exists, labels, existsErr := c.objectLabels(ctx, gvr, objNamespace, ref.name)
 	if existsErr != nil {
 		out.ExistsError = existsErr.Error()
 	} else {
 		out.Exists = &exists
 		out.PartitionLabels = partitionLabels(rings[0].Name, rings[0].Params, labels)
 	}
-	if g.output == "json" {
-		return writeJSON(e.stdout, out)
+	if g.structured() {
+		return writeDoc(e.stdout, g.output, out)
 	}
-	return writeOwnerTable(e.stdout, out, rings[0])
+	return writeOwnerTable(e.stdout, out, rings[0], g.output == outputWide)
+}
+
+// objectRef is an object as the command line names it: <name>, or
+// <namespace>/<name>.
+type objectRef struct {
+	namespace string // "" unless given as <namespace>/<name>
+	name      string
+	text      string // as typed
+}
+
+// checkNamespaceFlags refuses flags that would name nothing: -n when the
+// reference names the object's namespace and --lease-namespace the
+// Leases'.
+func (r objectRef) checkNamespaceFlags(g *globals) error {
+	if r.namespace != "" && g.set["namespace"] && g.namespace() != r.namespace && g.set["lease-namespace"] {
+		return usagef("-n %s names neither the object (%s names its namespace) nor the Leases (--lease-namespace does): drop it", g.namespace(), r.text)
+	}
+	return nil
+}
+
+// namespaceFor is the namespace of the object, of resource gr: the one in
+// the reference, else def (-n, else the context's); none for a
+// cluster-scoped kind.
+func (r objectRef) namespaceFor(gr string, namespaced bool, def string) (string, error) {
+	switch {
+	case !namespaced && r.namespace != "":
+		return "", usagef("%s are cluster-scoped: give <name> without a namespace", gr)
+	case !namespaced:
+		return "", nil
+	case r.namespace != "":
+		return r.namespace, nil
+	}
+	return def, nil
+}
+
+// leaseNamespaceWarning is the deprecation warning for the earlier form
+// `owner widgets team-a/w1 -n operators`, where -n named the Leases'
+// namespace: it still does when the reference names the object's
+// namespace, but --lease-namespace says so.
+func (r objectRef) leaseNamespaceWarning(g *globals) string {
+	if r.namespace == "" || !g.set["namespace"] || g.namespace() == r.namespace || g.set["lease-namespace"] {
+		return ""
+	}
+	return fmt.Sprintf("-n %s is read as the Leases' namespace, as %s names the object's; write --lease-namespace %s (-n names the objects' namespace)", g.namespace(), r.text, g.namespace())
 }
 
 // parseObjectRef splits "namespace/name" or "name".
-func parseObjectRef(ref string) (namespace, name string, err error) {
+func parseObjectRef(ref string) (objectRef, error) {
 	namespace, name, namespaced := strings.Cut(ref, "/")
 	if !namespaced {
 		namespace, name = "", ref
@@ -218,9 +287,9 @@ func parseObjectRef(ref string) (namespace, name string, err error) {
 		bad = len(validation.IsDNS1123Label(namespace)) > 0
 	}
 	if bad {
-		return "", "", usagef("%q is not <namespace>/<name> or <name>", ref)
+		return objectRef{}, usagef("%q is not <name> or <namespace>/<name>", ref)
 	}
-	return namespace, name, nil
+	return objectRef{namespace: namespace, name: name, text: ref}, nil
 }
 
 // resolveResource finds resource as kubectl would (plural, singular, kind,
@@ -275,7 +344,7 @@ func (c *cluster) objectLabels(ctx context.Context, gvr schema.GroupVersionResou
 	}
 }
 
-func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring) error {
+func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring, wide bool) error {
 	exists := "exists"
 	switch {
 	case o.Exists == nil:
@@ -286,9 +355,15 @@ func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "OBJECT\t%s %s (%s)\n", o.Resource, o.Key, exists)
 	fmt.Fprintf(tw, "RING\t%s in namespace %s (%d partitions, %d members: %s)\n", r.Name, r.Namespace, r.Partitions, len(o.RingMembers), orDash(strings.Join(o.RingMembers, ", ")))
+	if wide {
+		fmt.Fprintf(tw, "PARAMS\t%s\n", orDash(r.Params))
+	}
 	fmt.Fprintf(tw, "KEY\t%s\n", o.Key)
 	fmt.Fprintf(tw, "PARTITION\t%d\n", o.Partition)
 	fmt.Fprintf(tw, "OWNER\t%s\n", orDash(o.Owner.Owner))
+	if wide {
+		fmt.Fprintf(tw, "LEASE\t%s\n", orDash(leaseOf(r, o.Owner.Owner)))
+	}
 	fmt.Fprintf(tw, "CLAIMED BY\t%s\n", orDash(strings.Join(o.ClaimedBy, ", ")))
 	if o.Exists != nil && *o.Exists {
 		if len(o.PartitionLabels) == 0 {
@@ -302,6 +377,16 @@ func writeOwnerTable(w io.Writer, o ownerJSON, r ringstatus.Ring) error {
 		fmt.Fprintf(tw, "NOTE\t%s\n", o.Note)
 	}
 	return tw.Flush()
+}
+
+// leaseOf is the name of identity's Lease in r, "" when it has none.
+func leaseOf(r ringstatus.Ring, identity string) string {
+	for _, m := range r.Members {
+		if identity != "" && m.Identity == identity {
+			return m.Lease
+		}
+	}
+	return ""
 }
 
 // describe says what the label means for an object whose key is in

@@ -26,8 +26,8 @@ func releaseCommand() *command {
 			return fmt.Sprintf(`Remove the finalizer kshard.io/member from member Leases whose replicas are gone.
 
 Usage:
-  %[1]s release --ring NAME <identity>... [flags]
-  %[1]s release --ring NAME --all [flags]
+  %[1]s release --ring NAME <identity>... [--lease-namespace NS] [flags]
+  %[1]s release --ring NAME --all [--lease-namespace NS] [flags]
 
 Use it when no replica of a ring is left to remove the finalizer itself:
 all were scaled away or deleted after crashing, or the namespace was
@@ -45,12 +45,15 @@ fact alive, it goes on reconciling its partitions while a new replica,
 no longer held back by its Lease, joins and claims them, so that the same
 objects are reconciled by two replicas at once.
 
+The Leases are those of --lease-namespace (default: -n, else the context's
+namespace); -A does not apply. -o wide prints the same table.
+
 It exits 1 unless every Lease given was released or had nothing to release.
 It needs get and update (and list with --all) on leases.coordination.k8s.io
 in the namespace.
 
 Examples:
-  %[1]s release -n operators --ring example-operator example-operator-0 example-operator-2
+  %[1]s release --lease-namespace operators --ring example-operator example-operator-0 example-operator-2
   %[1]s release -n operators --ring example-operator --all
 
 Flags:
@@ -85,8 +88,9 @@ type releaseResult struct {
 // ok reports whether the Lease needs nothing more.
 func (r releaseResult) ok() bool { return r.Result == releaseReleased || r.Result == releaseNothing }
 
-// releaseJSON is the document `release -o json` prints.
+// releaseJSON is the document `release -o json` (and -o yaml) prints.
 type releaseJSON struct {
+	// Namespace is the Leases' namespace.
 	Namespace string          `json:"namespace"`
 	Ring      string          `json:"ring"`
 	Leases    []releaseResult `json:"leases"`
@@ -139,6 +143,9 @@ func runRelease(e *env, g *globals, args []string) error {
 	if err := g.validate(); err != nil {
 		return err
 	}
+	if g.allNamespaces {
+		return refuseAllNamespaces("release", "it releases the Leases of one namespace; give it with --lease-namespace")
+	}
 	c, err := e.dial(g)
 	if err != nil {
 		return err
@@ -147,7 +154,7 @@ func runRelease(e *env, g *globals, args []string) error {
 	// After an error, the Leases not reached yet have no result.
 	results = slices.DeleteFunc(results, func(r releaseResult) bool { return r.Result == "" })
 	if len(results) > 0 {
-		if werr := writeReleaseResults(e.stdout, g.output, releaseJSON{Namespace: c.namespace, Ring: o.ring, Leases: results}); err == nil {
+		if werr := writeReleaseResults(e.stdout, g.output, releaseJSON{Namespace: c.leaseNamespace, Ring: o.ring, Leases: results}); err == nil {
 			err = werr
 		}
 	}
@@ -188,7 +195,7 @@ type candidate struct {
 // release releases the Leases o names and returns what it did to each, in
 // order. An error stops it (the results so far are returned with it).
 func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
-	leases := c.client.CoordinationV1().Leases(c.namespace)
+	leases := c.client.CoordinationV1().Leases(c.leaseNamespace)
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 
@@ -198,7 +205,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 	if o.all {
 		list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + o.ring})
 		if err != nil {
-			return nil, c.releaseAPIError(fmt.Sprintf("listing the Leases of ring %q in namespace %q", o.ring, c.namespace), "list", err)
+			return nil, c.releaseAPIError(fmt.Sprintf("listing the Leases of ring %q in namespace %q", o.ring, c.leaseNamespace), "list", err)
 		}
 		if len(list.Items) == 0 {
 			return nil, c.noRingError(ctx, o.ring)
@@ -216,7 +223,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 			case apierrors.IsNotFound(err):
 				l = nil
 			case err != nil:
-				return results, c.releaseAPIError(fmt.Sprintf("reading Lease %q in namespace %q", name, c.namespace), "get", err)
+				return results, c.releaseAPIError(fmt.Sprintf("reading Lease %q in namespace %q", name, c.leaseNamespace), "get", err)
 			}
 			first = append(first, l)
 			results = append(results, releaseResult{Lease: name})
@@ -230,7 +237,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 		r := &results[i]
 		switch {
 		case l == nil:
-			r.Result, r.Message = releaseNotFound, fmt.Sprintf("not found in namespace %q", c.namespace)
+			r.Result, r.Message = releaseNotFound, fmt.Sprintf("not found in namespace %q", c.leaseNamespace)
 			if members == nil {
 				members = c.ringIdentities(ctx, o.ring)
 			}
@@ -287,7 +294,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
-				return results, c.releaseAPIError(fmt.Sprintf("reading Lease %q in namespace %q again", t.lease.Name, c.namespace), "get", err)
+				return results, c.releaseAPIError(fmt.Sprintf("reading Lease %q in namespace %q again", t.lease.Name, c.leaseNamespace), "get", err)
 			default:
 				read.UID, read.Version = string(l.UID), l.ResourceVersion
 			}
@@ -322,7 +329,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 			r.Result, r.Message = releaseRefused, fmt.Sprintf("the API server refused the update: %s", oneLine(err.Error()))
 			continue
 		case err != nil:
-			return results, c.releaseAPIError(fmt.Sprintf("updating Lease %q in namespace %q", t.lease.Name, c.namespace), "update", err)
+			return results, c.releaseAPIError(fmt.Sprintf("updating Lease %q in namespace %q", t.lease.Name, c.leaseNamespace), "update", err)
 		}
 		r.Result = releaseReleased
 		r.Message = fmt.Sprintf("finalizer %s removed%s", lease.FinalizerMember, claimNote)
@@ -332,7 +339,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 		case t.lease.DeletionTimestamp != nil:
 			r.Message += "; its deletion completes"
 		case out != nil && out.DeletionTimestamp == nil:
-			r.Message += fmt.Sprintf("; not being deleted, it stays (kubectl delete lease %s -n %s removes it)", t.lease.Name, c.namespace)
+			r.Message += fmt.Sprintf("; not being deleted, it stays (kubectl delete lease %s -n %s removes it)", t.lease.Name, c.leaseNamespace)
 		}
 	}
 	return results, nil
@@ -342,7 +349,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 // effort, for a Lease not found.
 func (c *cluster) ringIdentities(ctx context.Context, ring string) *string {
 	var s string
-	list, err := c.client.CoordinationV1().Leases(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	list, err := c.client.CoordinationV1().Leases(c.leaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
 	switch {
 	case err != nil:
 		s = "could not list the ring's Leases: " + oneLine(err.Error())
@@ -388,14 +395,14 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 func (c *cluster) releaseAPIError(what, verb string, err error) error {
 	if apierrors.IsForbidden(err) {
 		return fmt.Errorf("%s: forbidden for this user: it needs %s on leases.coordination.k8s.io in namespace %q (release needs get and update, and list with --all; check: kubectl auth can-i %s leases -n %s)",
-			what, verb, c.namespace, verb, c.namespace)
+			what, verb, c.leaseNamespace, verb, c.leaseNamespace)
 	}
 	return c.apiError(what, err)
 }
 
 func writeReleaseResults(w io.Writer, output string, doc releaseJSON) error {
-	if output == "json" {
-		return writeJSON(w, doc)
+	if output == outputJSON || output == outputYAML {
+		return writeDoc(w, output, doc)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEASE\tRESULT\tDETAIL")

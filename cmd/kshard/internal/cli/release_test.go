@@ -153,7 +153,7 @@ func runFake(t *testing.T, f *fakeLeases, args ...string) (int, string, string) 
 		if ns == "" {
 			ns = "from-context"
 		}
-		return &cluster{config: &rest.Config{Host: "https://fake"}, client: f, namespace: ns}, nil
+		return newCluster(&rest.Config{Host: "https://fake"}, f, ns, g), nil
 	}}
 	code := e.main(append([]string{"kshard"}, args...))
 	return code, stdout.String(), stderr.String()

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -20,10 +19,14 @@ func statusCommand() *command {
 		synopsis: "members, health and claims of the ring(s) in a namespace",
 		globals:  true,
 		help: func(prog string) string {
-			return fmt.Sprintf(`Show the kshard ring(s) of a namespace, read from their Leases.
+			return fmt.Sprintf(`Show the kshard ring(s) of a namespace, or of every namespace, read from
+their Leases.
 
 Usage:
-  %[1]s status [flags]
+  %[1]s status [--lease-namespace NS | -n NS | -A] [--ring NAME] [flags]
+
+The rings shown are those whose Leases are in --lease-namespace (default:
+-n, else the context's namespace), or in every namespace with -A.
 
 Per member: identity, state (joining, active, leaving), partitions claimed,
 target (partitions the ring assigns it; claimed differs from target while a
@@ -31,9 +34,10 @@ handoff is under way), with a sharded cache how many partitions of its target
 the cache holds (WARM), its cache mode (CACHE: full, labels or server) and
 how many objects its cache holds (OBJECTS, refreshed with its renewals every
 few seconds; "-" for a replica that does not publish them), age of the last
-renewal, health and incarnation (a random id per process: it changes when a
-replica restarts). Per ring: members, partition count P,
-the ring-parameters fingerprint, and three numbers that should be 0:
+renewal and health. -o wide adds the incarnation (a random id per process:
+it changes when a replica restarts), the epoch of its record and its Lease.
+Per ring: members, partition count P, the ring-parameters fingerprint, and
+three numbers that should be 0:
   unclaimed    partitions no live member claims: their keys are reconciled
                by nobody until one does
   overlapping  partitions claimed by two live members: normal for the few
@@ -42,6 +46,8 @@ the ring-parameters fingerprint, and three numbers that should be 0:
                overlap is a stuck drain
   malformed    Leases with the ring label that do not follow kshard's format
 
+The table is one snapshot: every Lease is read by one list request.
+
 Health here compares each Lease's renewTime + leaseDurationSeconds, as the
 API server stores them, with this machine's clock. The replicas themselves
 never use those timestamps: they judge liveness by when they observed a
@@ -49,7 +55,8 @@ Lease change, so a skewed clock can make this view differ from theirs.
 
 Examples:
   %[1]s status -n operators
-  %[1]s status -n operators --ring example-operator -o json
+  %[1]s status -A
+  %[1]s status --lease-namespace operators --ring example-operator -o yaml
 
 Flags:
 %[2]s`, prog, globalFlagsHelp)
@@ -72,32 +79,45 @@ func runStatus(e *env, g *globals, args []string) error {
 	if err := g.validate(); err != nil {
 		return err
 	}
-	c, err := connect(g)
+	// status lists Leases: -A widens it to every namespace, which leaves
+	// nothing for a namespace flag to name.
+	if g.allNamespaces {
+		for _, f := range []string{"lease-namespace", "namespace"} {
+			if g.set[f] {
+				return usagef("-A shows the rings of every namespace, --%s names one: give one or the other", f)
+			}
+		}
+	}
+	c, err := e.dial(g)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	rings, err := c.readRings(ctx, g.ring)
+	var rings []ringstatus.Ring
+	doc := statusJSON{}
+	if g.allNamespaces {
+		rings, err = c.readAllRings(ctx, g.ring)
+	} else {
+		doc.Namespace = c.leaseNamespace
+		rings, err = c.readRings(ctx, g.ring)
+	}
 	if err != nil {
 		return err
 	}
-	if g.output == "json" {
-		return writeJSON(e.stdout, statusJSON{Namespace: c.namespace, Rings: rings})
+	if g.structured() {
+		doc.Rings = rings
+		return writeDoc(e.stdout, g.output, doc)
 	}
-	return writeStatusTable(e.stdout, rings)
+	return writeStatusTable(e.stdout, rings, g.output == outputWide)
 }
 
-// statusJSON is the document `status -o json` prints.
+// statusJSON is the document `status -o json` (and -o yaml) prints.
 type statusJSON struct {
+	// Namespace is the Leases' namespace; empty with -A, where each ring
+	// names its own.
 	Namespace string            `json:"namespace"`
 	Rings     []ringstatus.Ring `json:"rings"`
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // stateOf is m's state, marked when its Lease keeps the identity's place
@@ -109,7 +129,7 @@ func stateOf(m ringstatus.Member) string {
 	return m.State
 }
 
-func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
+func writeStatusTable(w io.Writer, rings []ringstatus.Ring, wide bool) error {
 	for i, r := range rings {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -118,10 +138,18 @@ func writeStatusTable(w io.Writer, rings []ringstatus.Ring) error {
 		fmt.Fprintf(w, "members %d (live and active) of %d Leases  unclaimed %d  overlapping %d  malformed %d  foreign %d\n",
 			len(r.RingMembers), len(r.Members), r.Unclaimed, r.Overlapping, r.Malformed, r.Foreign)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tCACHE\tOBJECTS\tRENEWED\tHEALTH\tINCARNATION")
+		header := "IDENTITY\tSTATE\tPARTITIONS\tTARGET\tWARM\tCACHE\tOBJECTS\tRENEWED\tHEALTH"
+		if wide {
+			header += "\tINCARNATION\tEPOCH\tLEASE"
+		}
+		fmt.Fprintln(tw, header)
 		for _, m := range r.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(m.Identity), orDash(stateOf(m)), m.Partitions, m.Target, warm(m),
-				orDash(m.CacheMode), cachedObjects(m), renewed(m), m.Health, orDash(m.Incarnation))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", orDash(m.Identity), orDash(stateOf(m)), m.Partitions, m.Target, warm(m),
+				orDash(m.CacheMode), cachedObjects(m), renewed(m), m.Health)
+			if wide {
+				fmt.Fprintf(tw, "\t%s\t%d\t%s", orDash(m.Incarnation), m.Generation, m.Lease)
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

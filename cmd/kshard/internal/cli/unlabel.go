@@ -37,7 +37,7 @@ func unlabelCommand() *command {
 			return fmt.Sprintf(`Remove a ring's partition labels from every object of the resources given.
 
 Usage:
-  %[1]s unlabel --ring NAME <resource>... (-A | --object-namespace NS...) [flags]
+  %[1]s unlabel --ring NAME <resource>... [-n NS | -A] [--lease-namespace NS] [flags]
 
 Replicas running --cache-mode labels write each object's partition into a
 label of the ring's domain, <ring>.kshard.io/<hash>-<scheme>-p<partitions>,
@@ -51,27 +51,32 @@ carries one of the ring's labels (every key <ring>.kshard.io/..., or only
 nothing else. Objects without them are not written. Progress goes to
 stderr; the result per resource and namespace to stdout.
 
+The objects are those of namespace -n (default: the context's namespace),
+or of every namespace with -A.
+
 Run it when no replica of the ring labels any more: one in --cache-mode
-labels labels again what this removes. It reads the ring's Leases in -n
-first and refuses while a live replica there publishes cache mode labels
-(--force skips the check), unless --key names a key the ring no longer
-uses (that of an earlier partition count): that one may go while the ring
-runs.
+labels labels again what this removes. It reads the ring's Leases first, in
+--lease-namespace (default: -n, else the context's namespace; when that
+holds none of the ring's Leases, every namespace's), and refuses while a
+live replica publishes cache mode labels (--force skips the check), unless
+--key names a key the ring no longer uses (that of an earlier partition
+count): that one may go while the ring runs.
 
 It exits 1 unless every object was scanned and unlabelled (a forbidden list
 or patch stops that resource at once, naming the permission: it needs list
-and patch on each resource, in the namespaces given or cluster-wide with -A),
-and 130 when interrupted (the objects done so far are reported).
+and patch on each resource, in the namespace given or cluster-wide with -A),
+and 130 when interrupted (the objects done so far are reported). -o wide
+prints the same table.
 
 Examples:
-  %[1]s unlabel --ring example-operator widgets configmaps -A -n kshard-system --dry-run
-  %[1]s unlabel --ring example-operator widgets configmaps --object-namespace team-a,team-b -n kshard-system
+  %[1]s unlabel --ring example-operator widgets configmaps -A --lease-namespace kshard-system --dry-run
+  %[1]s unlabel --ring example-operator widgets configmaps -n team-a --lease-namespace kshard-system
   %[1]s unlabel --ring example-operator configmaps -A --key example-operator.kshard.io/xx1-key-p127
 
 Flags:
       --ring NAME               the ring whose labels to remove (required)
-  -A, --all-namespaces          objects of every namespace
-      --object-namespace NS     objects of namespace NS; repeat it or separate with commas
+      --object-namespace NS     deprecated: the objects' namespaces (repeat it or separate
+                                with commas); use -n, once per namespace, or -A
       --key KEY                 remove only this label key (one of the ring's, e.g. after a
                                 change of --partitions), not every key of the ring's domain
       --dry-run[=MODE]          client (no request but the lists; the default when given
@@ -110,7 +115,7 @@ const (
 type unlabelOptions struct {
 	ring       string
 	resources  []string
-	namespaces []string // nil with -A
+	namespaces []string // nil with -A; the deprecated --object-namespace's until run resolves them
 	all        bool
 	key        string // "" for every key of the ring's domain
 	dryRun     string
@@ -141,7 +146,7 @@ type unlabelResult struct {
 
 func (r unlabelResult) ok() bool { return r.Error == "" && r.Failed == 0 }
 
-// unlabelJSON is the document `unlabel -o json` prints.
+// unlabelJSON is the document `unlabel -o json` (and -o yaml) prints.
 type unlabelJSON struct {
 	Ring    string          `json:"ring"`
 	Key     string          `json:"key,omitempty"`
@@ -153,7 +158,6 @@ func runUnlabel(e *env, g *globals, args []string) error {
 	fs := newFlagSet("unlabel")
 	g.register(fs)
 	o := unlabelOptions{qps: defaultUnlabelQPS, dryRun: dryRunNone}
-	fs.BoolVarP(&o.all, "all-namespaces", "A", false, "")
 	fs.StringSliceVar(&o.namespaces, "object-namespace", nil, "")
 	fs.StringVar(&o.key, "key", "", "")
 	fs.StringVar(&o.dryRun, "dry-run", dryRunNone, "")
@@ -165,16 +169,25 @@ func runUnlabel(e *env, g *globals, args []string) error {
 		return err
 	}
 	g.noteSet(fs)
-	o.ring = g.ring
+	o.ring, o.all = g.ring, g.allNamespaces
 	if err := o.validate(e.prog, pos); err != nil {
 		return err
 	}
 	if err := g.validate(); err != nil {
 		return err
 	}
+	if err := o.checkNamespaceFlags(g); err != nil {
+		return err
+	}
+	if len(o.namespaces) > 0 {
+		fmt.Fprintf(e.stderr, "warning: --object-namespace is deprecated: give the objects' namespace with -n (once per namespace), or -A for every namespace\n")
+	}
 	c, err := e.dial(g)
 	if err != nil {
 		return err
+	}
+	if !o.all && len(o.namespaces) == 0 {
+		o.namespaces = []string{c.namespace} // -n, else the context's, as kubectl
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -234,11 +247,9 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 	case o.ring == "":
 		return usagef("unlabel needs --ring: the ring whose partition labels to remove (they are <ring>.%s/...)", shard.LabelDomain)
 	case len(pos) == 0:
-		return usagef("give the resources to unlabel, e.g. %s unlabel --ring %s widgets configmaps -A", prog, o.ring)
+		return usagef("give the resources to unlabel, e.g. %s unlabel --ring %s widgets configmaps -n team-a (or -A for every namespace)", prog, o.ring)
 	case o.all && len(o.namespaces) > 0:
-		return usagef("give --object-namespace or -A, not both")
-	case !o.all && len(o.namespaces) == 0:
-		return usagef("give the objects' namespaces with --object-namespace NS, or -A for every namespace (-n is the namespace of the ring's Leases)")
+		return usagef("give -A or --object-namespace, not both")
 	case o.qps < 1 || o.qps > maxUnlabelQPS:
 		return usagef("--qps %d: give 1 to %d requests per second", o.qps, maxUnlabelQPS)
 	}
@@ -259,7 +270,7 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 		}
 	}
 	for i, ns := range o.namespaces {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 || ns == "" {
 			return usagef("--object-namespace %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 		}
 		if slices.Contains(o.namespaces[:i], ns) {
@@ -282,38 +293,68 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 	return nil
 }
 
-// refuseWhileLabelling reads the ring's Leases in the namespace and fails
-// while a live replica publishes cache mode labels: it would label again
-// what unlabel removes, unless key is set and is not the ring's current
-// label key (whose parameters the Leases carry). A ring that cannot be read
-// is only warned about.
+// checkNamespaceFlags refuses -n where it would name nothing: -A or the
+// deprecated --object-namespace name the objects, and --lease-namespace the
+// Leases. (With -A or --object-namespace alone, -n names the Leases'
+// namespace, as it did before it named the objects'.)
+func (o *unlabelOptions) checkNamespaceFlags(g *globals) error {
+	if !g.set["namespace"] || !g.set["lease-namespace"] {
+		return nil
+	}
+	switch {
+	case o.all:
+		return usagef("-n %s names neither the objects (-A takes every namespace) nor the Leases (--lease-namespace does): drop it", g.namespace())
+	case len(o.namespaces) > 0:
+		return usagef("-n %s names neither the objects (--object-namespace does) nor the Leases (--lease-namespace does): drop it, or give the objects' namespace with -n instead of --object-namespace", g.namespace())
+	}
+	return nil
+}
+
+// refuseWhileLabelling reads the ring's Leases and fails while a live
+// replica publishes cache mode labels: it would label again what unlabel
+// removes, unless key is set and is not the ring's current label key (whose
+// parameters the Leases carry). The Leases are read in the Leases'
+// namespace; when it holds none of the ring's and --lease-namespace was not
+// given (it defaulted to the objects' namespace), in every namespace: a
+// ring's labels are named after the ring only, so its replicas label
+// wherever they run. A ring that cannot be read is only warned about.
 func (c *cluster) refuseWhileLabelling(ctx context.Context, stderr io.Writer, ring, key string) error {
-	list, err := c.client.CoordinationV1().Leases(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	where := fmt.Sprintf("namespace %q", c.leaseNamespace)
+	list, err := c.client.CoordinationV1().Leases(c.leaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	if err == nil && len(list.Items) == 0 && !c.leaseNamespaceGiven {
+		where = "every namespace"
+		list, err = c.client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: lease.LabelRing + "=" + ring})
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "warning: could not read the Leases of ring %q in namespace %q to check that no replica labels any more (%s); make sure none runs --cache-mode labels\n",
-			ring, c.namespace, oneLine(err.Error()))
+		hint := ", or give the Leases' namespace with --lease-namespace"
+		if c.leaseNamespaceGiven {
+			hint = ""
+		}
+		fmt.Fprintf(stderr, "warning: could not read the Leases of ring %q in %s to check that no replica labels any more (%s); make sure none runs --cache-mode labels%s\n",
+			ring, where, oneLine(err.Error()), hint)
 		return nil
 	}
 	var labelling, unknown []string
-	for _, r := range ringstatus.Analyze(c.namespace, list.Items, time.Now()) {
+	for _, r := range analyzeByNamespace(list.Items, time.Now()) {
 		if cfg, err := ringstatus.ParseParams(r.Params); err == nil && key != "" {
 			if current, err := shard.PartitionLabelKey(ring, cfg); err == nil && current != key {
-				return nil // the ring writes another key: this one may go while it runs
+				continue // this ring writes another key: this one may go while it runs
 			}
 		}
 		for _, m := range r.Members {
+			id := fmt.Sprintf("%s in namespace %s", m.Identity, r.Namespace)
 			switch {
 			case !m.Live():
 			case m.CacheMode == "labels":
-				labelling = append(labelling, m.Identity)
+				labelling = append(labelling, id)
 			case m.CacheMode == "":
-				unknown = append(unknown, m.Identity)
+				unknown = append(unknown, id)
 			}
 		}
 	}
 	if len(labelling) > 0 {
-		return fmt.Errorf("ring %q has live replicas in cache mode labels in namespace %q (%s): they label again what this removes; stop them (scale the operator to 0) or roll them to --cache-mode full first, or pass --force",
-			ring, c.namespace, strings.Join(labelling, ", "))
+		return fmt.Errorf("ring %q has live replicas in cache mode labels (%s): they label again what this removes; stop them (scale the operator to 0) or roll them to --cache-mode full first, or pass --force",
+			ring, strings.Join(labelling, ", "))
 	}
 	if len(unknown) > 0 {
 		fmt.Fprintf(stderr, "warning: live replicas of ring %q (%s) do not say their cache mode (an older kshard); if they run --cache-mode labels they label again what this removes\n",
@@ -341,7 +382,7 @@ func (s metadataStore) list(ctx context.Context, opts metav1.ListOptions) (*meta
 }
 
 func (s metadataStore) patch(ctx context.Context, namespace, name string, patch []byte, dryRun bool) error {
-	opts := metav1.PatchOptions{}
+	opts := metav1.PatchOptions{FieldManager: "kshard-unlabel"}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
@@ -495,8 +536,8 @@ func (u *unlabeller) apiError(verb, namespace string, err error) string {
 }
 
 func writeUnlabelResults(w io.Writer, output string, doc unlabelJSON) error {
-	if output == "json" {
-		return writeJSON(w, doc)
+	if output == outputJSON || output == outputYAML {
+		return writeDoc(w, output, doc)
 	}
 	switch doc.DryRun {
 	case dryRunClient:

@@ -238,8 +238,11 @@ func TestUnlabelUsage(t *testing.T) {
 	}{
 		{[]string{"unlabel", "widgets", "-A"}, "unlabel needs --ring"},
 		{[]string{"unlabel", "--ring", "ops", "-A"}, "give the resources to unlabel"},
-		{[]string{"unlabel", "--ring", "ops", "widgets"}, "--object-namespace NS, or -A"},
-		{[]string{"unlabel", "--ring", "ops", "widgets", "-A", "--object-namespace", "a"}, "not both"},
+		{[]string{"unlabel", "--ring", "ops", "widgets", "-A", "--object-namespace", "a"}, "give -A or --object-namespace, not both"},
+		{[]string{"unlabel", "--ring", "ops", "widgets", "-A", "-n", "a", "--lease-namespace", "b"}, "-n a names neither the objects (-A takes every namespace) nor the Leases"},
+		{[]string{"unlabel", "--ring", "ops", "widgets", "--object-namespace", "a", "-n", "b", "--lease-namespace", "c"}, "-n b names neither the objects (--object-namespace does)"},
+		{[]string{"unlabel", "--ring", "ops", "widgets", "-n", "Bad_NS"}, `-n/--namespace "Bad_NS" is not a namespace name`},
+		{[]string{"unlabel", "--ring", "ops", "widgets", "-o", "xml"}, `-o "xml"`},
 		{[]string{"unlabel", "--ring", "ops", "widgets", "--object-namespace", "a,a"}, "given twice"},
 		{[]string{"unlabel", "--ring", "ops", "widgets", "--object-namespace", "Not_A_NS"}, "not a namespace name"},
 		{[]string{"unlabel", "--ring", "ops", "widgets", "-A", "--key", "other.kshard.io/xx1-key-p271"}, "not one of ring ops's partition labels"},

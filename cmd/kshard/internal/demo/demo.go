@@ -154,7 +154,7 @@ func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlan
 		start = controlplane.Start
 	}
 	d.phase = "building the control-plane binaries"
-	fmt.Fprintf(o.Stderr, "%s: looking for the control-plane binaries (the first run builds etcd, kube-apiserver and kube-controller-manager from source, about 10 minutes on 2 cores, then caches them; --timeout does not count it; Ctrl-C stops it)\n", o.Prog)
+	fmt.Fprintf(o.Stderr, "%s: looking for the control-plane binaries (the first run builds etcd, kube-apiserver and kube-controller-manager from source, about 10 minutes on 2 idle cores and 30 or more on busy ones, then caches them; --timeout does not count it; Ctrl-C stops it)\n", o.Prog)
 	bins, err := ensure(ctx, o.Stderr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -545,7 +545,7 @@ The control plane and replicas keep running until Ctrl-C. Try:
   kubectl get leases -n %[2]s -l %[3]s=%[4]s -L %[5]s,%[6]s
   kubectl get widgets -n %[2]s -o custom-columns=NAME:.metadata.name,RECONCILED-BY:.status.reconciledBy
   %[7]s status --kubeconfig %[1]s -n %[2]s
-  %[7]s owner widgets %[2]s/%[8]s --kubeconfig %[1]s -n %[2]s
+  %[7]s owner widgets %[8]s --kubeconfig %[1]s -n %[2]s
 Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, lease.LabelPartitions,
 		d.opts.Prog, widgetName(0), filepath.Join(cp.Dir(), "replicas"))
 	<-ctx.Done()
@@ -650,16 +650,30 @@ func (d *demo) allActive(except string) bool {
 }
 
 // refresh scrapes every replica and redraws the table.
+//
+// The columns about partitions come from one read of the ring's Leases (the
+// informer's store, a state of the API server at one resourceVersion), so
+// the table never shows two replicas on one partition unless the Leases
+// said so at that moment: CLAIMED is the claim in each replica's Lease,
+// HANDOFF the part of it that another live replica claims too (a handoff
+// under way: the new owner claims first and activates only once the old
+// one has released). The replicas' own metrics are scraped one after the
+// other, at different moments, so only per-replica counters (reconciles,
+// their rate, queue depth) come from them: partitions active per replica,
+// scraped so, once showed one replica with all 271 and another with 90.
 func (d *demo) refresh(ctx context.Context, force bool) {
 	ring := d.ring()
 	members := map[string]ringstatus.Member{}
 	for _, m := range ring.Members {
 		members[m.Identity] = m
 	}
+	parts := partitionColumns(ring)
 	done, _ := widgetProgress(d.widgets.List())
 	lines := []string{fmt.Sprintf("[%6s] %s — Widgets reconciled: %d/%d", since(d.start), d.phase, done, d.opts.Objects)}
-	lines = append(lines, "LEASE and CACHED (objects in the replica's cache) from the ring's Leases; CLAIMED to QUEUE from one scrape of each replica's /metrics; PER SEC over the last "+rateWindow.String())
-	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CACHED", "CLAIMED", "ACTIVE", "RECONCILES", "PER SEC", "QUEUE"}}
+	// Short enough not to wrap: a wrapped line would throw the in-place
+	// redraw off by a row.
+	lines = append(lines, "LEASE to HANDOFF: one read of the Leases; RECONCILES, PER SEC ("+rateWindow.String()+"), QUEUE: /metrics")
+	rows := [][]string{{"REPLICA", "PROCESS", "LEASE", "CACHED", "CLAIMED", "HANDOFF", "RECONCILES", "PER SEC", "QUEUE"}}
 	for _, r := range d.fleet.list() {
 		st := d.stats[r.identity]
 		if st == nil {
@@ -670,7 +684,7 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 		if r.running() && d.stopping[r.identity] {
 			process = "leaving"
 		}
-		leaseState, cached := "-", "-"
+		leaseState, cached, claimed, handoff := "-", "-", "-", "-"
 		if m, ok := members[r.identity]; ok {
 			leaseState = m.State
 			if !m.Live() {
@@ -679,11 +693,9 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			if m.CachedObjects != nil {
 				cached = strconv.Itoa(*m.CachedObjects)
 			}
+			claimed, handoff = strconv.Itoa(parts[r.identity].claimed), strconv.Itoa(parts[r.identity].handoff)
 		}
-		// CLAIMED, ACTIVE and QUEUE come from one scrape, so they are one
-		// moment of the replica: it claims before it activates and
-		// revokes before it releases, so ACTIVE never exceeds CLAIMED.
-		claimed, active, total, rate, queue := "-", "-", "-", "-", "-"
+		total, rate, queue := "-", "-", "-"
 		if r.running() {
 			if s, err := scrape(ctx, d.http, r.metricsAddr); err == nil {
 				st.rate.add(s.at, s.reconciles)
@@ -696,15 +708,37 @@ func (d *demo) refresh(ctx context.Context, force bool) {
 			total = strconv.Itoa(int(st.last.reconciles))
 		}
 		if r.running() && st.scrapeOK {
-			claimed = strconv.Itoa(int(st.last.claimed))
-			active = strconv.Itoa(int(st.last.active))
 			rate = strconv.Itoa(int(st.rate.rate(time.Now()) + 0.5))
 			queue = strconv.Itoa(int(st.last.queue))
 		}
-		rows = append(rows, []string{r.identity, process, leaseState, cached, claimed, active, total, rate, queue})
+		rows = append(rows, []string{r.identity, process, leaseState, cached, claimed, handoff, total, rate, queue})
 	}
 	lines = append(lines, align(rows)...)
 	d.scr.frame(lines, force)
+}
+
+// partitionCounts are a member's partition columns in the demo's table.
+type partitionCounts struct {
+	claimed int // partitions its Lease claims
+	handoff int // of those, claimed by another live member too
+}
+
+// partitionColumns counts, from one read of the ring, each member's claimed
+// partitions and those another live member claims too. An expired member's
+// claim counts, but never as a handoff: the live claimants of its
+// partitions no longer wait for it.
+func partitionColumns(r ringstatus.Ring) map[string]partitionCounts {
+	shared := shard.NewPartitionSet(r.Partitions, r.OverlappingPartitions...)
+	out := map[string]partitionCounts{}
+	for _, m := range r.Members {
+		claim := m.Claim()
+		c := partitionCounts{claimed: claim.Len()}
+		if m.Live() && claim.Size() == shared.Size() {
+			c.handoff = claim.Intersect(shared).Len()
+		}
+		out[m.Identity] = c
+	}
+	return out
 }
 
 // align lays rows out in columns two spaces apart.

@@ -7,6 +7,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard"
 )
 
 const metricsText = `# HELP controller_runtime_reconcile_total Total number of reconciliations per controller
@@ -180,5 +187,57 @@ func TestCachesAgree(t *testing.T) {
 		if got := cachesAgree(tc.mode, tc.cached, tc.replicas, 100); got != tc.want {
 			t.Errorf("%s %v of %d replicas: %v, want %v", tc.mode, tc.cached, tc.replicas, got, tc.want)
 		}
+	}
+}
+
+// memberLease is a member Lease of ring example-operator in state state,
+// claiming claim; renewed is how long ago it was renewed.
+func memberLease(id, state string, claim shard.PartitionSet, renewed time.Duration) coordinationv1.Lease {
+	holder, secs := id, int32(10)
+	renew := metav1.NewMicroTime(time.Now().Add(-renewed))
+	return coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(Ring, id), Namespace: Namespace,
+			Labels: map[string]string{lease.LabelRing: Ring, lease.LabelState: state},
+			Annotations: map[string]string{lease.AnnotationClaim: claim.Encode(), lease.AnnotationIncarnation: "i-" + id,
+				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
+	}
+}
+
+// The table's partition columns come from one read of the Leases: mid-
+// handoff, the old owner still claims what the new one claimed, and both
+// show those partitions as HANDOFF, so that CLAIMED - HANDOFF never adds
+// up to more than the ring has. An expired member's claim is no handoff.
+func TestPartitionColumns(t *testing.T) {
+	all := shard.FullPartitionSet(shard.DefaultPartitions)
+	moving := shard.NewPartitionSet(shard.DefaultPartitions, all.Slice()[:90]...)
+	gone := shard.NewPartitionSet(shard.DefaultPartitions, 200, 201)
+	rings := ringstatus.Analyze(Namespace, []coordinationv1.Lease{
+		memberLease("example-operator-0", "active", all, time.Second),
+		memberLease("example-operator-1", "active", moving, time.Second),
+		memberLease("example-operator-2", "active", gone, time.Hour),
+	}, time.Now())
+	if len(rings) != 1 {
+		t.Fatalf("rings %+v", rings)
+	}
+	got := partitionColumns(rings[0])
+	want := map[string]partitionCounts{
+		"example-operator-0": {claimed: 271, handoff: 90},
+		"example-operator-1": {claimed: 90, handoff: 90},
+		"example-operator-2": {claimed: 2, handoff: 0},
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %+v, want %+v", id, got[id], w)
+		}
+	}
+	sole := 0
+	for id, c := range got {
+		if id != "example-operator-2" {
+			sole += c.claimed - c.handoff
+		}
+	}
+	if sole > shard.DefaultPartitions {
+		t.Errorf("live claims held alone add up to %d, over %d partitions", sole, shard.DefaultPartitions)
 	}
 }
