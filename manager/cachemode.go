@@ -2,10 +2,13 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/cache"
 )
 
 // cacheModes is the /readyz?verbose line naming each kind's cache mode and,
@@ -32,4 +35,25 @@ func (m *Manager) publishCacheStatus(ctx context.Context) error {
 		m.member.SetCacheStatus(lease.CacheStatus{Mode: string(m.opts.CacheMode), Objects: objects})
 	})
 	return nil
+}
+
+// cacheComplete is the readiness check of a sharded cache's self-check: it
+// fails while the last check of a kind cached by labels found objects of
+// the partitions this replica holds and reports synced missing from the
+// cache (cache.CheckReport), naming the kind, how many and a few of them.
+// The cache has then listed the kind again; the check passes once a later
+// check finds nothing missing.
+func cacheComplete(modes func() []cache.KindMode) Checker {
+	return func(*http.Request) error {
+		var bad []string
+		for _, k := range modes() {
+			if r := k.SelfCheck; r != nil && r.Missing > 0 {
+				bad = append(bad, fmt.Sprintf("%d objects of %s (%s) exist on the API server, unchanged for at least a check interval, in partitions this replica holds and reports synced, but not in its cache", r.Missing, k.Kind.String(), strings.Join(r.Examples, ", ")))
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		return errors.New(strings.Join(bad, "; ") + "; the cache lists the kind again; if the next check still finds them, restart the replica and report a bug (kshard_cache_missing_objects)")
+	}
 }

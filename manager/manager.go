@@ -122,7 +122,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 		if opts.CacheMode == CacheLabels {
 			key, _ := shard.PartitionLabelKey(opts.Ring, ringCfg) // validated
-			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: cfgs.labels, QPS: opts.LabelQPS}
+			cacheOpts.Sharding.Labels = &cache.LabelSharding{Key: key, Partitioner: partitioner, WriteConfig: cfgs.labels, QPS: opts.LabelQPS, CheckInterval: opts.CacheCheckInterval}
 		}
 	}
 	c, err := cache.New(cfgs.own, cacheOpts)
@@ -157,6 +157,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
+		_ = m.readyz.add("cache-complete", cacheComplete(m.cache.ModeReport))
 	}
 	return m, nil
 }

@@ -157,6 +157,16 @@ type Options struct {
 	// exempt from the fencing transport and from QPS. Defaults to
 	// cache.DefaultLabelQPS (200).
 	LabelQPS float64
+	// CacheCheckInterval is how often each kind cached by labels checks
+	// that the cache holds every object of the partitions it reports
+	// synced (CacheLabels): a paged metadata-only LIST of the replica's
+	// share, and of the unlabelled objects, compared with its stores. An
+	// object missing for at least an interval is a bug of the cache: it
+	// is logged, counted in kshard_cache_missing_objects, fails /readyz
+	// ("cache-complete") until a check finds nothing missing, and the
+	// kind is listed again once. Defaults to cache.DefaultCheckInterval
+	// (5 minutes); negative turns the check off; at least a second.
+	CacheCheckInterval time.Duration
 	// FullCacheKinds are kinds cached whole even with a sharded cache:
 	// those reconcilers read in partitions they do not own.
 	// Cluster-scoped kinds are always cached whole.
@@ -344,6 +354,9 @@ func (o *Options) validate() error {
 		} else if p := o.ringConfig().WithDefaults().Partitions; p > shard.MaxLabelPartitions {
 			errs = append(errs, fmt.Errorf("CacheMode %q supports at most %d Partitions, not %d: a replica's selector of unlabelled objects names every partition", CacheLabels, shard.MaxLabelPartitions, p))
 		}
+	}
+	if o.CacheCheckInterval > 0 && o.CacheCheckInterval < time.Second {
+		errs = append(errs, fmt.Errorf("CacheCheckInterval %v is below a second: each check lists the replica's share; leave it 0 for the default (%v), or negative to turn the check off", o.CacheCheckInterval, cache.DefaultCheckInterval))
 	}
 	if o.LabelQPS < 0 || math.IsNaN(o.LabelQPS) || math.IsInf(o.LabelQPS, 0) {
 		errs = append(errs, fmt.Errorf("LabelQPS %v must be a positive number; leave it 0 for the default", o.LabelQPS))

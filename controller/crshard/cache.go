@@ -76,7 +76,7 @@ func (r *Ring) NewCache(cfg *rest.Config, opts crcache.Options) (crcache.Cache, 
 		Sharding: &kcache.Sharding{
 			Full:   fullKinds(r.opts.FullCacheKinds),
 			Logger: r.log.WithName("cache"),
-			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), WriteConfig: r.labelConfig(), QPS: r.opts.LabelQPS},
+			Labels: &kcache.LabelSharding{Key: key, Partitioner: shard.NewPartitioner(ringCfg.Partitions), WriteConfig: r.labelConfig(), QPS: r.opts.LabelQPS, CheckInterval: r.opts.CacheCheckInterval},
 		},
 	}
 	if opts.SyncPeriod != nil {

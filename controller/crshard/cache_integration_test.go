@@ -136,7 +136,7 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 	ring, err := New(cfg, Options{
 		Ring: "cachetest", Namespace: cacheTestLeaseNS, Identity: id, Partitions: cacheTestPartitions,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond, DrainGracePeriod: time.Second,
-		GracefulShutdownTimeout: 20 * time.Second, CacheMode: CacheLabels, Registerer: reg,
+		GracefulShutdownTimeout: 20 * time.Second, CacheMode: CacheLabels, Registerer: reg, CacheCheckInterval: time.Second,
 		Exit:   func(code int) { t.Errorf("replica %s asked to exit with %d", id, code) },
 		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 1}).WithName(id),
 	})
@@ -432,26 +432,40 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		return l.Annotations[lease.AnnotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
 	})
 	// The kshard_cache_* metrics, as the native manager's.
-	mfs, err := b.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, l.GetName()+"="+l.GetValue())
-			}
-			metrics[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	gather := func() map[string]float64 {
+		mfs, err := b.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
 		}
+		metrics := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+				metrics[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		return metrics
 	}
+	metrics := gather()
 	if v := metrics["kshard_cache_mode{kind=/v1, Kind=ConfigMap,mode=labels}"]; v != 1 {
 		t.Errorf("kshard_cache_mode of ConfigMaps = %v, want 1 for labels", v)
 	}
 	if v := metrics["kshard_cache_objects{kind=/v1, Kind=ConfigMap}"]; v < float64(len(itemsB)) {
 		t.Errorf("kshard_cache_objects of ConfigMaps = %v, want at least b's %d", v, len(itemsB))
 	}
+	// The self-check runs behind the adapter too (every second here) and
+	// finds nothing missing in a healthy replica.
+	awaitTrue(t, "b's self-check of ConfigMaps to run twice", 30*time.Second, func() (bool, string) {
+		m := gather()
+		checks, missing := m["kshard_cache_checks_total{kind=/v1, Kind=ConfigMap}"], m["kshard_cache_missing_objects{kind=/v1, Kind=ConfigMap}"]
+		if missing != 0 {
+			t.Fatalf("b's self-check found %v ConfigMaps missing from its cache", missing)
+		}
+		return checks >= 2, fmt.Sprintf("%v checks", checks)
+	})
 	want := map[string]struct{ mode, reason string }{
 		"ConfigMap":                {kcache.ModeLabels, ""},
 		"ConfigMap (unstructured)": {kcache.ModeLabels, ""},

@@ -139,7 +139,10 @@
 // The ring adds a readiness check "kshard-ring" to the manager (ready =
 // caches synced and ring joined; the message says why not) and registers
 // kshard's ring and Lease metrics (kshard_*) in controller-runtime's
-// registry, next to controller-runtime's own, which keep working.
+// registry, next to controller-runtime's own, which keep working. The
+// sharded cache's self-check (Options.CacheCheckInterval) reports objects
+// missing from it in kshard_cache_missing_objects and an error log line,
+// not in readiness: controller-runtime withholds a check's reason.
 //
 // # Refused set-ups
 //

@@ -80,6 +80,15 @@ type Options struct {
 	// LabelQPS bounds the partition-label patches per kind per second
 	// (CacheLabels only). Defaults to 200; negative: no bound.
 	LabelQPS float64
+	// CacheCheckInterval is how often each kind the sharded cache holds by
+	// labels checks that it holds every object of the partitions it
+	// reports synced (CacheLabels only), as kshard's
+	// manager.Options.CacheCheckInterval: a finding is logged at error
+	// level and counted in kshard_cache_missing_objects (controller-runtime's
+	// readiness checks carry no reason, so it has none here). Defaults to
+	// 5 minutes (cache.DefaultCheckInterval); negative: off; at least a
+	// second.
+	CacheCheckInterval time.Duration
 	// PodNamespace is the namespace of the pod this replica runs in, whose
 	// name is Identity. The replica reads its pod (RBAC: get on pods) so
 	// that the kubelet can prove its death after a crash: restarted in
@@ -170,6 +179,9 @@ func (o *Options) validate() error {
 	}
 	if o.CacheMode != CacheFull && o.CacheMode != CacheLabels {
 		errs = append(errs, fmt.Errorf("CacheMode %q is not one of %q, %q", o.CacheMode, CacheFull, CacheLabels))
+	}
+	if o.CacheCheckInterval > 0 && o.CacheCheckInterval < time.Second {
+		errs = append(errs, fmt.Errorf("CacheCheckInterval %v is below a second: each check lists the replica's share; leave it 0 for the default (%v), or negative to turn the check off", o.CacheCheckInterval, kcache.DefaultCheckInterval))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("crshard: invalid Options: %w", err)

@@ -245,8 +245,8 @@ func TestRefusedSetups(t *testing.T) {
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		_, err := New(unreachable(), Options{Namespace: "Bad_NS", Identity: "Pod 0", RenewPeriod: time.Minute, Registerer: prometheus.NewRegistry()})
-		for _, want := range []string{"Ring is empty", `Namespace "Bad_NS" is not a namespace name`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline"} {
+		_, err := New(unreachable(), Options{Namespace: "Bad_NS", Identity: "Pod 0", RenewPeriod: time.Minute, CacheCheckInterval: time.Millisecond, Registerer: prometheus.NewRegistry()})
+		for _, want := range []string{"Ring is empty", `Namespace "Bad_NS" is not a namespace name`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline", "CacheCheckInterval 1ms is below a second"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("err = %v, want it to say %q", err, want)
 			}

@@ -25,6 +25,13 @@
 // moves to sharded without a gap); the manager turns it on with
 // Options.PartitionBy namespace.
 //
+// Labelled is the sharded informer of one resource by the ring's partition
+// label (LabelSharding), on any API server. It checks itself every
+// CheckInterval (5 minutes by default): a paged metadata LIST of what it
+// should hold against its stores, reporting objects missing for at least
+// an interval (CheckReport, KindMode.SelfCheck) and listing the views that
+// missed them again, once.
+//
 // Typed informers list and watch through a REST client built from the
 // caller's scheme, so custom resource types registered in that scheme work
 // exactly like the built-in ones. Only the standard library, client-go and

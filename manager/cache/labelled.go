@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/shard"
@@ -70,6 +67,14 @@ type LabelledOptions struct {
 	// MaxSegments bounds the label segments before they are compacted
 	// (SegmentedOptions.MaxSegments).
 	MaxSegments int
+	// CheckInterval is how often the cache checks that it holds every
+	// object of the partitions it reports synced (the self-check,
+	// CheckReport). Default DefaultCheckInterval; negative: off.
+	CheckInterval time.Duration
+	// CheckList is the self-check's LIST of the resource; it reads only
+	// metadata, so a metadata-only LIST (PartialObjectMetadataList) costs
+	// least. Default: ListWatch's LIST.
+	CheckList func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
 }
@@ -122,6 +127,9 @@ type Labelled struct {
 	labeller *labeller
 	confirm  chan struct{}
 	stats    LabelStats
+
+	checkMu sync.Mutex  // guards checked
+	checked CheckReport // the self-check's, as of its last check
 }
 
 // unlabelledView is one informer of the unlabelled objects. Its keeps and
@@ -198,6 +206,12 @@ func NewLabelled(opts LabelledOptions) (*Labelled, error) {
 	if opts.ConfirmAfter <= 0 {
 		opts.ConfirmAfter = DefaultConfirmAfter
 	}
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
+	if opts.CheckList == nil {
+		opts.CheckList = opts.ListWatch.ListWithContext
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -223,14 +237,17 @@ func NewLabelled(opts LabelledOptions) (*Labelled, error) {
 	return l, nil
 }
 
-// Run owns the views, the labeller and the confirmations until ctx ends,
-// then stops them and waits for them.
+// Run owns the views, the labeller, the confirmations and the self-check
+// until ctx ends, then stops them and waits for them.
 func (l *Labelled) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.segs.Run(ctx) })
 	wg.Go(func() { l.forward(ctx) })
 	wg.Go(func() { l.labeller.run(ctx) })
 	wg.Go(func() { l.confirmLoop(ctx) })
+	if l.opts.CheckInterval > 0 {
+		wg.Go(func() { l.checkLoop(ctx) })
+	}
 	l.mu.Lock()
 	l.ctx = ctx
 	l.startUnlabelled(l.held.Clone())
@@ -408,701 +425,6 @@ func (l *Labelled) Forbidden() string {
 	defer l.mu.Unlock()
 	return l.forbidden
 }
-
-// ---- the unlabelled view ----
-
-// speaker returns the unlabelled view that is read and whose events pass:
-// the newest synced one, or the newest. Call with l.mu held.
-func (l *Labelled) speaker() *unlabelledView {
-	for i := len(l.unlabelled) - 1; i >= 0; i-- {
-		if l.unlabelled[i].synced.Load() {
-			return l.unlabelled[i]
-		}
-	}
-	if len(l.unlabelled) == 0 {
-		return nil
-	}
-	return l.unlabelled[len(l.unlabelled)-1]
-}
-
-// startUnlabelled lists and watches the unlabelled objects, keeping those
-// of keeps; views it replaces stop once it has synced, as does an older
-// replacement still listing. Call with l.mu held.
-func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
-	l.stats.UnlabelledLists.Add(1)
-	ctx, cancel := context.WithCancel(l.ctx)
-	v := &unlabelledView{cancel: cancel, keeps: keeps, dirty: shard.NewPartitionSet(keeps.Size())}
-	// A replacement that has not synced yet is superseded at once.
-	l.unlabelled = slices.DeleteFunc(l.unlabelled, func(o *unlabelledView) bool {
-		if !o.synced.Load() {
-			o.cancel()
-			return true
-		}
-		return false
-	})
-	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
-	for name, f := range l.opts.Indexers {
-		indexers[name] = f
-	}
-	v.inf = toolscache.NewSharedIndexInformerWithOptions(l.unlabelledListWatch(v), l.opts.Example, toolscache.SharedIndexInformerOptions{Indexers: indexers})
-	if l.opts.Transform != nil {
-		_ = v.inf.SetTransform(l.opts.Transform)
-	}
-	_, _ = v.inf.AddEventHandler(l.viewHandler(v))
-	l.unlabelled = append(l.unlabelled, v)
-	l.wg.Go(func() { v.inf.RunWithContext(ctx) })
-	l.wg.Go(func() {
-		if !toolscache.WaitForCacheSync(ctx.Done(), v.inf.HasSynced) {
-			return
-		}
-		l.mu.Lock()
-		if !slices.Contains(l.unlabelled, v) {
-			l.mu.Unlock()
-			return
-		}
-		l.handOver(l.speaker(), v)
-		v.synced.Store(true)
-		l.unlabelled = slices.DeleteFunc(l.unlabelled, func(o *unlabelledView) bool {
-			if o != v {
-				o.cancel()
-				return true
-			}
-			return false
-		})
-		l.signal()
-		rescan := !l.active.Intersect(v.keeps).IsEmpty()
-		l.mu.Unlock()
-		if rescan {
-			l.rescan() // label what it listed of the active partitions
-		}
-	})
-}
-
-// handOver makes pending what the unlabelled view old serves and nothing
-// else does once next replaces it: an object stripped of its label after
-// next listed, whose ADDED has not reached next yet, and whose label
-// segment dropped it while old still served it (so leaving found it held
-// and made nothing pending). Without this, reads would miss it until
-// next's watch catches up. Pending, it stays served until it arrives in
-// a view or a live read finds it gone. Call with l.mu held, before next
-// becomes the speaker.
-func (l *Labelled) handOver(old, next *unlabelledView) {
-	if old == nil || old == next {
-		return
-	}
-	now := time.Now()
-	for _, obj := range old.inf.GetStore().List() {
-		ro, ok := obj.(runtime.Object)
-		if !ok {
-			continue
-		}
-		p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, ro)
-		if !ok || !l.held.Has(p) {
-			continue
-		}
-		key, uid := keyAndUID(obj)
-		if held, ok, _ := next.inf.GetStore().GetByKey(key); ok && uidOf(held) == uid && !newer(obj, held) {
-			continue
-		}
-		if held, ok, _ := l.segs.GetByKey(key); ok && uidOf(held) == uid && !newer(obj, held) {
-			continue
-		}
-		l.markPending(key, uid, obj, now)
-	}
-}
-
-// keep decides whether view v stores obj, and marks the partition dirty
-// when it does not (the view's store is then incomplete for it).
-func (l *Labelled) keep(v *unlabelledView, obj runtime.Object, deleted bool) bool {
-	p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj)
-	if !ok {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if v.keeps.Has(p) {
-		return true
-	}
-	if !deleted {
-		v.dirty.Add(p)
-	}
-	return false
-}
-
-// unlabelledListWatch lists page by page (listInPages), each page filtered
-// to the view's partitions before the next is read, and watches with the
-// same filter.
-func (l *Labelled) unlabelledListWatch(v *unlabelledView) toolscache.ListerWatcher {
-	selector := shard.LabelSelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
-	inner := l.opts.ListWatch
-	return segmentListWatch{&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = andSelectors(o.LabelSelector, selector)
-			list, err := listInPages(ctx, inner, o, func(it runtime.Object) bool { return l.keep(v, it, false) })
-			if err != nil {
-				return nil, err
-			}
-			kept, err := meta.ExtractList(list)
-			if err != nil {
-				return nil, err
-			}
-			reportVanished(v.inf.GetStore(), kept, func(obj runtime.Object) { l.leaving(v, obj) })
-			return list, nil
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = andSelectors(o.LabelSelector, selector)
-			w, err := inner.WatchWithContext(ctx, o)
-			if err != nil {
-				return nil, err
-			}
-			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-				switch ev.Type {
-				case watch.Added, watch.Modified:
-					return ev, l.keep(v, ev.Object, false)
-				case watch.Deleted:
-					keep := l.keep(v, ev.Object, true)
-					if keep {
-						l.leaving(v, ev.Object)
-					}
-					return ev, keep
-				}
-				return ev, true
-			}), nil
-		},
-	}}
-}
-
-// ---- merging the views ----
-
-// viewHandler is the handler of one view: the label segments (v nil) or an
-// unlabelled view. It passes events of held partitions on to the users'
-// handlers, merged: an object that moves between views is updated, never
-// deleted and added again.
-func (l *Labelled) viewHandler(v *unlabelledView) toolscache.ResourceEventHandler {
-	return toolscache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, _ bool) {
-			l.labeller.consider(obj)
-			if l.serves(v, obj) {
-				l.arrived(v, obj)
-			}
-		},
-		UpdateFunc: func(old, obj any) {
-			l.labeller.consider(obj)
-			if l.serves(v, obj) {
-				l.updated(v, obj)
-				l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnUpdate(old, obj) })
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if l.serves(v, obj) {
-				l.left(v, obj)
-			}
-		},
-	}
-}
-
-// serves reports whether an event of view v about obj is passed on: obj's
-// request partition is held, and v is the speaking unlabelled view (the
-// label segments pick their speaker themselves).
-func (l *Labelled) serves(v *unlabelledView, obj any) bool {
-	p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj)
-	if !ok {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held.Has(p) {
-		return false
-	}
-	return v == nil || (l.speaker() == v && v.keeps.Has(p))
-}
-
-// arrived passes on an object that a view now holds: an update if the
-// users' handlers knew it from another view (or as pending), else an add.
-func (l *Labelled) arrived(v *unlabelledView, obj any) {
-	key, uid := keyAndUID(obj)
-	var before any
-	l.mu.Lock()
-	if p, ok := l.pending[key]; ok {
-		// A pending state newer than the one arriving stays pending: it
-		// came from a later change that takes the object out of this view
-		// too (its DELETED is already behind this ADDED in the view's
-		// queue), and the view is about to drop it again.
-		if p.uid != uid || !newer(p.obj, obj) {
-			delete(l.pending, key)
-		}
-		before = p.obj
-	} else if m, ok := l.moved[key]; ok {
-		delete(l.moved, key)
-		before = m.obj
-	} else {
-		before = l.otherView(key, v)
-	}
-	if !l.viewHolds(v, key, uid) {
-		// Handlers run after the store changed, and the view no longer
-		// serves the object: its segment was released since (Hold hides a
-		// released segment without a deletion), or a later change took
-		// it out again. The arrival proves it exists but no view keeps
-		// it: pending, it stays served until a view shows it or a live
-		// read finds it gone.
-		l.markPending(key, uid, obj, time.Now())
-	}
-	l.mu.Unlock()
-	switch {
-	case before == nil:
-		l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnAdd(obj, false) })
-	case uidOf(before) != uid:
-		// The name was deleted and created again meanwhile.
-		l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnDelete(before) })
-		l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnAdd(obj, false) })
-	default:
-		l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnUpdate(before, obj) })
-	}
-}
-
-// viewHolds reports whether view v (nil: the label segments) serves the
-// object of key and uid now. Call with l.mu held.
-func (l *Labelled) viewHolds(v *unlabelledView, key string, uid types.UID) bool {
-	var obj any
-	var ok bool
-	if v == nil {
-		obj, ok, _ = l.segs.GetByKey(key)
-	} else {
-		obj, ok, _ = v.inf.GetStore().GetByKey(key)
-	}
-	return ok && uidOf(obj) == uid
-}
-
-// updated ends the pending state of an object that view v still serves at
-// a state at least as new: its label moved it within one label segment
-// (leaving made it pending, in case the move hid it), and the segment
-// shows it still.
-func (l *Labelled) updated(v *unlabelledView, obj any) {
-	key, uid := keyAndUID(obj)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if p, ok := l.pending[key]; ok && p.uid == uid && !newer(p.obj, obj) && l.viewHolds(v, key, uid) {
-		delete(l.pending, key)
-	}
-}
-
-// leaving is told, before view v's store drops it, of an object that left
-// v. If another view holds it, it moved there: nothing is lost. Otherwise
-// it becomes pending: still served, until it shows up in a view or a live
-// read finds it gone. It runs in v's watch (or list) goroutine, before the
-// store changes, so no read in between misses an object that exists.
-func (l *Labelled) leaving(v *unlabelledView, obj runtime.Object) {
-	p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj)
-	if !ok {
-		return
-	}
-	key, uid := keyAndUID(obj)
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.held.Has(p) || (v != nil && l.speaker() != v) {
-		return
-	}
-	// The other view must hold it at this state or a later one: a copy
-	// older than the one leaving is a state the object has left too, and
-	// the other view is about to drop it (its own leaving may already
-	// have looked here, seen this view still holding the object, and
-	// passed over it).
-	if other := l.otherView(key, v); other != nil && uidOf(other) == uid && !newer(obj, other) {
-		return
-	}
-	l.markPending(key, uid, l.asStored(obj), now)
-}
-
-// asStored is a copy of obj as the views store it (transformed): obj is
-// the watch event's, which the view's transform changes in place on its
-// way to the store while readers may already read the pending copy.
-func (l *Labelled) asStored(obj runtime.Object) any {
-	cp := obj.DeepCopyObject()
-	if l.opts.Transform == nil {
-		return cp
-	}
-	if out, err := l.opts.Transform(cp); err == nil {
-		return out
-	}
-	return cp
-}
-
-// markPending makes obj pending, or updates its pending state. Call with
-// l.mu held.
-func (l *Labelled) markPending(key string, uid types.UID, obj any, now time.Time) {
-	if old, ok := l.pending[key]; ok && old.uid == uid {
-		if !newer(old.obj, obj) {
-			old.obj = obj
-		}
-		return
-	}
-	l.pending[key] = &pendingObject{obj: obj, uid: uid, since: now, nextCheck: now.Add(l.opts.ConfirmAfter)}
-	select {
-	case l.confirm <- struct{}{}:
-	default:
-	}
-}
-
-// left handles the users' side of an object that left view v: when another
-// view holds it, its arrival there is passed on as an update from this
-// state (leaving has kept it served meanwhile, and a pending object's
-// deletion is passed on by the confirmation).
-func (l *Labelled) left(v *unlabelledView, obj any) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	key, uid := keyAndUID(obj)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, pending := l.pending[key]; pending {
-		return
-	}
-	if other := l.otherView(key, v); other != nil && uidOf(other) == uid {
-		l.moved[key] = movedObject{obj: obj, uid: uid, at: time.Now()}
-	}
-}
-
-// otherView returns the object of key that a view other than from holds
-// (nil for none). Call with l.mu held.
-func (l *Labelled) otherView(key string, from *unlabelledView) any {
-	if from != nil {
-		if obj, ok, _ := l.segs.GetByKey(key); ok {
-			return obj
-		}
-	}
-	if v := l.speaker(); v != nil && v != from {
-		if obj, ok, _ := v.inf.GetStore().GetByKey(key); ok {
-			return obj
-		}
-	}
-	return nil
-}
-
-// confirmLoop reads the pending objects from the API server, each once
-// ConfirmAfter has passed without it showing up in a view: gone, it is
-// deleted for the users' handlers; still there, it stays served and is
-// labelled again, and read again later.
-func (l *Labelled) confirmLoop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		next := l.confirmDue(ctx)
-		if next.IsZero() {
-			next = time.Now().Add(time.Minute)
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-l.confirm:
-		}
-	}
-}
-
-// confirmReread is how long an object confirmed to exist outside every view
-// waits before it is read again.
-const confirmReread = 5 * time.Second
-
-// confirmDue checks the pending objects that are due and returns when the
-// next one is.
-func (l *Labelled) confirmDue(ctx context.Context) time.Time {
-	now := time.Now()
-	type due struct {
-		key string
-		uid types.UID
-		obj any
-	}
-	var dues []due
-	var next time.Time
-	l.mu.Lock()
-	for key, p := range l.pending {
-		if !p.nextCheck.After(now) {
-			dues = append(dues, due{key, p.uid, p.obj})
-		} else if next.IsZero() || p.nextCheck.Before(next) {
-			next = p.nextCheck
-		}
-	}
-	for key, m := range l.moved {
-		if now.Sub(m.at) > time.Minute {
-			delete(l.moved, key)
-		}
-	}
-	l.mu.Unlock()
-	for _, d := range dues {
-		if ctx.Err() != nil {
-			return next
-		}
-		ns, name, _ := toolscache.SplitMetaNamespaceKey(d.key)
-		l.stats.ConfirmReads.Add(1)
-		live, err := l.opts.Client.Get(ctx, ns, name)
-		gone := apierrors.IsNotFound(err) || (err == nil && uidOf(live) != d.uid)
-		l.mu.Lock()
-		p, still := l.pending[d.key]
-		if !still || p.uid != d.uid {
-			l.mu.Unlock()
-			continue // it showed up in a view meanwhile
-		}
-		inView := false
-		if err == nil && !gone {
-			// A view may hold it at its live state already, its add
-			// having come before the other view's delete: it is no
-			// longer out of every view. The view's state must also be
-			// at least the pending one: while the read ran, the object
-			// may have left that view again (its leaving made this
-			// pending state, newer than the read), and the view drops
-			// it the moment its watch catches up.
-			held := l.otherView(d.key, nil)
-			if held == nil {
-				held, _, _ = l.segs.GetByKey(d.key)
-			}
-			inView = held != nil && uidOf(held) == d.uid && !newer(live, held) && !newer(p.obj, held)
-		}
-		switch {
-		case gone, inView:
-			delete(l.pending, d.key)
-		case err != nil:
-			p.nextCheck = time.Now().Add(confirmReread)
-		default:
-			if l.opts.Transform != nil {
-				if t, terr := l.opts.Transform(live); terr == nil {
-					if o, ok := t.(runtime.Object); ok {
-						live = o
-					}
-				}
-			}
-			if !newer(p.obj, live) {
-				p.obj = live // else a view's leaving saw a later state while the read ran
-			}
-			p.nextCheck = time.Now().Add(confirmReread)
-		}
-		if !gone && !inView && (next.IsZero() || p.nextCheck.Before(next)) {
-			next = p.nextCheck
-		}
-		l.mu.Unlock()
-		switch {
-		case gone:
-			l.stats.ConfirmedGone.Add(1)
-			l.dispatch(func(h toolscache.ResourceEventHandler) { h.OnDelete(d.obj) })
-		case err != nil:
-			l.log.V(1).Info("reading an object that left the cache's views failed; retrying", "key", d.key, "error", err.Error())
-		default:
-			// It exists: labelled for a partition no view here selects
-			// (edited by hand, say), or held by a view with a wrong
-			// label, it is labelled for its own.
-			l.labeller.consider(live)
-		}
-	}
-	return next
-}
-
-// ---- users' handlers ----
-
-// labelledHandler is a handler added with AddEventHandler.
-type labelledHandler struct {
-	h toolscache.ResourceEventHandler
-}
-
-func (*labelledHandler) HasSynced() bool                          { return true }
-func (*labelledHandler) HasSyncedChecker() toolscache.DoneChecker { return alwaysDone{} }
-
-// dispatch calls f for every handler. Handlers are called from the views'
-// goroutines, concurrently: they must be safe for that, as a controller's
-// enqueueing handlers are.
-func (l *Labelled) dispatch(f func(toolscache.ResourceEventHandler)) {
-	l.dispatchMu.RLock()
-	defer l.dispatchMu.RUnlock()
-	for _, h := range l.handlers {
-		f(h.h)
-	}
-}
-
-// AddEventHandler registers h: it gets every held object once as an
-// initial add, then every event of the held partitions. As for Segmented,
-// the registration reports synced at once; partitions sync one by one.
-func (l *Labelled) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	if h == nil {
-		return nil, errors.New("cache: AddEventHandler(nil)")
-	}
-	reg := &labelledHandler{h: h}
-	l.dispatchMu.Lock()
-	defer l.dispatchMu.Unlock()
-	for _, obj := range l.List() {
-		h.OnAdd(obj, true)
-	}
-	l.handlers = append(l.handlers, reg)
-	return reg, nil
-}
-
-// RemoveEventHandler stops deliveries to a handler AddEventHandler added.
-func (l *Labelled) RemoveEventHandler(r toolscache.ResourceEventHandlerRegistration) error {
-	reg, ok := r.(*labelledHandler)
-	if !ok {
-		return fmt.Errorf("cache: RemoveEventHandler: %T was not returned by this Labelled's AddEventHandler", r)
-	}
-	l.dispatchMu.Lock()
-	defer l.dispatchMu.Unlock()
-	l.handlers = slices.DeleteFunc(l.handlers, func(o *labelledHandler) bool { return o == reg })
-	return nil
-}
-
-// ---- reads ----
-
-// Reads take every view and the pending set under l.mu, as one snapshot:
-// an object leaving a view is made pending (leaving, under l.mu) before
-// that view drops it, and leaves the pending set (arrived, under l.mu) only
-// after the view it reached stores it, so while l.mu is held it is in a
-// view or pending. Read one by one outside l.mu, an object moving from the
-// unlabelled view to a label segment could be missed in both the segment
-// (read before it arrived) and the pending set (read after it arrived).
-
-// views returns, each once and at its newest, the objects the views and
-// the pending set hold whose request partition is in parts.
-func (l *Labelled) views(parts shard.PartitionSet) []any {
-	l.mu.Lock()
-	segItems := l.segs.List()
-	var unl []any
-	if v := l.speaker(); v != nil {
-		unl = v.inf.GetStore().List()
-	}
-	pend := make([]any, 0, len(l.pending))
-	for _, p := range l.pending {
-		pend = append(pend, p.obj)
-	}
-	l.mu.Unlock()
-	return l.merge(parts, segItems, unl, pend)
-}
-
-// merge keeps, for every key, the newest object of the lists whose request
-// partition is in parts.
-func (l *Labelled) merge(parts shard.PartitionSet, lists ...[]any) []any {
-	byKey := map[string]int{}
-	var out []any
-	for _, list := range lists {
-		for _, obj := range list {
-			p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj)
-			if !ok || !parts.Has(p) {
-				continue
-			}
-			key, _ := keyAndUID(obj)
-			if i, seen := byKey[key]; seen {
-				if newer(obj, out[i]) {
-					out[i] = obj
-				}
-				continue
-			}
-			byKey[key] = len(out)
-			out = append(out, obj)
-		}
-	}
-	return out
-}
-
-// List returns the cached objects of the held partitions, each once.
-func (l *Labelled) List() []any { return l.views(l.Held()) }
-
-// ListNamespace returns the cached objects of namespace in the held
-// partitions, each once.
-func (l *Labelled) ListNamespace(namespace string) ([]any, error) {
-	return l.ByIndex(toolscache.NamespaceIndex, namespace)
-}
-
-// ByIndex returns the held objects whose index name has value, each once.
-func (l *Labelled) ByIndex(name, value string) ([]any, error) {
-	l.mu.Lock()
-	segItems, err := l.segs.ByIndex(name, value)
-	if err != nil {
-		l.mu.Unlock()
-		return nil, err
-	}
-	held := l.held.Clone()
-	var unl []any
-	if v := l.speaker(); v != nil {
-		if unl, err = v.inf.GetIndexer().ByIndex(name, value); err != nil {
-			l.mu.Unlock()
-			return nil, err
-		}
-	}
-	var pend []any
-	if index := l.indexFunc(name); index != nil {
-		for _, p := range l.pending {
-			if values, err := index(p.obj); err == nil && slices.Contains(values, value) {
-				pend = append(pend, p.obj)
-			}
-		}
-	}
-	l.mu.Unlock()
-	return l.merge(held, segItems, unl, pend), nil
-}
-
-// indexFunc returns the index function of the index name (nil if none):
-// pending objects are in no view's indexer, so reads by index apply it.
-func (l *Labelled) indexFunc(name string) toolscache.IndexFunc {
-	if name == toolscache.NamespaceIndex {
-		return toolscache.MetaNamespaceIndexFunc
-	}
-	return l.opts.Indexers[name]
-}
-
-// GetByKey returns the newest cached object of key ("namespace/name") if
-// its request partition is held.
-func (l *Labelled) GetByKey(key string) (any, bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	found, err := l.newest(key)
-	if err != nil || found == nil {
-		return nil, false, err
-	}
-	if p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, found); !ok || !l.held.Has(p) {
-		return nil, false, nil
-	}
-	return found, true, nil
-}
-
-// newest returns the newest state of key that the views or the pending set
-// hold, whatever its partition (nil for none). A pending state loses a tie:
-// made from a DELETED event, it carries the resourceVersion of the change
-// that took the object out of its view but the content from before it, while
-// a view's state at that resourceVersion is the change's. Call with l.mu
-// held.
-func (l *Labelled) newest(key string) (any, error) {
-	var found any
-	consider := func(obj any) {
-		if found == nil || newer(obj, found) {
-			found = obj
-		}
-	}
-	if obj, ok, err := l.segs.GetByKey(key); err != nil {
-		return nil, err
-	} else if ok {
-		consider(obj)
-	}
-	if v := l.speaker(); v != nil {
-		if obj, ok, err := v.inf.GetStore().GetByKey(key); err != nil {
-			return nil, err
-		} else if ok {
-			consider(obj)
-		}
-	}
-	if p, ok := l.pending[key]; ok {
-		consider(p.obj)
-	}
-	return found, nil
-}
-
-// countPartitions adds to counts[p] how many held objects the cache serves
-// in partition p (a balanced ring's weights).
-func (l *Labelled) countPartitions(counts []int) {
-	for _, obj := range l.List() {
-		if p, ok := requestPartition(l.opts.Partitioner, l.opts.Route, obj); ok && p < len(counts) {
-			counts[p]++
-		}
-	}
-}
-
-// GetStore returns a read-only view of the held objects.
-func (l *Labelled) GetStore() toolscache.Store { return readOnlyStore{l} }
 
 // ---- helpers ----
 

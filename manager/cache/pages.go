@@ -28,19 +28,10 @@ const listPageSize = 500
 // copied out, kept items only, so that the rejected ones are not held
 // until the last page arrives.
 func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext, o metav1.ListOptions, keep func(runtime.Object) bool) (runtime.Object, error) {
-	o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue = "", "", listPageSize, ""
 	var first runtime.Object
 	var kept []runtime.Object
 	listed, pages := 0, 0
-	for {
-		page, err := inner.ListWithContext(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		items, err := meta.ExtractList(page)
-		if err != nil {
-			return nil, err
-		}
+	err := eachPage(ctx, inner.ListWithContext, o, func(page runtime.Object, items []runtime.Object) error {
 		listed += len(items)
 		pages++
 		n := len(kept)
@@ -56,16 +47,13 @@ func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext,
 				kept[i] = kept[i].DeepCopyObject()
 			}
 		}
-		lm, err := meta.ListAccessor(page)
-		if err != nil {
-			return nil, err
-		}
 		if first == nil {
 			first = page
 		}
-		if o.Continue = lm.GetContinue(); o.Continue == "" {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// One page kept whole is already the list.
 	if pages > 1 || len(kept) < listed {
@@ -78,4 +66,35 @@ func listInPages(ctx context.Context, inner toolscache.ListerWatcherWithContext,
 		lm.SetRemainingItemCount(nil)
 	}
 	return first, nil
+}
+
+// listFunc is one LIST request of a resource.
+type listFunc func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
+
+// eachPage lists through list a page of listPageSize at a time, as a
+// consistent read (see listInPages), and hands each response and its items
+// to page before it asks for the next; an error of page ends the list.
+func eachPage(ctx context.Context, list listFunc, o metav1.ListOptions, page func(page runtime.Object, items []runtime.Object) error) error {
+	o.ResourceVersion, o.ResourceVersionMatch, o.Limit, o.Continue = "", "", listPageSize, ""
+	for {
+		resp, err := list(ctx, o)
+		if err != nil {
+			return err
+		}
+		items, err := meta.ExtractList(resp)
+		if err != nil {
+			return err
+		}
+		lm, err := meta.ListAccessor(resp)
+		if err != nil {
+			return err
+		}
+		next := lm.GetContinue()
+		if err := page(resp, items); err != nil {
+			return err
+		}
+		if o.Continue = next; next == "" {
+			return nil
+		}
+	}
 }

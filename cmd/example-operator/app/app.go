@@ -58,6 +58,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar((*string)(&c.mgr.PartitionBy), "partition-by", "key", "how objects map to partitions: \"key\" (namespace/name), or \"namespace\" (the API server's hash of the namespace: each replica caches only its namespaces, with Kubernetes 1.36 sharded list/watch where the server has it); all replicas must agree")
 	fs.StringVar((*string)(&c.mgr.CacheMode), "cache-mode", "", "how each replica caches Widgets and ConfigMaps: \"full\" (every object on every replica), \"labels\" (only its partitions' objects, selected by a partition label it writes once per object: any Kubernetes version, no feature gate; needs RBAC patch on both kinds) or \"server\" (Kubernetes 1.36 sharded list/watch, --partition-by=namespace only); replicas of one ring may differ, so a rolling update changes it (default \"full\" with --partition-by=key, \"server\" with namespace)")
 	fs.Float64Var(&c.mgr.LabelQPS, "label-qps", 0, "with --cache-mode=labels, the partition-label patches a replica sends per second per kind at most (default 200)")
+	fs.DurationVar(&c.mgr.CacheCheckInterval, "cache-check-interval", 0, "with --cache-mode=labels, how often each kind's cache checks that it holds every object of the partitions it reports synced (a paged metadata LIST of its share); an object missing is logged, counted in kshard_cache_missing_objects and fails /readyz until found again; negative turns it off (default 5m)")
 	fs.Float64Var(&c.mgr.Balance, "balance", 0, "with --partition-by=namespace, place partitions by the objects they hold: no replica holds more than this fraction above the mean (0.05: 5 %) where a move can help; 0 places by number; all replicas must agree")
 	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
@@ -158,6 +159,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--label-qps must be a positive number of patches per second (0 for the default), got %v", c.mgr.LabelQPS)
 	case c.mgr.LabelQPS > 0 && c.mgr.CacheMode != manager.CacheLabels:
 		return fmt.Errorf("--label-qps applies only with --cache-mode=labels; drop it or add --cache-mode=labels")
+	case c.mgr.CacheCheckInterval != 0 && c.mgr.CacheMode != manager.CacheLabels:
+		return fmt.Errorf("--cache-check-interval applies only with --cache-mode=labels; drop it or add --cache-mode=labels")
+	case c.mgr.CacheCheckInterval > 0 && c.mgr.CacheCheckInterval < time.Second:
+		return fmt.Errorf("--cache-check-interval must be at least 1s (each check lists the replica's share), 0 for the default or negative to turn the check off, got %v", c.mgr.CacheCheckInterval)
 	case c.mgr.PartitionBy == shard.SchemeNamespace && c.mgr.WatchNamespace != "":
 		return fmt.Errorf("--partition-by=namespace with --watch-namespace=%s puts every Widget in one partition, so one replica would reconcile them all; drop --watch-namespace or use --partition-by=key", c.mgr.WatchNamespace)
 	case c.mgr.LeaseDuration <= 0 || c.mgr.RenewPeriod < 0 || c.mgr.RenewDeadline < 0:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
@@ -164,27 +165,32 @@ func TestPartitionByFlag(t *testing.T) {
 	}
 }
 
-// TestCacheModeFlags: --cache-mode and --label-qps reach the manager; the
-// manager's default applies when unset; bad values and combinations fail
-// naming the flag.
+// TestCacheModeFlags: --cache-mode, --label-qps and --cache-check-interval
+// reach the manager; the manager's default applies when unset; bad values
+// and combinations fail naming the flag.
 func TestCacheModeFlags(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		mode manager.CacheMode
-		qps  float64
-		err  string
+		args  []string
+		mode  manager.CacheMode
+		qps   float64
+		err   string
+		check time.Duration
 	}{
-		{nil, "", 0, ""},
-		{[]string{"--cache-mode=labels"}, manager.CacheLabels, 0, ""},
-		{[]string{"--cache-mode=labels", "--label-qps=50"}, manager.CacheLabels, 50, ""},
-		{[]string{"--cache-mode=full"}, manager.CacheFull, 0, ""},
-		{[]string{"--cache-mode=labels", "--partition-by=namespace"}, manager.CacheLabels, 0, ""},
-		{[]string{"--cache-mode=server", "--partition-by=namespace"}, manager.CacheServer, 0, ""},
-		{[]string{"--cache-mode=server"}, "", 0, "--cache-mode=server needs --partition-by=namespace"},
-		{[]string{"--cache-mode=label"}, "", 0, `--cache-mode must be "full", "labels" or "server"`},
-		{[]string{"--cache-mode=labels", "--label-qps=-1"}, "", 0, "--label-qps must be a positive number"},
-		{[]string{"--cache-mode=labels", "--label-qps=NaN"}, "", 0, "--label-qps must be a positive number"},
-		{[]string{"--label-qps=10"}, "", 0, "--label-qps applies only with --cache-mode=labels"},
+		{nil, "", 0, "", 0},
+		{[]string{"--cache-mode=labels"}, manager.CacheLabels, 0, "", 0},
+		{[]string{"--cache-mode=labels", "--label-qps=50"}, manager.CacheLabels, 50, "", 0},
+		{[]string{"--cache-mode=full"}, manager.CacheFull, 0, "", 0},
+		{[]string{"--cache-mode=labels", "--partition-by=namespace"}, manager.CacheLabels, 0, "", 0},
+		{[]string{"--cache-mode=server", "--partition-by=namespace"}, manager.CacheServer, 0, "", 0},
+		{[]string{"--cache-mode=server"}, "", 0, "--cache-mode=server needs --partition-by=namespace", 0},
+		{[]string{"--cache-mode=label"}, "", 0, `--cache-mode must be "full", "labels" or "server"`, 0},
+		{[]string{"--cache-mode=labels", "--label-qps=-1"}, "", 0, "--label-qps must be a positive number", 0},
+		{[]string{"--cache-mode=labels", "--label-qps=NaN"}, "", 0, "--label-qps must be a positive number", 0},
+		{[]string{"--label-qps=10"}, "", 0, "--label-qps applies only with --cache-mode=labels", 0},
+		{[]string{"--cache-mode=labels", "--cache-check-interval=1m"}, manager.CacheLabels, 0, "", time.Minute},
+		{[]string{"--cache-mode=labels", "--cache-check-interval=-1s"}, manager.CacheLabels, 0, "", -time.Second},
+		{[]string{"--cache-mode=labels", "--cache-check-interval=10ms"}, "", 0, "--cache-check-interval must be at least 1s", 0},
+		{[]string{"--cache-check-interval=1m"}, "", 0, "--cache-check-interval applies only with --cache-mode=labels", 0},
 	} {
 		c, err := parseFlags(tc.args)
 		switch {
@@ -192,8 +198,8 @@ func TestCacheModeFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.err)
 		case tc.err == "" && err != nil:
 			t.Errorf("%v: %v", tc.args, err)
-		case tc.err == "" && (c.mgr.CacheMode != tc.mode || c.mgr.LabelQPS != tc.qps):
-			t.Errorf("%v: CacheMode %q LabelQPS %v, want %q %v", tc.args, c.mgr.CacheMode, c.mgr.LabelQPS, tc.mode, tc.qps)
+		case tc.err == "" && (c.mgr.CacheMode != tc.mode || c.mgr.LabelQPS != tc.qps || c.mgr.CacheCheckInterval != tc.check):
+			t.Errorf("%v: CacheMode %q LabelQPS %v CacheCheckInterval %v, want %q %v %v", tc.args, c.mgr.CacheMode, c.mgr.LabelQPS, c.mgr.CacheCheckInterval, tc.mode, tc.qps, tc.check)
 		}
 	}
 }

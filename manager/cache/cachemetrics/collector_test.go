@@ -37,9 +37,9 @@ func TestObjectCountsAreReusedBriefly(t *testing.T) {
 }
 
 // A kind cached by labels exports what labelling costs — the label patches
-// sent and the live reads that confirm an object gone — beside its mode;
-// kinds in other modes export no such series, and a full kind no listed
-// count either.
+// sent and the live reads that confirm an object gone — and what its
+// self-check found, beside its mode; kinds in other modes export no such
+// series, and a full kind no listed count either.
 func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 	crs := schema.GroupVersionKind{Group: "bench.kshard.io", Version: "v1", Kind: "BenchObject"}
 	cms := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -47,7 +47,8 @@ func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 		countFor: func() map[schema.GroupVersionKind]int { return nil },
 		modes: func() []cache.KindMode {
 			return []cache.KindMode{
-				{Kind: crs, Mode: cache.ModeLabels, ObjectsListed: 120, LabelPatches: 40, ConfirmReads: 3},
+				{Kind: crs, Mode: cache.ModeLabels, ObjectsListed: 120, LabelPatches: 40, ConfirmReads: 3,
+					SelfCheck: &cache.CheckReport{Checks: 12, Failed: 1, Missing: 2, Relists: 1}},
 				{Kind: cms, Mode: cache.ModeFull, Reason: "mapped by a function", LabelPatches: 7},
 			}
 		}}
@@ -76,6 +77,10 @@ func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 		"kshard_cache_listed_objects_total{kind=bench.kshard.io/v1, Kind=BenchObject}": 120,
 		"kshard_cache_label_patches_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  40,
 		"kshard_cache_confirm_reads_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  3,
+		"kshard_cache_missing_objects{kind=bench.kshard.io/v1, Kind=BenchObject}":      2,
+		"kshard_cache_checks_total{kind=bench.kshard.io/v1, Kind=BenchObject}":         12,
+		"kshard_cache_check_failures_total{kind=bench.kshard.io/v1, Kind=BenchObject}": 1,
+		"kshard_cache_check_relists_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  1,
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("collected %v\nwant %v", got, want)
