@@ -14,16 +14,17 @@ BALANCE   ?= 0
 
 .PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped sim-mutants
 
-## test: everything CI checks — the docs (README length, relative links), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
+## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
 test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
 	$(GO) run ./hack/ensure-controlplane
 
-## docs-check: fail when README.md is over 200 lines or a relative link in README.md, CHANGELOG.md, docs/*.md or a package README points to a missing file.
+## docs-check: fail when README.md is over 200 lines or a relative link in README.md, CHANGELOG.md, docs/*.md or a package README points to a missing file; and when those docs (CHANGELOG.md's [Unreleased] only) name a Go identifier, a flag of kshard or the example operator, a make target or a test that does not exist, or hold a Go block that does not compile (hack/docscheck: a few seconds with a warm build cache; it builds the workspace's packages and the two binaries).
 docs-check:
 	hack/check-docs.sh
+	$(GO) run ./hack/docscheck
 
 ## license-check: fail when a published module (the root, controller/crshard) lacks its LICENSE (the Apache License 2.0 verbatim: a module zip carries only the LICENSE at its own root) or its NOTICE with the copyright line.
 license-check:

@@ -60,8 +60,8 @@ type Options struct {
 
 	// DrainGracePeriod is how long in-flight reconciles of a revoked
 	// partition may run before their contexts are cancelled. Defaults to
-	// handoff.DefaultDrainGracePeriod (5s). Revoke's GracePeriod option overrides it per call (zero
-	// for fencing: cancel at once).
+	// handoff.DefaultDrainGracePeriod (5s). A Revoke with fence set
+	// cancels at once instead.
 	DrainGracePeriod time.Duration
 
 	// DrainReportAfter is how long a Revoke may wait before it is logged

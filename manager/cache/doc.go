@@ -34,6 +34,8 @@
 //
 // Typed informers list and watch through a REST client built from the
 // caller's scheme, so custom resource types registered in that scheme work
-// exactly like the built-in ones. Only the standard library, client-go and
-// apimachinery are imported, so any layer of kshard may use it.
+// exactly like the built-in ones. It imports the standard library,
+// client-go, apimachinery, logr and kshard's shard package (partitions and
+// their sets) only: never the manager, the ring or the controllers, so any
+// layer of kshard above shard may use it.
 package cache
