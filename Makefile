@@ -12,7 +12,7 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024
+.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
 test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
@@ -45,6 +45,7 @@ fmt-check:
 # line covers one module once.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -60,6 +61,7 @@ CHAOS_SUMMARY ?= $(CURDIR)/e2e/chaos/summary.out
 unit:
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -141,6 +143,14 @@ FIRST ?= 0
 sim:
 	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
+
+## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
+SIM_MUTANT       = mutant_issue41
+SIM_MUTANT_TESTS = '^Test(Coordinator)?MutantIssue41$$'
+SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./manager/ring/
+MUTANT_SEEDS    ?= 10000
+sim-mutants:
+	$(GOTEST) -count=1 -timeout 0 -v -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS) -mutant.seeds=$(MUTANT_SEEDS) -mutant.all
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000

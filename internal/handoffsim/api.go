@@ -61,11 +61,13 @@ type Options struct {
 	Balance bool
 	// Labels gives every process the cache of a kind sharded by labels
 	// (manager/cache's Labelled; it implies PartitionCache), over objects
-	// that carry their partition in a label or none: some there at the
-	// start (all unlabelled, as at a first start, all labelled, or a mix,
-	// a few labelled for another partition), more created unlabelled while
-	// the faults last, and a third party that strips labels and edits them
-	// to name another partition. Each process's label segments and
+	// that carry their partition in a label or no valid one (none,
+	// garbled, out of range): some there at the start (all without a
+	// valid label, as at a first start, all labelled, or a mix, a few
+	// labelled for another partition), more created unlabelled while the
+	// faults last, and a third party that strips, garbles and edits labels
+	// to name another partition. Each process's views start before or
+	// after the ring's first Hold reaches its cache; its label segments and
 	// unlabelled views watch with lags of their own (now and then slow, or
 	// listing again); its labeller writes the labels of its active
 	// partitions, now and then slowly, failing and retrying while the
@@ -73,7 +75,8 @@ type Options struct {
 	// partition activates only once both views have listed it, that no
 	// object of a partition a process runs is missing from its cache (but
 	// for the documented stray; see checkObject), and, at the end, that
-	// every object carries its own partition's label.
+	// every object carries its own partition's label and is in the cache
+	// of the process its partition is active on.
 	Labels bool
 	// LabelFixes are the changes to the cache as built that the model
 	// applies (LabelFix); 0: the cache as manager/cache builds it, which
@@ -395,7 +398,12 @@ func Replay(t interface {
 	opts.Trace = true
 	r := Run(seed, opts)
 	t.Logf("seed %d trace:\n%s", seed, r.Trace)
-	t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+	if mutant != "" {
+		// Not the product's model: say so rather than report its figures.
+		t.Logf("mutant (%s): seed %d steps=%d violated=%v", mutant, seed, r.Steps, r.Violation != "")
+	} else {
+		t.Logf("simulation: seeds=1 steps=%d violations=%d", r.Steps, btoi(r.Violation != ""))
+	}
 	if r.Violation != "" {
 		t.Errorf("seed %d: %s", seed, r.Violation)
 	}

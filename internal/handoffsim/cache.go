@@ -67,7 +67,15 @@ func (w *world) drawListTime() (d time.Duration, slow, fails bool) {
 // ones leave at once.
 func (p *proc) holdCache(set shard.PartitionSet) {
 	c := &p.pcache
-	if set.Size() == 0 || set.Equal(c.hold) {
+	if set.Size() == 0 {
+		return
+	}
+	if set.Equal(c.hold) {
+		if c.labels != nil {
+			// Still a Hold: the ring's first one, empty, gives the kind
+			// its held set.
+			p.holdLabels(set)
+		}
 		return
 	}
 	gained, released := set.Difference(c.hold), c.hold.Difference(set)
@@ -85,11 +93,13 @@ func (p *proc) holdCache(set shard.PartitionSet) {
 		})
 	}
 	if c.labels != nil {
-		p.holdLabels(gained, released)
+		p.holdLabels(set)
 	}
 	for q := range gained.All() {
 		c.token[q]++
-		p.list(q, c.token[q])
+		if c.labels == nil || c.labels.running {
+			p.list(q, c.token[q]) // else the label segments list as the views start
+		}
 	}
 	if !gained.IsEmpty() || !released.IsEmpty() {
 		p.w.tracef("%s cache holds %v (+%v −%v)", p, set, gained, released)

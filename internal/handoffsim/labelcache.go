@@ -32,7 +32,22 @@ import (
 // The label segments share one watch and the unlabelled views another,
 // each with its own lag, so an object that moves between views can reach
 // one before the other.
+//
+// The kind's views start (Labelled.Run) in either order against the ring's
+// first Hold, as a replica's controllers and its ring start concurrently:
+// before it, the unlabelled view keeps the set the cache held then, of the
+// size heldBeforeFirstHold gives (labelsizing.go).
 type labelCache struct {
+	// held is the kind's held set (Labelled.held): the cache's held set
+	// when the kind was created, then every Hold's.
+	held shard.PartitionSet
+	// holds counts the Hold calls that reached the kind: 0 before the
+	// ring's first update.
+	holds int
+	// running: the views have started (Labelled.Run); afterHold: they
+	// start only once the ring's first Hold has reached the kind.
+	running, afterHold bool
+
 	segs []*labelSeg // per partition: its label segment once listed, nil while not held or listing
 	// labelPos and unlPos: the log entries the two watches have delivered.
 	labelPos, unlPos int
@@ -119,27 +134,70 @@ const (
 )
 
 // startLabelCache gives a starting process its cache of the labelled
-// kind: no segments yet, and an unlabelled view that keeps nothing (Run
-// starts one with the partitions held so far: none).
+// kind: no segments yet and no views until the kind's views start
+// (runLabels), which draws whether that is before the ring's first Hold
+// (at once, or within a second: the kind created as the manager starts,
+// its cache running before the ring's first update) or after it (within
+// half a second of it). Run starts the unlabelled view with the
+// partitions held so far.
 func (p *proc) startLabelCache() {
-	lw := p.w.lab
+	w, lw := p.w, p.w.lab
 	if lw == nil {
 		return
 	}
 	n := lw.partitions
-	p.pcache.labels = &labelCache{segs: make([]*labelSeg, n), labelPos: len(lw.log), unlPos: len(lw.log),
-		pending: map[int]*pendingObject{}, work: map[int]labelWork{}, failures: map[int]int{}, active: shard.NewPartitionSet(n)}
-	p.startUnlabelled(shard.NewPartitionSet(n))
+	lc := &labelCache{segs: make([]*labelSeg, n), labelPos: len(lw.log), unlPos: len(lw.log),
+		pending: map[int]*pendingObject{}, work: map[int]labelWork{}, failures: map[int]int{}, active: shard.NewPartitionSet(n),
+		held: shard.NewPartitionSet(heldBeforeFirstHold(n))}
+	p.pcache.labels = lc
+	switch w.rng.IntN(3) {
+	case 0:
+		p.runLabels()
+	case 1:
+		w.after(w.between(0, time.Second), p.runLabels)
+	default:
+		lc.afterHold = true
+	}
+}
+
+// runLabels starts the kind's views (Labelled.Run): the unlabelled view
+// lists, keeping the partitions held now.
+func (p *proc) runLabels() {
+	lw, lc := p.w.lab, p.pcache.labels
+	if !p.alive || lc.running || p.frozen(p.runLabels) {
+		return
+	}
+	lc.running = true
+	if lc.holds == 0 {
+		lw.stats.EarlyStarts++
+		p.w.tracef("%s starts its views before the ring's first Hold: held %v (size %d)", p, lc.held, lc.held.Size())
+	} else {
+		p.w.tracef("%s starts its views: held %v", p, lc.held)
+	}
+	p.startUnlabelled(lc.held.Clone())
+	// The label segments of the partitions held so far list now
+	// (Segmented.Run).
+	for q := range lc.held.All() {
+		p.pcache.token[q]++
+		p.list(q, p.pcache.token[q])
+	}
 }
 
 // ---- holding partitions ----
 
-// holdLabels follows a new hold set: released partitions' segments and
-// pending objects go at once; the unlabelled views keep the gained
-// partitions they have dropped nothing of, and a replacement view is
-// listed when the newest has dropped objects of one (Labelled.Hold).
-func (p *proc) holdLabels(gained, released shard.PartitionSet) {
+// holdLabels follows a Hold of set (each one the cache is given, an
+// unchanged set too): released partitions' segments and pending objects go
+// at once; once the views run, they keep the gained partitions they have
+// dropped nothing of, and a replacement view is listed when the newest has
+// dropped objects of one (Labelled.Hold). Views that start after the
+// ring's first Hold start then.
+func (p *proc) holdLabels(set shard.PartitionSet) {
 	lc := p.pcache.labels
+	gained, released := set.Difference(lc.held), lc.held.Difference(set)
+	lc.held = set.Clone()
+	if lc.holds++; lc.holds == 1 && lc.afterHold {
+		p.w.after(p.w.between(0, 500*time.Millisecond), p.runLabels)
+	}
 	var gone []int
 	for q := range released.All() {
 		if s := lc.segs[q]; s != nil {
@@ -148,18 +206,18 @@ func (p *proc) holdLabels(gained, released shard.PartitionSet) {
 		}
 	}
 	for _, id := range sortedKeys(lc.pending) {
-		if !p.pcache.hold.Has(p.w.lab.objs[id].part) {
+		if !lc.held.Has(p.w.lab.objs[id].part) {
 			delete(lc.pending, id)
 		}
 	}
-	if !gained.IsEmpty() {
+	if lc.running && !gained.IsEmpty() {
 		for _, v := range lc.views {
 			v.keeps = v.keeps.Union(gained.Difference(v.dirty))
 		}
 		if newest := lc.views[len(lc.views)-1]; !gained.Intersect(newest.dirty).IsEmpty() {
 			p.w.lab.stats.Replacements++
 			p.w.tracef("%s gains %v, of which its unlabelled view dropped objects: a replacement lists", p, gained.Intersect(newest.dirty))
-			p.startUnlabelled(p.pcache.hold.Clone())
+			p.startUnlabelled(lc.held.Clone())
 		}
 	}
 	p.checkObjects(gone, "as its segment of the label's partition is released")
@@ -211,12 +269,12 @@ func (p *proc) snapshotSeg(q, at int, pinned bool) []int {
 		}
 	}
 	for _, id := range s.store.ids() {
-		if !old.has(id) {
-			if p.serves(nil, id) {
-				p.arrived(id)
-			}
-			p.consider(id)
+		if !old.has(id) && p.serves(nil, id) {
+			p.arrived(id)
 		}
+		// A LIST again delivers every object it returns (an update for
+		// those the store held), each offered to the labeller.
+		p.consider(id)
 	}
 	for i := at; i < lc.labelPos; i++ {
 		if e := lw.log[i]; (e.from == q || e.to == q) && p.segEvent(q, i, e) {
@@ -304,6 +362,9 @@ func (p *proc) unlabelledListed(v *unlView) {
 		}
 	}
 	v.listed = true
+	if lc.holds == 0 {
+		lw.stats.ListedBeforeHold++
+	}
 	var dropped []int
 	for _, o := range lc.views {
 		if o != v {
@@ -346,7 +407,7 @@ func (p *proc) fillUnlabelled(v *unlView) {
 		case v.keeps.Has(o.part):
 			v.store.put(id, lw.rv(id, v.from))
 		default:
-			v.dirty.Add(o.part)
+			p.markDirty(v, o.part)
 		}
 	}
 }
@@ -484,7 +545,7 @@ func (p *proc) deliverUnlabelled(upTo int) {
 			case v.keeps.Has(part):
 				p.enter(v, &v.store, e.obj, i+1)
 			default:
-				v.dirty.Add(part)
+				p.markDirty(v, part)
 			}
 		}
 	}
@@ -529,12 +590,10 @@ func (p *proc) relistView() {
 			}
 		}
 		for _, id := range v.store.ids() {
-			if !old.has(id) {
-				if p.serves(v, id) {
-					p.arrived(id)
-				}
-				p.consider(id)
+			if !old.has(id) && p.serves(v, id) {
+				p.arrived(id)
 			}
+			p.consider(id) // as a label segment's relist: every object
 		}
 	}
 	p.checkObjects(left, "after one of its views listed again")

@@ -3,21 +3,27 @@ package handoffsim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
+
+	"github.com/kshard/kshard/shard"
 )
 
 // This file models the objects of one kind sharded by labels
 // (Options.Labels; manager/cache's Labelled, CacheMode labels) on the API
 // server: each object maps to a request whose partition is a pure function
-// of its key, and carries a label naming a partition, or none. New objects
-// are created unlabelled; a third party strips labels and edits them to name
-// another partition, at random times while the faults last. Every change is
-// one entry of an ordered log, which the processes' views (labelcache.go)
-// watch with lags of their own.
+// of its key, and carries a label naming a partition, or no valid one: none,
+// a garbled value, or a number out of the ring's range. New objects are
+// created unlabelled; a third party strips labels, garbles them and edits
+// them to name another partition, at random times while the faults last.
+// Every change is one entry of an ordered log, which the processes' views
+// (labelcache.go) watch with lags of their own.
 
 // unlabelled is the label of an object without a valid partition label
-// (none, or a value that names no partition: the unlabelled view selects
-// both); absent, in a log entry, is the state before a creation.
+// (none, or a value that names no partition, which the product's
+// shard.ParsePartitionLabel rejects and its unlabelled view selects: every
+// such value is the same to the views); absent, in a log entry, is the
+// state before a creation.
 const (
 	unlabelled = -1
 	absent     = -2
@@ -76,6 +82,38 @@ func (f LabelFix) String() string {
 	return s
 }
 
+// invalidLabel draws a label value that names no partition of a ring of
+// partitions, as people and tools leave them: none, a garbled value, or a
+// number out of range. kind says which (for the counts).
+func invalidLabel(rng *rand.Rand, partitions int) (value string, kind invalidKind) {
+	switch rng.IntN(3) {
+	case 0:
+		return "", noLabel
+	case 1:
+		return []string{"abc", "0x1", "-1", "01", " 1"}[rng.IntN(5)], garbledLabel
+	}
+	return strconv.Itoa(partitions + rng.IntN(3*partitions)), outOfRangeLabel
+}
+
+// invalidKind is the form of a label value that names no partition.
+type invalidKind uint8
+
+const (
+	noLabel invalidKind = iota
+	garbledLabel
+	outOfRangeLabel
+)
+
+// parseLabel is the label, as the views and the labeller see it, of an
+// object carrying value: the partition it names, by the product's parser,
+// or unlabelled.
+func (lw *labelWorld) parseLabel(value string) int {
+	if q, ok := shard.ParsePartitionLabel(value, lw.partitions); ok {
+		return q
+	}
+	return unlabelled
+}
+
 // labelObject is one object on the API server.
 type labelObject struct {
 	part    int           // the partition of the request it maps to: fixed, a function of its key
@@ -111,11 +149,16 @@ type labelWorld struct {
 // LabelStats counts what the labels model did in a seed (Options.Labels).
 type LabelStats struct {
 	// Objects: at the end of the seed; Created: while it ran (unlabelled);
-	// InitiallyUnlabelled and InitiallyStray: of those there at the start.
-	Objects, Created, InitiallyUnlabelled, InitiallyStray int
-	// Stripped and Edited count the third party's label removals and edits
-	// to another partition's label.
-	Stripped, Edited int
+	// InitiallyUnlabelled and InitiallyStray: of those there at the start,
+	// the ones without a valid label (InitiallyGarbled of them carrying a
+	// garbled value like "abc", InitiallyOutOfRange a number beyond the
+	// ring's partitions; the others none) and those labelled for another
+	// partition than their own.
+	Objects, Created, InitiallyUnlabelled, InitiallyGarbled, InitiallyOutOfRange, InitiallyStray int
+	// Stripped and Edited count the third party's label removals (Garbled
+	// of them writing a value that names no partition) and edits to
+	// another partition's label.
+	Stripped, Garbled, Edited int
 	// Patches counts label writes sent; FailedPatches, those that failed
 	// (some landed anyway); SlowPatches, labelling steps delayed by 1-5 s.
 	Patches, FailedPatches, SlowPatches int
@@ -124,6 +167,11 @@ type LabelStats struct {
 	// dropped objects of: Replacements); FailedUnlabelledLists, those that
 	// failed and were retried.
 	UnlabelledLists, Replacements, FailedUnlabelledLists int
+	// EarlyStarts counts processes whose views started before the ring's
+	// first Hold reached their cache; ListedBeforeHold, unlabelled views
+	// that listed before it (all their objects dropped: the path of issue
+	// 41).
+	EarlyStarts, ListedBeforeHold int
 	// Relists counts views whose watch expired and which listed again;
 	// PinnedLists, label segments listed again at the unlabelled view's
 	// version once a view keeping their partition had listed
@@ -147,8 +195,11 @@ func (s *LabelStats) add(o LabelStats) {
 	s.Objects += o.Objects
 	s.Created += o.Created
 	s.InitiallyUnlabelled += o.InitiallyUnlabelled
+	s.InitiallyGarbled += o.InitiallyGarbled
+	s.InitiallyOutOfRange += o.InitiallyOutOfRange
 	s.InitiallyStray += o.InitiallyStray
 	s.Stripped += o.Stripped
+	s.Garbled += o.Garbled
 	s.Edited += o.Edited
 	s.Patches += o.Patches
 	s.FailedPatches += o.FailedPatches
@@ -156,6 +207,8 @@ func (s *LabelStats) add(o LabelStats) {
 	s.UnlabelledLists += o.UnlabelledLists
 	s.Replacements += o.Replacements
 	s.FailedUnlabelledLists += o.FailedUnlabelledLists
+	s.EarlyStarts += o.EarlyStarts
+	s.ListedBeforeHold += o.ListedBeforeHold
 	s.Relists += o.Relists
 	s.PinnedLists += o.PinnedLists
 	s.Pending += o.Pending
@@ -177,22 +230,27 @@ func newLabelWorld(w *world, seed uint64, opts Options) *labelWorld {
 	n := w.p.ring.WithDefaults().Partitions
 	lw := &labelWorld{partitions: n, byPart: make([][]int, n), fixes: opts.LabelFixes,
 		ignoreUnlabelled: opts.LabelsSyncIgnoresUnlabelled, dropOnLeave: opts.LabelsDropOnLeave}
-	// A first start over unlabelled objects, steady state, or a mix; now
-	// and then an object labelled for another partition than its own (by
-	// hand, say).
+	// A first start over objects without a valid label, steady state, or
+	// a mix; now and then an object labelled for another partition than its
+	// own (by hand, say). An invalid label is none, garbled or out of range,
+	// each read by the product's parser.
 	unlabelledPct := []int{100, 50, 0}[rng.IntN(3)]
 	for range rng.IntN(2*n + 8) {
-		part, label := rng.IntN(n), unlabelled
+		part := rng.IntN(n)
+		value := shard.PartitionLabelValue(part)
 		if rng.IntN(100) >= unlabelledPct {
-			label = part
 			if n > 1 && rng.IntN(20) == 0 {
-				label = (part + 1 + rng.IntN(n-1)) % n
+				value = shard.PartitionLabelValue((part + 1 + rng.IntN(n-1)) % n)
 				lw.stats.InitiallyStray++
 			}
 		} else {
+			var kind invalidKind
+			value, kind = invalidLabel(rng, n)
 			lw.stats.InitiallyUnlabelled++
+			lw.stats.InitiallyGarbled += btoi(kind == garbledLabel)
+			lw.stats.InitiallyOutOfRange += btoi(kind == outOfRangeLabel)
 		}
-		lw.create(part, label)
+		lw.create(part, lw.parseLabel(value))
 	}
 	for range rng.IntN(n + 10) {
 		at := time.Duration(rng.Int64N(int64(w.p.faultsEnd)))
@@ -275,9 +333,9 @@ func (w *world) createUnlabelled() {
 }
 
 // tamperLabel is a third party changing an object's label by hand: removing
-// it (or replacing the object without it, or writing a value that names no
-// partition: the same to the views), or writing another partition's. It
-// stops with the faults.
+// it (or replacing the object without it), writing a value that names no
+// partition (garbled or out of range: the same to the views), or writing
+// another partition's. It stops with the faults.
 func (w *world) tamperLabel() {
 	lw := w.lab
 	if w.quiet || w.violation != "" || len(lw.objs) == 0 {
@@ -285,16 +343,18 @@ func (w *world) tamperLabel() {
 	}
 	id := w.rng.IntN(len(lw.objs))
 	o := lw.objs[id]
-	label := unlabelled
+	value, kind := invalidLabel(w.rng, lw.partitions)
 	if lw.partitions > 1 && w.rng.IntN(2) == 0 {
-		label = (o.part + 1 + w.rng.IntN(lw.partitions-1)) % lw.partitions
+		value = shard.PartitionLabelValue((o.part + 1 + w.rng.IntN(lw.partitions-1)) % lw.partitions)
 	}
+	label := lw.parseLabel(value)
 	if label == o.label {
 		return
 	}
 	if label == unlabelled {
 		lw.stats.Stripped++
-		w.tracef("THIRD PARTY strips object %d's label %s (partition %d)", id, labelName(o.label), o.part)
+		lw.stats.Garbled += btoi(kind != noLabel)
+		w.tracef("THIRD PARTY strips object %d's label %s (partition %d), writing %q", id, labelName(o.label), o.part, value)
 	} else {
 		lw.stats.Edited++
 		w.tracef("THIRD PARTY edits object %d's label %s to %d (partition %d)", id, labelName(o.label), label, o.part)
@@ -379,6 +439,29 @@ func (w *world) checkLabelsSettled() {
 		}
 		w.fail("liveness: object %d of partition %d still carries label %s %v after the faults stopped, and no live process is labelling it: %s",
 			id, o.part, labelName(o.label), w.now-lw.quietAt, w.describeLabelHolders(id))
+		return
+	}
+	w.checkLabelsCached()
+}
+
+// checkLabelsCached is the end of a seed's check that the cache serves what
+// exists: every object is in the cache of the live process its partition
+// is active on. The activation check (labelsAdmit) covers what a process
+// can know of as it activates; this covers the rest, a view that reported
+// synced with objects missing and never listed them again among it (issue
+// 41): those objects would be reconciled only when they next change, and
+// read as NotFound meanwhile. The seed ends once every partition has been
+// active on one live member for a LeaseDuration after the faults settled,
+// far beyond the watches' lags, so nothing in transit excuses a miss.
+func (w *world) checkLabelsCached() {
+	lw := w.lab
+	for id, o := range lw.objs {
+		p := w.runningBy[o.part]
+		if p == nil || !p.alive || !p.active.Has(o.part) || p.seesObject(id) {
+			continue
+		}
+		w.fail("liveness: object %d of partition %d exists (label %s since log entry %d) but %s, where its partition is active, does not cache it %v after the faults stopped (segment %s; unlabelled view %s)",
+			id, o.part, labelName(o.label), o.changes[len(o.changes)-1].at, p, w.now-lw.quietAt, p.describeSeg(o.part), p.describeUnlabelled())
 		return
 	}
 }

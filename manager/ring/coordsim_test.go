@@ -195,8 +195,11 @@ func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 // whose objects its labeller labels. The world checks that no partition
 // activates before both views listed it, that no object of a partition a
 // process runs is missing from its cache, and that every object ends up
-// with its own partition's label despite a third party stripping and
-// editing labels.
+// with its own partition's label, and in the cache of the process its
+// partition is active on, despite a third party stripping and editing
+// labels and views that start before the ring's first Hold (the
+// coordinator's first Hold, even of no partition, sizes the cache's held
+// set).
 func TestCoordinatorSimulationLabels(t *testing.T) {
 	opts := handoffsim.Options{Shell: newSimShell, Labels: true, LabelFixes: handoffsim.AllLabelFixes}
 	if *coordSimSeed >= 0 {
@@ -205,11 +208,11 @@ func TestCoordinatorSimulationLabels(t *testing.T) {
 	}
 	s := handoffsim.RunSeeds(*coordSimFirst, *coordSimLabelSeeds, opts)
 	l := s.Labels
-	t.Logf("coordinator simulation with caches sharded by labels: seeds=%d steps=%d violations=%d in %v; objects %d (%d created unlabelled), labels stripped %d and edited %d by a third party; label writes %d (%d failed, %d slow); unlabelled LISTs %d (%d replacements); objects pending %d; object checks %d (%d strays excused)",
-		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), l.Objects, l.Created, l.Stripped, l.Edited,
-		l.Patches, l.FailedPatches, l.SlowPatches, l.UnlabelledLists, l.Replacements, l.Pending, l.ObjectChecks, l.StraysExcused)
-	if s.Seeds >= 100 && (l.Patches == 0 || l.Stripped == 0 || l.Pending == 0) {
-		t.Errorf("no label write, stripped label or pending object in %d seeds: the labels model did not run", s.Seeds)
+	t.Logf("coordinator simulation with caches sharded by labels: seeds=%d steps=%d violations=%d in %v; objects %d (%d created unlabelled, %d without a valid label at the start), labels stripped %d and edited %d by a third party; label writes %d (%d failed, %d slow); unlabelled LISTs %d (%d replacements, %d before the ring's first Hold); objects pending %d; object checks %d (%d strays excused)",
+		s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond), l.Objects, l.Created, l.InitiallyUnlabelled, l.Stripped, l.Edited,
+		l.Patches, l.FailedPatches, l.SlowPatches, l.UnlabelledLists, l.Replacements, l.ListedBeforeHold, l.Pending, l.ObjectChecks, l.StraysExcused)
+	if s.Seeds >= 100 && (l.Patches == 0 || l.Stripped == 0 || l.Pending == 0 || l.ListedBeforeHold == 0) {
+		t.Errorf("no label write, stripped label, pending object or unlabelled view listed before the ring's first Hold in %d seeds: the labels model did not run", s.Seeds)
 	}
 	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
 }

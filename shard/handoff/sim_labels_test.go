@@ -14,14 +14,18 @@ var simLabelSeeds = flag.Int("handoff.labelseeds", 1000, "seeds TestSimulationLa
 // TestSimulationLabels runs the simulation with caches sharded by labels
 // (handoffsim.Options.Labels), with the three fixes to manager/cache's
 // Labelled that TestSimulationLabelsGaps shows are needed
-// (handoffsim.AllLabelFixes): objects created unlabelled, labels written
-// by the partitions' owners (slowly now and then, failing and retried while
-// the faults last), stripped and edited by a third party, and views whose
+// (handoffsim.AllLabelFixes): objects without a valid label at the start
+// (none, garbled, out of range) and created unlabelled, labels written by
+// the partitions' owners (slowly now and then, failing and retried while
+// the faults last), stripped, garbled and edited by a third party, views
+// that start before or after the ring's first Hold, and views whose
 // watches lag, slow down and list again. Besides the usual invariants the
 // world checks that a partition activates only once its label segment and
 // its unlabelled view have both listed it, that no object of a partition a
-// process runs is missing from its cache (strays excepted), and that every
-// object ends up with its own partition's label.
+// process runs is missing from its cache (strays excepted), that every
+// object ends up with its own partition's label and in the cache of the
+// process its partition is active on (internal/handoffsim's
+// TestMutantIssue41 shows this finds issue 41).
 func TestSimulationLabels(t *testing.T) {
 	opts := simOptions()
 	opts.Labels, opts.LabelFixes = true, handoffsim.AllLabelFixes
@@ -40,8 +44,10 @@ func logLabels(t *testing.T, name string, s handoffsim.Summary) {
 	t.Helper()
 	l := s.Labels
 	t.Logf("%s: seeds=%d steps=%d violations=%d in %v", name, s.Seeds, s.Steps, s.Violations, s.Elapsed.Round(time.Millisecond))
-	t.Logf("objects %d (%d created unlabelled, %d unlabelled and %d stray at the start); third party: %d labels stripped, %d edited to another partition's",
-		l.Objects, l.Created, l.InitiallyUnlabelled, l.InitiallyStray, l.Stripped, l.Edited)
+	t.Logf("objects %d (%d created unlabelled; at the start %d without a valid label, of which %d garbled and %d out of range, and %d stray); third party: %d labels stripped (%d to a garbled or out-of-range value), %d edited to another partition's",
+		l.Objects, l.Created, l.InitiallyUnlabelled, l.InitiallyGarbled, l.InitiallyOutOfRange, l.InitiallyStray, l.Stripped, l.Garbled, l.Edited)
+	t.Logf("processes whose views started before the ring's first Hold %d, of whose unlabelled views %d listed before it",
+		l.EarlyStarts, l.ListedBeforeHold)
 	t.Logf("label writes %d (%d failed, %d slow); unlabelled LISTs %d (%d replacements, %d failed); views listed again %d, segments listed again at the unlabelled view's version %d; objects pending %d, confirming reads %d",
 		l.Patches, l.FailedPatches, l.SlowPatches, l.UnlabelledLists, l.Replacements, l.FailedUnlabelledLists, l.Relists, l.PinnedLists, l.Pending, l.ConfirmReads)
 	t.Logf("object checks %d (%d strays excused); the last label write after the faults stopped landed %v after",
@@ -59,7 +65,9 @@ func checkLabelFaults(t *testing.T, s handoffsim.Summary) {
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"stripped label", l.Stripped}, {"edited label", l.Edited}, {"failed label write", l.FailedPatches}, {"slow labelling step", l.SlowPatches},
+	}{{"stripped label", l.Stripped}, {"garbled label", l.Garbled}, {"edited label", l.Edited}, {"failed label write", l.FailedPatches}, {"slow labelling step", l.SlowPatches},
+		{"garbled label at the start", l.InitiallyGarbled}, {"out-of-range label at the start", l.InitiallyOutOfRange},
+		{"view started before the ring's first Hold", l.EarlyStarts}, {"unlabelled view listed before the ring's first Hold", l.ListedBeforeHold},
 		{"replacement unlabelled view", l.Replacements}, {"failed unlabelled LIST", l.FailedUnlabelledLists}, {"relist", l.Relists},
 		{"pending object", l.Pending}, {"confirming read", l.ConfirmReads}, {"excused stray", l.StraysExcused}} {
 		if c.n == 0 {
