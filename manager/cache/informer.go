@@ -101,9 +101,10 @@ func (c *Cache) newMetadataInformer(gvk schema.GroupVersionKind, mapping *meta.R
 	), nil
 }
 
-// metadataListWatch lists and watches gvk's resource as metadata only,
-// stamping the kind on every object, patient through outages.
-func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (*toolscache.ListWatch, error) {
+// metadataResource is mapping's resource as metadata only, in the cache's
+// namespace (every namespace when it has none, or the kind is not
+// namespaced).
+func (c *Cache) metadataResource(mapping *meta.RESTMapping) (metadata.ResourceInterface, error) {
 	mc, err := c.metadataClient()
 	if err != nil {
 		return nil, err
@@ -112,10 +113,19 @@ func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RES
 	if !scoped {
 		ns = metav1.NamespaceAll
 	}
-	client := mc.Resource(mapping.Resource)
+	return mc.Resource(mapping.Resource).Namespace(ns), nil
+}
+
+// metadataListWatch lists and watches gvk's resource as metadata only,
+// stamping the kind on every object, patient through outages.
+func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMapping) (*toolscache.ListWatch, error) {
+	client, err := c.metadataResource(mapping)
+	if err != nil {
+		return nil, err
+	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list, err := client.Namespace(ns).List(ctx, opts)
+			list, err := client.List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +135,7 @@ func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RES
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := client.Namespace(ns).Watch(ctx, opts)
+			w, err := client.Watch(ctx, opts)
 			if err != nil {
 				return nil, err
 			}

@@ -246,16 +246,11 @@ func (s *Segmented) Relist() bool {
 // whatever the kind's cached type, in the cache's namespace. It is not
 // patient (patient): a check that cannot list is skipped, not held up.
 func (c *Cache) checkList(mapping *meta.RESTMapping) (func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error), error) {
-	mc, err := c.metadataClient()
+	client, err := c.metadataResource(mapping)
 	if err != nil {
 		return nil, err
 	}
-	ns, scoped := c.namespaceFor(mapping)
-	if !scoped {
-		ns = metav1.NamespaceAll
-	}
-	client := mc.Resource(mapping.Resource)
 	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return client.Namespace(ns).List(ctx, o)
+		return client.List(ctx, o)
 	}, nil
 }
