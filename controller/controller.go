@@ -127,5 +127,6 @@ func newController(name string, r Reconciler, opts Options, families *metrics.Fa
 		c.slots[i].partition = -1
 	}
 	c.pendingReplay = shard.NewPartitionSet(parts.Count())
+	c.backlog.report = func(left int) { c.metrics.ReplayBacklog.Set(float64(left)) }
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,5 +465,39 @@ func TestBacklogRefusalsAreNotRemembered(t *testing.T) {
 	h.src.Add(live[0])
 	if got := h.c.refused.in(func(Request) bool { return true }); len(got) != 1 || got[0] != live[0] {
 		t.Fatalf("after a live refusal the ring holds %v, want only %v", got, live[0])
+	}
+}
+
+// The backlog's length is reported under its lock: however pushes and
+// pops of several goroutines interleave, the last report is the final
+// length (reported after the lock, a slower feeder's older figure could
+// land last and show a backlog over an empty one for good).
+func TestReplayBacklogReportsItsLengthInOrder(t *testing.T) {
+	var last atomic.Int64
+	reports := 0
+	b := replayBacklog{}
+	b.report = func(left int) { reports++; last.Store(int64(left)) } // under b.mu
+	const feeders, each = 4, 500
+	var wg sync.WaitGroup
+	for f := range feeders {
+		wg.Go(func() {
+			for i := range each {
+				b.push(req("ns", fmt.Sprintf("%d-%d", f, i)))
+			}
+		})
+		wg.Go(func() {
+			for popped := 0; popped < each; {
+				if _, _, ok := b.pop(); ok {
+					popped++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := b.len(); n != 0 {
+		t.Fatalf("backlog holds %d after every push was popped", n)
+	}
+	if got := last.Load(); got != 0 || reports != 2*feeders*each {
+		t.Fatalf("last report %d after %d reports, want 0 after %d (one per push and per pop)", got, reports, 2*feeders*each)
 	}
 }
