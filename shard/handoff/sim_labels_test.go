@@ -142,7 +142,10 @@ func TestSimulationLabelsFindsDropOnLeave(t *testing.T) {
 	opts := handoffsim.Options{Labels: true, LabelFixes: handoffsim.AllLabelFixes, LabelsDropOnLeave: true, StopAtSafety: true}
 	s := handoffsim.RunSeeds(0, 100, opts)
 	t.Logf("objects dropped on leaving a view: %d of %d seeds failed; first: seed %d: %s", s.Violations, s.Seeds, s.First, s.FirstViolation)
-	if s.Safety == 0 || !strings.Contains(s.FirstViolation, "cache does not hold it after") {
+	// Missing as the partition activates, or after: since the model draws
+	// when a kind's views start against the ring's first Hold, the first
+	// seed to fail may miss the object at activation already.
+	if s.Safety == 0 || !strings.Contains(s.FirstViolation, "cache does not hold it") {
 		t.Fatal("no object missing from a process that runs its partition was found with objects dropped as they leave a view")
 	}
 }
