@@ -11,6 +11,10 @@ FUZZTIME  ?= 150000x
 ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
+# chaos-labels, chaos-crshard: how each round's first replicas start:
+# together, staggered (one by one, 0.3-4 s apart) or alternate (odd rounds
+# together, even rounds staggered).
+START     ?= together
 
 .PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
 
@@ -123,11 +127,11 @@ chaos-sharded: binaries
 		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
 chaos-labels: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
@@ -180,10 +184,10 @@ kit-check:
 crshard-e2e: binaries
 	cd e2e/bench/crshardop && $(GOTEST) -race -count=1 -timeout 15m -run TestConvertedOperatorHandsOff -v .
 
-## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); CACHE_MODE=labels runs them on the ring's sharded cache; summary in $(CHAOS_SUMMARY).
+## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); CACHE_MODE=labels runs them on the ring's sharded cache; START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
 chaos-crshard: binaries
 	@rm -f $(CHAOS_SUMMARY)
-	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS) $(if $(CACHE_MODE),-cache-mode=$(CACHE_MODE))
+	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS) -start=$(START) $(if $(CACHE_MODE),-cache-mode=$(CACHE_MODE))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-crshard-mapped: ROUNDS (default 20) rounds each of a SIGKILL, a rolling restart and scaling 3→5→2→3 on a converted controller-runtime operator whose only source maps the kit's ConfigMaps to its keys with EnqueueRequestsFromMapFunc (e2e/bench/crshardop/mapped: no For objects, so only the replay of its Watches handler recovers an event dropped during a handoff), checked for overlaps and lost updates (~1 min a round); summary in $(CHAOS_SUMMARY).
