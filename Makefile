@@ -18,8 +18,8 @@ START     ?= together
 
 .PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
 
-## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
-test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
+## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
+test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e kubebuilder-check charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -56,6 +56,7 @@ vet:
 	cd e2e/bench/crshardop && $(GO) vet ./... && $(GO) vet -tags kshardtest ./...
 	cd hack/image && $(GO) vet ./...
 	cd hack/kitcheck && $(GO) vet ./...
+	cd hack/kubebuilder && $(GO) vet ./...
 	cd e2e/crshard-cr024 && $(GO) vet ./...
 
 # The chaos suite appends its summary line here; go test hides the output of

@@ -560,7 +560,7 @@ func flagValue(args []string, name string) (string, bool) {
 func checkRing(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
 	t.Helper()
 	if sts.Spec.Replicas == nil || *sts.Spec.Replicas < 2 {
-		t.Errorf("replicas = %v, want a ring of several", sts.Spec.Replicas)
+		t.Errorf("replicas = %s, want a ring of several", fmtPtr(sts.Spec.Replicas))
 	}
 	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
 		t.Errorf("podManagementPolicy = %q, want Parallel", sts.Spec.PodManagementPolicy)
@@ -579,7 +579,7 @@ func checkRing(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
 		t.Errorf("the manager's environment from the downward API = %v, want POD_NAME and POD_NAMESPACE", env)
 	}
 	if g := sts.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
-		t.Errorf("terminationGracePeriodSeconds = %v, want above the manager's 30s shutdown timeout", g)
+		t.Errorf("terminationGracePeriodSeconds = %s, want above the manager's 30s shutdown timeout", fmtPtr(g))
 	}
 	var headless corev1.Service
 	ring.decode(t, "Service", sts.Spec.ServiceName, &headless)
@@ -613,6 +613,13 @@ func checkRing(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
 			t.Errorf("%s is in namespace %q, want config/default's %s", o.GetName(), o.GetNamespace(), kbNamespace)
 		}
 	}
+}
+
+func fmtPtr[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }
 
 type metaObject interface {
