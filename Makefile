@@ -16,7 +16,7 @@ BALANCE   ?= 0
 # together, even rounds staggered).
 START     ?= together
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
+.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
 test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check tutorial-check crshard-e2e charts-check bench-quick
@@ -176,7 +176,11 @@ module-check: binaries
 tutorial-check: binaries
 	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/tutorial/run.sh
 
-## first-run: a newcomer's first `go run ./cmd/kshard demo` timed on this machine from a fresh clone with empty Go module, build and kshard binary caches (hack/firstrun.sh, all in a temporary directory): seconds to the first line, to the control plane up and to the handoff report. Not in CI: it builds the control plane from source (about 10 min on 2 idle cores, 30 or more on busy ones).
+## demo: build the kshard CLI and the example operator, with a progress line every 15 s, and run `kshard demo` (ARGS passes flags: make demo ARGS='--replicas 4'): a local control plane, replicas, Widgets and a live handoff; the first run also builds the control plane (see README.md, "Try it").
+demo:
+	hack/demo.sh $(ARGS)
+
+## first-run: a newcomer's first `make demo` timed on this machine from a fresh clone with empty Go module, build and kshard binary caches (hack/firstrun.sh, all in a temporary directory): seconds to the first line, to kshard built, to the control plane up and to the handoff report. Not in CI: it builds the control plane from source (about 10 min on 2 idle cores, 30 or more on busy ones).
 first-run:
 	hack/firstrun.sh
 
