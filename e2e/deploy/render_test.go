@@ -72,7 +72,7 @@ func render(t *testing.T, dir string) rendered {
 	return r
 }
 
-// args returns the operator container's arguments, the last value of each
+// flag returns the operator container's value of --name, the last value of each
 // flag winning as in the flag package.
 func (r rendered) flag(name string) (string, bool) {
 	var v string
