@@ -66,8 +66,8 @@ func TestKubebuilderComponent(t *testing.T) {
 	enableProductionConfig(t, project)
 	convert(t, project)
 
-	def := render(t, filepath.Join(project, "config", "default"))
-	ring := render(t, filepath.Join(project, "config", "kshard"))
+	def := renderObjects(t, filepath.Join(project, "config", "default"))
+	ring := renderObjects(t, filepath.Join(project, "config", "kshard"))
 
 	// Every patch finds its target: config/default's (and those of the
 	// kustomizations it pulls in) in config/default's render, where they
@@ -111,7 +111,7 @@ func TestKubebuilderComponent(t *testing.T) {
 // checkHelmLimit keeps docs/adapter.md's word on the Helm chart true: the
 // scaffold's chart generator (helm/v2-alpha) refuses the converted render,
 // as it templates the manager from a Deployment.
-func checkHelmLimit(t *testing.T, tools, project string, ring rendered) {
+func checkHelmLimit(t *testing.T, tools, project string, ring objectRender) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "install.yaml")
 	if err := os.WriteFile(file, []byte(ring.yaml), 0o644); err != nil {
@@ -300,19 +300,22 @@ func convert(t *testing.T, project string) {
 	}
 }
 
-type rendered struct {
+// objectRender is a kustomization rendered by `kubectl kustomize`: its output
+// and every object in it.
+type objectRender struct {
 	dir     string
 	yaml    string
 	objects []*unstructured.Unstructured
 }
 
-func render(t *testing.T, dir string) rendered {
+// renderObjects runs `kubectl kustomize dir` and keeps every object.
+func renderObjects(t *testing.T, dir string) objectRender {
 	t.Helper()
 	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
 	}
-	r := rendered{dir: dir, yaml: string(out)}
+	r := objectRender{dir: dir, yaml: string(out)}
 	for _, doc := range strings.Split(r.yaml, "\n---\n") {
 		o := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
@@ -325,7 +328,7 @@ func render(t *testing.T, dir string) rendered {
 	return r
 }
 
-func (r rendered) find(kind, name string) *unstructured.Unstructured {
+func (r objectRender) find(kind, name string) *unstructured.Unstructured {
 	for _, o := range r.objects {
 		if o.GetKind() == kind && o.GetName() == name {
 			return o
@@ -334,7 +337,7 @@ func (r rendered) find(kind, name string) *unstructured.Unstructured {
 	return nil
 }
 
-func (r rendered) decode(t *testing.T, kind, name string, into any) {
+func (r objectRender) decode(t *testing.T, kind, name string, into any) {
 	t.Helper()
 	o := r.find(kind, name)
 	if o == nil {
@@ -557,7 +560,7 @@ func flagValue(args []string, name string) (string, bool) {
 // checkRing checks what the ring needs: replicas, no leader election, the
 // pod's name and namespace, a grace period its leave fits in, the headless
 // Service, and the Role bound to the pods' ServiceAccount.
-func checkRing(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
+func checkRing(t *testing.T, ring objectRender, sts *appsv1.StatefulSet) {
 	t.Helper()
 	if sts.Spec.Replicas == nil || *sts.Spec.Replicas < 2 {
 		t.Errorf("replicas = %s, want a ring of several", fmtPtr(sts.Spec.Replicas))
@@ -631,7 +634,7 @@ type metaObject interface {
 // them, and that what reaches them selects the StatefulSet's pods: every
 // Service, the NetworkPolicies, and the ServiceMonitor through the metrics
 // Service.
-func checkMetrics(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
+func checkMetrics(t *testing.T, ring objectRender, sts *appsv1.StatefulSet) {
 	t.Helper()
 	pod := labels.Set(sts.Spec.Template.Labels)
 	c := sts.Spec.Template.Spec.Containers[0]
@@ -697,7 +700,7 @@ func checkMetrics(t *testing.T, ring rendered, sts *appsv1.StatefulSet) {
 // the namespace and the ServiceMonitor CRD for real first (a dry run cannot
 // create into a namespace or of a kind that does not exist), cert-manager's
 // objects left out (their CRDs are not installed).
-func dryRun(t *testing.T, tools string, ring rendered) {
+func dryRun(t *testing.T, tools string, ring objectRender) {
 	t.Helper()
 	cp := controlplane.ForTest(t, controlplane.Options{})
 	crd := filepath.Join(tools, "crds", "monitoring.coreos.com_servicemonitors.yaml")
