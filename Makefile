@@ -12,10 +12,10 @@ ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
+.PHONY: test api api-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
 
-## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
-test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
+## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
+test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -25,6 +25,14 @@ binaries:
 docs-check:
 	hack/check-docs.sh
 	$(GO) run ./hack/docscheck
+
+## api: rewrite api/kshard.txt, the record of the published packages' exported API (hack/apicheck -write), after an intended change to it; prints the identifiers and fields per package.
+api:
+	$(GO) run ./hack/apicheck -write
+
+## api-check: fail when the exported API of the published packages (both modules' packages outside e2e/, hack/, cmd/ and internal/) differs from api/kshard.txt, naming each line added or removed (`make api` records an intended change); prints the identifiers and fields per package. Part of `make test`.
+api-check:
+	$(GO) run ./hack/apicheck
 
 ## license-check: fail when a published module (the root, controller/crshard) lacks its LICENSE (the Apache License 2.0 verbatim: a module zip carries only the LICENSE at its own root) or its NOTICE with the copyright line.
 license-check:
