@@ -54,6 +54,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
+	$(GO) vet -tags $(STALE_MUTANT) $(STALE_MUTANT_PKGS)
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -70,6 +71,7 @@ unit:
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
+	$(GOTEST) -race -count=1 -tags $(STALE_MUTANT) -run $(STALE_MUTANT_TESTS) $(STALE_MUTANT_PKGS)
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -151,6 +153,14 @@ FIRST ?= 0
 sim:
 	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
+
+# The core without its defence against stale views of a peer's Lease
+# (shard/handoff/stalewatch_mutant.go): a build tag, never a switch of the
+# shipped core. make unit runs the unit tests of that defence and the two
+# simulations that must catch its absence on the mutant.
+STALE_MUTANT       = mutant_trustwatchorder
+STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve)$$'
+STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
 
 ## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
