@@ -22,7 +22,6 @@ import (
 
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/manager/process"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -291,7 +290,7 @@ func (f *fleet) configMapMode(ids []string) (string, error) {
 	defer cancel()
 	modes := map[string]string{}
 	for _, id := range ids {
-		addr, err := f.env.ServingAddr(ctx, id, process.ServerMetrics)
+		addr, err := f.env.ServingAddr(ctx, id, kshardtest.MetricsServer)
 		if err != nil {
 			return "", err
 		}
