@@ -16,10 +16,10 @@ BALANCE   ?= 0
 # together, even rounds staggered).
 START     ?= together
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
+.PHONY: test api api-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
 
-## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
-test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
+## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
+test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -29,6 +29,14 @@ binaries:
 docs-check:
 	hack/check-docs.sh
 	$(GO) run ./hack/docscheck
+
+## api: rewrite api/kshard.txt, the record of the published packages' exported API (hack/apicheck -write), after an intended change to it; prints the identifiers and fields per package.
+api:
+	$(GO) run ./hack/apicheck -write
+
+## api-check: fail when the exported API of the published packages (both modules' packages outside e2e/, hack/, cmd/ and internal/) differs from api/kshard.txt, naming each line added or removed (`make api` records an intended change); prints the identifiers and fields per package. Part of `make test`.
+api-check:
+	$(GO) run ./hack/apicheck
 
 ## license-check: fail when a published module (the root, controller/crshard) lacks its LICENSE (the Apache License 2.0 verbatim: a module zip carries only the LICENSE at its own root) or its NOTICE with the copyright line.
 license-check:
@@ -50,6 +58,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
+	$(GO) vet -tags $(STALE_MUTANT) $(STALE_MUTANT_PKGS)
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -67,6 +76,7 @@ unit:
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
+	$(GOTEST) -race -count=1 -tags $(STALE_MUTANT) -run $(STALE_MUTANT_TESTS) $(STALE_MUTANT_PKGS)
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -148,6 +158,14 @@ FIRST ?= 0
 sim:
 	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
+
+# The core without its defence against stale views of a peer's Lease
+# (shard/handoff/stalewatch_mutant.go): a build tag, never a switch of the
+# shipped core. make unit runs the unit tests of that defence and the two
+# simulations that must catch its absence on the mutant.
+STALE_MUTANT       = mutant_trustwatchorder
+STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve)$$'
+STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
 
 ## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
