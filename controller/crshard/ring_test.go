@@ -445,7 +445,7 @@ func TestMetricsInTheGivenRegistry(t *testing.T) {
 	}
 	for _, name := range []string{"kshard_ring_members", "kshard_ready", "kshard_lease_renews_total", "kshard_gate_decisions_total",
 		"kshard_ring_unclaimed_partitions", "kshard_ring_overlapping_partitions", "kshard_ring_malformed_leases",
-		"kshard_ring_foreign_leases", "kshard_ring_oldest_pending_seconds"} {
+		"kshard_ring_foreign_leases", "kshard_ring_oldest_pending_seconds", "kshard_drain_overdue_total"} {
 		if !have[name] {
 			t.Errorf("metric %s missing from the registry (have %v)", name, have)
 		}
