@@ -270,3 +270,27 @@ func TestDocsOutsideGit(t *testing.T) {
 		t.Errorf("docs = %q, want %q", got, want)
 	}
 }
+
+// TestAlertNamesResolve: a name of an alert of the rules file resolves
+// like a Go identifier; a misspelt one does not.
+func TestAlertNamesResolve(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(alertRules)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules := "groups:\n  - name: g\n    rules:\n      - alert: KshardSomethingWrong\n        expr: vector(1)\n"
+	if err := os.WriteFile(filepath.Join(root, alertRules), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := loadAlerts(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &index{alerts: alerts}
+	if msg := idx.resolve(goRef{chain: []string{"KshardSomethingWrong"}}); msg != "" {
+		t.Errorf("the rules file's alert does not resolve: %s", msg)
+	}
+	if msg := idx.resolve(goRef{chain: []string{"KshardSomethingRight"}}); msg == "" {
+		t.Error("an alert the rules file lacks resolved")
+	}
+}
