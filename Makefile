@@ -11,11 +11,15 @@ FUZZTIME  ?= 150000x
 ROUNDS    ?= 20
 # chaos-sharded: the replicas' --balance (0: partitions placed by number).
 BALANCE   ?= 0
+# chaos-labels, chaos-crshard: how each round's first replicas start:
+# together, staggered (one by one, 0.3-4 s apart) or alternate (odd rounds
+# together, even rounds staggered).
+START     ?= together
 
-.PHONY: test alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
+.PHONY: test alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
-test: docs-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check crshard-e2e charts-check bench-quick
+test: docs-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check tutorial-check crshard-e2e charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
@@ -128,11 +132,11 @@ chaos-sharded: binaries
 		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
 chaos-labels: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
@@ -173,6 +177,23 @@ kit-check-ci: binaries
 module-check: binaries
 	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/kitcheck/modulecheck.sh
 
+## tutorial-check: docs/tutorial.md run end to end outside the repository from its own blocks (hack/tutorial/run.sh): its files written and its shell blocks run in order — a new module, types and CRD generated with controller-gen, the operator built, its test kit test of three replicas through a rolling restart on a real control plane, its manifests by server-side dry run — with kshard published from the checkout into a file:// module proxy where the page says v0.1.0. Part of `make test`.
+tutorial-check: binaries
+	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/tutorial/run.sh
+
+## release: VERSION=vX.Y.Z: build and check locally everything a release publishes (hack/release/release.sh), into _output/release/VERSION/: both modules in a file:// module proxy, the example operator's image tagged VERSION with its module list, release notes from CHANGELOG.md's [Unreleased]; then a project scaffolded by kubebuilder (hack/kubebuilder's pin) takes the adapter from that proxy with go get, is converted as docs/adapter.md says, and builds with GOWORK=off, stays tidy and builds as its Dockerfile does. Tagging and pushing are the maintainer's steps after it (docs/install.md).
+release:
+	@test -n "$(VERSION)" || { echo "make release: set VERSION=vX.Y.Z" >&2; exit 2; }
+	hack/release/release.sh $(VERSION)
+
+## demo: build the kshard CLI and the example operator, with a progress line every 15 s, and run `kshard demo` (ARGS passes flags: make demo ARGS='--replicas 4'): a local control plane, replicas, Widgets and a live handoff; the first run also builds the control plane (see README.md, "Try it").
+demo:
+	hack/demo.sh $(ARGS)
+
+## first-run: a newcomer's first `make demo` timed on this machine from a fresh clone with empty Go module, build and kshard binary caches (hack/firstrun.sh, all in a temporary directory): seconds to the first line, to kshard built, to the control plane up and to the handoff report. Not in CI: it builds the control plane from source (about 10 min on 2 idle cores, 30 or more on busy ones).
+first-run:
+	hack/firstrun.sh
+
 ## tidy: go mod tidy in every module but hack/tools (hack/tools/pin.sh writes that one); controller/crshard through a copy of its go.mod that resolves kshard from the checkout, since go mod tidy ignores go.work and the release version it requires is published only when tagged.
 tidy:
 	hack/tidy.sh
@@ -185,10 +206,10 @@ kit-check:
 crshard-e2e: binaries
 	cd e2e/bench/crshardop && $(GOTEST) -race -count=1 -timeout 15m -run TestConvertedOperatorHandsOff -v .
 
-## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); CACHE_MODE=labels runs them on the ring's sharded cache; summary in $(CHAOS_SUMMARY).
+## chaos-crshard: ROUNDS (default 20) rounds each of the chaos scenarios run on the converted controller-runtime operator — a SIGKILL, a rolling restart, scaling 3→5→2→3, an API-server outage past LeaseDuration — each round on a fresh control plane, checked for overlaps and lost updates (~1 min a round); CACHE_MODE=labels runs them on the ring's sharded cache; START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
 chaos-crshard: binaries
 	@rm -f $(CHAOS_SUMMARY)
-	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS) $(if $(CACHE_MODE),-cache-mode=$(CACHE_MODE))
+	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestConvertedOperatorChaos . -rounds=$(ROUNDS) -start=$(START) $(if $(CACHE_MODE),-cache-mode=$(CACHE_MODE))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-crshard-mapped: ROUNDS (default 20) rounds each of a SIGKILL, a rolling restart and scaling 3→5→2→3 on a converted controller-runtime operator whose only source maps the kit's ConfigMaps to its keys with EnqueueRequestsFromMapFunc (e2e/bench/crshardop/mapped: no For objects, so only the replay of its Watches handler recovers an event dropped during a handoff), checked for overlaps and lost updates (~1 min a round); summary in $(CHAOS_SUMMARY).

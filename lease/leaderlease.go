@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/shard/handoff"
@@ -93,12 +92,33 @@ func NewLeaderLease(opts LeaderLeaseOptions) (*LeaderLease, error) {
 		reason: fmt.Sprintf("the leader-election Lease %s/%s has not been read yet", opts.Namespace, opts.Name)}, nil
 }
 
-// Run keeps the Lease held until ctx ends.
+// waitingPoll bounds how often a ring that does not hold the Lease reads
+// it. The old leader releases it as it stops (LeaderElectionReleaseOnCancel)
+// and nothing is reconciled until the ring has taken it, so the read, not
+// the renewal, sets that gap: at RenewPeriod/2 (1.5 s with a 15 s
+// LeaseDuration) it alone would use most of a 2 s budget. One GET of one
+// Lease every 250 ms per replica, only while the ring waits.
+const waitingPoll = 250 * time.Millisecond
+
+// Run keeps the Lease held until ctx ends: it reads the Lease every
+// RenewPeriod/2 while the ring holds it, and every waitingPoll at most
+// while it waits for the old leader to stop.
 func (l *LeaderLease) Run(ctx context.Context) {
-	_ = wait.PollUntilContextCancel(ctx, l.opts.RenewPeriod/2, true, func(ctx context.Context) (bool, error) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		l.step(ctx)
-		return false, nil
-	})
+		next := l.opts.RenewPeriod / 2
+		if !l.Held() {
+			next = min(next, waitingPoll)
+		}
+		t.Reset(next)
+	}
 }
 
 // Held reports whether the ring holds the Lease now; Reason says why not.

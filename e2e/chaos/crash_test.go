@@ -17,7 +17,7 @@ func TestCrashesUnderContinuousUpdates(t *testing.T) {
 		h := r.harness(harness.Options{Proxies: true})
 		writer := h.StartWriter(h.CreateConfigMaps(500), 60)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		slow, delay := ids[r.rng.IntN(len(ids))], r.between(20*time.Millisecond, 150*time.Millisecond)
 		h.Proxy(slow).Delay(delay)

@@ -30,7 +30,7 @@ func TestCrashRestartInPlace(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(300), 40)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		var gaps []time.Duration
 		for range 3 {
@@ -73,7 +73,7 @@ func TestForceDeletedPodWaitsTheLease(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(100), 20)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		r.pause(time.Second, 3*time.Second)
 		victim := ids[r.rng.IntN(len(ids))]
@@ -122,7 +122,7 @@ func TestCrashedPodProvenByPeers(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(100), 20)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		r.pause(time.Second, 3*time.Second)
 		victim := ids[r.rng.IntN(len(ids))]

@@ -21,7 +21,7 @@ func blindWriters(r *round) (*harness.Harness, *harness.Writer, []string) {
 	h := r.harness(harness.Options{BlindWrite: true, Work: safetyWork})
 	writer := h.StartWriter(h.CreateConfigMaps(60), 15)
 	ids := identities(3)
-	h.StartReady(ids...)
+	r.startFleet(h, ids...)
 	r.converge(h)
 	r.pause(0, 2*time.Second)
 	return h, writer, ids

@@ -48,6 +48,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "chaos: -sharded and -labels are two cache setups; pass one of them")
 		os.Exit(2)
 	}
+	switch *start {
+	case startTogether, startStaggered, startAlternate:
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -start=%q: want together, staggered or alternate\n", *start)
+		os.Exit(2)
+	}
 	code := harness.Run(m)
 	if line, ok := suite.line(); ok {
 		fmt.Println(line)
@@ -173,8 +179,8 @@ func (s *tally) line() (string, bool) {
 		return "", false
 	}
 	secs := func(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
-	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d notfound=%d notfound_existing=%d tampered=%d worst_gap=%.3f overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d mislabelled=%d sends=%d late=%d regressions=%d stale=%d",
+	return fmt.Sprintf("chaos summary: rounds=%d reconciles=%d handoffs=%d faults=%d overlaps=%d lost=%d notfound=%d notfound_existing=%d tampered=%d worst_gap=%.3f overdue=%d worst_wait=%.3f worst_wait_net=%.3f misplaced=%d mislabelled=%d sends=%d late=%d regressions=%d stale=%d start=%s",
 		*rounds, s.reconciles, s.handoffs, s.faults, s.overlaps, s.lost, s.notFound, s.vanished, s.tampered, secs(s.worstGap),
 		s.overdue, secs(s.worstWait), secs(s.worstNet), s.misplaced, s.mislabelled,
-		s.sends, s.late, s.regressions, s.stale), true
+		s.sends, s.late, s.regressions, s.stale, *start), true
 }

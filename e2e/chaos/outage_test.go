@@ -34,7 +34,7 @@ func TestAPIServerOutage(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(100), 20)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		r.pause(0, 3*time.Second)
 		// Again after the pause: on a loaded machine a stalled API server

@@ -20,7 +20,7 @@ func TestBlackholedReplica(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(100), 20)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		r.pause(0, 3*time.Second)
 

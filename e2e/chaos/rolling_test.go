@@ -16,7 +16,7 @@ func TestRollingRestart(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(200), 40)
 		ids := identities(3 + r.rng.IntN(2))
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 
 		for i := len(ids) - 1; i >= 0; i-- {
@@ -50,7 +50,7 @@ func TestRollingRestartKeepingPlaces(t *testing.T) {
 		h := r.harness(harness.Options{KeepPlace: true})
 		writer := h.StartWriter(h.CreateConfigMaps(200), 40)
 		ids := identities(3 + r.rng.IntN(2))
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		since := time.Now().UnixNano()
 

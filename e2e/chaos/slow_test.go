@@ -108,7 +108,7 @@ func TestStubbornReconcilerCutOff(t *testing.T) {
 		opts := h.Options()
 		writer := h.StartWriter(h.CreateConfigMaps(40), 8)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		r.pause(slowWork/2, 2*slowWork) // let the workers fill up
 

@@ -44,7 +44,7 @@ func TestLabelTampering(t *testing.T) {
 		keys := h.CreateConfigMaps(200)
 		writer := h.StartWriter(keys, 40)
 		ids := identities(3)
-		h.StartReady(ids...)
+		r.startFleet(h, ids...)
 		r.converge(h)
 		labels := newPartitionLabels(r.t, h)
 		began := time.Now()

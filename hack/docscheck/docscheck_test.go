@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -292,5 +293,67 @@ func TestAlertNamesResolve(t *testing.T) {
 	}
 	if msg := idx.resolve(goRef{chain: []string{"KshardSomethingRight"}}); msg == "" {
 		t.Error("an alert the rules file lacks resolved")
+	}
+}
+
+// TestTutorialScript: a tutorial page becomes a script that writes its
+// files where the page says, in order with its shell blocks, takes the
+// published version where the page requires v0.1.0, and runs.
+func TestTutorialScript(t *testing.T) {
+	page := strings.Join([]string{
+		"<!-- docs-check: tutorial run -->",
+		"```sh",
+		"mkdir -p mod && cd mod",
+		"echo 'require github.com/kshard/kshard@v0.1.0' > req.txt",
+		"```",
+		"<!-- docs-check: tutorial mod/sub/file.txt -->",
+		"```text",
+		"KSHARD_TUTORIAL_EOF and $HOME stay as written",
+		"```",
+		"```sh",
+		"echo not part of the tutorial > ignored",
+		"```",
+		"<!-- docs-check: tutorial run -->",
+		"```sh",
+		"cat sub/file.txt > copy.txt",
+		"```",
+	}, "\n")
+	script, err := tutorialScript("page.md", page, "v0.0.0-local.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the script failed: %v\n%s\nscript:\n%s", err, out, script)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got, want := read("mod/req.txt"), "require github.com/kshard/kshard@v0.0.0-local.1\n"; got != want {
+		t.Errorf("req.txt = %q, want %q", got, want)
+	}
+	if got, want := read("mod/copy.txt"), "KSHARD_TUTORIAL_EOF and $HOME stay as written\n"; got != want {
+		t.Errorf("the file block came out as %q, want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mod", "ignored")); err == nil {
+		t.Error("a shell block without the tutorial directive ran")
+	}
+
+	for _, bad := range []string{"../outside.go", "/abs.go", "a b.go"} {
+		if _, err := tutorialScript("page.md", "<!-- docs-check: tutorial "+bad+" -->\n```go\npackage x\n```\n<!-- docs-check: tutorial run -->\n```sh\ntrue\n```", ""); err == nil {
+			t.Errorf("tutorial file %q accepted", bad)
+		}
+	}
+	if _, err := tutorialScript("page.md", "<!-- docs-check: tutorial run -->\n```go\npackage x\n```", ""); err == nil {
+		t.Error("a run block of Go accepted")
+	}
+	if _, err := tutorialScript("page.md", "no blocks", ""); err == nil {
+		t.Error("a page with nothing to run accepted")
 	}
 }

@@ -25,7 +25,9 @@
 //   - go test -run and -bench patterns that name tests.
 //   - ```go blocks are type-checked (see checkGoBlock): a file as it is, a
 //     fragment with a prelude in an HTML comment above its fence for what
-//     it leaves undeclared; <!-- docs-check: skip: why --> skips one.
+//     it leaves undeclared; <!-- docs-check: skip: why --> skips one, and
+//     a tutorial page's blocks (<!-- docs-check: tutorial … -->) are built
+//     by make tutorial-check instead, from the script -tutorial prints.
 //
 // With a warm build cache it takes a few seconds; cold, as long as
 // building the workspace.
@@ -44,7 +46,23 @@ import (
 func main() {
 	root := flag.String("root", ".", "the repository's root")
 	verbose := flag.Bool("v", false, "list every Go reference checked")
+	tutorial := flag.String("tutorial", "", "instead of checking, print the bash script that runs this tutorial page (its <!-- docs-check: tutorial … --> blocks)")
+	version := flag.String("version", "", "with -tutorial: the version to require kshard at where the page says v0.1.0")
 	flag.Parse()
+	if *tutorial != "" {
+		src, err := os.ReadFile(*tutorial)
+		if err == nil {
+			var script string
+			if script, err = tutorialScript(*tutorial, string(src), *version); err == nil {
+				_, err = os.Stdout.WriteString(script)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "docscheck: %v\n", err)
+			os.Exit(2)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
@@ -65,8 +83,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "docs-check: %s\n", p)
 	}
 	s := c.stats
-	summary := fmt.Sprintf("%d docs: %d Go references, %d flags, %d make targets, %d test patterns, %d Go blocks built (%d skipped), in %s",
-		s.docs, s.goRefs, s.flags, s.targets, s.tests, s.blocks, s.skipped, time.Since(start).Round(100*time.Millisecond))
+	summary := fmt.Sprintf("%d docs: %d Go references, %d flags, %d make targets, %d test patterns, %d Go blocks built (%d skipped, %d left to make tutorial-check), in %s",
+		s.docs, s.goRefs, s.flags, s.targets, s.tests, s.blocks, s.skipped, s.tutorial, time.Since(start).Round(100*time.Millisecond))
 	if len(problems) > 0 {
 		fmt.Fprintf(os.Stderr, "docs-check: %d problems in %s\n", len(problems), summary)
 		os.Exit(1)

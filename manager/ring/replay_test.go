@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/handoff"
 )
 
 // fenceRecorder passes calls on to a participant and records when the
@@ -160,7 +161,10 @@ func (p *blockingReplay) counts() (replays, cancelled int) {
 func TestReplayIsCancelledByRevokeAndAcknowledgedWhenDone(t *testing.T) {
 	member := &cutMembership{fakeMembership: newFakeMembership("a")}
 	part := &blockingReplay{release: make(chan struct{})}
-	c := startCoordinator(t, "a", member, part)
+	// A 3 s lease: the test asserts that the fence cancels the replay and
+	// that the process is not asked to exit, which a 300 ms lease cannot
+	// promise on a loaded machine (the stop deadline then rightly fires).
+	c := startCoordinatorTimed(t, "a", member, handoff.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second}, part)
 	stopRenewing := renewEvery(member.fakeMembership, 20*time.Millisecond)
 	waitFor(t, "a replay", func() bool { n, _ := part.counts(); return n == 1 })
 
@@ -175,7 +179,7 @@ func TestReplayIsCancelledByRevokeAndAcknowledgedWhenDone(t *testing.T) {
 	waitFor(t, "a replay after rejoining", func() bool { n, _ := part.counts(); return n >= 2 })
 	// Acknowledged, the activation is not asked for again: many steps
 	// later there has been no third replay. A machine that stalls the
-	// renewer past the 200 ms renew deadline fences the replica again, and
+	// renewer past the 2 s renew deadline fences the replica again, and
 	// each such fence may replay once more on rejoining; an activation not
 	// acknowledged would replay at every step instead.
 	steps, _ := histogram(c.metrics.step)

@@ -16,7 +16,7 @@ import (
 func TestConvertedOperatorHandsOff(t *testing.T) {
 	began := time.Now()
 	ids := []string{"r-0", "r-1", "r-2"}
-	f := newFleet(t, "crshardop", ".", ids...)
+	f := newFleet(t, "crshardop", ".", false, ids...)
 	f.env.RollingRestart(2*time.Minute, f.start, ids...)
 	f.env.Crash("r-1")
 	f.env.AwaitConverged(time.Minute, "r-0", "r-2")
