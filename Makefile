@@ -16,14 +16,18 @@ BALANCE   ?= 0
 # together, even rounds staggered).
 START     ?= together
 
-.PHONY: test api api-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
+.PHONY: test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
 
-## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
-test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
+## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the alert rules against their fault and clean series (alerts-check), the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
+test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
 
 ## binaries: build (first time, ~3-5 min) or reuse the cached kube-apiserver, etcd and kube-controller-manager.
 binaries:
 	$(GO) run ./hack/ensure-controlplane
+
+## alerts-check: the monitoring files in deploy/monitoring: each alert of the rules file fires on its fault series and stays silent on a clean one (Prometheus's rule engine, v0.316.0, in hack/alertcheck: a module of its own, so kshard's modules do not take Prometheus), the PrometheusRule is generated from the rules file and the Grafana dashboard from hack/alertcheck/dashboard.go (go test . -update there writes both), and every kshard_* metric their queries name is one the code exports. Seconds with a warm build cache; the first build of Prometheus's rule engine takes minutes.
+alerts-check:
+	cd hack/alertcheck && $(GOTEST) -count=1 ./...
 
 ## docs-check: fail when README.md is over 200 lines or a relative link in README.md, CHANGELOG.md, docs/*.md or a package README points to a missing file; and when those docs (CHANGELOG.md's [Unreleased] only) name a Go identifier, a flag of kshard or the example operator, a make target or a test that does not exist, or hold a Go block that does not compile (hack/docscheck: a few seconds with a warm build cache; it builds the workspace's packages and the two binaries).
 docs-check:
@@ -66,6 +70,7 @@ vet:
 	cd hack/image && $(GO) vet ./...
 	cd hack/kitcheck && $(GO) vet ./...
 	cd hack/kubebuilder && $(GO) vet ./...
+	cd hack/alertcheck && $(GO) vet ./...
 	cd e2e/crshard-cr024 && $(GO) vet ./...
 
 # The chaos suite appends its summary line here; go test hides the output of

@@ -47,14 +47,14 @@ func TestShardedCacheHandOffWithoutOverlap(t *testing.T) {
 		h.Await(convergeTimeout, "every target partition active", func() error {
 			for _, id := range h.Live() {
 				body := scrapeMetrics(t, h, id)
-				if !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="sharded"} 1`) {
+				if !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="sharded",version="v1"} 1`) {
 					return fmt.Errorf("%s does not cache ConfigMaps sharded: %s", id, grepLines(body, "kshard_cache"))
 				}
 				active := metricValue(t, body, `kshard_partitions{state="active"}`)
 				if target := metricValue(t, body, `kshard_partitions{state="target"}`); active != target {
 					return fmt.Errorf("%s: %d of %d target partitions active", id, active, target)
 				}
-				out[id] = metricValue(t, body, `kshard_cache_listed_objects_total{kind="/v1, Kind=ConfigMap"}`)
+				out[id] = metricValue(t, body, `kshard_cache_listed_objects_total{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",version="v1"}`)
 			}
 			return nil
 		})

@@ -134,7 +134,7 @@ func TestShardedCacheOfCustomResources(t *testing.T) {
 		if len(modes) != 1 || modes[0].Kind.String() != kind || modes[0].Mode != cache.ModeSharded {
 			t.Fatalf("%s: cache modes %+v, want %s sharded", id, modes, kind)
 		}
-		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, fmt.Sprintf(`kshard_cache_mode{kind=%q,mode="sharded"} 1`, kind)) {
+		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, fmt.Sprintf(`kshard_cache_mode{group=%q,kind=%q,kind_name="Widget",mode="sharded",version=%q} 1`, v1alpha1.GroupVersion.Group, kind, v1alpha1.GroupVersion.Version)) {
 			t.Errorf("%s: /metrics has no kshard_cache_mode line for sharded Widgets", id)
 		}
 		if code, body := get("http://" + r.mgr.ProbeAddr() + "/readyz?verbose"); code != 200 || !strings.Contains(body, "[i]cache: "+kind+" sharded") {

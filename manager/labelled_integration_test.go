@@ -114,7 +114,7 @@ func TestLabelledCacheHoldsOnlyItsPartitions(t *testing.T) {
 		if len(modes) != 1 || modes[0].Mode != cache.ModeLabels {
 			t.Fatalf("%s: cache modes %+v, want ConfigMaps labelled", r.mgr.Identity(), modes)
 		}
-		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="labels"} 1`) {
+		if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="labels",version="v1"} 1`) {
 			t.Errorf("%s: /metrics has no kshard_cache_mode line for labelled ConfigMaps", r.mgr.Identity())
 		}
 	}

@@ -134,7 +134,7 @@ func TestNoPatchPermissionCachesTheKindWhole(t *testing.T) {
 	if _, body := get("http://" + r.mgr.ProbeAddr() + "/readyz?verbose"); !strings.Contains(body, "/v1, Kind=ConfigMap full (this replica may not patch configmaps") {
 		t.Errorf("/readyz?verbose does not give the reason:\n%s", body)
 	}
-	if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="full"} 1`) {
+	if _, body := get("http://" + r.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="full",version="v1"} 1`) {
 		t.Errorf("/metrics has no kshard_cache_mode line saying ConfigMaps are cached whole")
 	}
 	if n := labelPatches(r); n != 0 {

@@ -131,13 +131,13 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 			t.Fatalf("%s: cache modes %+v, want ConfigMaps sharded", r.mgr.Identity(), modes)
 		}
 		_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
-		if !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="sharded"} 1`) {
+		if !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="sharded",version="v1"} 1`) {
 			t.Errorf("%s: /metrics has no kshard_cache_mode line for sharded ConfigMaps", r.mgr.Identity())
 		}
 		// kshard_cache_objects may be up to cachemetrics.CountsMaxAge old (the
 		// Lease's cached-objects annotation counted it while the caches
 		// filled): awaited, not read once.
-		line := fmt.Sprintf(`kshard_cache_objects{kind="/v1, Kind=ConfigMap"} %d`, len(keys))
+		line := fmt.Sprintf(`kshard_cache_objects{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",version="v1"} %d`, len(keys))
 		eventually(t, 3*cachemetrics.CountsMaxAge, r.mgr.Identity()+"'s /metrics to count its cached ConfigMaps", func() (bool, string) {
 			_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
 			return strings.Contains(body, line), "no line " + line
@@ -247,7 +247,7 @@ func TestShardedCacheFallsBackWithoutTheGate(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "[i]cache: /v1, Kind=ConfigMap fallback") || !strings.Contains(body, "[+]joined ok") {
 		t.Fatalf("/readyz?verbose = %d %q, want ready with the cache's fallback named", code, body)
 	}
-	if _, body := get("http://" + r0.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{kind="/v1, Kind=ConfigMap",mode="fallback"} 1`) {
+	if _, body := get("http://" + r0.mgr.MetricsAddr() + "/metrics"); !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="fallback",version="v1"} 1`) {
 		t.Errorf("/metrics has no kshard_cache_mode line for the fallback")
 	}
 	if got := cachedKeys(t, r0); len(got) != len(all) {

@@ -450,17 +450,17 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		return metrics
 	}
 	metrics := gather()
-	if v := metrics["kshard_cache_mode{kind=/v1, Kind=ConfigMap,mode=labels}"]; v != 1 {
+	if v := metrics["kshard_cache_mode{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,mode=labels,version=v1}"]; v != 1 {
 		t.Errorf("kshard_cache_mode of ConfigMaps = %v, want 1 for labels", v)
 	}
-	if v := metrics["kshard_cache_objects{kind=/v1, Kind=ConfigMap}"]; v < float64(len(itemsB)) {
+	if v := metrics["kshard_cache_objects{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"]; v < float64(len(itemsB)) {
 		t.Errorf("kshard_cache_objects of ConfigMaps = %v, want at least b's %d", v, len(itemsB))
 	}
 	// The self-check runs behind the adapter too (every second here) and
 	// finds nothing missing in a healthy replica.
 	awaitTrue(t, "b's self-check of ConfigMaps to run twice", 30*time.Second, func() (bool, string) {
 		m := gather()
-		checks, missing := m["kshard_cache_checks_total{kind=/v1, Kind=ConfigMap}"], m["kshard_cache_missing_objects{kind=/v1, Kind=ConfigMap}"]
+		checks, missing := m["kshard_cache_checks_total{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"], m["kshard_cache_missing_objects{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"]
 		if missing != 0 {
 			t.Fatalf("b's self-check found %v ConfigMaps missing from its cache", missing)
 		}

@@ -15,7 +15,7 @@ import (
 type metrics struct {
 	gate          *prometheus.CounterVec // controller, decision
 	refused       *prometheus.CounterVec // controller
-	drainOverdue  prometheus.Counter
+	drainOverdue  *prometheus.CounterVec // controller
 	writesRefused *prometheus.CounterVec // reason
 }
 
@@ -29,10 +29,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kshard_reconcile_refused_total",
 			Help: "Reconciles not started because the replica's lease validity had passed (requeued).",
 		}, []string{"controller"}),
-		drainOverdue: prometheus.NewCounter(prometheus.CounterOpts{
+		drainOverdue: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kshard_drain_overdue_total",
-			Help: "Drains that outlived their report threshold (they keep waiting).",
-		}),
+			Help: "Drains that outlived their report threshold (they keep waiting), by controller: each controller with a reconcile of the drained partitions still in flight counts one, as kshard's controllers count their own.",
+		}, []string{"controller"}),
 		writesRefused: fence.NewWritesRefused(),
 	}
 	for _, c := range []prometheus.Collector{m.gate, m.refused, m.drainOverdue, m.writesRefused} {

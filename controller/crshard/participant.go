@@ -3,6 +3,8 @@ package crshard
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,7 +114,9 @@ func (r *Ring) drain(ctx context.Context, set shard.PartitionSet, parts []int, f
 		Cancel: func() { r.running.cancel(set, r.gate.Active) },
 		Overdue: func(inFlight int, waited time.Duration, first bool) {
 			if first {
-				r.metrics.drainOverdue.Inc()
+				for _, name := range r.running.controllers(set) {
+					r.metrics.drainOverdue.WithLabelValues(name).Inc()
+				}
 			}
 			r.log.Info("drain is taking long; still waiting: a partition is not released while a reconcile of it runs",
 				"partitions", len(parts), "inFlight", inFlight, "waited", waited.Round(time.Millisecond))
@@ -145,13 +149,16 @@ type running struct {
 
 type flight struct {
 	partition int
-	cancel    context.CancelFunc
+	// controller names the controller the reconcile is of, for
+	// kshard_drain_overdue_total{controller}.
+	controller string
+	cancel     context.CancelFunc
 }
 
 func (rn *running) init() { rn.byPart = map[int]map[*flight]struct{}{} }
 
-func (rn *running) hold(p int, cancel context.CancelFunc) *flight {
-	f := &flight{partition: p, cancel: cancel}
+func (rn *running) hold(p int, controller string, cancel context.CancelFunc) *flight {
+	f := &flight{partition: p, controller: controller, cancel: cancel}
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	m := rn.byPart[p]
@@ -186,4 +193,21 @@ func (rn *running) cancel(set shard.PartitionSet, active func(int) bool) {
 			f.cancel()
 		}
 	}
+}
+
+// controllers returns, sorted, the names of the controllers with a
+// reconcile of a partition of set in flight.
+func (rn *running) controllers(set shard.PartitionSet) []string {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	seen := map[string]bool{}
+	for p, m := range rn.byPart {
+		if !set.Has(p) {
+			continue
+		}
+		for f := range m {
+			seen[f.controller] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -35,6 +35,9 @@ func newGatedQueue(r *Ring, c *sharded, name string, inner workqueue.TypedRateLi
 		inactive: r.metrics.gate.WithLabelValues(name, "inactive"),
 	}
 	q.pq, _ = inner.(priorityqueue.PriorityQueue[reconcile.Request])
+	// The controller's series exists from the start, at 0, as kshard's
+	// own controllers have it, so increase() sees its first overdue drain.
+	r.metrics.drainOverdue.WithLabelValues(name)
 	return q
 }
 

@@ -2,6 +2,7 @@ package crshard
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -442,7 +443,9 @@ func TestMetricsInTheGivenRegistry(t *testing.T) {
 	for _, f := range families {
 		have[f.GetName()] = true
 	}
-	for _, name := range []string{"kshard_ring_members", "kshard_ready", "kshard_lease_renews_total", "kshard_gate_decisions_total"} {
+	for _, name := range []string{"kshard_ring_members", "kshard_ready", "kshard_lease_renews_total", "kshard_gate_decisions_total",
+		"kshard_ring_unclaimed_partitions", "kshard_ring_overlapping_partitions", "kshard_ring_malformed_leases",
+		"kshard_ring_foreign_leases", "kshard_ring_oldest_pending_seconds", "kshard_drain_overdue_total"} {
 		if !have[name] {
 			t.Errorf("metric %s missing from the registry (have %v)", name, have)
 		}
@@ -487,5 +490,29 @@ func TestDefaultsAreTheManagers(t *testing.T) {
 	}
 	if crDefault := 30 * time.Second; o.GracefulShutdownTimeout >= crDefault {
 		t.Errorf("GracefulShutdownTimeout %v; want it below controller-runtime's manager's default %v", o.GracefulShutdownTimeout, crDefault)
+	}
+}
+
+// TestDrainOverdueNamesTheControllers: an overdue drain counts once for
+// each controller with a reconcile of the drained partitions in flight,
+// as kshard's own controllers count theirs (kshard_drain_overdue_total's
+// controller label), and for no other.
+func TestDrainOverdueNamesTheControllers(t *testing.T) {
+	r := newTestRing(t, time.Second)
+	a, b := twoPartitions(r)
+	pa, pb := r.parts.Of(a.Namespace, a.Name), r.parts.Of(b.Namespace, b.Name)
+	f1 := r.running.hold(pa, "widgets", func() {})
+	f2 := r.running.hold(pa, "gadgets", func() {})
+	f3 := r.running.hold(pb, "other", func() {})
+	defer func() { r.running.release(f1); r.running.release(f2); r.running.release(f3) }()
+	if got, want := r.running.controllers(r.only(a)), []string{"gadgets", "widgets"}; !slices.Equal(got, want) {
+		t.Errorf("controllers in flight in a's partition: %v, want %v", got, want)
+	}
+	r.running.release(f2)
+	if got, want := r.running.controllers(r.only(a)), []string{"widgets"}; !slices.Equal(got, want) {
+		t.Errorf("after one returned: %v, want %v", got, want)
+	}
+	if got := r.running.controllers(shard.NewPartitionSet(r.parts.Count())); len(got) != 0 {
+		t.Errorf("controllers of no partition: %v", got)
 	}
 }

@@ -96,7 +96,7 @@ func (c *sharded) reconciler(r reconcile.Reconciler) reconcile.Reconciler {
 		// Registered before the second check: Revoke closes the gate
 		// before it cancels, so a reconcile that passes the check is seen
 		// by the cancel.
-		f := ring.running.hold(p, cancel)
+		f := ring.running.hold(p, c.controllerName(), cancel)
 		defer ring.running.release(f)
 		if !ring.gate.Active(p) {
 			return reconcile.Result{}, nil

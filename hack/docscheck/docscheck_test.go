@@ -272,6 +272,30 @@ func TestDocsOutsideGit(t *testing.T) {
 	}
 }
 
+// TestAlertNamesResolve: a name of an alert of the rules file resolves
+// like a Go identifier; a misspelt one does not.
+func TestAlertNamesResolve(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(alertRules)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules := "groups:\n  - name: g\n    rules:\n      - alert: KshardSomethingWrong\n        expr: vector(1)\n"
+	if err := os.WriteFile(filepath.Join(root, alertRules), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := loadAlerts(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &index{alerts: alerts}
+	if msg := idx.resolve(goRef{chain: []string{"KshardSomethingWrong"}}); msg != "" {
+		t.Errorf("the rules file's alert does not resolve: %s", msg)
+	}
+	if msg := idx.resolve(goRef{chain: []string{"KshardSomethingRight"}}); msg == "" {
+		t.Error("an alert the rules file lacks resolved")
+	}
+}
+
 // TestTutorialScript: a tutorial page becomes a script that writes its
 // files where the page says, in order with its shell blocks, takes the
 // published version where the page requires v0.1.0, and runs.

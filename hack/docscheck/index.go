@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/constant"
@@ -51,6 +52,31 @@ type index struct {
 	topNames  map[string]bool              // top-level names of the direct packages
 	members   map[string]bool              // field and method names of their types
 	testFuncs map[string]bool              // Test…, Benchmark…, Example…, Fuzz… functions
+	// alerts are the alert names of the Prometheus rules file
+	// (alertRules), which the docs name like Go identifiers.
+	alerts map[string]bool
+}
+
+// alertRules is the rules file whose alert names the docs may name.
+const alertRules = "deploy/monitoring/kshard-alerts.rules.yaml"
+
+var alertLine = regexp.MustCompile(`(?m)^\s*-\s*alert:\s*([A-Za-z0-9_]+)\s*$`)
+
+// loadAlerts reads the alert names of root's alertRules; none when the
+// file does not exist.
+func loadAlerts(root string) (map[string]bool, error) {
+	b, err := os.ReadFile(filepath.Join(root, alertRules))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, m := range alertLine.FindAllSubmatch(b, -1) {
+		names[string(m[1])] = true
+	}
+	return names, nil
 }
 
 type listedPackage struct {
@@ -92,6 +118,9 @@ func loadIndex(ctx context.Context, root string) (*index, error) {
 		topNames:  map[string]bool{},
 		members:   map[string]bool{},
 		testFuncs: map[string]bool{},
+	}
+	if idx.alerts, err = loadAlerts(root); err != nil {
+		return nil, err
 	}
 	var listed []listedPackage
 	dec := json.NewDecoder(bytes.NewReader(out))

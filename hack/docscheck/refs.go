@@ -154,10 +154,10 @@ func (idx *index) resolve(r goRef) string {
 		return fmt.Sprintf("no test function %s in the repository's _test.go files", name)
 	case "bare":
 		name := r.chain[0]
-		if idx.topNames[name] || idx.members[name] {
+		if idx.topNames[name] || idx.members[name] || idx.alerts[name] {
 			return ""
 		}
-		return fmt.Sprintf("no function, type, method or field %s in the workspace's packages or the packages they import", name)
+		return fmt.Sprintf("no function, type, method or field %s in the workspace's packages or the packages they import, nor alert in %s", name, alertRules)
 	case "qualified":
 		return idx.resolveQualified(r)
 	}

@@ -415,6 +415,14 @@ func (l *Labelled) Held() shard.PartitionSet {
 // Stats returns the cache's labelling counters.
 func (l *Labelled) Stats() *LabelStats { return &l.stats }
 
+// labelBacklog is how many objects wait for this replica to label them.
+func (l *Labelled) labelBacklog() int {
+	if l.labeller == nil {
+		return 0
+	}
+	return l.labeller.backlog()
+}
+
 // ObjectsListed returns how many objects the label segments' LISTs have
 // returned (the unlabelled view's are counted in Stats).
 func (l *Labelled) ObjectsListed() int64 { return l.segs.ObjectsListed() }

@@ -63,6 +63,9 @@ func newLabeller(l *Labelled, qps float64) *labeller {
 	return lb
 }
 
+// backlog is how many objects wait to be labelled here.
+func (lb *labeller) backlog() int { return lb.queue.Len() }
+
 // wants returns the label obj must carry, and whether this replica should
 // write it now: the label is missing or wrong, and the partition it must
 // name, or the one it names, is active here.

@@ -47,6 +47,11 @@ type KindMode struct {
 	// SelfCheck is the self-check's report of a kind cached by labels
 	// (Labelled.CheckReport); nil in other modes, or when the check is off.
 	SelfCheck *CheckReport
+	// LabelBacklog is how many objects of a kind cached by labels wait
+	// for this replica to write their partition label (queued, retries
+	// included): an object without its label is in no replica's cache.
+	// 0 in other modes.
+	LabelBacklog int
 
 	// reprobe: in fallback only because the probe could not decide (the
 	// kind had no object to test with); probed again at its first object.
@@ -69,6 +74,7 @@ func (c *Cache) ModeReport() []KindMode {
 			st := lab.Stats()
 			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
 			m.SelfCheck = lab.CheckReport()
+			m.LabelBacklog = lab.labelBacklog()
 			if f := lab.Forbidden(); f != "" {
 				m.Reason = f
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -52,6 +53,16 @@ type coordinator struct {
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
 	prevTarget  shard.PartitionSet
+	// drainSince and handoverSince record when each partition began to
+	// drain or to be handed over, for kshard_ring_oldest_pending_seconds.
+	drainSince    map[int]time.Time
+	handoverSince map[int]time.Time
+	// ringCfg is the ring's configuration (handoff.Config.Ring) and
+	// fingerprint its Fingerprint, to read the ring's health from the
+	// Leases in view (observeHealth); a zero ringCfg (the simulation's
+	// bare coordinators) leaves the health gauges at 0.
+	ringCfg     shard.Config
+	fingerprint string
 	// replays runs activation replays off the loop; see replay.go.
 	replays replays
 	// prover reads pods for proofs of death (proof.go); nil when this
@@ -87,10 +98,12 @@ func newCoordinatorWith(core *handoff.Core, member Membership, participants []Pa
 	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
 		metrics: metrics, timing: timing.WithDefaults(), exit: exit,
-		events:      make(chan func(), 64),
-		leaveCh:     make(chan struct{}),
-		targetSince: map[int]time.Time{},
-		now:         time.Now,
+		events:        make(chan func(), 64),
+		leaveCh:       make(chan struct{}),
+		targetSince:   map[int]time.Time{},
+		drainSince:    map[int]time.Time{},
+		handoverSince: map[int]time.Time{},
+		now:           time.Now,
 	}
 	c.goAsync = func(ctx context.Context, f func(context.Context)) {
 		c.async.Add(1)
@@ -265,7 +278,9 @@ func (c *coordinator) step(ctx context.Context) {
 	// held: it decides whether an earlier incarnation's Lease may be taken
 	// over.
 	if c.member.Listed() {
-		c.core.Observe(now, observedLeases(c.member.Snapshot(), c.member.Departed()))
+		view := c.member.Snapshot()
+		c.core.Observe(now, observedLeases(view, c.member.Departed()))
+		c.observeHealth(now, view)
 		if !c.scanReported && c.member.JoinScanClean() {
 			c.scanReported = true
 			c.core.JoinScanClean()
@@ -492,7 +507,57 @@ func (c *coordinator) observeState(now time.Time) {
 	if c.cache != nil {
 		c.metrics.setPartitions("caching", core.CacheWaiting())
 	}
+	c.observePending(now, target, core.Active(), core.Draining(), core.HandingOver())
 	c.reportCondition(core.Err(), now)
+}
+
+// observeHealth sets the ring's health gauges from the Leases in this
+// replica's view, by the rules `kshard status` counts with
+// (ringstatus.ViewHealth): no read of its own. A Lease is live as the
+// core judges peers: changed within LeaseDuration of this replica's clock.
+func (c *coordinator) observeHealth(now time.Time, view []lease.Observed) {
+	if c.ringCfg.Partitions == 0 {
+		return
+	}
+	live := func(l lease.Observed) bool {
+		return !l.LastChange.IsZero() && !handoff.Expired(now.Sub(l.LastChange), c.timing.LeaseDuration)
+	}
+	c.metrics.setHealth(ringstatus.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
+}
+
+// observePending sets kshard_ring_oldest_pending_seconds: the age of the
+// oldest partition of the target not active yet (targetSince), of the
+// oldest drain and of the oldest handover.
+func (c *coordinator) observePending(now time.Time, target, active, draining, handingOver shard.PartitionSet) {
+	oldest := func(set shard.PartitionSet, since map[int]time.Time) float64 {
+		age := 0.0
+		for p := range set.All() {
+			if t, ok := since[p]; ok {
+				age = max(age, now.Sub(t).Seconds())
+			}
+		}
+		return age
+	}
+	track(now, draining, c.drainSince)
+	track(now, handingOver, c.handoverSince)
+	c.metrics.oldest.WithLabelValues(phaseTakeover).Set(oldest(target.Difference(active), c.targetSince))
+	c.metrics.oldest.WithLabelValues(phaseDrain).Set(oldest(draining, c.drainSince))
+	c.metrics.oldest.WithLabelValues(phaseHandover).Set(oldest(handingOver, c.handoverSince))
+}
+
+// track makes since hold, for each partition of set, when it was first
+// seen there in a row of steps.
+func track(now time.Time, set shard.PartitionSet, since map[int]time.Time) {
+	for p := range since {
+		if !set.Has(p) {
+			delete(since, p)
+		}
+	}
+	for p := range set.All() {
+		if _, ok := since[p]; !ok {
+			since[p] = now
+		}
+	}
 }
 
 // reportCondition logs the core's condition once when it begins. Waiting

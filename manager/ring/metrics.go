@@ -3,6 +3,7 @@ package ring
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -21,7 +22,28 @@ type ringMetrics struct {
 	// cache replay in every participant, which runs off the loop.
 	step   prometheus.Histogram
 	replay prometheus.Histogram
+	// The ring's health in this replica's view of the Leases
+	// (ringstatus.ViewHealth), and the age of the oldest partition move
+	// under way here, by phase (see pendingPhases).
+	unclaimed   prometheus.Gauge
+	overlapping prometheus.Gauge
+	malformed   prometheus.Gauge
+	foreign     prometheus.Gauge
+	oldest      *prometheus.GaugeVec
 }
+
+// The phases of kshard_ring_oldest_pending_seconds: takeover, partitions
+// of the target not active yet (the old owner drains, or is waited out);
+// drain, partitions revoked here whose reconciles still run; handover,
+// partitions out of the target kept active until the new owner's sharded
+// cache holds them.
+const (
+	phaseTakeover = "takeover"
+	phaseDrain    = "drain"
+	phaseHandover = "handover"
+)
+
+var pendingPhases = []string{phaseTakeover, phaseDrain, phaseHandover}
 
 func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 	m := &ringMetrics{
@@ -58,8 +80,27 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 			Help:    "Duration of one activation replay: enqueueing the cached objects of newly admitted partitions, in every participant. It runs off the coordinator's loop; a failed replay counts too, and is retried.",
 			Buckets: []float64{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30},
 		}),
+		unclaimed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_unclaimed_partitions", Help: "Partitions no live Lease claims, in this replica's view of the ring's Leases (as `kshard status` counts them): nobody reconciles their keys. Briefly above 0 after a replica dies without a proof of death (up to LeaseDuration); 0 when healthy.",
+		}),
+		overlapping: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_overlapping_partitions", Help: "Partitions more than one live Lease claims, in this replica's view: normal while a drain runs (the new owner claims before the old one releases), a stuck drain if it lasts. 0 when settled.",
+		}),
+		malformed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_malformed_leases", Help: "Leases carrying the ring label that do not follow the Lease format, in this replica's view (expired ones included, as `kshard status` counts them); a live one blocks every partition. 0 when healthy.",
+		}),
+		foreign: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kshard_ring_foreign_leases", Help: "Live Leases of the ring whose ring-parameters fingerprint differs from this replica's (another --partitions, hashing or kshard version): the replicas refuse to share a ring with them. 0 when healthy.",
+		}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kshard_ring_oldest_pending_seconds", Help: "Age of this replica's oldest partition move under way, by phase: takeover (in the target, not active yet), drain (revoked, reconciles still running), handover (out of the target, kept active until the new owner's sharded cache holds it). 0 when none is under way.",
+		}, []string{"phase"}),
 	}
-	for _, c := range []prometheus.Collector{m.members, m.weighed, m.partitions, m.rebalances, m.handoff, m.ready, m.fences, m.step, m.replay} {
+	for _, ph := range pendingPhases {
+		m.oldest.WithLabelValues(ph).Set(0)
+	}
+	for _, c := range []prometheus.Collector{m.members, m.weighed, m.partitions, m.rebalances, m.handoff, m.ready, m.fences, m.step, m.replay,
+		m.unclaimed, m.overlapping, m.malformed, m.foreign, m.oldest} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -69,4 +110,11 @@ func newRingMetrics(reg prometheus.Registerer) (*ringMetrics, error) {
 
 func (m *ringMetrics) setPartitions(state string, s shard.PartitionSet) {
 	m.partitions.WithLabelValues(state).Set(float64(s.Len()))
+}
+
+func (m *ringMetrics) setHealth(h ringstatus.Health) {
+	m.unclaimed.Set(float64(h.Unclaimed))
+	m.overlapping.Set(float64(h.Overlapping))
+	m.malformed.Set(float64(h.Malformed))
+	m.foreign.Set(float64(h.Foreign))
 }

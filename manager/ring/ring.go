@@ -102,6 +102,7 @@ func New(opts Options) (*Coordinator, error) {
 	c := newCoordinatorWith(core, opts.Membership, opts.Participants, metrics, opts.Logger, opts.Handoff.Timing, opts.Exit)
 	c.now = opts.Clock.Now
 	c.cache = opts.Cache
+	c.ringCfg, c.fingerprint = opts.Handoff.Ring, opts.Handoff.Ring.Fingerprint()
 	c.balanced = opts.Handoff.Ring.Balance > 0
 	return &Coordinator{c: c, cfg: opts.Handoff, ran: make(chan struct{})}, nil
 }

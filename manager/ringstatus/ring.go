@@ -223,7 +223,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		return strings.Compare(a.Lease, b.Lease)
 	})
 
-	claimers := make([]int, r.Partitions)
+	var claims []shard.PartitionSet
 	var weights shard.Weights // a balanced ring's, gathered as the replicas do
 	for _, m := range r.Members {
 		if m.Terminating && !m.Live() {
@@ -244,22 +244,12 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		}
 		if m.claimUnknown {
 			r.Problems = append(r.Problems, fmt.Sprintf("live Lease %s has an unreadable claim; replicas treat it as claiming every partition, so nothing is activated until it expires or is fixed", m.Lease))
-			continue
 		}
-		for p := range m.claim.All() {
-			if p < len(claimers) {
-				claimers[p]++
-			}
+		if countsClaim(true, m.Params, r.Params, m.claimUnknown) {
+			claims = append(claims, m.claim)
 		}
 	}
-	for p, n := range claimers {
-		switch {
-		case n == 0:
-			r.UnclaimedPartitions = append(r.UnclaimedPartitions, p)
-		case n > 1:
-			r.OverlappingPartitions = append(r.OverlappingPartitions, p)
-		}
-	}
+	r.UnclaimedPartitions, r.OverlappingPartitions = tallyClaims(r.Partitions, claims)
 	r.Unclaimed, r.Overlapping = len(r.UnclaimedPartitions), len(r.OverlappingPartitions)
 
 	if r.cfgErr == nil {

@@ -99,6 +99,19 @@ func only(t *testing.T, leases []coordinationv1.Lease) Ring {
 	return rings[0]
 }
 
+// viewOf reads leases as a replica of the ring does: parsed with the
+// ring's partition count, live by renewTime on the test's clock (a
+// replica's Lease member uses the time it saw each change instead).
+func viewOf(leases []coordinationv1.Lease) Health {
+	view := make([]lease.Observed, 0, len(leases))
+	for i := range leases {
+		view = append(view, lease.Parse(&leases[i], ringName, P))
+	}
+	return ViewHealth(params, P, view, func(o lease.Observed) bool {
+		return o.LeaseDuration > 0 && now.Sub(o.RenewTime) < o.LeaseDuration
+	})
+}
+
 func TestStatus(t *testing.T) {
 	abc := []string{"a", "b", "c"}
 	full := shard.FullPartitionSet(P)
@@ -112,6 +125,7 @@ func TestStatus(t *testing.T) {
 		foreign         int
 		health          map[string]string
 		problemContains string
+		viewMalformed   *int // ViewHealth's Malformed when not Analyze's
 	}{
 		{
 			name: "steady ring: every partition claimed once",
@@ -185,6 +199,7 @@ func TestStatus(t *testing.T) {
 			foreign:         1,
 			malformed:       1,
 			problemContains: "foreign configuration: live Lease ops-c",
+			viewMalformed:   new(int),
 		},
 		{
 			name: "unreadable claim is reported",
@@ -235,6 +250,17 @@ func TestStatus(t *testing.T) {
 			}
 			if r.Partitions != P || r.Params != params {
 				t.Errorf("Partitions, Params = %d, %q", r.Partitions, r.Params)
+			}
+			// A replica's view of the same Leases counts the same
+			// (kshard_ring_* gauges), but for a Lease of another
+			// configuration malformed under its own: the replica cannot
+			// re-read it with its params, so it counts as foreign only.
+			want := Health{Unclaimed: r.Unclaimed, Overlapping: r.Overlapping, Malformed: r.Malformed, Foreign: r.Foreign}
+			if tc.viewMalformed != nil {
+				want.Malformed = *tc.viewMalformed
+			}
+			if got := viewOf(tc.leases); got != want {
+				t.Errorf("ViewHealth = %+v, want %+v (Analyze's)", got, want)
 			}
 		})
 	}
@@ -642,5 +668,37 @@ func TestMemberCacheStatus(t *testing.T) {
 		if m.CacheMode != "" || m.CachedObjects != nil {
 			t.Errorf("%s: cache %q %v, want unknown", m.Identity, m.CacheMode, m.CachedObjects)
 		}
+	}
+}
+
+// TestViewHealthUnhealthyRing: a ring with one partition nobody claims, one
+// claimed twice and a malformed Lease reads as such; a Lease of another
+// configuration counts as foreign only while it is live.
+func TestViewHealthUnhealthyRing(t *testing.T) {
+	aClaim, bClaim := shard.NewPartitionSet(P), shard.NewPartitionSet(P)
+	for p := range P {
+		switch {
+		case p == 0: // unclaimed
+		case p < P/2:
+			aClaim.Add(p)
+		default:
+			bClaim.Add(p)
+		}
+	}
+	aClaim.Add(P - 1) // b's too: overlapping
+	leases := build(
+		spec{id: "a", state: "active", claim: aClaim},
+		spec{id: "b", state: "active", claim: bClaim},
+		spec{id: "m", state: "bogus"},
+		spec{id: "f", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.FullPartitionSet(97)},
+		spec{id: "g", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97), renewAgo: time.Minute},
+	)
+	got := viewOf(leases)
+	want := Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}
+	if got != want {
+		t.Fatalf("ViewHealth = %+v, want %+v", got, want)
+	}
+	if r := only(t, leases); r.Unclaimed != 1 || r.Overlapping != 1 || r.Malformed != 1 {
+		t.Errorf("Analyze: unclaimed %d, overlapping %d, malformed %d; want 1, 1, 1", r.Unclaimed, r.Overlapping, r.Malformed)
 	}
 }

@@ -47,7 +47,7 @@ func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 		countFor: func() map[schema.GroupVersionKind]int { return nil },
 		modes: func() []cache.KindMode {
 			return []cache.KindMode{
-				{Kind: crs, Mode: cache.ModeLabels, ObjectsListed: 120, LabelPatches: 40, ConfirmReads: 3,
+				{Kind: crs, Mode: cache.ModeLabels, ObjectsListed: 120, LabelPatches: 40, ConfirmReads: 3, LabelBacklog: 5,
 					SelfCheck: &cache.CheckReport{Checks: 12, Failed: 1, Missing: 2, Relists: 1}},
 				{Kind: cms, Mode: cache.ModeFull, Reason: "mapped by a function", LabelPatches: 7},
 			}
@@ -72,15 +72,16 @@ func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"kshard_cache_mode{kind=bench.kshard.io/v1, Kind=BenchObject,mode=labels}":     1,
-		"kshard_cache_mode{kind=/v1, Kind=ConfigMap,mode=full}":                        1,
-		"kshard_cache_listed_objects_total{kind=bench.kshard.io/v1, Kind=BenchObject}": 120,
-		"kshard_cache_label_patches_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  40,
-		"kshard_cache_confirm_reads_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  3,
-		"kshard_cache_missing_objects{kind=bench.kshard.io/v1, Kind=BenchObject}":      2,
-		"kshard_cache_checks_total{kind=bench.kshard.io/v1, Kind=BenchObject}":         12,
-		"kshard_cache_check_failures_total{kind=bench.kshard.io/v1, Kind=BenchObject}": 1,
-		"kshard_cache_check_relists_total{kind=bench.kshard.io/v1, Kind=BenchObject}":  1,
+		"kshard_cache_mode{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,mode=labels,version=v1}":     1,
+		"kshard_cache_mode{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,mode=full,version=v1}":                                         1,
+		"kshard_cache_listed_objects_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}": 120,
+		"kshard_cache_label_patches_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":  40,
+		"kshard_cache_confirm_reads_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":  3,
+		"kshard_cache_missing_objects{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":      2,
+		"kshard_cache_checks_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":         12,
+		"kshard_cache_check_failures_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}": 1,
+		"kshard_cache_label_backlog{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":        5,
+		"kshard_cache_check_relists_total{group=bench.kshard.io,kind=bench.kshard.io/v1, Kind=BenchObject,kind_name=BenchObject,version=v1}":  1,
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("collected %v\nwant %v", got, want)
