@@ -16,7 +16,7 @@ BALANCE   ?= 0
 # together, even rounds staggered).
 START     ?= together
 
-.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants
+.PHONY: test docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), a smoke run of the benchmarks and their charts.
 test: docs-check license-check large-files binaries fmt-check vet unit fuzz image-check kit-check-ci module-check tutorial-check crshard-e2e charts-check bench-quick
@@ -175,6 +175,19 @@ module-check: binaries
 ## tutorial-check: docs/tutorial.md run end to end outside the repository from its own blocks (hack/tutorial/run.sh): its files written and its shell blocks run in order — a new module, types and CRD generated with controller-gen, the operator built, its test kit test of three replicas through a rolling restart on a real control plane, its manifests by server-side dry run — with kshard published from the checkout into a file:// module proxy where the page says v0.1.0. Part of `make test`.
 tutorial-check: binaries
 	KIT_BIN_DIR=$$($(GO) run ./hack/ensure-controlplane -print-dir) hack/tutorial/run.sh
+
+## release: VERSION=vX.Y.Z: build and check locally everything a release publishes (hack/release/release.sh), into _output/release/VERSION/: both modules in a file:// module proxy, the example operator's image tagged VERSION with its module list, release notes from CHANGELOG.md's [Unreleased]; then a project scaffolded by kubebuilder (hack/kubebuilder's pin) takes the adapter from that proxy with go get, is converted as docs/adapter.md says, and builds with GOWORK=off, stays tidy and builds as its Dockerfile does. Tagging and pushing are the maintainer's steps after it (docs/install.md).
+release:
+	@test -n "$(VERSION)" || { echo "make release: set VERSION=vX.Y.Z" >&2; exit 2; }
+	hack/release/release.sh $(VERSION)
+
+## demo: build the kshard CLI and the example operator, with a progress line every 15 s, and run `kshard demo` (ARGS passes flags: make demo ARGS='--replicas 4'): a local control plane, replicas, Widgets and a live handoff; the first run also builds the control plane (see README.md, "Try it").
+demo:
+	hack/demo.sh $(ARGS)
+
+## first-run: a newcomer's first `make demo` timed on this machine from a fresh clone with empty Go module, build and kshard binary caches (hack/firstrun.sh, all in a temporary directory): seconds to the first line, to kshard built, to the control plane up and to the handoff report. Not in CI: it builds the control plane from source (about 10 min on 2 idle cores, 30 or more on busy ones).
+first-run:
+	hack/firstrun.sh
 
 ## tidy: go mod tidy in every module but hack/tools (hack/tools/pin.sh writes that one); controller/crshard through a copy of its go.mod that resolves kshard from the checkout, since go mod tidy ignores go.work and the release version it requires is published only when tagged.
 tidy:

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -504,7 +505,7 @@ func (m *Manager) isReady() bool {
 func (m *Manager) listen() ([]*httpServer, error) {
 	var servers []*httpServer
 	if m.opts.MetricsBindAddress != "0" {
-		s, err := listen("metrics", m.opts.MetricsBindAddress, metricsHandler(m.opts.Registry))
+		s, err := m.listenMetrics()
 		if err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
@@ -527,6 +528,29 @@ func (m *Manager) listen() ([]*httpServer, error) {
 		m.addrMu.Unlock()
 	}
 	return servers, nil
+}
+
+// listenMetrics binds the metrics server: plain HTTP, or with
+// MetricsSecure HTTPS behind the API server's authentication and
+// authorization.
+func (m *Manager) listenMetrics() (*httpServer, error) {
+	handler := metricsHandler(m.opts.Registry)
+	if !m.opts.MetricsSecure {
+		return listen("metrics", m.opts.MetricsBindAddress, handler)
+	}
+	tlsCfg, err := metricsTLSConfig(m.opts.MetricsCertFile, m.opts.MetricsKeyFile, m.log)
+	if err != nil {
+		return nil, err
+	}
+	auth := newMetricsAuth(m.own.AuthenticationV1().TokenReviews(), m.own.AuthorizationV1().SubjectAccessReviews(), m.log)
+	s, err := listen("metrics", m.opts.MetricsBindAddress, auth.wrap(handler))
+	if err != nil {
+		return nil, err
+	}
+	s.listener = tls.NewListener(s.listener, tlsCfg)
+	// No HTTP/2 (see metricsTLSConfig): an empty map turns it off.
+	s.server.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	return s, nil
 }
 
 // The sharded cache is what the ring coordinator holds partitions in, on a

@@ -99,6 +99,23 @@ type Options struct {
 	// MetricsBindAddress serves Prometheus metrics on /metrics. "0"
 	// disables it. Defaults to ":8080".
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS, and only to callers the API
+	// server vouches for: their bearer token passes a TokenReview
+	// (authentication.k8s.io/v1) and a SubjectAccessReview
+	// (authorization.k8s.io/v1) allows them verb get on the non-resource
+	// URL /metrics, as controller-runtime's metrics filters do. The
+	// replica's service account needs create on tokenreviews and
+	// subjectaccessreviews; a scraper needs a ClusterRole with
+	// nonResourceURLs ["/metrics"] and verbs ["get"]. Answers are kept a
+	// minute (refusals 10s), so a scrape rarely costs an API call. Off by
+	// default: plain HTTP, readable by anyone who reaches the port.
+	MetricsSecure bool
+	// MetricsCertFile and MetricsKeyFile are the PEM certificate and key
+	// of the secure metrics server, re-read when the files change. Both or
+	// neither; without them a self-signed certificate is generated at
+	// start (scrapers then skip verification). Used only with
+	// MetricsSecure.
+	MetricsCertFile, MetricsKeyFile string
 	// HealthProbeBindAddress serves /healthz and /readyz (ready = caches
 	// synced and joined the ring). "0" disables it. Defaults to ":8081".
 	//
@@ -354,6 +371,12 @@ func (o *Options) validate() error {
 		} else if p := o.ringConfig().WithDefaults().Partitions; p > shard.MaxLabelPartitions {
 			errs = append(errs, fmt.Errorf("CacheMode %q supports at most %d Partitions, not %d: a replica's selector of unlabelled objects names every partition", CacheLabels, shard.MaxLabelPartitions, p))
 		}
+	}
+	if (o.MetricsCertFile == "") != (o.MetricsKeyFile == "") {
+		errs = append(errs, fmt.Errorf("MetricsCertFile %q and MetricsKeyFile %q: set both, or neither for a self-signed certificate", o.MetricsCertFile, o.MetricsKeyFile))
+	}
+	if o.MetricsCertFile != "" && !o.MetricsSecure {
+		errs = append(errs, fmt.Errorf("MetricsCertFile %q is set but MetricsSecure is off: set MetricsSecure to serve metrics over HTTPS, or drop the certificate", o.MetricsCertFile))
 	}
 	if o.CacheCheckInterval > 0 && o.CacheCheckInterval < time.Second {
 		errs = append(errs, fmt.Errorf("CacheCheckInterval %v is below a second: each check lists the replica's share; leave it 0 for the default (%v), or negative to turn the check off", o.CacheCheckInterval, cache.DefaultCheckInterval))

@@ -57,9 +57,23 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"clusterrole.rbac.authorization.k8s.io/kshard-example-operator",
 		"poddisruptionbudget.policy/example-operator",
 		"service/example-operator-metrics",
+		"networkpolicy.networking.k8s.io/example-operator-metrics",
+		"clusterrole.rbac.authorization.k8s.io/kshard-example-operator-metrics-reader",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run did not report %s:\n%s", want, out)
+		}
+	}
+	// The components, as an overlay includes them. The labels component
+	// grants in the namespace it scopes the operator to, which must exist.
+	kubectl(t, cp, "create", "namespace", "widgets")
+	for overlay, want := range map[string]string{
+		"labels":   "role.rbac.authorization.k8s.io/kshard-example-operator-labels",
+		"priority": "priorityclass.scheduling.k8s.io/kshard-example-operator",
+	} {
+		out := kubectl(t, cp, "apply", "--dry-run=server", "-k", filepath.Join("testdata", overlay))
+		if !strings.Contains(out, want) || !strings.Contains(out, "statefulset.apps/example-operator") {
+			t.Errorf("dry run of deploy/ with the %s component did not report %s and the StatefulSet:\n%s", overlay, want, out)
 		}
 	}
 }
@@ -119,8 +133,9 @@ func TestPodTemplateMeetsRestrictedPodSecurity(t *testing.T) {
 
 // TestRBACGrantsWhatTheOperatorUses applies the manifests for real and
 // asks the API server, as the operator's service account (impersonated),
-// whether it may do what the operator does, --cache-mode=labels included:
-// patch on Widgets and ConfigMaps to write their partition labels. A few
+// whether it may do what the operator does: in the base, the full cache and
+// secure metrics; with the labels component, patch on Widgets and
+// ConfigMaps to write their partition labels, in its namespace only. A few
 // verbs it must not have show that the answers can be no.
 func TestRBACGrantsWhatTheOperatorUses(t *testing.T) {
 	if testing.Short() {
@@ -140,8 +155,6 @@ func TestRBACGrantsWhatTheOperatorUses(t *testing.T) {
 		verb, group, resource, sub, namespace string
 		allowed                               bool
 	}{
-		{"patch", "demo.kshard.io", "widgets", "", "team-a", true}, // the partition label
-		{"patch", "", "configmaps", "", "team-a", true},            // the partition label
 		{"list", "demo.kshard.io", "widgets", "", "", true},
 		{"watch", "", "configmaps", "", "", true},
 		{"create", "", "configmaps", "", "team-a", true},
@@ -151,23 +164,50 @@ func TestRBACGrantsWhatTheOperatorUses(t *testing.T) {
 		{"update", "coordination.k8s.io", "leases", "", "kshard-system", true},
 		{"delete", "coordination.k8s.io", "leases", "", "kshard-system", true},
 		{"get", "", "pods", "", "kshard-system", true},
-		// Least privilege: nothing beyond.
+		{"create", "authentication.k8s.io", "tokenreviews", "", "", true},        // secure metrics: who scrapes
+		{"create", "authorization.k8s.io", "subjectaccessreviews", "", "", true}, // and may they
+		// Least privilege: nothing beyond. No patch in the base: only
+		// --cache-mode=labels uses it, and the labels component grants it.
+		{"patch", "demo.kshard.io", "widgets", "", "team-a", false},
+		{"patch", "", "configmaps", "", "team-a", false},
 		{"delete", "", "configmaps", "", "team-a", false},
 		{"update", "demo.kshard.io", "widgets", "", "team-a", false},
 		{"update", "coordination.k8s.io", "leases", "", "team-a", false},
 		{"get", "", "secrets", "", "kshard-system", false},
 	} {
-		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
-			Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.sub, Namespace: tc.namespace,
-		}}}
-		got, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("asking whether the operator may %s %s: %v", tc.verb, tc.resource, err)
-		}
-		if got.Status.Allowed != tc.allowed {
-			t.Errorf("the operator's service account may %s %s.%s/%s in %q: %v, want %v (%s)",
-				tc.verb, tc.resource, tc.group, tc.sub, tc.namespace, got.Status.Allowed, tc.allowed, got.Status.Reason)
-		}
+		checkAccess(t, sa, tc.verb, tc.group, tc.resource, tc.sub, tc.namespace, tc.allowed)
+	}
+
+	// With the labels component: patch for the partition label, in the
+	// namespace it scopes the operator to and nowhere else.
+	kubectl(t, cp, "create", "namespace", "widgets")
+	kubectl(t, cp, "apply", "-k", filepath.Join("testdata", "labels"))
+	for _, tc := range []struct {
+		group, resource, namespace string
+		allowed                    bool
+	}{
+		{"demo.kshard.io", "widgets", "widgets", true},
+		{"", "configmaps", "widgets", true},
+		{"demo.kshard.io", "widgets", "team-a", false},
+		{"", "configmaps", "kube-system", false},
+	} {
+		checkAccess(t, sa, "patch", tc.group, tc.resource, "", tc.namespace, tc.allowed)
+	}
+}
+
+// checkAccess asks the API server whether sa's user may verb the resource.
+func checkAccess(t *testing.T, sa kubernetes.Interface, verb, group, resource, sub, namespace string, allowed bool) {
+	t.Helper()
+	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
+		Verb: verb, Group: group, Resource: resource, Subresource: sub, Namespace: namespace,
+	}}}
+	got, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("asking whether the operator may %s %s: %v", verb, resource, err)
+	}
+	if got.Status.Allowed != allowed {
+		t.Errorf("the operator's service account may %s %s.%s/%s in %q: %v, want %v (%s)",
+			verb, resource, group, sub, namespace, got.Status.Allowed, allowed, got.Status.Reason)
 	}
 }
 

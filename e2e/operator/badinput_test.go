@@ -176,7 +176,7 @@ func TestHelpDocumentsFlags(t *testing.T) {
 		"Usage: example-operator [flags]", "Exit codes:",
 		"--kubeconfig", "--ring", "--identity", "--lease-namespace", "--watch-namespace", "--partitions",
 		"--lease-duration", "--renew-period", "--renew-deadline", "--drain-grace", "--shutdown-timeout",
-		"--metrics-bind-address", "--health-probe-bind-address", "--workers", "--work-delay", "--reconcile-timeout",
+		"--metrics-bind-address", "--metrics-secure", "--metrics-cert-file", "--health-probe-bind-address", "--v", "--workers", "--work-delay", "--reconcile-timeout",
 		"--kube-api-qps", "--kube-api-burst", "(default 50)", "(default 100)",
 		"--api-server-wait", "0 retries forever", "--install-crd",
 		"--cache-mode", "no feature gate", "--label-qps",

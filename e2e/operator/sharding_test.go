@@ -79,7 +79,7 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 		id := fmt.Sprintf("example-%d", i)
 		ops[i] = startOperator(t, id, []string{"POD_NAME=" + id, "POD_NAMESPACE=" + leaseNS},
 			"--kubeconfig", cp.KubeconfigPath(), "--ring", ring,
-			"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
+			"--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0")
 	}
 	var r *shard.Ring
 	await(t, convergeLimit, 250*time.Millisecond, "ring of 3 converged", func() error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -41,6 +42,7 @@ type config struct {
 	burst            int
 	apiServerWait    time.Duration
 	installCRD       bool
+	verbosity        int
 }
 
 // newFlagSet binds every flag to c. Parse errors are returned, not printed:
@@ -66,7 +68,11 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", handoff.DefaultDrainGracePeriod, "how long reconciles of a partition that moves away may finish before they are cancelled")
 	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", handoff.DefaultGracefulShutdownTimeout, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
 	fs.BoolVar(&c.mgr.KeepPlaceOnLeave, "keep-place-on-leave", false, "on SIGTERM keep this replica's partitions placed on it for its identity's next process (a rolling update) instead of moving them to peers and back; they wait unreconciled while it restarts, at most --lease-duration after it stopped if none returns")
-	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
+	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; \"0\" disables it")
+	fs.BoolVar(&c.mgr.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on the non-resource URL /metrics (SubjectAccessReview; RBAC create on both reviews for this replica); false serves plain HTTP to anyone who reaches the port")
+	fs.StringVar(&c.mgr.MetricsCertFile, "metrics-cert-file", "", "PEM certificate of the secure metrics server, re-read when it changes, with --metrics-key-file (default: a self-signed certificate made at start)")
+	fs.StringVar(&c.mgr.MetricsKeyFile, "metrics-key-file", "", "PEM private key of --metrics-cert-file")
+	fs.IntVar(&c.verbosity, "v", 0, "log verbosity: 0 logs ring changes, warnings and errors; 1 adds retried API calls, partition activations and drains, cache self-checks and refused metrics scrapes (logr V levels; JSON lines with ISO 8601 timestamps)")
 	fs.StringVar(&c.mgr.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables it")
 	fs.Float64Var(&c.qps, "kube-api-qps", float64(manager.DefaultQPS), "sustained requests per second to the API server (client-go's own default of 5 caps a replica at about 5 reconciles/s)")
 	fs.IntVar(&c.burst, "kube-api-burst", manager.DefaultBurst, "requests that may exceed --kube-api-qps in a burst")
@@ -145,6 +151,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("--api-server-wait must not be negative, got %s (0 retries forever)", c.apiServerWait)
 	case !(c.qps > 0) || c.qps > 1e6:
 		return fmt.Errorf("--kube-api-qps must be a positive number of requests per second, got %v", c.qps)
+	case c.verbosity < 0:
+		return fmt.Errorf("--v must not be negative, got %d", c.verbosity)
+	case (c.mgr.MetricsCertFile == "") != (c.mgr.MetricsKeyFile == ""):
+		return fmt.Errorf("--metrics-cert-file and --metrics-key-file go together: give both, or neither for a self-signed certificate")
+	case c.mgr.MetricsCertFile != "" && !c.mgr.MetricsSecure:
+		return fmt.Errorf("--metrics-cert-file needs --metrics-secure: drop --metrics-secure=false, or the certificate flags")
 	case c.burst < 1:
 		return fmt.Errorf("--kube-api-burst must be at least 1, got %d", c.burst)
 	case c.mgr.Partitions < 1:
@@ -261,6 +273,7 @@ func run(c *config) error {
 		return err
 	}
 	c.mgr.Scheme = scheme
+	c.mgr.Logger = logging.New(c.verbosity)
 	mgr, err := manager.New(restCfg, c.mgr)
 	if err != nil {
 		return err

@@ -203,3 +203,34 @@ func TestCacheModeFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsAndLogFlags: metrics are secure on :8443 by default, plain
+// HTTP is an explicit choice, the certificate flags go together, and
+// --v reaches the logger.
+func TestMetricsAndLogFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		secure bool
+		err    string
+	}{
+		{args: nil, secure: true},
+		{args: []string{"--metrics-secure=false", "--metrics-bind-address=:8080"}, secure: false},
+		{args: []string{"--metrics-cert-file=/tls/tls.crt", "--metrics-key-file=/tls/tls.key"}, secure: true},
+		{args: []string{"--metrics-cert-file=/tls/tls.crt"}, err: "--metrics-key-file"},
+		{args: []string{"--metrics-secure=false", "--metrics-cert-file=/c", "--metrics-key-file=/k"}, err: "needs --metrics-secure"},
+		{args: []string{"--v=-1"}, err: "--v must not be negative"},
+		{args: []string{"--v=2"}, secure: true},
+	} {
+		c, err := parseFlags(tc.args)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.err == "" && c.mgr.MetricsSecure != tc.secure:
+			t.Errorf("%v: MetricsSecure %v, want %v", tc.args, c.mgr.MetricsSecure, tc.secure)
+		case tc.args == nil && c.mgr.MetricsBindAddress != ":8443":
+			t.Errorf("default metrics address %q, want :8443", c.mgr.MetricsBindAddress)
+		}
+	}
+}

@@ -75,6 +75,7 @@ func run() error {
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
+		watchEpoch    = flag.Bool("watch-epoch", true, "watch the epoch ConfigMaps through a map function (phase 8); false lets --cache-mode=labels shard the ConfigMaps it reconciles, which that map function over their kind keeps whole (the chaos suite)")
 		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
 		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
 		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
@@ -128,7 +129,7 @@ func run() error {
 		return err
 	}
 	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS}
-	err = ring.NewControllerManagedBy(mgr).
+	b := ring.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(objects.newObject(), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return isObject(e.Object) },
@@ -137,17 +138,18 @@ func run() error {
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(e event.GenericEvent) bool { return isObject(e.Object) },
-		})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
+		}))
+	if *watchEpoch {
+		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return r.isEpoch(e.Object) },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return r.isEpoch(e.ObjectNew) && epochChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
-		Complete(r)
+		}))
+	}
+	err = b.WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).Complete(r)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,8 @@ const bindTimeout = time.Minute
 func (f *fleet) start(ctx context.Context, identity string) (*replica, error) {
 	args := slices.Clone(f.baseArgs)
 	args = append(args, "--identity", identity,
-		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
+		"--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0")
+	// Plain HTTP metrics: the demo scrapes its own replicas on loopback.
 	// The process runner puts the replica in its own process group, which
 	// keeps the terminal's Ctrl-C away from it: the demo stops it
 	// gracefully, in order.
