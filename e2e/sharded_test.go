@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/process"
 )
 
 // TestShardedCacheHandOffWithoutOverlap is the membership scenario on the

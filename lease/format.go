@@ -67,17 +67,17 @@ const (
 // Reasons a Lease with the ring label is malformed or foreign: the values of
 // the reason label of kshard_lease_invalid_total.
 const (
-	ReasonBadName        = "bad_name"        // name is not <ring>-<identity>
-	ReasonNoHolder       = "no_holder"       // spec.holderIdentity empty
-	ReasonHolderMismatch = "holder_mismatch" // holderIdentity differs from the name's identity
-	ReasonNoIncarnation  = "no_incarnation"  // incarnation annotation missing
-	ReasonBadState       = "bad_state"       // state label missing or unknown
-	ReasonBadGeneration  = "bad_epoch"       // generation annotation missing or not an unsigned decimal; the value keeps the annotation key's word (AnnotationGeneration) for dashboards
-	ReasonBadClaim       = "bad_claim"       // claim annotation missing or undecodable
-	// ReasonForeignConfig counts Leases written with another ring
+	reasonBadName        = "bad_name"        // name is not <ring>-<identity>
+	reasonNoHolder       = "no_holder"       // spec.holderIdentity empty
+	reasonHolderMismatch = "holder_mismatch" // holderIdentity differs from the name's identity
+	reasonNoIncarnation  = "no_incarnation"  // incarnation annotation missing
+	reasonBadState       = "bad_state"       // state label missing or unknown
+	reasonBadGeneration  = "bad_epoch"       // generation annotation missing or not an unsigned decimal; the value keeps the annotation key's word (AnnotationGeneration) for dashboards
+	reasonBadClaim       = "bad_claim"       // claim annotation missing or undecodable
+	// reasonForeignConfig counts Leases written with another ring
 	// configuration (their params annotation differs from this replica's),
 	// once per configuration seen, instead of their undecodable claims.
-	ReasonForeignConfig = "foreign_config"
+	reasonForeignConfig = "foreign_config"
 )
 
 // LeaseName returns the name of the Lease of identity in ring.
@@ -183,13 +183,13 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	suffix, named := strings.CutPrefix(l.Name, ring+"-")
 	named = named && suffix != ""
 	if !named {
-		fault(ReasonBadName, "name %q is not %s-<identity>", l.Name, ring)
+		fault(reasonBadName, "name %q is not %s-<identity>", l.Name, ring)
 	}
 	switch {
 	case o.Identity == "":
-		fault(ReasonNoHolder, "spec.holderIdentity is empty")
+		fault(reasonNoHolder, "spec.holderIdentity is empty")
 	case named && o.Identity != suffix:
-		fault(ReasonHolderMismatch, "spec.holderIdentity %q does not match the name's identity %q", o.Identity, suffix)
+		fault(reasonHolderMismatch, "spec.holderIdentity %q does not match the name's identity %q", o.Identity, suffix)
 	}
 	memberShaped := named && o.Identity == suffix
 
@@ -202,25 +202,25 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	o.Fingerprint = l.Annotations[AnnotationParams]
 	o.Pod = l.Annotations[AnnotationPod] // optional: absent on writers outside a pod
 	if o.Incarnation = l.Annotations[AnnotationIncarnation]; o.Incarnation == "" {
-		fault(ReasonNoIncarnation, "annotation %s is missing", AnnotationIncarnation)
+		fault(reasonNoIncarnation, "annotation %s is missing", AnnotationIncarnation)
 	}
 	switch o.State = handoff.State(l.Labels[LabelState]); o.State {
 	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
 	default:
-		fault(ReasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
+		fault(reasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
 	}
 	if text, ok := l.Annotations[AnnotationGeneration]; !ok {
-		fault(ReasonBadGeneration, "annotation %s is missing", AnnotationGeneration)
+		fault(reasonBadGeneration, "annotation %s is missing", AnnotationGeneration)
 	} else if e, err := strconv.ParseUint(text, 10, 64); err != nil {
-		fault(ReasonBadGeneration, "annotation %s=%q is not an unsigned decimal", AnnotationGeneration, text)
+		fault(reasonBadGeneration, "annotation %s=%q is not an unsigned decimal", AnnotationGeneration, text)
 	} else {
 		o.Generation = e
 	}
 	claimOK := false
 	if text, ok := l.Annotations[AnnotationClaim]; !ok {
-		fault(ReasonBadClaim, "annotation %s is missing", AnnotationClaim)
+		fault(reasonBadClaim, "annotation %s is missing", AnnotationClaim)
 	} else if set, err := shard.DecodePartitionSet(text, partitions); err != nil {
-		fault(ReasonBadClaim, "annotation %s: %v", AnnotationClaim, err)
+		fault(reasonBadClaim, "annotation %s: %v", AnnotationClaim, err)
 		o.ClaimEmpty = isEmptyClaim(text)
 	} else {
 		o.Claim, claimOK = set, true

@@ -28,34 +28,34 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "well formed", claim: []int{2, 5}},
 		{name: "garbage claim", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v1:7:!!" },
-			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+			reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "claim of a newer format", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v2:7:AA" },
-			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+			reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "claim over another partition count", mutate: func(l *coordinationv1.Lease) {
 			l.Annotations[AnnotationClaim] = shard.NewPartitionSet(11, 1).Encode()
-		}, reasons: []string{ReasonBadClaim}, claimUnknown: true},
+		}, reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "claim missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationClaim) },
-			reasons: []string{ReasonBadClaim}, claimUnknown: true},
+			reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "no holder", mutate: func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil },
-			reasons: []string{ReasonNoHolder}, claim: []int{2, 5}},
+			reasons: []string{reasonNoHolder}, claim: []int{2, 5}},
 		{name: "no holder and garbage claim is not member-shaped", mutate: func(l *coordinationv1.Lease) {
 			l.Spec.HolderIdentity = nil
 			l.Annotations[AnnotationClaim] = "junk"
-		}, reasons: []string{ReasonNoHolder, ReasonBadClaim}},
+		}, reasons: []string{reasonNoHolder, reasonBadClaim}},
 		{name: "holder differs from name", mutate: func(l *coordinationv1.Lease) { h := "c"; l.Spec.HolderIdentity = &h },
-			reasons: []string{ReasonHolderMismatch}, claim: []int{2, 5}},
+			reasons: []string{reasonHolderMismatch}, claim: []int{2, 5}},
 		{name: "name of another ring", mutate: func(l *coordinationv1.Lease) { l.Name = "other-b" },
-			reasons: []string{ReasonBadName}, claim: []int{2, 5}},
+			reasons: []string{reasonBadName}, claim: []int{2, 5}},
 		{name: "name is only the prefix", mutate: func(l *coordinationv1.Lease) { l.Name = "r-" },
-			reasons: []string{ReasonBadName}, claim: []int{2, 5}},
+			reasons: []string{reasonBadName}, claim: []int{2, 5}},
 		{name: "no incarnation", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationIncarnation) },
-			reasons: []string{ReasonNoIncarnation}, claim: []int{2, 5}},
+			reasons: []string{reasonNoIncarnation}, claim: []int{2, 5}},
 		{name: "unknown state", mutate: func(l *coordinationv1.Lease) { l.Labels[LabelState] = "expired" },
-			reasons: []string{ReasonBadState}, claim: []int{2, 5}},
+			reasons: []string{reasonBadState}, claim: []int{2, 5}},
 		{name: "negative generation", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "-1" },
-			reasons: []string{ReasonBadGeneration}, claim: []int{2, 5}},
+			reasons: []string{reasonBadGeneration}, claim: []int{2, 5}},
 		{name: "generation missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationGeneration) },
-			reasons: []string{ReasonBadGeneration}, claim: []int{2, 5}},
+			reasons: []string{reasonBadGeneration}, claim: []int{2, 5}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -260,7 +260,7 @@ func TestIntegrationSameIdentity(t *testing.T) {
 
 	cutA.set(true)
 	eventually(t, "b to see a's last write", func() bool {
-		_, v := ma.LastWritten()
+		_, v := ma.lastWritten()
 		o, ok := observedByName(mb.Snapshot(), "demo-r-0")
 		return ok && o.Version == v
 	})
@@ -299,7 +299,7 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	if err := first.stop(); err != nil { // a crash: the Lease stays
 		t.Fatal(err)
 	}
-	_, crashed := m1.LastWritten()
+	_, crashed := m1.lastWritten()
 
 	m2, _ := e.member(e.cp.Config(), "r-0")
 	second := run(t, m2)
@@ -350,7 +350,7 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	if err := b.stop(); err != nil { // b crashes; its Lease stays
 		t.Fatal(err)
 	}
-	// b's last version is the server's, not LastWritten: a renew sent just
+	// b's last version is the server's, not lastWritten: a renew sent just
 	// before the stop may land with its answer lost (a CI run saw one).
 	// Nobody writes the Lease any more, so Confirm of its version holds.
 	var last string
@@ -366,7 +366,7 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 		last = l.ResourceVersion
 		return got.Found && got.Version == last
 	})
-	if _, written := mb.LastWritten(); written != last {
+	if _, written := mb.lastWritten(); written != last {
 		t.Logf("b's last acknowledged write was %s, the Lease is at %s (a renew landed unacknowledged)", written, last)
 	}
 	if err := a.DeletePeer(ctx, "b", seen.Version); err != nil {

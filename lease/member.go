@@ -219,9 +219,9 @@ func (m *Member) LastRenew() (sentAt time.Time, ok bool) {
 	return m.lastRenew, m.renewed
 }
 
-// LastWritten returns the last record successfully written to the own Lease
+// lastWritten returns the last record successfully written to the own Lease
 // and the resourceVersion that write produced ("" before the first).
-func (m *Member) LastWritten() (handoff.Record, string) {
+func (m *Member) lastWritten() (handoff.Record, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.current == nil {

@@ -173,11 +173,11 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationGeneration] != "4" {
 		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
 	}
-	eventually(t, "LastWritten to catch up", func() bool { _, v := m.LastWritten(); return v == l.ResourceVersion })
-	rec, _ := m.LastWritten()
+	eventually(t, "lastWritten to catch up", func() bool { _, v := m.lastWritten(); return v == l.ResourceVersion })
+	rec, _ := m.lastWritten()
 	want := handoff.Record{Identity: "a", Incarnation: m.Incarnation(), State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 4, Fingerprint: "fp"}
 	if !rec.Equal(want) {
-		t.Errorf("LastWritten = %+v", rec)
+		t.Errorf("lastWritten = %+v", rec)
 	}
 	eventually(t, "the informer to observe the write", func() bool {
 		o, ok := observedByName(m.Snapshot(), "r-a")
@@ -364,7 +364,7 @@ func TestLateRenewResponseIsNotCounted(t *testing.T) {
 	if sent, _ := a.LastRenew(); !sent.Equal(t0) {
 		t.Fatalf("LastRenew = %v after a late response, want it to stay %v", sent, t0)
 	}
-	_, version := a.LastWritten()
+	_, version := a.lastWritten()
 	if version != u.get("r-x").ResourceVersion {
 		t.Error("the late write's version was not adopted")
 	}
@@ -568,8 +568,8 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 	invalid := func(reason string) float64 {
 		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
 	}
-	if invalid(ReasonBadClaim) != 1 || invalid(ReasonNoHolder) != 1 || u.log.count("malformed") != 2 {
-		t.Fatalf("bad_claim %v no_holder %v logged %d; want 1, 1, 2", invalid(ReasonBadClaim), invalid(ReasonNoHolder), u.log.count("malformed"))
+	if invalid(reasonBadClaim) != 1 || invalid(reasonNoHolder) != 1 || u.log.count("malformed") != 2 {
+		t.Fatalf("bad_claim %v no_holder %v logged %d; want 1, 1, 2", invalid(reasonBadClaim), invalid(reasonNoHolder), u.log.count("malformed"))
 	}
 	// A relist of the same versions reports nothing new.
 	list, _ := u.api.CoordinationV1().Leases("ns").List(context.Background(), metav1.ListOptions{})
@@ -580,13 +580,13 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 	if err := m.peers.Replace(items, ""); err != nil {
 		t.Fatal(err)
 	}
-	if invalid(ReasonBadClaim) != 1 || u.log.count("malformed") != 2 {
+	if invalid(reasonBadClaim) != 1 || u.log.count("malformed") != 2 {
 		t.Error("a relist reported the same versions again")
 	}
 	// A new malformed version is reported again.
 	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "2" })
 	eventually(t, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
-	if invalid(ReasonBadClaim) != 2 || u.log.count("malformed") != 3 {
+	if invalid(reasonBadClaim) != 2 || u.log.count("malformed") != 3 {
 		t.Error("a new malformed version was not reported")
 	}
 	if !m.Synced() {
@@ -812,11 +812,11 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 	invalid := func(reason string) float64 {
 		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
 	}
-	if n := u.log.count("foreign configuration"); n != 1 || invalid(ReasonForeignConfig) != 1 {
-		t.Errorf("foreign configuration logged %d times, counted %v, over 11 versions; want once", n, invalid(ReasonForeignConfig))
+	if n := u.log.count("foreign configuration"); n != 1 || invalid(reasonForeignConfig) != 1 {
+		t.Errorf("foreign configuration logged %d times, counted %v, over 11 versions; want once", n, invalid(reasonForeignConfig))
 	}
-	if n := u.log.count("malformed"); n != 0 || invalid(ReasonBadClaim) != 0 {
-		t.Errorf("the foreign Lease was reported as malformed (%d lines, bad_claim %v)", n, invalid(ReasonBadClaim))
+	if n := u.log.count("malformed"); n != 0 || invalid(reasonBadClaim) != 0 {
+		t.Errorf("the foreign Lease was reported as malformed (%d lines, bad_claim %v)", n, invalid(reasonBadClaim))
 	}
 	if u.log.count(`"differs"="partitions 11, not 7"`) != 1 {
 		t.Error("the report does not name the differing parameter")
@@ -826,8 +826,8 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 	other := shard.Config{Partitions: 11, Load: 2}.Fingerprint()
 	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationParams] = other })
 	eventually(t, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
-	if n := u.log.count("foreign configuration"); n != 2 || invalid(ReasonForeignConfig) != 2 {
-		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(ReasonForeignConfig))
+	if n := u.log.count("foreign configuration"); n != 2 || invalid(reasonForeignConfig) != 2 {
+		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(reasonForeignConfig))
 	}
 }
 

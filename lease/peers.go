@@ -251,7 +251,7 @@ func (p *peers) report(l *coordinationv1.Lease, o Observed, reasons []string) {
 	}
 	p.problems[l.Name] = key
 	if foreign {
-		m.metrics.invalid.WithLabelValues(ReasonForeignConfig).Inc()
+		m.metrics.invalid.WithLabelValues(reasonForeignConfig).Inc()
 		m.log.Info("a Lease of the ring was written with another ring configuration (foreign configuration); this replica does not share the ring with it while it is active",
 			"foreign", l.Namespace+"/"+l.Name, "identity", o.Identity, "differs", shard.FingerprintDiff(m.opts.Params, o.Fingerprint),
 			"theirs", o.Fingerprint, "ours", m.opts.Params)

@@ -121,7 +121,7 @@ type Options struct {
 	//
 	// With port 0 in either address (e.g. "127.0.0.1:0") the kernel picks a
 	// free port: Start logs the bound address in a "serving" line (read by
-	// manager/process.ServingAddr) and MetricsAddr/ProbeAddr return it.
+	// kshardtest.Env.ServingAddr) and MetricsAddr/ProbeAddr return it.
 	HealthProbeBindAddress string
 
 	// WatchNamespace restricts the cache to one namespace. Defaults to all.

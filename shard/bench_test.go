@@ -126,6 +126,6 @@ func BenchmarkDiff(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		_ = Diff(old, grown)
+		_ = ringDiff(old, grown)
 	}
 }

@@ -1,16 +1,16 @@
 package shard
 
-// Change is what one member gains and loses between two rings.
-type Change struct {
+// ringChange is what one member gains and loses between two rings.
+type ringChange struct {
 	Gained PartitionSet // owned in the new ring, not in the old
 	Lost   PartitionSet // owned in the old ring, not in the new
 }
 
-// Diff returns, for every member of old or new, the partitions it gains and
+// ringDiff returns, for every member of old or new, the partitions it gains and
 // loses going from old to new; members whose partitions do not change get
 // empty sets. A nil ring counts as a ring without members and with the other
 // ring's partition count.
-func Diff(old, new *Ring) map[string]Change {
+func ringDiff(old, new *Ring) map[string]ringChange {
 	size := 0
 	members := map[string]struct{}{}
 	for _, r := range []*Ring{old, new} {
@@ -28,10 +28,10 @@ func Diff(old, new *Ring) map[string]Change {
 		}
 		return NewPartitionSet(size)
 	}
-	out := make(map[string]Change, len(members))
+	out := make(map[string]ringChange, len(members))
 	for m := range members {
 		before, after := owned(old, m), owned(new, m)
-		out[m] = Change{Gained: after.Difference(before), Lost: before.Difference(after)}
+		out[m] = ringChange{Gained: after.Difference(before), Lost: before.Difference(after)}
 	}
 	return out
 }

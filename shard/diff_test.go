@@ -9,7 +9,7 @@ import (
 func TestDiffAccountsForEveryMovedPartition(t *testing.T) {
 	old := mustRing(t, Config{}, statefulSetNames("kshard", 5))
 	grown := mustRing(t, Config{}, statefulSetNames("kshard", 6))
-	changes := Diff(old, grown)
+	changes := ringDiff(old, grown)
 
 	if got := len(changes); got != 6 {
 		t.Fatalf("Diff has %d members, want 6 (union of both rings)", got)
@@ -50,7 +50,7 @@ func TestDiffEdges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			changes := Diff(tt.old, tt.new)
+			changes := ringDiff(tt.old, tt.new)
 			if len(changes) != len(tt.wantGained) {
 				t.Fatalf("Diff has members %v, want %d", slices.Collect(maps.Keys(changes)), len(tt.wantGained))
 			}
@@ -64,7 +64,7 @@ func TestDiffEdges(t *testing.T) {
 			}
 		})
 	}
-	if gained := Diff(nil, r)["a"].Gained; !gained.Equal(r.Partitions("a")) {
+	if gained := ringDiff(nil, r)["a"].Gained; !gained.Equal(r.Partitions("a")) {
 		t.Errorf("nil→ring: a gains %v, owns %v", gained, r.Partitions("a"))
 	}
 }

@@ -8,10 +8,10 @@ import (
 )
 
 const (
-	// FieldNamespace and FieldUID are the object fields the API server's
+	// fieldNamespace and fieldUID are the object fields the API server's
 	// sharded list/watch hashes, spelled as its shard selector spells them.
-	FieldNamespace = "object.metadata.namespace"
-	FieldUID       = "object.metadata.uid"
+	fieldNamespace = "object.metadata.namespace"
+	fieldUID       = "object.metadata.uid"
 
 	// MaxSelectorLength is the longest shard selector the API server accepts,
 	// in characters. Kubernetes 1.36 parses ListOptions.ShardSelector with
@@ -27,7 +27,7 @@ const (
 	// ranges merge, so ceil(P/2) ranges of 81 (namespace) or 75 (uid)
 	// characters, joined by " || ", one of them ending at 2^64 with a 17th
 	// hex digit: 85×ceil(P/2)−3 resp. 79×ceil(P/2)−3 characters.
-	// WorstCaseSelectorLength computes it; a test checks these constants
+	// worstCaseSelectorLength computes it; a test checks these constants
 	// against selectors actually built.
 	MaxNamespacePartitions = 2352
 	MaxUIDPartitions       = 2530
@@ -48,10 +48,10 @@ type HashRange struct {
 // Contains reports whether h lies in the range.
 func (r HashRange) Contains(h uint64) bool { return r.First <= h && h <= r.Last }
 
-// ServerHash is the hash the API server's sharded list/watch computes for a
+// serverHash is the hash the API server's sharded list/watch computes for a
 // field value: 64-bit FNV-1a over its bytes (k8s.io/apimachinery/pkg/sharding
 // HashField renders the same number as 16 hex digits). It does not allocate.
-func ServerHash(value string) uint64 {
+func serverHash(value string) uint64 {
 	return fnvAdd(fnvOffset64, value)
 }
 
@@ -118,8 +118,8 @@ func (r RangePartitioner) Field() string { return r.scheme.Field() }
 // Count returns the number of partitions.
 func (r RangePartitioner) Count() int { return int(r.n) }
 
-// PartitionOfHash returns the partition whose range contains h.
-func (r RangePartitioner) PartitionOfHash(h uint64) int {
+// partitionOfHash returns the partition whose range contains h.
+func (r RangePartitioner) partitionOfHash(h uint64) int {
 	if r.width == 0 {
 		return 0
 	}
@@ -127,9 +127,9 @@ func (r RangePartitioner) PartitionOfHash(h uint64) int {
 }
 
 // PartitionOfValue returns the partition of a field value: the range
-// containing ServerHash(value).
+// containing serverHash(value).
 func (r RangePartitioner) PartitionOfValue(value string) int {
-	return r.PartitionOfHash(ServerHash(value))
+	return r.partitionOfHash(serverHash(value))
 }
 
 // PartitionOfObject returns the partition of an object with this namespace
@@ -150,7 +150,7 @@ func (r RangePartitioner) PartitionOfObject(namespace, uid string) (p int, ok bo
 // Under SchemeNamespace it is exact: the key's namespace (the text before
 // '/', "" for a cluster-scoped key) decides, as for its object. Under
 // SchemeUID a key does not determine an object's partition; Partition then
-// places the key by ServerHash of the key itself, which is deterministic on
+// places the key by serverHash of the key itself, which is deterministic on
 // every replica and right for keys that name no API object (a singleton's),
 // but is NOT where the key's object lives: route objects and requests with
 // PartitionOfObject.
@@ -170,7 +170,7 @@ func (r RangePartitioner) PartitionOfKey(namespace, name string) int {
 	if namespace == "" {
 		return r.PartitionOfValue(name)
 	}
-	return r.PartitionOfHash(fnvAdd(fnvAdd(fnvAdd(fnvOffset64, namespace), "/"), name))
+	return r.partitionOfHash(fnvAdd(fnvAdd(fnvAdd(fnvOffset64, namespace), "/"), name))
 }
 
 // namespaceOfKey returns the namespace part of a KeyOf key: namespaces and
@@ -270,11 +270,11 @@ func rangeLength(field string) int {
 	return len("shardRange(") + len(field) + len(", '0x0123456789abcdef', '0x0123456789abcdef')")
 }
 
-// WorstCaseSelectorLength returns the length of the longest selector Selector
+// worstCaseSelectorLength returns the length of the longest selector Selector
 // can return for a ranged scheme over partitions partitions: every other
 // partition, including the last, so ceil(P/2) unmerged ranges, one of them
 // ending at 2^64. It returns 0 for SchemeKey or P < 1.
-func WorstCaseSelectorLength(scheme Scheme, partitions int) int {
+func worstCaseSelectorLength(scheme Scheme, partitions int) int {
 	if !scheme.Ranged() || partitions < 1 {
 		return 0
 	}

@@ -38,11 +38,11 @@ func TestServerHashIsTheShardingPackagesHash(t *testing.T) {
 		values = append(values, randomUID(rng))
 	}
 	for _, v := range values {
-		if got, want := fmt.Sprintf("%016x", ServerHash(v)), sharding.HashField(v); got != want {
+		if got, want := fmt.Sprintf("%016x", serverHash(v)), sharding.HashField(v); got != want {
 			t.Fatalf("ServerHash(%q) = %s, sharding.HashField says %s", v, got, want)
 		}
 	}
-	if a := testing.AllocsPerRun(100, func() { _ = ServerHash("0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e") }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { _ = serverHash("0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e") }); a != 0 {
 		t.Fatalf("ServerHash allocates %.1f times per call", a)
 	}
 }
@@ -111,7 +111,7 @@ func TestRangesTileTheHashSpace(t *testing.T) {
 var space = new(big.Int).Lsh(big.NewInt(1), 64) // 2^64
 
 // TestEveryHashIsInExactlyOnePartition checks random hashes and every
-// boundary ±1: PartitionOfHash names a range that contains the hash, and its
+// boundary ±1: partitionOfHash names a range that contains the hash, and its
 // neighbours do not (with the tiling above, no other range can).
 func TestEveryHashIsInExactlyOnePartition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -126,7 +126,7 @@ func TestEveryHashIsInExactlyOnePartition(t *testing.T) {
 			hashes = append(hashes, rng.Uint64())
 		}
 		for _, h := range hashes {
-			p := r.PartitionOfHash(h)
+			p := r.partitionOfHash(h)
 			if p < 0 || p >= n {
 				t.Fatalf("P=%d: PartitionOfHash(%#x) = %d, out of range", n, h, p)
 			}
@@ -157,7 +157,7 @@ func TestPartitionOfObjectAndKey(t *testing.T) {
 		}
 		u := randomUID(rng)
 		name := fmt.Sprintf("obj-%d", i)
-		want := ns.PartitionOfHash(ServerHash(namespace))
+		want := ns.partitionOfHash(serverHash(namespace))
 		if p, ok := ns.PartitionOfObject(namespace, u); !ok || p != want {
 			t.Fatalf("namespace scheme: PartitionOfObject(%q, %q) = %d, %v; want %d", namespace, u, p, ok, want)
 		}
@@ -170,7 +170,7 @@ func TestPartitionOfObjectAndKey(t *testing.T) {
 				t.Fatalf("%s: PartitionOfKey(%q, %q) = %d, Partition(key) = %d", r.Scheme(), namespace, name, got, want)
 			}
 		}
-		want = uid.PartitionOfHash(ServerHash(u))
+		want = uid.partitionOfHash(serverHash(u))
 		if p, ok := uid.PartitionOfObject(namespace, u); !ok || p != want {
 			t.Fatalf("uid scheme: PartitionOfObject(%q, %q) = %d, %v; want %d", namespace, u, p, ok, want)
 		}
@@ -326,7 +326,7 @@ func TestWorstCaseSelectorLength(t *testing.T) {
 				}
 				longest = max(longest, len(s))
 			}
-			if want := WorstCaseSelectorLength(scheme, n); longest != want {
+			if want := worstCaseSelectorLength(scheme, n); longest != want {
 				t.Fatalf("%s P=%d: longest selector over all subsets is %d, WorstCaseSelectorLength says %d", scheme, n, longest, want)
 			}
 		}
@@ -334,7 +334,7 @@ func TestWorstCaseSelectorLength(t *testing.T) {
 			r := mustRanges(t, scheme, n)
 			// The alternating set holding the last partition is the worst.
 			s, _ := r.Selector(alternating(n, (n-1)%2))
-			if want := WorstCaseSelectorLength(scheme, n); len(s) != want {
+			if want := worstCaseSelectorLength(scheme, n); len(s) != want {
 				t.Fatalf("%s P=%d: alternating selector is %d long, formula %d", scheme, n, len(s), want)
 			}
 		}
@@ -358,18 +358,18 @@ func TestLargestPartitionCountFitsTheServerLimit(t *testing.T) {
 			s, _ := r.Selector(alternating(tt.max, first))
 			worst = max(worst, len(s))
 		}
-		if worst > MaxSelectorLength || worst != WorstCaseSelectorLength(tt.scheme, tt.max) {
-			t.Fatalf("%s P=%d: worst selector %d characters (formula %d), limit %d", tt.scheme, tt.max, worst, WorstCaseSelectorLength(tt.scheme, tt.max), MaxSelectorLength)
+		if worst > MaxSelectorLength || worst != worstCaseSelectorLength(tt.scheme, tt.max) {
+			t.Fatalf("%s P=%d: worst selector %d characters (formula %d), limit %d", tt.scheme, tt.max, worst, worstCaseSelectorLength(tt.scheme, tt.max), MaxSelectorLength)
 		}
 		// P+1 or P+2 adds a range (ceil(P/2) grows on odd P).
 		over := tt.max + 1
-		if WorstCaseSelectorLength(tt.scheme, over) == worst {
+		if worstCaseSelectorLength(tt.scheme, over) == worst {
 			over++
 		}
-		if l := WorstCaseSelectorLength(tt.scheme, over); l <= MaxSelectorLength {
+		if l := worstCaseSelectorLength(tt.scheme, over); l <= MaxSelectorLength {
 			t.Fatalf("%s: P=%d's worst selector is %d characters, within the limit: MaxPartitions is not the largest", tt.scheme, over, l)
 		}
-		t.Logf("%s: P ≤ %d, worst selector %d characters (P=%d: %d)", tt.scheme, tt.max, worst, over, WorstCaseSelectorLength(tt.scheme, over))
+		t.Logf("%s: P ≤ %d, worst selector %d characters (P=%d: %d)", tt.scheme, tt.max, worst, over, worstCaseSelectorLength(tt.scheme, over))
 		err := Config{Partitions: tt.max + 1, Scheme: tt.scheme}.Validate()
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Field != "Partitions" || !strings.Contains(err.Error(), "shard-selector limit of 100000") {

@@ -187,11 +187,11 @@ func ringFingerprint(cfg Config, sorted []string, weights Weights) string {
 	return cfg.Fingerprint() + "-m" + strconv.Itoa(len(sorted)) + "-" + strconv.FormatUint(h.Sum64(), 16)
 }
 
-// loads turns buckets into loads (WeightOf).
+// loads turns buckets into loads (weightOf).
 func loads(weights Weights) []uint64 {
 	w := make([]uint64, len(weights))
 	for p, b := range weights {
-		w[p] = WeightOf(b)
+		w[p] = weightOf(b)
 	}
 	return w
 }

@@ -37,9 +37,9 @@ const (
 func (s Scheme) Field() string {
 	switch s {
 	case SchemeNamespace:
-		return FieldNamespace
+		return fieldNamespace
 	case SchemeUID:
-		return FieldUID
+		return fieldUID
 	}
 	return ""
 }

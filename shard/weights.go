@@ -40,9 +40,9 @@ func WeightBucket(count int) uint8 {
 	return uint8(b + 1)
 }
 
-// WeightOf returns the object count bucket b stands for, in thousandths of
+// weightOf returns the object count bucket b stands for, in thousandths of
 // an object (0 for an empty partition); 0 also for the unknown bucket 0.
-func WeightOf(b uint8) uint64 {
+func weightOf(b uint8) uint64 {
 	if b == 0 {
 		return 0
 	}

@@ -9,10 +9,10 @@ import (
 )
 
 func TestWeightBucketIsMonotoneAndTenPercentFine(t *testing.T) {
-	if b := WeightBucket(0); b != 1 || WeightOf(b) != 0 {
-		t.Fatalf("an empty partition: bucket %d weighing %d, want 1 weighing 0", b, WeightOf(b))
+	if b := WeightBucket(0); b != 1 || weightOf(b) != 0 {
+		t.Fatalf("an empty partition: bucket %d weighing %d, want 1 weighing 0", b, weightOf(b))
 	}
-	if WeightOf(0) != 0 || WeightBucket(-5) != 1 {
+	if weightOf(0) != 0 || WeightBucket(-5) != 1 {
 		t.Fatal("the unknown bucket or a negative count weighs something")
 	}
 	prev := uint8(1)
@@ -25,7 +25,7 @@ func TestWeightBucketIsMonotoneAndTenPercentFine(t *testing.T) {
 		// The representative is the largest not above the count, and the
 		// next bucket's is above it: within 10 % of count+1.
 		scaled := float64(c+1) * 1000
-		lo, hi := float64(WeightOf(b)+1000), float64(WeightOf(b+1)+1000)
+		lo, hi := float64(weightOf(b)+1000), float64(weightOf(b+1)+1000)
 		if lo > scaled || hi <= scaled || hi > lo*1.1+1 {
 			t.Fatalf("count %d: bucket %d spans [%g, %g) thousandths of count+1 = %g", c, b, lo, hi, scaled)
 		}

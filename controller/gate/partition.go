@@ -57,7 +57,7 @@ func (ps Partitions) Scheme() shard.Scheme {
 // Of returns the partition of the request namespace/name. Under
 // shard.SchemeUID that is the key's stand-in partition (see
 // shard.RangePartitioner.Partition), not where its object lives: route
-// objects with OfObject.
+// objects with ofObject.
 func (ps Partitions) Of(namespace, name string) int {
 	switch {
 	case ps.ranged:
@@ -68,13 +68,13 @@ func (ps Partitions) Of(namespace, name string) int {
 	return int(hashKey(namespace, name) % ps.n)
 }
 
-// OfObject returns the partition of the object namespace/name whose
+// ofObject returns the partition of the object namespace/name whose
 // metadata.uid is uid, as the ring's scheme places it: by its key under
 // shard.SchemeKey (and for foreign partitioners), by the hash range of its
 // namespace or UID under the ranged schemes, which is where the API server's
 // sharded list/watch puts it. Under shard.SchemeUID an empty uid has no
-// partition and OfObject returns -1, which no gate admits.
-func (ps Partitions) OfObject(namespace, name, uid string) int {
+// partition and ofObject returns -1, which no gate admits.
+func (ps Partitions) ofObject(namespace, name, uid string) int {
 	if !ps.ranged {
 		return ps.Of(namespace, name)
 	}

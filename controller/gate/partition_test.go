@@ -175,7 +175,7 @@ func TestRangedSchemesPlaceObjectsAsTheServer(t *testing.T) {
 					t.Fatalf("%s P=%d: Of(%q, %q) = %d, shard says %d", scheme, n, ns, name, got, want)
 				}
 				want, _ := rp.PartitionOfObject(ns, uid)
-				if got := ps.OfObject(ns, name, uid); got != want {
+				if got := ps.ofObject(ns, name, uid); got != want {
 					t.Fatalf("%s P=%d: OfObject(%q, %q, %s) = %d, shard says %d", scheme, n, ns, name, uid, got, want)
 				}
 				if want != shard.NewPartitioner(n).Partition(shard.KeyOf(ns, name)) {
@@ -194,13 +194,13 @@ func TestRangedSchemesPlaceObjectsAsTheServer(t *testing.T) {
 func TestUIDSchemeWithoutUIDIsNeverAdmitted(t *testing.T) {
 	ps := NewPartitions(rangePartitioner(t, shard.SchemeUID, 7))
 	g := New(7, true)
-	p := ps.OfObject("default", "web", "")
+	p := ps.ofObject("default", "web", "")
 	if p != -1 || g.Active(p) || g.Enter(p) {
 		t.Fatalf("OfObject without UID = %d (active %v); want -1, never admitted", p, g.Active(p))
 	}
 	// The namespace scheme needs no UID.
 	ns := NewPartitions(rangePartitioner(t, shard.SchemeNamespace, 7))
-	if p := ns.OfObject("default", "web", ""); p < 0 || p != ns.Of("default", "other") {
+	if p := ns.ofObject("default", "web", ""); p < 0 || p != ns.Of("default", "other") {
 		t.Fatalf("namespace scheme: OfObject without UID = %d, want the namespace's partition %d", p, ns.Of("default", "other"))
 	}
 }
@@ -210,8 +210,8 @@ func TestRangePartitionerPointerIsRanged(t *testing.T) {
 	rp := rangePartitioner(t, shard.SchemeUID, 31)
 	ps := NewPartitions(&rp)
 	want, _ := rp.PartitionOfObject("ns", uid36)
-	if !ps.Fast() || ps.Scheme() != shard.SchemeUID || ps.OfObject("ns", "name", uid36) != want || ps.OfObject("ns", "name", "") != -1 {
-		t.Fatalf("*RangePartitioner: fast=%v scheme=%q OfObject=%d, want ranged routing to %d", ps.Fast(), ps.Scheme(), ps.OfObject("ns", "name", uid36), want)
+	if !ps.Fast() || ps.Scheme() != shard.SchemeUID || ps.ofObject("ns", "name", uid36) != want || ps.ofObject("ns", "name", "") != -1 {
+		t.Fatalf("*RangePartitioner: fast=%v scheme=%q OfObject=%d, want ranged routing to %d", ps.Fast(), ps.Scheme(), ps.ofObject("ns", "name", uid36), want)
 	}
 }
 
@@ -222,7 +222,7 @@ func TestKeySchemeOfObjectIgnoresUID(t *testing.T) {
 			t.Fatalf("scheme %q, want key", ps.Scheme())
 		}
 		for _, uid := range []string{"", "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"} {
-			if got, want := ps.OfObject("ns", "name", uid), ps.Of("ns", "name"); got != want {
+			if got, want := ps.ofObject("ns", "name", uid), ps.Of("ns", "name"); got != want {
 				t.Fatalf("%T: OfObject(uid %q) = %d, want the key's %d", p, uid, got, want)
 			}
 		}
@@ -238,7 +238,7 @@ func TestRangedPathsDoNotAllocate(t *testing.T) {
 			if a := testing.AllocsPerRun(1000, func() { _ = ps.Of(k[0], k[1]) }); a != 0 {
 				t.Fatalf("%s: Of allocates %.1f times per call", scheme, a)
 			}
-			if a := testing.AllocsPerRun(1000, func() { _ = ps.OfObject(k[0], k[1], uid36) }); a != 0 {
+			if a := testing.AllocsPerRun(1000, func() { _ = ps.ofObject(k[0], k[1], uid36) }); a != 0 {
 				t.Fatalf("%s: OfObject allocates %.1f times per call", scheme, a)
 			}
 		}
@@ -249,7 +249,7 @@ func benchOfObject(b *testing.B, scheme shard.Scheme) {
 	ps := NewPartitions(rangePartitioner(b, scheme, shard.DefaultPartitions))
 	b.ReportAllocs()
 	for b.Loop() {
-		sink = ps.OfObject(key36NS, key36Name, uid36)
+		sink = ps.ofObject(key36NS, key36Name, uid36)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // system is one of the operators under test: kshard-native, the

@@ -24,8 +24,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
+	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/process"
 )
 
 const (

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/manager/process"
 )
 
 // Replica is one run (incarnation) of a replica process.

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // operatorBin is the example-operator binary TestMain builds once.

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/process"
 	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
 )

@@ -28,7 +28,15 @@ export PATH="$tools:$PATH"
 step "kubebuilder $(kubebuilder version 2>/dev/null | sed -n 's/.*KubeBuilderVersion:"\([^"]*\)".*/\1/p') init and create api"
 kubebuilder init --domain example.com --repo example.com/widgets --skip-go-version-check > "$work/init.log" 2>&1 ||
   { tail -n 40 "$work/init.log" >&2; fail "kubebuilder init failed"; }
-kubebuilder create api --group apps --version v1 --kind Widget --resource --controller --make=false > "$work/api.log" 2>&1 ||
+# The scaffold's Makefile installs controller-gen into bin/ unless
+# bin/controller-gen-<its version> exists: give it the pinned one.
+tools_version=$(sed -n 's/^CONTROLLER_TOOLS_VERSION ?= //p' Makefile)
+[[ -n "$tools_version" ]] || fail "the scaffold's Makefile names no CONTROLLER_TOOLS_VERSION"
+controller-gen --version | grep -qF " $tools_version" || fail "the scaffold uses controller-gen $tools_version, hack/kubebuilder pins $(controller-gen --version): pin the scaffold's version"
+mkdir -p bin
+cp "$tools/controller-gen" "bin/controller-gen-$tools_version"
+ln -sf "controller-gen-$tools_version" bin/controller-gen
+kubebuilder create api --group apps --version v1 --kind Widget --resource --controller > "$work/api.log" 2>&1 ||
   { tail -n 40 "$work/api.log" >&2; fail "kubebuilder create api failed"; }
 
 step "go get github.com/kshard/kshard/controller/crshard@$version"

@@ -20,8 +20,12 @@ if [[ ! "$version" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$ ]]; t
   echo "release: VERSION=$version is not a release version vX.Y.Z" >&2
   exit 2
 fi
-root=$(cd "$(dirname "$0")/../.." && pwd)
-out="$root/_output/release/$version"
+checkout=$(cd "$(dirname "$0")/../.." && pwd)
+out="$checkout/_output/release/$version"
+if [[ -n "$(git -C "$checkout" status --porcelain --untracked-files=no)" && -z "${RELEASE_DIRTY:-}" ]]; then
+  echo "release: the checkout has uncommitted changes; a release is built from a commit: commit them (or RELEASE_DIRTY=1 to build HEAD anyway)" >&2
+  exit 1
+fi
 rm -rf "$out"
 mkdir -p "$out"
 work=$(mktemp -d /tmp/kshard-release-XXXXXX)
@@ -45,8 +49,16 @@ cleanup() {
 trap cleanup EXIT
 step() { echo "release $version: $*"; }
 
+# Everything is built from a clean clone of HEAD: the module zips hold
+# exactly the committed files (never _output/ or a stray binary).
+root="$work/src"
+git clone -q "$checkout" "$root"
+commit=$(git -C "$root" rev-parse HEAD)
+step "building from commit $commit"
+
 step "publishing both modules into file://$out/proxy"
-go -C "$root/hack/kitcheck" run . -root "$root" -proxy "$out/proxy" -version "$version" -nested controller/crshard
+go -C "$root/hack/kitcheck" run . -root "$root" -proxy "$work/proxy" -version "$version" -nested controller/crshard
+mv "$work/proxy" "$out/proxy"
 
 step "building the example operator's image"
 mkdir -p "$out/image"
@@ -67,5 +79,6 @@ if [[ $(grep -c '^- ' "$out/RELEASE_NOTES.md") -eq 0 ]]; then
 fi
 
 "$root/hack/release/consumer.sh" "$version" "$out/proxy" "$work/consumer"
+echo "$commit" > "$out/COMMIT"
 step "done: $out"
 ls -l "$out" "$out/image"

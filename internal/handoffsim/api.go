@@ -35,9 +35,6 @@ type Options struct {
 	// preferred when there is one: a case the core does not defend against
 	// (see shard/handoff's package documentation), to measure it.
 	StaleAcross bool
-	// TrustWatchOrder turns off the cores' defence against stale views
-	// (internal/handoffhook), to show the fault reaches them.
-	TrustWatchOrder bool
 	// LongFaults makes the faults last 30–70 s instead of 1–21 s: a
 	// wrong expiry from clock rates needs a member active while faults go
 	// on (a slow-clocked holder cut off from the API server, a fast-clocked

@@ -66,11 +66,3 @@ func TestLabelsReplayExactly(t *testing.T) {
 		}
 	}
 }
-
-// The core's simulation-only hooks are registered by handoff's init, before
-// this package's variables are set: every simulation depends on them.
-func TestCoreHooksRegistered(t *testing.T) {
-	if coreHooks.SetRingBuilder == nil || coreHooks.SetTrustWatchOrder == nil || coreHooks.Proven == nil || coreHooks.Tombstones == nil {
-		t.Fatal("handoff.Core's hooks (internal/handoffhook) are not registered")
-	}
-}

@@ -5,20 +5,23 @@ import (
 	"github.com/kshard/kshard/shard/handoff"
 )
 
-// coreHooks are handoff.Core's simulation-only operations: a ring builder
-// shared by a seed's cores, the stale-view defence's switch, and the
-// oracle's reads of proofs and tombstones. handoff registers them in its
-// init, which runs before this package's variables are initialised
-// (TestCoreHooksRegistered).
-var coreHooks, _ = handoffhook.For[*handoff.Core]()
-
 // NewCore returns a core for the process, as an external Shell must build
-// it: from Config, with the seed's shared ring builder.
+// it: from Config, with the simulation's hooks (internal/handoffhook): the
+// seed's shared ring builder, and the oracle's reads of the core's proofs
+// and tombstones.
 func (p *proc) NewCore() (*handoff.Core, error) {
-	core, err := handoff.New(p.Config())
+	h := &handoffhook.Hooks{RingBuilder: p.w.ring}
+	core, err := handoff.New(p.Config(), h)
 	if err != nil {
 		return nil, err
 	}
-	coreHooks.SetRingBuilder(core, p.w.ring)
+	if p.coreHooks == nil {
+		p.coreHooks = map[*handoff.Core]*handoffhook.Hooks{}
+	}
+	p.coreHooks[core] = h
 	return core, nil
 }
+
+// hooks returns the hooks of the process's core; nil if NewCore did not
+// build it.
+func (p *proc) hooks() *handoffhook.Hooks { return p.coreHooks[p.core] }

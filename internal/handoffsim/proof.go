@@ -93,7 +93,7 @@ func (w *world) reportEnd(p *proc) {
 func (p *proc) checkProofs() {
 	w := p.w
 	for _, o := range w.procs {
-		if o.alive && o != p && o.pod != "" && coreHooks.Proven(p.core, o.pod, o.inc) {
+		if o.alive && o != p && o.pod != "" && p.hooks().Proven(o.pod, o.inc) {
 			w.fail("%s is handed a proof that %s has ended while it runs", p, o)
 			return
 		}
@@ -106,7 +106,7 @@ func (w *world) provenCount() int {
 	n := 0
 	for _, p := range w.procs {
 		for _, o := range w.procs {
-			if o != p && o.pod != "" && coreHooks.Proven(p.core, o.pod, o.inc) {
+			if o != p && o.pod != "" && p.hooks().Proven(o.pod, o.inc) {
 				n++
 			}
 		}

@@ -46,9 +46,6 @@ type simParams struct {
 	clockSkewPPM int64 // clock-rate fault: a replica's clock runs at 1 ± up to this; 0: no such fault
 	staleView    bool  // stale-view fault: a replica's informer shows an older state of a peer's Lease
 	staleAcross  bool  // the stale state may be one of an earlier incarnation (not defended)
-	// trustWatchOrder turns off the core's defence against stale views
-	// (coreHooks.SetTrustWatchOrder), to show that the stale-view fault is real.
-	trustWatchOrder bool
 	// partitionCache: sharded caches (cache.go); ignoreCacheSync builds
 	// the cores without the synced-before-act rule.
 	partitionCache, ignoreCacheSync bool
@@ -370,7 +367,6 @@ func newWorld(seed uint64, opts Options) *world {
 	w := &world{seed: seed, rng: rng, p: randomParams(rng)}
 	w.p.clockSkewPPM = max(opts.ClockSkewPPM, 0)
 	w.p.staleView, w.p.staleAcross = !opts.NoStaleViews, opts.StaleAcross
-	w.p.trustWatchOrder = opts.TrustWatchOrder
 	w.p.partitionCache, w.p.ignoreCacheSync = opts.PartitionCache || opts.Balance, opts.IgnoreCacheSync
 	if opts.Balance {
 		w.p.ring.Scheme, w.p.ring.Balance = shard.SchemeNamespace, 0.05
@@ -573,7 +569,10 @@ func (w *world) start(i int) {
 		}
 		p.shell, p.core = sh, sh.Core()
 	}
-	coreHooks.SetTrustWatchOrder(p.core, w.p.trustWatchOrder)
+	if p.hooks() == nil {
+		w.fail("shell: its core was not built by Process.NewCore, so the oracle cannot read it")
+		return
+	}
 	w.procs = append(w.procs, p)
 	w.tracef("%s start (drift %+dppm)", p, p.driftPPM)
 	// The informer lists, then the controllers' caches sync.
@@ -834,14 +833,17 @@ func (w *world) afterMutation(identity string, thirdParty ...bool) {
 // proc is one process: the core plus the shell around it (Lease client,
 // informer, controllers), as manager/ and lease/ will build it.
 type proc struct {
-	w        *world
-	id, inc  string
-	core     *handoff.Core
-	alive    bool
-	cutOff   bool
-	leaving  bool
-	driftPPM int64
-	offset   time.Duration
+	w       *world
+	id, inc string
+	core    *handoff.Core
+	// hooks: the simulation's hooks of each core NewCore built for the
+	// process (the world's, and the shell's that replaces it), by core.
+	coreHooks map[*handoff.Core]*handoffhook.Hooks
+	alive     bool
+	cutOff    bool
+	leaving   bool
+	driftPPM  int64
+	offset    time.Duration
 	// The clock reads offset+clockL0 at world time clockT0 and runs at
 	// 1+driftPPM/10⁶ since (setClockRate moves clockT0 and clockL0).
 	clockT0, clockL0 time.Duration
@@ -1608,7 +1610,7 @@ func (p *proc) confirm(ref handoff.LeaseRef) {
 // still gone voids it. A Lease still in p's view that the read finds gone
 // becomes a tombstone instead.
 func (p *proc) tombstone(identity string) bool {
-	return slices.ContainsFunc(coreHooks.Tombstones(p.core), func(o handoffhook.Tombstone) bool { return o.Identity == identity })
+	return slices.ContainsFunc(p.hooks().Tombstones(), func(o handoffhook.Tombstone) bool { return o.Identity == identity })
 }
 
 // readLease reads ref's Lease directly, as Confirm does, and calls answer
@@ -1795,7 +1797,7 @@ func observedOf(l *storedLease) handoff.Observed {
 // tombstone after a graceful leave of theirs (see world.leaveTombstones).
 func (p *proc) countLeaveTombstones() {
 	w := p.w
-	for _, peer := range coreHooks.Tombstones(p.core) {
+	for _, peer := range p.hooks().Tombstones() {
 		// A void record (the departure of an empty claim, kept while
 		// reported) waits on nothing: Tombstones leaves it out.
 		if !w.leftIncs[peer.Incarnation] {

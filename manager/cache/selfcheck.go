@@ -213,7 +213,7 @@ func (l *Labelled) checkOnce(ctx context.Context, st *checkState) {
 // running ones once synced, so nothing stops being served meanwhile.
 func (l *Labelled) relist(segments, unlabelled bool) {
 	if segments {
-		l.segs.Relist()
+		l.segs.relist()
 	}
 	if !unlabelled {
 		return
@@ -225,14 +225,14 @@ func (l *Labelled) relist(segments, unlabelled bool) {
 	}
 }
 
-// Relist lists every held partition again in one compaction, which
+// relist lists every held partition again in one compaction, which
 // replaces the running segments once it has synced and caught up with them
 // (handOver): a store that lost an object gets it back, and reads never go
 // back to an older state meanwhile. It reports whether it started one:
 // not before Run or after it, not while nothing is held, and not in the
 // fallback, whose one informer of the whole resource a relist would only
 // duplicate.
-func (s *Segmented) Relist() bool {
+func (s *Segmented) relist() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx == nil || s.stopped || !s.filtered || s.held.IsEmpty() {

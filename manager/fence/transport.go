@@ -12,13 +12,13 @@ import (
 
 // Reasons of kshard_writes_refused_total.
 const (
-	// ReasonReconcile: the write's context carries a validity (a reconcile's
+	// reasonReconcile: the write's context carries a validity (a reconcile's
 	// or a singleton's) that has passed or was ended by a fence.
-	ReasonReconcile = "reconcile"
-	// ReasonReplica: the write's context carries no validity and the
+	reasonReconcile = "reconcile"
+	// reasonReplica: the write's context carries no validity and the
 	// replica's own validity, held before, has passed or was ended by a
 	// fence, with no renewal since.
-	ReasonReplica = "replica"
+	reasonReplica = "replica"
 )
 
 // Transport returns a rest.Config WrapTransport function (for
@@ -33,8 +33,8 @@ const (
 //     was ever valid (starting, not a member yet) such writes pass, so
 //     setup writes work.
 //
-// Each refusal is counted in refused by reason (ReasonReconcile,
-// ReasonReplica; nil: not counted; see NewWritesRefused). Reads pass
+// Each refusal is counted in refused by reason (reasonReconcile,
+// reasonReplica; nil: not counted; see NewWritesRefused). Reads pass
 // unchanged. replica nil means the replica is never valid: only the
 // first rule applies.
 //
@@ -94,18 +94,18 @@ func (t *transport) refusal(req *http.Request) (why, reason string) {
 			return "", ""
 		}
 		if until.IsZero() {
-			return "the reconcile's lease validity was ended by a fence", ReasonReconcile
+			return "the reconcile's lease validity was ended by a fence", reasonReconcile
 		}
-		return "the reconcile's lease validity passed at " + until.Format(time.RFC3339Nano), ReasonReconcile
+		return "the reconcile's lease validity passed at " + until.Format(time.RFC3339Nano), reasonReconcile
 	}
 	v := t.replica()
 	switch {
 	case !v.EverHeld() || v.ValidAt(now):
 		return "", ""
 	case v.Until.IsZero():
-		return "the replica's lease validity was ended by a fence (issued without a reconcile context; waiting for a renewal)", ReasonReplica
+		return "the replica's lease validity was ended by a fence (issued without a reconcile context; waiting for a renewal)", reasonReplica
 	default:
-		return "the replica's lease validity passed at " + v.Until.Format(time.RFC3339Nano) + " (issued without a reconcile context; waiting for a renewal)", ReasonReplica
+		return "the replica's lease validity passed at " + v.Until.Format(time.RFC3339Nano) + " (issued without a reconcile context; waiting for a renewal)", reasonReplica
 	}
 }
 
@@ -127,7 +127,7 @@ func NewWritesRefused() *prometheus.CounterVec {
 		Name: "kshard_writes_refused_total",
 		Help: "API writes refused by the clients before sending, by reason: reconcile (issued under a reconcile or singleton whose lease validity had passed or was ended by a fence), replica (issued without a reconcile context while the replica's own validity, once held, had passed or was ended by a fence, before a renewal re-established it).",
 	}, []string{"reason"})
-	c.WithLabelValues(ReasonReconcile)
-	c.WithLabelValues(ReasonReplica)
+	c.WithLabelValues(reasonReconcile)
+	c.WithLabelValues(reasonReplica)
 	return c
 }

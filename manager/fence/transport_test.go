@@ -75,7 +75,7 @@ func TestTransportRefusesWriteOnceValidityPassedEvenIfContextNotDone(t *testing.
 	if len(next.sent) != 0 {
 		t.Fatalf("the transport passed on %v", next.sent)
 	}
-	if got := counterValue(t, tr.refused, ReasonReconcile); got != 4 {
+	if got := counterValue(t, tr.refused, reasonReconcile); got != 4 {
 		t.Fatalf("refused counter = %v, want 4", got)
 	}
 }
@@ -120,7 +120,7 @@ func TestTransportPassesReadsAndWritesWithoutValidity(t *testing.T) {
 	if got, want := strings.Join(next.sent, ","), "GET,HEAD,PUT"; got != want {
 		t.Fatalf("sent %s, want %s", got, want)
 	}
-	if got := counterValue(t, tr.refused, ReasonReconcile); got != 0 {
+	if got := counterValue(t, tr.refused, reasonReconcile); got != 0 {
 		t.Fatalf("refused counter = %v, want 0", got)
 	}
 }
@@ -209,10 +209,10 @@ func TestTransportReplicaValidity(t *testing.T) {
 		}
 		t.Logf("%s: %v", step.name, err)
 	}
-	if got := counterValue(t, tr.refused, ReasonReplica); got != 3 {
+	if got := counterValue(t, tr.refused, reasonReplica); got != 3 {
 		t.Fatalf("refused for the replica = %v, want 3", got)
 	}
-	if got := counterValue(t, tr.refused, ReasonReconcile); got != 1 {
+	if got := counterValue(t, tr.refused, reasonReconcile); got != 1 {
 		t.Fatalf("refused for a reconcile = %v, want 1", got)
 	}
 	if len(next.sent) != 3 {

@@ -11,11 +11,20 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kshard/kshard/internal/process"
 )
 
 // CacheReportServer names the server a replica process binds with
 // ServeCacheReport in its "serving" log line; Env.CacheReport finds it so.
 const CacheReportServer = "kshardtest cache"
+
+// Names of the servers a kshard manager reports in its "serving" log line,
+// for Env.ServingAddr: its metrics server and its health probe server.
+const (
+	MetricsServer = process.ServerMetrics
+	ProbeServer   = process.ServerProbe
+)
 
 // cacheReportPath is where ServeCacheReport answers.
 const cacheReportPath = "/cache"
@@ -109,7 +118,7 @@ func (e *Env) CacheReport(ctx context.Context, identity string) ([]CachedObject,
 }
 
 // ServingAddr waits until identity's process has logged the "serving" line
-// of server (process.ServerMetrics, process.ServerProbe, CacheReportServer
+// of server (MetricsServer, ProbeServer, CacheReportServer
 // or a server of the operator's own that logs one so; ctx bounds the wait)
 // and returns the address to dial. Only process replicas (StartProcess)
 // log to a file the kit reads.

@@ -17,9 +17,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/manager/process"
 )
 
 // Replica is what one run of a replica is given: its identity and the

@@ -155,19 +155,6 @@ func TestCoordinatorSimulationReplaysExactly(t *testing.T) {
 	}
 }
 
-// The stale-view fault reaches the cores behind the real coordinator too:
-// with their defence off (handoffsim.Options.TrustWatchOrder) the
-// simulation finds a violation.
-func TestCoordinatorSimulationFindsStaleViewsWithoutDefence(t *testing.T) {
-	opts := handoffsim.Options{Shell: newSimShell, ClockSkewPPM: -1, TrustWatchOrder: true, StopAtSafety: true}
-	s := handoffsim.RunSeeds(0, 4000, opts)
-	t.Logf("stale views, defence off: seeds=%d violations=%d (safety %d), %d stale views, in %v; first: seed %d: %s",
-		s.Seeds, s.Violations, s.Safety, s.StaleViews, s.Elapsed.Round(time.Millisecond), s.First, s.FirstViolation)
-	if s.Safety == 0 {
-		t.Fatal("no safety violation with stale views and the defence off: the stale-view fault does not reach the coordinator's core")
-	}
-}
-
 // TestCoordinatorSimulationPartitionCache runs the coordinator simulation
 // with sharded caches (handoffsim.Options.PartitionCache): the coordinator
 // hands the core's Hold to the cache and feeds back what it synced, and the

@@ -3,8 +3,8 @@
 // whether the ring has converged on a set of replicas. It is the one reader
 // of ring state outside the replicas themselves: the `kshard status` and
 // `kshard owner` commands, the demo, kshard's e2e harness and its tests use
-// it, and so can an operator author's tests (a future test kit,
-// manager/kshardtest, builds on it and on package manager/process).
+// it, and so can an operator author's tests (the test kit,
+// manager/kshardtest, builds on it).
 //
 // Analyze is pure: callers pass the Leases and the time to judge them by,
 // so every rule is table-tested without an API server. Read lists a ring's

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -78,7 +79,11 @@ type Core struct {
 }
 
 // New returns a Core for cfg, in state joining, with nothing claimed.
-func New(cfg Config) (*Core, error) {
+//
+// hooks are for kshard's own simulations (internal/handoffhook): a program
+// outside kshard cannot name their type, so it passes none, and nil ones
+// are ignored.
+func New(cfg Config, hooks ...*handoffhook.Hooks) (*Core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,7 +91,7 @@ func New(cfg Config) (*Core, error) {
 	p := cfg.Ring.Partitions
 	fingerprint := cfg.Ring.Fingerprint()
 	empty := shard.NewPartitionSet(p)
-	return &Core{
+	c := &Core{
 		cfg:         cfg,
 		partitions:  p,
 		fingerprint: fingerprint,
@@ -113,7 +118,13 @@ func New(cfg Config) (*Core, error) {
 		handover:     newHandover(cfg.HandoverTimeout, p),
 
 		unacked: newUnacked(p),
-	}, nil
+	}
+	for _, h := range hooks {
+		if h != nil {
+			c.attach(h)
+		}
+	}
+	return c, nil
 }
 
 // Inputs. Each records what the shell observed or carried out; decisions

@@ -96,7 +96,7 @@
 // in state leaving or joining so marked places the ring like an active
 // one, so no peer targets its partitions while it restarts. Its next
 // incarnation takes the Lease over at once when it shows state leaving,
-// Returning and an empty claim (LeftForReturn): that writer ran nothing
+// Returning and an empty claim (leftForReturn): that writer ran nothing
 // when it wrote that version and never claims again, and the takeover is
 // conditioned on the version. The returning incarnation keeps the mark
 // while it joins, for at most LeaseDuration; a peer that dropped the place

@@ -27,14 +27,14 @@ func RingMember(l Observed, fingerprint string) bool {
 	return l.Problem == "" && !l.ClaimUnknown && !l.Terminating && placed && l.Fingerprint == fingerprint
 }
 
-// LeftForReturn reports whether l is the Lease an incarnation left for its
+// leftForReturn reports whether l is the Lease an incarnation left for its
 // identity's next one (Config.KeepPlaceOnLeave): well-formed, in state
 // leaving, keeping its place, and claiming nothing. Its writer ran nothing
 // when it wrote that version (drain before release) and, leaving, never
 // claims again, so the next incarnation takes it over at once, without
 // waiting it out: a takeover conditioned on that version either lands
 // before any later write of it or fails.
-func LeftForReturn(l Observed) bool {
+func leftForReturn(l Observed) bool {
 	return l.Problem == "" && !l.ClaimUnknown && !l.Terminating && l.Incarnation != "" &&
 		l.State == StateLeaving && l.Returning && l.Claim.IsEmpty()
 }

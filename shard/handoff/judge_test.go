@@ -100,7 +100,7 @@ func TestLeftForReturn(t *testing.T) {
 			l := left
 			l.Record = left.Record.Clone()
 			tc.mutate(&l)
-			if got := LeftForReturn(l); got != tc.want {
+			if got := leftForReturn(l); got != tc.want {
 				t.Fatalf("LeftForReturn = %v, want %v", got, tc.want)
 			}
 		})

@@ -52,7 +52,7 @@ type ownLease struct {
 	// from when this core learnt of it, like a peer's ghost.
 	ghosts ghostList
 	// returnedAt: when this incarnation found its Lease left for it by
-	// the previous one (LeftForReturn) and took it over at once; zero
+	// the previous one (leftForReturn) and took it over at once; zero
 	// otherwise. It keeps that place in the ring while it joins
 	// (Core.updateReturning).
 	returnedAt time.Time
@@ -223,10 +223,10 @@ func (o *ownLease) confirmFailed() {
 // Lease changed, the watch shows the new version, which is waited out
 // afresh. A proven death (judgeProof) voids it at once. A damaged own
 // Lease is rewritten over the version seen (repair). A Lease the previous
-// incarnation left for this one (LeftForReturn) is taken over at once.
+// incarnation left for this one (leftForReturn) is taken over at once.
 func (o *ownLease) judge(now time.Time, observation uint64, r *Ready) {
 	o.ghosts = o.ghosts.prune(now, o.lease, observation)
-	if p := o.prior; p != nil && !p.void && !p.takingOver && LeftForReturn(p.obs) {
+	if p := o.prior; p != nil && !p.void && !p.takingOver && leftForReturn(p.obs) {
 		// Left for this incarnation: nothing to wait out.
 		p.void = true
 		o.returnedAt = now

@@ -156,11 +156,6 @@ type peerView struct {
 	fingerprint  string
 	lease        time.Duration // LeaseDuration
 	collectAfter time.Duration // GarbageCollectAfter
-	// trustWatchOrder turns off the defence against stale views of a
-	// peer's Lease (see staleObservation). Only the simulation sets it
-	// (internal/handoffhook), to show that its stale-view fault breaks the
-	// invariant without it.
-	trustWatchOrder bool
 
 	byID        map[string]*peer
 	ids         []string // sorted keys of byID
@@ -359,7 +354,7 @@ func (v *peerView) meaning(l Observed) Observed { return meaning(l, v.fingerprin
 // API server, would otherwise show a claim dropped that was added back
 // since, and a holder active on it would look free.
 func (v *peerView) staleObservation(old *peer, l Observed) (latest Record, stale bool) {
-	if v.trustWatchOrder || !wellFormed(l) {
+	if trustWatchOrder || !wellFormed(l) {
 		return Record{}, false
 	}
 	return old.history.newer(l)

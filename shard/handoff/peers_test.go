@@ -115,7 +115,7 @@ func TestPeerViewObserve(t *testing.T) {
 		},
 		blocked: set(0, 1), kept: []string{"b"},
 	}, {
-		name:  "with the defence off a stale view drops the claim",
+		name:  "with the defence off a stale view drops the claim (the mutant)",
 		trust: true,
 		steps: []step{
 			{0, []Observed{withGeneration(leaseOf("b", "b1", "u1", "1", StateActive, 0, 1), 3)}},
@@ -128,8 +128,10 @@ func TestPeerViewObserve(t *testing.T) {
 		blocked: shard.FullPartitionSet(testRing.Partitions), kept: []string{"b"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.trust != trustWatchOrder {
+				t.Skipf("a case of the core built with trustWatchOrder %v (-tags mutant_trustwatchorder): this one is %v", tc.trust, trustWatchOrder)
+			}
 			v := newTestView()
-			v.trustWatchOrder = tc.trust
 			var now time.Time
 			for _, s := range tc.steps {
 				now = t0.Add(s.at)

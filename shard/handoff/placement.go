@@ -17,7 +17,7 @@ import (
 // when its view or weights change.
 type placement struct {
 	cfg         shard.Config
-	build       handoffhook.RingBuilder // shard.NewWeighted; the simulation shares one across its cores (handoffhook)
+	build       handoffhook.RingBuilder // shard.NewWeighted; the simulation shares one across its cores (New's hooks)
 	built       bool
 	view        []string      // the members the ring was built from, sorted
 	viewWeights shard.Weights // the weights it was built with

@@ -113,14 +113,14 @@ type TimingNames struct {
 	DrainGracePeriod, GracefulShutdownTimeout               string
 }
 
-// FieldNames names the timings as Timing's (and the options structs')
+// fieldNames names the timings as Timing's (and the options structs')
 // fields.
-var FieldNames = TimingNames{LeaseDuration: "LeaseDuration", RenewDeadline: "RenewDeadline", RenewPeriod: "RenewPeriod", RenewTimeout: "RenewTimeout",
+var fieldNames = TimingNames{LeaseDuration: "LeaseDuration", RenewDeadline: "RenewDeadline", RenewPeriod: "RenewPeriod", RenewTimeout: "RenewTimeout",
 	DrainGracePeriod: "DrainGracePeriod", GracefulShutdownTimeout: "GracefulShutdownTimeout"}
 
 // Validate reports the first rule that t (after defaults) breaks, naming the
 // fields by their option names.
-func (t Timing) Validate() error { return t.ValidateNamed(FieldNames) }
+func (t Timing) Validate() error { return t.ValidateNamed(fieldNames) }
 
 // ValidateNamed is Validate with the timings called by n in the error: the
 // one check of the rule LeaseDuration > RenewDeadline > RenewPeriod and of

@@ -23,7 +23,6 @@ import (
 
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/manager/process"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -326,7 +325,7 @@ func (f *fleet) configMapMode(ids []string) (string, error) {
 	defer cancel()
 	modes := map[string]string{}
 	for _, id := range ids {
-		addr, err := f.env.ServingAddr(ctx, id, process.ServerMetrics)
+		addr, err := f.env.ServingAddr(ctx, id, kshardtest.MetricsServer)
 		if err != nil {
 			return "", err
 		}

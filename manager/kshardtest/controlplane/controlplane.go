@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // Options configure a control plane. The zero value is usable.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // component is one control-plane executable, run by the process runner.

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // fleet owns the example-operator replica processes: it starts them, signals

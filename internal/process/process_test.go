@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/manager/process"
+	"github.com/kshard/kshard/internal/process"
 )
 
 // sh starts a shell script as a process logging to a temporary file.

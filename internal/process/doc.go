@@ -11,8 +11,8 @@
 // caller reads the address the kernel gave them, so no port is chosen ahead
 // of time and none can be taken by someone else before it is bound.
 //
-// The package is public so that operator authors' tests can run their own
-// replicas the same way (a future test kit, manager/kshardtest, builds on
-// it); package manager/ringstatus is its companion for reading the ring.
-// It is Linux-first: process groups, Pdeathsig and /proc are Linux's.
+// It is internal: operator authors' tests run their replicas as processes
+// through the test kit, manager/kshardtest, which builds on it (its
+// MetricsServer and ProbeServer name the servers this package's
+// ServingAddr finds). It is Linux-first: process groups, Pdeathsig and /proc are Linux's.
 package process
