@@ -16,7 +16,7 @@ BALANCE   ?= 0
 # together, even rounds staggered).
 START     ?= together
 
-.PHONY: test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 sim-mutants kubebuilder-check
+.PHONY: test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants kubebuilder-check
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the alert rules against their fault and clean series (alerts-check), the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
 test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
@@ -240,6 +240,12 @@ chaos-crshard-mapped: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v -run TestMappedOperatorChaos . -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## compat: the Kubernetes version matrix (not in CI, which tests the pin in hack/tools): for each minor in COMPAT_VERSIONS (default 1.34 1.35 1.36 1.37; pins in hack/tools/compat, written by hack/tools/pin.sh -o), builds that control plane into the kit's cache once (~10-12 min each on a quiet machine) and runs on it the lease integration tests with the kubectl get leases -L columns, the ring's and the labels-mode cache's integration tests, chaos-labels' crash, rolling-restart and label-tampering scenarios and the adapter's chaos scenario, COMPAT_ROUNDS rounds each (default 3; ~25 min a version); results in e2e/compat/RESULTS.md, logs in /tmp/kshard-compat.
+COMPAT_VERSIONS ?= 1.34 1.35 1.36 1.37
+COMPAT_ROUNDS   ?= 3
+compat:
+	COMPAT_ROUNDS=$(COMPAT_ROUNDS) hack/compat.sh $(COMPAT_VERSIONS)
 
 ## compat-cr024: the adapter on controller-runtime v0.24 (with the k8s.io v0.37 modules), as an operator that stays on v0.24 builds it (the adapter requires v0.25; e2e/crshard-cr024 pins v0.24.1 with a replace): checks the versions built, runs the adapter's own tests (-race) under them, builds the chaos operators there (e2e/bench/crshardop and its mapped variant, -tags kshardtest) and runs chaos-crshard's and chaos-crshard-mapped's scenarios on them, ROUNDS rounds each (default 3 here; ~1 min a round and scenario, about 25 min at 3 rounds); summary in $(CHAOS_SUMMARY).
 CR024_ROUNDS = $(if $(filter command line environment,$(origin ROUNDS)),$(ROUNDS),3)

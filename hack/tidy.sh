@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make tidy: go mod tidy in the given module directories (default: every
-# module of the repository but hack/tools, which hack/tools/pin.sh writes).
+# module of the repository but hack/tools and its compat pins, which
+# hack/tools/pin.sh writes).
 # With -diff, change nothing: print what tidying would change and fail if
 # anything would.
 #
@@ -21,7 +22,7 @@ if [[ "${1:-}" == -diff ]]; then diff=true; shift; fi
 dirs=("$@")
 if (( ${#dirs[@]} == 0 )); then
   mapfile -t dirs < <(cd "$root" && git ls-files --cached --others --exclude-standard -- go.mod '*/go.mod' |
-    xargs -n1 dirname | grep -vx hack/tools | sort -u)
+    xargs -n1 dirname | grep -Ev '^hack/tools(/|$)' | sort -u)
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

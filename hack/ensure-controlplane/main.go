@@ -1,6 +1,8 @@
 // Command ensure-controlplane builds (or finds in the cache) the pinned
 // kube-apiserver, etcd and kube-controller-manager binaries and prints where
-// they are. `make binaries` runs it so the first test run shows build progress.
+// they are. `make binaries` runs it so the first test run shows build
+// progress; `make compat` runs it with -tools-dir for each extra pin in
+// hack/tools/compat, so each version is built once into the same cache.
 package main
 
 import (
@@ -18,7 +20,16 @@ import (
 
 func main() {
 	printDir := flag.Bool("print-dir", false, "print only the directory holding the binaries (for KSHARD_BIN_DIR)")
+	toolsDir := flag.String("tools-dir", "", "build from the tools module (go.mod and go.sum pinning one Kubernetes version) in this directory, e.g. hack/tools/compat/v1.34, instead of the one the kit carries; the same as "+controlplane.EnvToolsDir)
 	flag.Parse()
+	if *toolsDir != "" {
+		abs, err := filepath.Abs(*toolsDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ensure-controlplane: -tools-dir %s: %v\n", *toolsDir, err)
+			os.Exit(2)
+		}
+		os.Setenv(controlplane.EnvToolsDir, abs)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

@@ -73,7 +73,7 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 		progress = io.Discard
 	}
 	if dir := os.Getenv(EnvBinDir); dir != "" {
-		b := binariesIn(dir, "")
+		b := binariesIn(dir, manifestVersion(dir))
 		for _, p := range []string{b.APIServer, b.Etcd, b.ControllerManager} {
 			if err := checkExecutable(p); err != nil {
 				return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", EnvBinDir, dir, err)
@@ -96,13 +96,17 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("creating binary cache %s: %w (set %s to a writable directory)", root, err, EnvCacheDir)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(root, "build.lock"), progress)
+	// One lock per cache entry: a build of one pin (make compat's extra
+	// versions take 10-20 minutes each) must not hold up tests that only
+	// read another, already built entry.
+	name := "kubernetes-" + version + "-" + key
+	unlock, err := lockFile(ctx, filepath.Join(root, name+".lock"), progress)
 	if err != nil {
 		return Binaries{}, err
 	}
 	defer unlock()
 
-	dir := filepath.Join(root, "kubernetes-"+version+"-"+key)
+	dir := filepath.Join(root, name)
 	if err := verifyCached(dir); err == nil {
 		return binariesIn(dir, version), nil
 	} else if !errors.Is(err, os.ErrNotExist) {

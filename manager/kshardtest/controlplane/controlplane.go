@@ -34,7 +34,8 @@ type Options struct {
 	// deletion and namespace deletion. Defaults to false.
 	ControllerManager bool
 	// ShardedListAndWatch enables the alpha ShardedListAndWatch feature gate
-	// (Kubernetes 1.36) on the API server. Defaults to false.
+	// (Kubernetes 1.36 and later) on the API server. Defaults to false. On
+	// older binaries Start returns an error wrapping ErrUnsupportedVersion.
 	ShardedListAndWatch bool
 	// ExtraAPIServerArgs are appended to the API server's command line.
 	ExtraAPIServerArgs []string
@@ -89,7 +90,12 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		}
 		bins = &b
 	}
-	cp = &ControlPlane{opts: opts, bins: *bins, dir: opts.Dir}
+	resolved := *bins
+	resolveVersion(ctx, &resolved)
+	if err := checkVersion(opts, resolved); err != nil {
+		return nil, err
+	}
+	cp = &ControlPlane{opts: opts, bins: resolved, dir: opts.Dir}
 	if cp.dir == "" {
 		d, err := os.MkdirTemp("", "kshard-controlplane-")
 		if err != nil {
@@ -312,6 +318,11 @@ func (cp *ControlPlane) Host() string { return fmt.Sprintf("https://127.0.0.1:%d
 
 // Binaries are the executables this control plane runs.
 func (cp *ControlPlane) Binaries() Binaries { return cp.bins }
+
+// KubernetesVersion is the version of the running binaries (v1.36.3), from
+// the cache's manifest or kube-apiserver --version; empty when the binary
+// does not say (an unstamped build).
+func (cp *ControlPlane) KubernetesVersion() string { return cp.bins.KubernetesVersion }
 
 // Config returns a fresh rest.Config for the admin identity (system:masters).
 // QPS and burst are raised above client-go's defaults so tests are not

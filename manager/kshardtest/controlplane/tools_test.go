@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +81,34 @@ func TestToolsDirWithoutGoModIsNamed(t *testing.T) {
 	_, err := loadTools()
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte(EnvToolsDir+"="+dir)) {
 		t.Fatalf("err = %v, want one naming %s=%s", err, EnvToolsDir, dir)
+	}
+}
+
+// Each pin of make compat's matrix lives in hack/tools/compat/v1.MINOR and
+// must pin that minor; a pin copied to the wrong directory would test
+// another version under this one's name.
+func TestCompatPinsMatchTheirDirectory(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join(hackTools, "compat", "v1.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Skipf("no %s/compat pins here (not a kshard checkout)", hackTools)
+	}
+	for _, dir := range dirs {
+		t.Setenv(EnvToolsDir, dir)
+		tools, err := loadTools()
+		if err != nil {
+			t.Errorf("%s: %v", dir, err)
+			continue
+		}
+		version, _, err := toolsVersion(tools)
+		if err != nil {
+			t.Errorf("%s: %v", dir, err)
+			continue
+		}
+		if want := filepath.Base(dir) + "."; !strings.HasPrefix(version, want) {
+			t.Errorf("%s pins k8s.io/kubernetes %s, want %sN: rerun hack/tools/pin.sh -o %s with that minor's newest patch", dir, version, want, dir)
+		}
 	}
 }
