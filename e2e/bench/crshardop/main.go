@@ -128,7 +128,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS}
+	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS, readEpoch: *watchEpoch}
 	b := ring.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(objects.newObject(), builder.WithPredicates(predicate.Funcs{
@@ -235,6 +235,12 @@ type reconciler struct {
 	identity string
 	latency  time.Duration
 	epochNS  string // --epoch-namespace; "": each object's own
+	// readEpoch: the epoch is watched (--watch-epoch) and read. Without
+	// the watch the reconciler must not read it either: under
+	// --cache-mode=labels the epoch ConfigMap is in some other replica's
+	// partition, and a sharded cache refuses reads of a partition it does
+	// not hold (cache.ErrPartitionNotHeld).
+	readEpoch bool
 }
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
@@ -267,13 +273,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	data, _ := r.kind.data(obj)
 	epoch := "0"
-	var ep corev1.ConfigMap
-	epochNS := cmp.Or(r.epochNS, req.Namespace)
-	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
-	case err == nil:
-		epoch = ep.Data[epochKey]
-	case !apierrors.IsNotFound(err):
-		return reconcile.Result{}, err
+	if r.readEpoch {
+		var ep corev1.ConfigMap
+		epochNS := cmp.Or(r.epochNS, req.Namespace)
+		switch err := r.client.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
+		case err == nil:
+			epoch = ep.Data[epochKey]
+		case !apierrors.IsNotFound(err):
+			return reconcile.Result{}, err
+		}
 	}
 	want := data[genKey] + "/" + epoch
 	if obj.GetAnnotations()[annObserved] == want {
