@@ -27,8 +27,8 @@ type Liveness struct {
 	WorstWrite Record
 	// WorstNet is the longest wait less the faults that extended its
 	// write's allowance (with no Bound, the faults its wait overlapped):
-	// the figure Bound is compared with. Equal to Worst when no fault was
-	// recorded.
+	// the figure Bound is compared with, at least 0. Equal to Worst when no
+	// fault was recorded.
 	WorstNet      time.Duration
 	WorstNetWrite Record
 	// Overdue are the writes that waited longer than allowed.
@@ -142,7 +142,10 @@ func (log *Log) liveness(bound time.Duration) Liveness {
 			if wait > l.Worst || l.WorstWrite.Kind == "" {
 				l.Worst, l.WorstWrite = wait, w
 			}
-			if net := wait - extension; net > l.WorstNet || l.WorstNetWrite.Kind == "" {
+			// An outage's extension includes the informers' recovery
+			// allowance, so it can exceed the wait: such a write waited
+			// nothing beyond its faults (net 0, never negative).
+			if net := max(wait-extension, 0); net > l.WorstNet || l.WorstNetWrite.Kind == "" {
 				l.WorstNet, l.WorstNetWrite = net, w
 			}
 			if bound > 0 && wait > bound+extension {

@@ -112,6 +112,19 @@ func TestLivenessFaultsExtendTheAllowance(t *testing.T) {
 	}
 }
 
+// A fault longer than the wait it extends leaves a net wait of 0, not a
+// negative one (an outage's extension exceeds the wait it caused).
+func TestLivenessNetWaitIsNeverNegative(t *testing.T) {
+	tr := newTrace(t)
+	tr.fault("outage", ms(0), ms(5000))
+	tr.write("ns/a", 1, ms(100), ms(100))
+	tr.reconcile(r0a, "ns/a", 1, ms(1100), ms(1200)) // waited 1.1s inside a 5s outage
+	r := tr.checkWithin(time.Second)
+	if l := r.Liveness; l.WorstNet != 0 || l.Worst != 1100*time.Millisecond || len(l.Overdue) != 0 {
+		t.Fatalf("want the worst wait 1.1s, its net 0 and nothing overdue:\n%s", r)
+	}
+}
+
 func TestFaultRefusesAnEndBeforeItsStart(t *testing.T) {
 	w, err := OpenNamed(t.TempDir(), "harness")
 	if err != nil {
