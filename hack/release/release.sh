@@ -63,7 +63,7 @@ mv "$work/proxy" "$out/proxy"
 step "building the example operator's image"
 mkdir -p "$out/image"
 CGO_ENABLED=0 GOOS=linux go -C "$root" build -trimpath -o "$work/example-operator" ./cmd/example-operator
-go version -m "$work/example-operator" > "$out/image/modules.txt"
+go version -m "$work/example-operator" | sed "1s|^[^:]*:|example-operator $version (commit $commit):|" > "$out/image/modules.txt"
 go -C "$root/hack/image" run . -root "$root" -out "$out/image" -binary "$work/example-operator" \
   -ref "ghcr.io/kshard/example-operator:$version"
 
