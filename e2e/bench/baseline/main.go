@@ -74,6 +74,7 @@ func run() error {
 		metricsAddr   = flag.String("metrics-addr", "127.0.0.1:0", "metrics address (port 0: the kernel picks one; the bound address is logged)")
 		probeAddr     = flag.String("probe-addr", "127.0.0.1:0", "health probe address (port 0: the kernel picks one; the bound address is logged)")
 		allNamespaces = flag.Bool("all-namespaces", false, "cache and reconcile the objects of every namespace (phase 7), not only --namespace")
+		watchEpoch    = flag.Bool("watch-epoch", true, "watch the epoch ConfigMaps through a map function (phase 8); false lets --cache-mode=labels shard the ConfigMaps it reconciles, which that map function over their kind keeps whole (the chaos suite)")
 		epochNS       = flag.String("epoch-namespace", "", "namespace of the one epoch ConfigMap every object reads (phase 8); default: each object's own namespace")
 		kind          = flag.String("kind", "ConfigMap", "the kind of the benchmark objects: ConfigMap, or BenchObject (bench.kshard.io/v1, the custom resource of phases 7 and 10)")
 		debugAddr     = flag.String("debug-addr", "0", "address of the bench debug server, whose /heap reports the live heap after a forced collection (\"0\": none)")
@@ -118,8 +119,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS}
-	err = ctrl.NewControllerManagedBy(mgr).
+	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS, readEpoch: *watchEpoch}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(objects.newObject(), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return isObject(e.Object) },
@@ -128,17 +129,18 @@ func run() error {
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(e event.GenericEvent) bool { return isObject(e.Object) },
-		})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
+		}))
+	if *watchEpoch {
+		b = b.Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.allObjects), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return r.isEpoch(e.Object) },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return r.isEpoch(e.ObjectNew) && epochChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).
-		Complete(r)
+		}))
+	}
+	err = b.WithOptions(controller.Options{MaxConcurrentReconciles: *workers}).Complete(r)
 	if err != nil {
 		return err
 	}
@@ -224,6 +226,12 @@ type reconciler struct {
 	identity string
 	latency  time.Duration
 	epochNS  string // --epoch-namespace; "": each object's own
+	// readEpoch: the epoch is watched (--watch-epoch) and read. Without
+	// the watch the reconciler must not read it either: under
+	// --cache-mode=labels the epoch ConfigMap is in some other replica's
+	// partition, and a sharded cache refuses reads of a partition it does
+	// not hold (cache.ErrPartitionNotHeld).
+	readEpoch bool
 }
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
@@ -256,13 +264,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	data, _ := r.kind.data(obj)
 	epoch := "0"
-	var ep corev1.ConfigMap
-	epochNS := cmp.Or(r.epochNS, req.Namespace)
-	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
-	case err == nil:
-		epoch = ep.Data[epochKey]
-	case !apierrors.IsNotFound(err):
-		return reconcile.Result{}, err
+	if r.readEpoch {
+		var ep corev1.ConfigMap
+		epochNS := cmp.Or(r.epochNS, req.Namespace)
+		switch err := r.client.Get(ctx, types.NamespacedName{Namespace: epochNS, Name: epochName}, &ep); {
+		case err == nil:
+			epoch = ep.Data[epochKey]
+		case !apierrors.IsNotFound(err):
+			return reconcile.Result{}, err
+		}
 	}
 	want := data[genKey] + "/" + epoch
 	if obj.GetAnnotations()[annObserved] == want {
