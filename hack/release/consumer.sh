@@ -23,6 +23,12 @@ cd "$project"
 # Only the file:// proxy knows VERSION (no checksum database does); every
 # other module comes from the module cache or the configured proxy.
 export GOPROXY="file://$proxy,$(go env GOPROXY)" GONOSUMDB=github.com/kshard/kshard GOWORK=off GOFLAGS=-mod=mod
+# The go command indexes a module-cache directory once per module@version
+# and trusts the index forever (module versions are immutable). A release
+# rebuilt at the same VERSION changes what that version holds, so the
+# index of an earlier run would hide new files (seen: "undefined" names of a
+# file added since). goindex=0 reads the packages as they are.
+export GODEBUG=goindex=0
 export PATH="$tools:$PATH"
 
 step "kubebuilder $(kubebuilder version 2>/dev/null | sed -n 's/.*KubeBuilderVersion:"\([^"]*\)".*/\1/p') init and create api"
