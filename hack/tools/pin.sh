@@ -51,6 +51,14 @@ rm -f go.sum
 go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${KUBE_VERSION}" \
   "k8s.io/kubernetes/cmd/kube-controller-manager@${KUBE_VERSION}" \
   "go.etcd.io/etcd/server/v3@${etcd_version}"
+if [[ -n $out && ! -f go.work ]]; then
+  # Outside the repository's workspace, like hack/tools (make module-check
+  # fails on a module that is neither in go.work nor has its own).
+  printf '%s\n' "// This pinned tools module (hack/tools/pin.sh -o) is kept out of the" \
+    "// repository's workspace (go.work at the root), whose versions its" \
+    "// dependencies would change; this file makes go commands run here use this" \
+    "// module's go.mod alone." "go 1.26.0" "" "use ." > go.work
+fi
 if [[ -z $out ]]; then
   # The test kit carries copies, so it can build from the module cache alone
   # (this nested module is not in kshard's module zip).
