@@ -8,26 +8,17 @@
 # module's directory, once scratch_module ran).
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$root/hack/kitcheck/forget.sh"
 work=$(mktemp -d /tmp/kshard-kitcheck-XXXXXX)
 # The pid keeps two checks started in the same second apart: both use the
 # one module cache.
 version="v0.0.0-local.$(date -u +%Y%m%d%H%M%S).$$"
-modcache=$(go env GOMODCACHE)
 published=()
 
 cleanup() {
   # The version exists only for this run: drop it from the module cache,
   # including the download cache's list of the versions it holds.
-  local path dl
-  for path in "${published[@]}"; do
-    dl="$modcache/cache/download/$path/@v"
-    chmod -R u+w "$modcache/$path@$version" 2>/dev/null || true
-    rm -rf "$modcache/$path@$version" "$dl/$version".*
-    if [[ -f "$dl/list" ]]; then
-      grep -vxF "$version" "$dl/list" > "$work/list" || true
-      if [[ -s "$work/list" ]]; then cp "$work/list" "$dl/list"; else rm -f "$dl/list"; fi
-    fi
-  done
+  forget_version "$version" "$work" "${published[@]}"
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -21,6 +21,7 @@ if [[ ! "$version" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$ ]]; t
   exit 2
 fi
 checkout=$(cd "$(dirname "$0")/../.." && pwd)
+source "$checkout/hack/kitcheck/forget.sh"
 out="$checkout/_output/release/$version"
 if [[ -n "$(git -C "$checkout" status --porcelain --untracked-files=no)" && -z "${RELEASE_DIRTY:-}" ]]; then
   echo "release: the checkout has uncommitted changes; a release is built from a commit: commit them (or RELEASE_DIRTY=1 to build HEAD anyway)" >&2
@@ -29,20 +30,10 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 work=$(mktemp -d /tmp/kshard-release-XXXXXX)
-modcache=$(go env GOMODCACHE)
 cleanup() {
   # The version exists only in this run's proxy: drop it from the module
   # cache so a later run (or a real release) is not served this build.
-  local path dl
-  for path in github.com/kshard/kshard github.com/kshard/kshard/controller/crshard; do
-    dl="$modcache/cache/download/$path/@v"
-    chmod -R u+w "$modcache/$path@$version" 2>/dev/null || true
-    rm -rf "$modcache/$path@$version" "$dl/$version".*
-    if [[ -f "$dl/list" ]]; then
-      grep -vxF "$version" "$dl/list" > "$work/list" || true
-      if [[ -s "$work/list" ]]; then cp "$work/list" "$dl/list"; else rm -f "$dl/list"; fi
-    fi
-  done
+  forget_version "$version" "$work" github.com/kshard/kshard github.com/kshard/kshard/controller/crshard
   chmod -R u+w "$work" 2>/dev/null || true
   rm -rf "$work"
 }
