@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kshard/kshard/internal/testwait"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -250,7 +252,7 @@ func TestChannelSource(t *testing.T) {
 	ch <- GenericEvent{Object: configMap("ext", "skip")}
 	ch <- GenericEvent{}
 	ch <- GenericEvent{Object: configMap("ext", "hook")}
-	eventually(t, "external event reconciled", func() bool { return calls.get(req("ext", "hook")) == 1 })
+	testwait.True(t, 10*time.Second, "external event reconciled", func() bool { return calls.get(req("ext", "hook")) == 1 })
 	if calls.get(req("ext", "skip")) != 0 {
 		t.Fatal("a filtered generic event was reconciled")
 	}

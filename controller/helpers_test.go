@@ -21,18 +21,6 @@ func req(ns, name string) Request {
 	return Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 // queueSource is a Source that hands the controller's gated Queue to the test.
 type queueSource struct {
 	mu    sync.Mutex

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -78,17 +79,6 @@ func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = map[controller.Request]int{}
-}
-
-func awaitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 30s waiting for: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
 }
 
 // startAll runs the cache and the given controllers until the test ends.
@@ -183,7 +173,7 @@ func TestIntegrationOwnsAndShardGate(t *testing.T) {
 	}
 	for _, cm := range cms {
 		r := request(ns, cm.Name)
-		awaitCond(t, "reconcile of "+cm.Name+" by its owner", func() bool { return recs[owner(r)].count(r) > 0 })
+		testwait.True(t, 30*time.Second, "reconcile of "+cm.Name+" by its owner", func() bool { return recs[owner(r)].count(r) > 0 })
 	}
 	for i := range 2 {
 		for _, r := range recs[i].keys() {
@@ -205,13 +195,13 @@ func TestIntegrationOwnsAndShardGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, "owner reconciled after the Secret's creation", func() bool { return recs[own].count(r0) > before })
+	testwait.True(t, 30*time.Second, "owner reconciled after the Secret's creation", func() bool { return recs[own].count(r0) > before })
 	before = recs[own].count(r0)
 	secret.StringData = map[string]string{"k": "v"}
 	if _, err := cs.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, "owner reconciled after the Secret's update", func() bool { return recs[own].count(r0) > before })
+	testwait.True(t, 30*time.Second, "owner reconciled after the Secret's update", func() bool { return recs[own].count(r0) > before })
 	if recs[1-own].count(request(ns, "owned")) != 0 || recs[1-own].count(r0) != 0 {
 		t.Fatal("the replica not owning the partition reconciled the owner or the Secret")
 	}
@@ -230,14 +220,14 @@ func TestIntegrationOwnsAndShardGate(t *testing.T) {
 	for _, cm := range cms {
 		r := request(ns, cm.Name)
 		if owner(r) == 0 {
-			awaitCond(t, "replay of "+cm.Name+" on the new owner", func() bool { return recs[1].count(r) > 0 })
+			testwait.True(t, 30*time.Second, "replay of "+cm.Name+" on the new owner", func() bool { return recs[1].count(r) > 0 })
 		}
 	}
 	late, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, "new object reconciled by the replica owning everything", func() bool { return recs[1].count(request(ns, late.Name)) > 0 })
+	testwait.True(t, 30*time.Second, "new object reconciled by the replica owning everything", func() bool { return recs[1].count(request(ns, late.Name)) > 0 })
 	if keys := recs[0].keys(); len(keys) != 0 {
 		t.Fatalf("replica 0 reconciled %v after revoking all its partitions", keys)
 	}

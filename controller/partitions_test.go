@@ -15,6 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -57,7 +58,7 @@ func TestGateAdmitsOnlyActivePartitions(t *testing.T) {
 		h.src.Add(in[i])
 		h.src.Add(out[i])
 	}
-	eventually(t, "admitted keys reconciled", func() bool { return h.result("success") == float64(len(in)) })
+	testwait.True(t, 10*time.Second, "admitted keys reconciled", func() bool { return h.result("success") == float64(len(in)) })
 	for _, r := range out {
 		if calls.get(r) != 0 {
 			t.Fatalf("%s of inactive partition %d was reconciled", r, partitionOf(r))
@@ -126,7 +127,7 @@ func TestDequeuedRequestOfRevokedPartitionIsNeverReconciled(t *testing.T) {
 		t.Fatalf("Revoke of a partition with nothing in flight: %v", err)
 	}
 	close(b.release)
-	eventually(t, "queued request dropped", func() bool { return h.decision("inactive") == 1 })
+	testwait.True(t, 10*time.Second, "queued request dropped", func() bool { return h.decision("inactive") == 1 })
 	if got := b.calls.get(victim[0]); got != 0 {
 		t.Fatalf("request of revoked partition 3 reconciled %d times", got)
 	}
@@ -170,7 +171,7 @@ func TestRevokeWaitsForInFlightReconcileIgnoringCancellation(t *testing.T) {
 		mu.Unlock()
 		revoked <- err
 	}()
-	eventually(t, "the patient Revoke reports its drain overdue", func() bool {
+	testwait.True(t, 10*time.Second, "the patient Revoke reports its drain overdue", func() bool {
 		return h.metric("kshard_drain_overdue_total", nil) == before+1
 	})
 	// The reconcile has not been released, so Revoke must still be waiting.
@@ -218,7 +219,7 @@ func TestRevokeCancelsAfterGracePeriod(t *testing.T) {
 	}
 	// Other partitions are unaffected.
 	h.src.Add(other[0])
-	eventually(t, "other partition still reconciled", func() bool { return b.calls.get(other[0]) == 1 })
+	testwait.True(t, 10*time.Second, "other partition still reconciled", func() bool { return b.calls.get(other[0]) == 1 })
 }
 
 func TestRevokeWithZeroGraceCancelsAtOnce(t *testing.T) {
@@ -248,7 +249,7 @@ func TestRevokeReportsReactivationDuringDrain(t *testing.T) {
 	<-b.startedCh(keys[0])
 	revoked := make(chan error, 1)
 	go func() { revoked <- h.c.Revoke(context.Background(), set(4), false) }()
-	eventually(t, "revoked", func() bool { return !h.c.ActivePartitions().Has(4) })
+	testwait.True(t, 10*time.Second, "revoked", func() bool { return !h.c.ActivePartitions().Has(4) })
 	if err := h.c.Activate(context.Background(), set(4)); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 		})),
 		Channel(make(chan GenericEvent), EnqueueRequestForObject{}),
 	)
-	eventually(t, "initial list dropped as foreign", func() bool { return h.decision("foreign") == 400 })
+	testwait.True(t, 10*time.Second, "initial list dropped as foreign", func() bool { return h.decision("foreign") == 400 })
 
 	first := set(1, 3)
 	want := map[Request]bool{}
@@ -323,7 +324,7 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 	if err := h.c.Activate(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replayed keys reconciled", func() bool { return calls.total() == len(want) })
+	testwait.True(t, 10*time.Second, "replayed keys reconciled", func() bool { return calls.total() == len(want) })
 	if got := h.decision("admitted"); got != float64(len(want)) {
 		t.Fatalf("Activate admitted %v requests, want %d (each key of partitions 1 and 3 once)", got, len(want))
 	}
@@ -345,7 +346,7 @@ func TestActivateReplaysEachKeyOfNewPartitionsOnce(t *testing.T) {
 	if err := h.c.Activate(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second replay's keys reconciled", func() bool { return calls.total() == len(want)+extra })
+	testwait.True(t, 10*time.Second, "the second replay's keys reconciled", func() bool { return calls.total() == len(want)+extra })
 	if got := h.decision("admitted"); got != float64(len(want)+extra) {
 		t.Fatalf("second Activate admitted %v in total, want %d", got, len(want)+extra)
 	}
@@ -366,7 +367,7 @@ func TestActivatedPartitionReceivesLiveEvents(t *testing.T) {
 	}
 	cm := configMap("ns", "late")
 	src.Add(cm)
-	eventually(t, "live event reconciled", func() bool { return calls.get(req("ns", "late")) == 1 })
+	testwait.True(t, 10*time.Second, "live event reconciled", func() bool { return calls.get(req("ns", "late")) == 1 })
 	src.Delete(cm)
-	eventually(t, "delete reconciled", func() bool { return calls.get(req("ns", "late")) == 2 })
+	testwait.True(t, 10*time.Second, "delete reconciled", func() bool { return calls.get(req("ns", "late")) == 2 })
 }

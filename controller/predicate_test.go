@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/controller/controllertest"
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 // statusWriter reconciles ConfigMap team/w the way an operator that
@@ -129,7 +131,7 @@ func TestStatusWritesReenqueueWithoutAFilter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := startStatusWriter(t, limit, tc.preds...)
-			awaitCond(t, "the reconciler re-enqueued by its own writes", func() bool { return s.count() > limit })
+			testwait.True(t, 30*time.Second, "the reconciler re-enqueued by its own writes", func() bool { return s.count() > limit })
 		})
 	}
 }
@@ -139,7 +141,7 @@ func TestStatusWritesReenqueueWithoutAFilter(t *testing.T) {
 // generation) still is.
 func TestGenerationChangedPredicateEndsTheStatusWriteLoop(t *testing.T) {
 	s, reg := startStatusWriter(t, 1000, controller.GenerationChangedPredicate{})
-	awaitCond(t, "the first reconcile", func() bool { return s.count() >= 1 })
+	testwait.True(t, 30*time.Second, "the first reconcile", func() bool { return s.count() >= 1 })
 
 	// Wait until the informer has delivered an object created after the
 	// reconciler's status write: events are delivered in order, so by then
@@ -150,14 +152,14 @@ func TestGenerationChangedPredicateEndsTheStatusWriteLoop(t *testing.T) {
 		if err := s.m.Cache.Add(statusObject(name, 1, "")); err != nil {
 			t.Fatal(err)
 		}
-		awaitCond(t, name+" admitted", func() bool { return admitted(t, reg) >= wantAdmitted })
+		testwait.True(t, 30*time.Second, name+" admitted", func() bool { return admitted(t, reg) >= wantAdmitted })
 		if got := admitted(t, reg); got != wantAdmitted {
 			t.Fatalf("%d requests admitted, want %d: the reconciler's status write re-enqueued it", got, wantAdmitted)
 		}
 	}
 	// The status write happens inside the first reconcile, which has ended
 	// (count is 1 only after it started; wait for the write to be observed).
-	awaitCond(t, "the status write reaches the cache", func() bool {
+	testwait.True(t, 30*time.Second, "the status write reaches the cache", func() bool {
 		obj, exists, err := cacheGet(t, s.m, "w")
 		return err == nil && exists && obj.Data["status"] == "1"
 	})
@@ -166,8 +168,8 @@ func TestGenerationChangedPredicateEndsTheStatusWriteLoop(t *testing.T) {
 	if err := s.setSpec(2); err != nil {
 		t.Fatal(err)
 	}
-	awaitCond(t, "the spec change reconciled", func() bool { return s.count() == 2 })
-	awaitCond(t, "the second status write reaches the cache", func() bool {
+	testwait.True(t, 30*time.Second, "the spec change reconciled", func() bool { return s.count() == 2 })
+	testwait.True(t, 30*time.Second, "the second status write reaches the cache", func() bool {
 		obj, exists, err := cacheGet(t, s.m, "w")
 		return err == nil && exists && obj.Data["status"] == "2"
 	})

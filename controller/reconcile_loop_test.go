@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 func TestSuccessIsForgottenAndCounted(t *testing.T) {
@@ -22,7 +23,7 @@ func TestSuccessIsForgottenAndCounted(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("default", "a")
 	h.src.Add(r)
-	eventually(t, "one success", func() bool { return h.result("success") == 1 })
+	testwait.True(t, 10*time.Second, "one success", func() bool { return h.result("success") == 1 })
 	if whens, forgets := rl.counts(r); whens != 0 || forgets != 1 {
 		t.Fatalf("rate limiter: When %d times, Forget %d times; want 0 and 1", whens, forgets)
 	}
@@ -42,7 +43,7 @@ func TestErrorIsRetriedWithRateLimiting(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("default", "flaky")
 	h.src.Add(r)
-	eventually(t, "success after two errors", func() bool { return h.result("success") == 1 })
+	testwait.True(t, 10*time.Second, "success after two errors", func() bool { return h.result("success") == 1 })
 	if got := calls.get(r); got != 3 {
 		t.Fatalf("reconciled %d times, want 3 (two failures, one success)", got)
 	}
@@ -66,7 +67,7 @@ func TestTerminalErrorIsRecordedNotRetried(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("default", "broken")
 	h.src.Add(r)
-	eventually(t, "terminal error recorded", func() bool {
+	testwait.True(t, 10*time.Second, "terminal error recorded", func() bool {
 		return h.metric("controller_runtime_terminal_reconcile_errors_total", nil) == 1
 	})
 	// Not retried: the rate limiter was never asked for a retry delay and
@@ -111,11 +112,11 @@ func TestRequeueAfter(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("default", "later")
 	h.src.Add(r)
-	eventually(t, "second reconcile", func() bool { return calls.get(r) == 2 })
+	testwait.True(t, 10*time.Second, "second reconcile", func() bool { return calls.get(r) == 2 })
 	if d := time.Duration(second.Load()); d < 30*time.Millisecond {
 		t.Fatalf("requeued after %s, want at least 30ms", d)
 	}
-	eventually(t, "counted", func() bool { return h.result("success") == 1 })
+	testwait.True(t, 10*time.Second, "counted", func() bool { return h.result("success") == 1 })
 	if h.result("requeue_after") != 1 {
 		t.Fatalf("reconcile_total{result=requeue_after} = %v, want 1", h.result("requeue_after"))
 	}
@@ -132,7 +133,7 @@ func TestRequeueIsRateLimited(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("", "cluster-scoped")
 	h.src.Add(r)
-	eventually(t, "requeued then succeeded", func() bool { return h.result("success") == 1 })
+	testwait.True(t, 10*time.Second, "requeued then succeeded", func() bool { return h.result("success") == 1 })
 	if h.result("requeue") != 1 {
 		t.Fatalf("reconcile_total{result=requeue} = %v, want 1", h.result("requeue"))
 	}
@@ -152,7 +153,7 @@ func TestPanicIsRecoveredCountedAndRetried(t *testing.T) {
 	}), Options{RateLimiter: rl})
 	r := req("default", "panicky")
 	h.src.Add(r)
-	eventually(t, "retried after the panic", func() bool { return h.result("success") == 1 })
+	testwait.True(t, 10*time.Second, "retried after the panic", func() bool { return h.result("success") == 1 })
 	if got := h.metric("controller_runtime_reconcile_panics_total", nil); got != 1 {
 		t.Fatalf("reconcile_panics_total = %v, want 1", got)
 	}
@@ -205,13 +206,13 @@ func TestSameKeyNeverRunsConcurrently(t *testing.T) {
 	a, b := req("ns", "a"), req("ns", "b")
 	h.src.Add(a)
 	h.src.Add(b)
-	eventually(t, "both keys in flight", func() bool { return h.c.InFlight() == 2 })
+	testwait.True(t, 10*time.Second, "both keys in flight", func() bool { return h.c.InFlight() == 2 })
 	for range 50 {
 		h.src.Add(a) // marks a dirty while it is processing
 	}
 	close(release)
-	eventually(t, "the re-added key reconciled again", func() bool { return calls.get(a) == 2 })
-	eventually(t, "idle", func() bool { return h.c.InFlight() == 0 })
+	testwait.True(t, 10*time.Second, "the re-added key reconciled again", func() bool { return calls.get(a) == 2 })
+	testwait.True(t, 10*time.Second, "idle", func() bool { return h.c.InFlight() == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if maxPerKey != 1 {

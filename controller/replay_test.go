@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -115,7 +116,7 @@ func TestReplayRefusesPartitionRevokedDuringIt(t *testing.T) {
 			lateP3++
 		}
 	}
-	eventually(t, "partition 1's requests reconciled", func() bool {
+	testwait.True(t, 10*time.Second, "partition 1's requests reconciled", func() bool {
 		n := 0
 		for _, r := range in {
 			if partitionOf(r) == 1 {
@@ -167,7 +168,7 @@ func TestFailedReplayIsCompletedByTheNext(t *testing.T) {
 	if err := h.c.Replay(context.Background(), set(2)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the replay's requests reconciled", func() bool { return calls.total() == len(in) })
+	testwait.True(t, 10*time.Second, "the replay's requests reconciled", func() bool { return calls.total() == len(in) })
 	if got := h.decision("admitted"); got != float64(len(in)) {
 		t.Fatalf("%v requests admitted, want %d", got, len(in))
 	}
@@ -180,7 +181,7 @@ func TestFailedReplayIsCompletedByTheNext(t *testing.T) {
 	if got := h.decision("admitted"); got != float64(len(in)) {
 		t.Fatalf("a replay of a partition already replayed admitted %v requests in all, want still %d", got, len(in))
 	}
-	eventually(t, "every request reconciled once", func() bool { return calls.total() == len(in) })
+	testwait.True(t, 10*time.Second, "every request reconciled once", func() bool { return calls.total() == len(in) })
 }
 
 // A partition revoked and admitted again while a replay of it runs may
@@ -210,14 +211,14 @@ func TestPartitionReadmittedDuringReplayIsReplayedAgain(t *testing.T) {
 	// Every request of the first replay reaches the gate once: admitted,
 	// or refused if the workers fed it from the backlog while the
 	// partition was revoked.
-	eventually(t, "the first replay's requests through the gate", func() bool {
+	testwait.True(t, 10*time.Second, "the first replay's requests through the gate", func() bool {
 		return h.c.backlog.len() == 0 && h.decision("admitted")+h.decision("foreign") == float64(len(in))
 	})
 	first := h.decision("admitted")
 	if err := h.c.Replay(context.Background(), set(4)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second replay's requests admitted", func() bool { return h.decision("admitted") >= first+float64(len(in)) })
+	testwait.True(t, 10*time.Second, "the second replay's requests admitted", func() bool { return h.decision("admitted") >= first+float64(len(in)) })
 	if got := h.decision("admitted"); got != first+float64(len(in)) {
 		t.Fatalf("%v requests admitted by the second replay, want %d: the partition admitted again is replayed again", got-first, len(in))
 	}
@@ -317,7 +318,7 @@ func TestReplayGetsItsShareUnderOverload(t *testing.T) {
 	for _, r := range live {
 		h.src.Add(r)
 	}
-	eventually(t, "the live keys cycling", func() bool {
+	testwait.True(t, 10*time.Second, "the live keys cycling", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return liveRuns > 5*len(live)
@@ -331,7 +332,7 @@ func TestReplayGetsItsShareUnderOverload(t *testing.T) {
 	if err := h.c.Activate(context.Background(), set(2)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every replayed request reconciled while live events keep the queue full", func() bool {
+	testwait.True(t, 10*time.Second, "every replayed request reconciled while live events keep the queue full", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(replayedDone) == len(replayed)
@@ -369,7 +370,7 @@ func TestRecentlyRefusedRequestsAreReplayedFirst(t *testing.T) {
 	if err := h.c.Activate(context.Background(), set(2)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every cached request of partition 2 reconciled", func() bool {
+	testwait.True(t, 10*time.Second, "every cached request of partition 2 reconciled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) >= len(in)

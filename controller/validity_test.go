@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 // validityClock is a LeaseValidity a test moves.
@@ -28,7 +29,7 @@ func TestWorkerRefusesToStartOnceValidityPassed(t *testing.T) {
 	}), Options{LeaseValidity: v.get})
 	r := req("default", "a")
 	h.src.Add(r)
-	eventually(t, "a refusal", func() bool { return h.metric("kshard_reconcile_refused_total", nil) >= 1 })
+	testwait.True(t, 10*time.Second, "a refusal", func() bool { return h.metric("kshard_reconcile_refused_total", nil) >= 1 })
 	if got := calls.get(r); got != 0 {
 		t.Fatalf("reconciled %d times while the lease validity had passed, want 0", got)
 	}
@@ -37,7 +38,7 @@ func TestWorkerRefusesToStartOnceValidityPassed(t *testing.T) {
 	}
 	// Re-validated: the request was requeued, not dropped.
 	v.set(time.Now().Add(time.Hour), 2)
-	eventually(t, "the reconcile after re-validation", func() bool { return calls.get(r) == 1 })
+	testwait.True(t, 10*time.Second, "the reconcile after re-validation", func() bool { return calls.get(r) == 1 })
 }
 
 // TestReconcileValidityFollowsRenewals: the reconcile's context carries the

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -21,7 +22,7 @@ func TestIntegrationFinalizerKeepsAHandDeletedLeaseVisible(t *testing.T) {
 	leases := e.admin.CoordinationV1().Leases(e.ns)
 	m, _ := e.member(e.cp.Config(), "a")
 	a := run(t, m)
-	eventually(t, "a Synced", a.Synced)
+	testwait.True(t, waitTimeout, "a Synced", a.Synced)
 	get := func() *coordinationv1.Lease {
 		l, err := leases.Get(ctx, "demo-a", metav1.GetOptions{})
 		if err != nil {
@@ -33,13 +34,13 @@ func TestIntegrationFinalizerKeepsAHandDeletedLeaseVisible(t *testing.T) {
 	if !slices.Contains(first.Finalizers, FinalizerMember) {
 		t.Fatalf("own Lease finalizers %v; want %s", first.Finalizers, FinalizerMember)
 	}
-	eventually(t, "the join scan of a ring of finalized Leases to come out clean", a.JoinScanClean)
+	testwait.True(t, waitTimeout, "the join scan of a ring of finalized Leases to come out clean", a.JoinScanClean)
 
 	if err := leases.Delete(ctx, "demo-a", metav1.DeleteOptions{}); err != nil { // kubectl delete lease
 		t.Fatal(err)
 	}
 	var terminating Observed
-	eventually(t, "the own Lease to show terminating in the view", func() bool {
+	testwait.True(t, waitTimeout, "the own Lease to show terminating in the view", func() bool {
 		o, ok := observedByName(a.Snapshot(), "demo-a")
 		terminating = o
 		return ok && o.Terminating && o.Finalized
@@ -56,7 +57,7 @@ func TestIntegrationFinalizerKeepsAHandDeletedLeaseVisible(t *testing.T) {
 	if err := a.Finalize(ctx, cur.ResourceVersion); err != nil {
 		t.Fatalf("Finalize at %s (view had %s): %v", cur.ResourceVersion, terminating.Version, err)
 	}
-	eventually(t, "the Lease to be created afresh, finalized", func() bool {
+	testwait.True(t, waitTimeout, "the Lease to be created afresh, finalized", func() bool {
 		l, err := leases.Get(ctx, "demo-a", metav1.GetOptions{})
 		return err == nil && l.UID != first.UID && l.DeletionTimestamp == nil && slices.Contains(l.Finalizers, FinalizerMember)
 	})
@@ -85,7 +86,7 @@ func TestIntegrationDeletePeerOfAFinalizedLease(t *testing.T) {
 	}
 	m, _ := e.member(e.cp.Config(), "a")
 	a := run(t, m)
-	eventually(t, "a Synced", a.Synced)
+	testwait.True(t, waitTimeout, "a Synced", a.Synced)
 	if err := a.DeletePeer(ctx, "b", "1"); err != nil {
 		t.Fatalf("DeletePeer at a stale version: %v", err)
 	}
@@ -112,7 +113,7 @@ func TestIntegrationJoinScan(t *testing.T) {
 	}
 	m, _ := e.member(e.cp.Config(), "a")
 	a := run(t, m)
-	eventually(t, "a's join scan", a.joinScanDone)
+	testwait.True(t, waitTimeout, "a's join scan", a.joinScanDone)
 	if !a.JoinScanClean() {
 		t.Fatal("a member Lease of another ring made the join scan unclean")
 	}
@@ -126,7 +127,7 @@ func TestIntegrationJoinScan(t *testing.T) {
 	}
 	m2, logs := e.member(e.cp.Config(), "c")
 	c := run(t, m2)
-	eventually(t, "c's join scan", c.joinScanDone)
+	testwait.True(t, waitTimeout, "c's join scan", c.joinScanDone)
 	if c.JoinScanClean() {
 		t.Fatal("the join scan came out clean beside a member Lease relabelled out of the ring")
 	}

@@ -23,6 +23,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -144,25 +145,15 @@ func (f *fakeAPI) writesOf(name string) int {
 	return f.writes[name]
 }
 
-// eventually waits, up to a generous deadline, for cond to hold.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
+// waitTimeout is how long a test waits for a state: generous, as the
+// machine is shared.
+const waitTimeout = 20 * time.Second
 
 // step moves clk by d once some goroutine waits on it, so that a timer is
 // never created after the step it was meant to observe.
 func step(t testing.TB, clk *clocktesting.FakeClock, d time.Duration) {
 	t.Helper()
-	eventually(t, "a goroutine waiting on the fake clock", clk.HasWaiters)
+	testwait.True(t, waitTimeout, "a goroutine waiting on the fake clock", clk.HasWaiters)
 	clk.Step(d)
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -85,7 +86,7 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, _ := e.member(e.cp.Config(), "r-0", func(o *Options) { o.Registerer = reg })
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
 	ctx := context.Background()
 	l, err := e.admin.CoordinationV1().Leases(e.ns).Get(ctx, "demo-r-0", metav1.GetOptions{})
@@ -97,7 +98,7 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 		o.Fingerprint != "p7" || !o.Claim.IsEmpty() || l.Labels[LabelPartitions] != "0" || *l.Spec.LeaseDurationSeconds != 2 {
 		t.Fatalf("Lease as written: %+v", l)
 	}
-	eventually(t, "renewTime to advance", func() bool {
+	testwait.True(t, waitTimeout, "renewTime to advance", func() bool {
 		next, err := e.admin.CoordinationV1().Leases(e.ns).Get(ctx, "demo-r-0", metav1.GetOptions{})
 		return err == nil && next.Spec.RenewTime.After(l.Spec.RenewTime.Time) && next.ResourceVersion != l.ResourceVersion
 	})
@@ -113,7 +114,7 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	// SetDesired is published at once, not at the next period.
 	start := time.Now()
 	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 1})
-	eventually(t, "the informer to observe the new record", func() bool {
+	testwait.True(t, waitTimeout, "the informer to observe the new record", func() bool {
 		o, ok := observedByName(m.Snapshot(), "demo-r-0")
 		return ok && o.State == handoff.StateActive && o.Claim.Len() == 3
 	})
@@ -244,11 +245,11 @@ func TestIntegrationSameIdentity(t *testing.T) {
 	var cutA partition
 	ma, _ := e.member(cutA.wrap(e.cp.Config()), "r-0")
 	a := run(t, ma)
-	eventually(t, "a Synced", a.Synced)
+	testwait.True(t, waitTimeout, "a Synced", a.Synced)
 
 	mb, logB := e.member(e.cp.Config(), "r-0")
 	b := run(t, mb)
-	eventually(t, "b to report the wait", func() bool { return logB.count("is held by another process") > 0 })
+	testwait.True(t, waitTimeout, "b to report the wait", func() bool { return logB.count("is held by another process") > 0 })
 	// For two lease durations of a renewing, b keeps waiting.
 	sample := time.NewTicker(50 * time.Millisecond) // sampling an invariant over a window
 	for end := time.Now().Add(2 * itLeaseDuration); time.Now().Before(end); <-sample.C {
@@ -259,7 +260,7 @@ func TestIntegrationSameIdentity(t *testing.T) {
 	sample.Stop()
 
 	cutA.set(true)
-	eventually(t, "b to see a's last write", func() bool {
+	testwait.True(t, waitTimeout, "b to see a's last write", func() bool {
 		_, v := ma.lastWritten()
 		o, ok := observedByName(mb.Snapshot(), "demo-r-0")
 		return ok && o.Version == v
@@ -268,7 +269,7 @@ func TestIntegrationSameIdentity(t *testing.T) {
 	// the version: b's takeover of that version then conflicts, and the
 	// caller (the core) judges the newer one, as here.
 	allowed := ""
-	eventually(t, "b to take over", func() bool {
+	testwait.True(t, waitTimeout, "b to take over", func() bool {
 		if seen, ok := observedByName(mb.Snapshot(), "demo-r-0"); ok && seen.Version != allowed {
 			allowed = seen.Version
 			mb.TakeOver(allowed)
@@ -276,7 +277,7 @@ func TestIntegrationSameIdentity(t *testing.T) {
 		return b.Synced()
 	})
 	cutA.set(false)
-	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	testwait.True(t, waitTimeout, "a to stop writing", func() bool { return !a.Synced() })
 	time.Sleep(2 * itRenewPeriod) // a window in which a would renew if it still did
 	l, err := e.admin.CoordinationV1().Leases(e.ns).Get(context.Background(), "demo-r-0", metav1.GetOptions{})
 	if err != nil {
@@ -295,7 +296,7 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	e := newRealEnv(t)
 	m1, _ := e.member(e.cp.Config(), "r-0")
 	first := run(t, m1)
-	eventually(t, "first Synced", first.Synced)
+	testwait.True(t, waitTimeout, "first Synced", first.Synced)
 	if err := first.stop(); err != nil { // a crash: the Lease stays
 		t.Fatal(err)
 	}
@@ -303,14 +304,14 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 
 	m2, _ := e.member(e.cp.Config(), "r-0")
 	second := run(t, m2)
-	eventually(t, "the restart to list", m2.Listed)
+	testwait.True(t, waitTimeout, "the restart to list", m2.Listed)
 	time.Sleep(itLeaseDuration) // a window in which the old Member took over by itself
 	if second.Synced() {
 		t.Fatal("the restart took the crashed incarnation's Lease over without being allowed to")
 	}
 	start := time.Now()
 	m2.TakeOver(crashed)
-	eventually(t, "the takeover", second.Synced)
+	testwait.True(t, waitTimeout, "the takeover", second.Synced)
 	t.Logf("takeover after TakeOver: %s", time.Since(start).Round(time.Millisecond))
 
 	if err := second.Delete(context.Background()); err != nil { // a graceful leave
@@ -319,7 +320,7 @@ func TestIntegrationRestartAfterCrashAndAfterLeave(t *testing.T) {
 	m3, _ := e.member(e.cp.Config(), "r-0")
 	start = time.Now()
 	third := run(t, m3)
-	eventually(t, "the restart after a leave", third.Synced)
+	testwait.True(t, waitTimeout, "the restart after a leave", third.Synced)
 	delay := time.Since(start)
 	t.Logf("restart after a graceful leave acquired after %s", delay.Round(time.Millisecond))
 	if delay > itLeaseDuration/2 {
@@ -336,11 +337,11 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	ma, _ := e.member(e.cp.Config(), "a")
 	mb, _ := e.member(e.cp.Config(), "b")
 	a, b := run(t, ma), run(t, mb)
-	eventually(t, "both Synced", func() bool { return a.Synced() && b.Synced() })
-	eventually(t, "a to see b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return ok })
+	testwait.True(t, waitTimeout, "both Synced", func() bool { return a.Synced() && b.Synced() })
+	testwait.True(t, waitTimeout, "a to see b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return ok })
 
 	seen, _ := observedByName(a.Snapshot(), "demo-b")
-	eventually(t, "b to renew past the version a saw", func() bool {
+	testwait.True(t, waitTimeout, "b to renew past the version a saw", func() bool {
 		got, err := a.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"})
 		if err != nil {
 			t.Fatal(err)
@@ -354,7 +355,7 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	// before the stop may land with its answer lost (a CI run saw one).
 	// Nobody writes the Lease any more, so Confirm of its version holds.
 	var last string
-	eventually(t, "a direct read of b's Lease to show its last version", func() bool {
+	testwait.True(t, waitTimeout, "a direct read of b's Lease to show its last version", func() bool {
 		l, err := e.admin.CoordinationV1().Leases(e.ns).Get(ctx, "demo-b", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -381,7 +382,7 @@ func TestIntegrationConfirmAndDeletePeer(t *testing.T) {
 	if got, err := a.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); got.Found || err != nil {
 		t.Errorf("ReadPeer of a deleted Lease = %+v, %v; want not found", got, err)
 	}
-	eventually(t, "a's view to drop b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return !ok })
+	testwait.True(t, waitTimeout, "a's view to drop b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return !ok })
 }
 
 func TestIntegrationForbiddenNamesThePermission(t *testing.T) {
@@ -414,7 +415,7 @@ func TestIntegrationForbiddenNamesThePermission(t *testing.T) {
 	grant(t, e, "get", "list", "watch", "create", "update", "delete")
 	m, _ = e.member(restricted, "r-0")
 	r := run(t, m)
-	eventually(t, "Synced with the documented permissions", r.Synced)
+	testwait.True(t, waitTimeout, "Synced with the documented permissions", r.Synced)
 	if err := r.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +444,7 @@ func grant(t *testing.T, e *realEnv, verbs ...string) {
 	}
 	client := kubernetes.NewForConfigOrDie(e.cp.RestrictedConfig())
 	for _, verb := range verbs {
-		eventually(t, "RBAC to allow "+verb, func() bool {
+		testwait.True(t, waitTimeout, "RBAC to allow "+verb, func() bool {
 			review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: e.ns}},
@@ -461,11 +462,11 @@ func TestIntegrationAPIServerOutage(t *testing.T) {
 	e := &realEnv{t: t, cp: cp, admin: kubernetes.NewForConfigOrDie(cp.Config()), ns: "default"}
 	ma, logA := e.member(cp.Config(), "a")
 	a := run(t, ma)
-	eventually(t, "a Synced", a.Synced)
+	testwait.True(t, waitTimeout, "a Synced", a.Synced)
 
 	cp.StopAPIServer()
 	stopped := time.Now()
-	eventually(t, "a's renews to stall", func() bool {
+	testwait.True(t, waitTimeout, "a's renews to stall", func() bool {
 		sent, _ := a.LastRenew()
 		return time.Since(sent) > itLeaseDuration
 	})
@@ -475,7 +476,7 @@ func TestIntegrationAPIServerOutage(t *testing.T) {
 
 	mb, logB := e.member(cp.Config(), "b")
 	b := run(t, mb)
-	eventually(t, "b to report failures", func() bool { return logB.count("reading own Lease failed") >= 2 })
+	testwait.True(t, waitTimeout, "b to report failures", func() bool { return logB.count("reading own Lease failed") >= 2 })
 	if b.Synced() {
 		t.Fatal("b Synced without an API server")
 	}
@@ -484,12 +485,12 @@ func TestIntegrationAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := time.Now()
-	eventually(t, "a to renew again", func() bool { sent, _ := a.LastRenew(); return sent.After(up) })
+	testwait.True(t, waitTimeout, "a to renew again", func() bool { sent, _ := a.LastRenew(); return sent.After(up) })
 	t.Logf("outage %s; a renewed %s after the API server was ready",
 		up.Sub(stopped).Round(time.Millisecond), time.Since(up).Round(time.Millisecond))
-	eventually(t, "b Synced", b.Synced)
+	testwait.True(t, waitTimeout, "b Synced", b.Synced)
 	t.Logf("b (started during the outage) Synced %s after the API server was ready", time.Since(up).Round(time.Millisecond))
-	eventually(t, "a to see b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return ok })
+	testwait.True(t, waitTimeout, "a to see b", func() bool { _, ok := observedByName(a.Snapshot(), "demo-b"); return ok })
 	t.Logf("a's view recovered %s after the API server was ready; a logged %d renew failures",
 		time.Since(up).Round(time.Millisecond), logA.count("renewing own Lease failed"))
 	if a.returned() || b.returned() {

@@ -19,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
 )
@@ -91,7 +92,7 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
 	if sent, ok := m.LastRenew(); !ok || !sent.Equal(t0) {
 		t.Fatalf("LastRenew = %v, %v; want the send time of the create, %v", sent, ok, t0)
@@ -123,7 +124,7 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 	for range 600 {
 		step(t, u.clk, 100*time.Millisecond)
 	}
-	eventually(t, "the heartbeat to wait again", u.clk.HasWaiters)
+	testwait.True(t, waitTimeout, "the heartbeat to wait again", u.clk.HasWaiters)
 	writes := u.api.writesOf("r-a") - before
 	t.Logf("writes of the own Lease per minute at steady state: %d (RenewPeriod 2s)", writes)
 	if writes != 30 {
@@ -146,12 +147,12 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	m := u.member("a")
 	m.SetDesired(handoff.Record{Generation: 3}) // before Run: published by the create
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	if got := u.get("r-a").Annotations[AnnotationGeneration]; got != "3" {
 		t.Fatalf("created with generation %q, want 3", got)
 	}
 
-	eventually(t, "the heartbeat to wait", u.clk.HasWaiters)
+	testwait.True(t, waitTimeout, "the heartbeat to wait", u.clk.HasWaiters)
 	select {
 	case <-m.Changes(): // drain what acquisition signalled
 	default:
@@ -161,7 +162,7 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: claim, Generation: 4})
 	claim.Add(6) // the caller's later mutation must not leak into the Lease
 	// No clock step: the write is prompt, not at the next period.
-	eventually(t, "the prompt write", func() bool { return u.api.writesOf("r-a") == before+1 })
+	testwait.True(t, waitTimeout, "the prompt write", func() bool { return u.api.writesOf("r-a") == before+1 })
 
 	select {
 	case <-m.Changes():
@@ -173,19 +174,19 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 		l.Annotations[AnnotationClaim] != shard.NewPartitionSet(7, 1, 2, 3).Encode() || l.Annotations[AnnotationGeneration] != "4" {
 		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
 	}
-	eventually(t, "lastWritten to catch up", func() bool { _, v := m.lastWritten(); return v == l.ResourceVersion })
+	testwait.True(t, waitTimeout, "lastWritten to catch up", func() bool { _, v := m.lastWritten(); return v == l.ResourceVersion })
 	rec, _ := m.lastWritten()
 	want := handoff.Record{Identity: "a", Incarnation: m.Incarnation(), State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 4, Fingerprint: "fp"}
 	if !rec.Equal(want) {
 		t.Errorf("lastWritten = %+v", rec)
 	}
-	eventually(t, "the informer to observe the write", func() bool {
+	testwait.True(t, waitTimeout, "the informer to observe the write", func() bool {
 		o, ok := observedByName(m.Snapshot(), "r-a")
 		return ok && o.Version == l.ResourceVersion
 	})
 
 	// Setting what is already written asks for no write.
-	eventually(t, "the heartbeat to wait again", u.clk.HasWaiters)
+	testwait.True(t, waitTimeout, "the heartbeat to wait again", u.clk.HasWaiters)
 	m.SetDesired(handoff.Record{State: handoff.StateActive, Claim: shard.NewPartitionSet(7, 1, 2, 3), Generation: 4})
 	if len(m.wake) != 0 {
 		t.Error("SetDesired of the written record requested a write")
@@ -206,13 +207,13 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
 	step(t, u.clk, 500*time.Millisecond) // between heartbeats: nothing else moves
 	seen := u.clk.Now()
 	// The peer's renewTime is decades off: it must not matter.
 	peer := u.create(peerLease("ns", "r", "b", "inc-b"))
-	eventually(t, "the peer to be observed", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	testwait.True(t, waitTimeout, "the peer to be observed", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
 	o, _ := observedByName(m.Snapshot(), "r-b")
 	if !o.LastChange.Equal(seen) || o.Version != peer.ResourceVersion || o.RenewTime.Year() != 2001 {
 		t.Fatalf("observed %+v; want LastChange %v (local), RenewTime from the Lease", o, seen)
@@ -229,7 +230,7 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 
 	changed := u.clk.Now()
 	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
-	eventually(t, "the new version to be observed", func() bool {
+	testwait.True(t, waitTimeout, "the new version to be observed", func() bool {
 		o, _ := observedByName(m.Snapshot(), "r-b")
 		return o.Version == next.ResourceVersion
 	})
@@ -265,12 +266,12 @@ func TestTakeOverOnlyWhenAllowed(t *testing.T) {
 		t.Errorf("the wait was logged %d times, want once", n)
 	}
 	m.TakeOver(old.ResourceVersion)
-	eventually(t, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
+	testwait.True(t, waitTimeout, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
 	l := u.get("r-a")
 	if *l.Spec.LeaseTransitions != 1 || l.Labels[LabelState] != string(handoff.StateJoining) || l.Spec.AcquireTime == nil {
 		t.Errorf("taken over with transitions %d state %q acquire %v; want 1, joining, set", *l.Spec.LeaseTransitions, l.Labels[LabelState], l.Spec.AcquireTime)
 	}
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 }
 
 // TestSameIdentityWritesOnlyWhenAllowed runs two Members with one identity:
@@ -279,11 +280,11 @@ func TestTakeOverOnlyWhenAllowed(t *testing.T) {
 func TestSameIdentityWritesOnlyWhenAllowed(t *testing.T) {
 	u := newUnit(t)
 	a := run(t, u.member("x"))
-	eventually(t, "a Synced", a.Synced)
+	testwait.True(t, waitTimeout, "a Synced", a.Synced)
 	b := run(t, u.member("x"))
 
 	stepBoth := func() {
-		eventually(t, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 || a.returned() })
+		testwait.True(t, waitTimeout, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 || a.returned() })
 		u.clk.Step(time.Second)
 	}
 	for range 20 {
@@ -293,11 +294,11 @@ func TestSameIdentityWritesOnlyWhenAllowed(t *testing.T) {
 		t.Fatalf("after 20s of a renewing: a synced %v, b synced %v; want only a", a.Synced(), b.Synced())
 	}
 	// a's last renew has landed once both wait on the clock again.
-	eventually(t, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 })
+	testwait.True(t, waitTimeout, "both to wait on the clock", func() bool { return u.clk.Waiters() == 2 })
 	b.TakeOver(u.get("r-x").ResourceVersion)
-	eventually(t, "b to take over", b.Synced)
+	testwait.True(t, waitTimeout, "b to take over", b.Synced)
 	step(t, u.clk, 2*time.Second) // a's renew conflicts and finds b's version
-	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	testwait.True(t, waitTimeout, "a to stop writing", func() bool { return !a.Synced() })
 	for range 5 {
 		step(t, u.clk, time.Second)
 	}
@@ -315,10 +316,10 @@ func TestDuplicateOnConflictStopsWriting(t *testing.T) {
 		return true, watch.NewFake(), nil
 	})
 	a := run(t, u.member("x"))
-	eventually(t, "Synced", a.Synced)
+	testwait.True(t, waitTimeout, "Synced", a.Synced)
 	u.write("r-x", func(l *coordinationv1.Lease) { l.Annotations[AnnotationIncarnation] = "intruder" })
 	step(t, u.clk, 2*time.Second)
-	eventually(t, "a to stop writing", func() bool { return !a.Synced() })
+	testwait.True(t, waitTimeout, "a to stop writing", func() bool { return !a.Synced() })
 	for range 5 {
 		step(t, u.clk, time.Second)
 	}
@@ -330,12 +331,12 @@ func TestDuplicateOnConflictStopsWriting(t *testing.T) {
 func TestConflictWithOwnNewerVersionIsAdopted(t *testing.T) {
 	u := newUnit(t)
 	a := run(t, u.member("x"))
-	eventually(t, "Synced", a.Synced)
+	testwait.True(t, waitTimeout, "Synced", a.Synced)
 	// An admin labels the Lease: our next renew conflicts, re-reads, keeps
 	// the label and succeeds.
 	u.write("r-x", func(l *coordinationv1.Lease) { l.Labels["team"] = "blue" })
 	step(t, u.clk, 2*time.Second)
-	eventually(t, "the renew after the conflict", func() bool { s, _ := a.LastRenew(); return s.Equal(t0.Add(2 * time.Second)) })
+	testwait.True(t, waitTimeout, "the renew after the conflict", func() bool { s, _ := a.LastRenew(); return s.Equal(t0.Add(2 * time.Second)) })
 	if l := u.get("r-x"); l.Labels["team"] != "blue" || l.Annotations[AnnotationIncarnation] != a.Incarnation() {
 		t.Errorf("after adopting: labels %v", l.Labels)
 	}
@@ -347,7 +348,7 @@ func TestConflictWithOwnNewerVersionIsAdopted(t *testing.T) {
 func TestLateRenewResponseIsNotCounted(t *testing.T) {
 	u := newUnit(t)
 	a := run(t, u.member("x"))
-	eventually(t, "Synced", a.Synced)
+	testwait.True(t, waitTimeout, "Synced", a.Synced)
 	// The next update's response arrives 4s after it was sent (RenewTimeout
 	// is 3.33s).
 	var fired atomic.Bool
@@ -358,7 +359,7 @@ func TestLateRenewResponseIsNotCounted(t *testing.T) {
 		return nil
 	})
 	step(t, u.clk, 2*time.Second)
-	eventually(t, "the late write to be counted as an error", func() bool {
+	testwait.True(t, waitTimeout, "the late write to be counted as an error", func() bool {
 		return counterValue(t, u.reg, "kshard_lease_renew_errors_total", nil) == 1
 	})
 	if sent, _ := a.LastRenew(); !sent.Equal(t0) {
@@ -370,7 +371,7 @@ func TestLateRenewResponseIsNotCounted(t *testing.T) {
 	}
 	// The retry, soon (backoff ≤ RenewPeriod/8·1.2), counts again.
 	step(t, u.clk, 300*time.Millisecond)
-	eventually(t, "a counted renew", func() bool { s, _ := a.LastRenew(); return s.After(t0) })
+	testwait.True(t, waitTimeout, "a counted renew", func() bool { s, _ := a.LastRenew(); return s.After(t0) })
 }
 
 // TestOwnLeaseDeletedByOthersIsRecreated: a Lease deleted by hand is created
@@ -386,16 +387,16 @@ func TestOwnLeaseDeletedByOthersIsRecreated(t *testing.T) {
 				})
 			}
 			a := run(t, u.member("x"))
-			eventually(t, "Synced", a.Synced)
+			testwait.True(t, waitTimeout, "Synced", a.Synced)
 			if err := u.api.CoordinationV1().Leases("ns").Delete(context.Background(), "r-x", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			step(t, u.clk, 2*time.Second) // the renew finds it gone
-			eventually(t, "the Lease to be created again", func() bool {
+			testwait.True(t, waitTimeout, "the Lease to be created again", func() bool {
 				l, err := u.api.CoordinationV1().Leases("ns").Get(context.Background(), "r-x", metav1.GetOptions{})
 				return err == nil && l.Annotations[AnnotationIncarnation] == a.Incarnation()
 			})
-			eventually(t, "a counted renew after the deletion", func() bool { s, _ := a.LastRenew(); return s.After(t0.Add(time.Second)) })
+			testwait.True(t, waitTimeout, "a counted renew after the deletion", func() bool { s, _ := a.LastRenew(); return s.After(t0.Add(time.Second)) })
 			if a.returned() {
 				t.Fatalf("Run returned %v", a.err)
 			}
@@ -406,7 +407,7 @@ func TestOwnLeaseDeletedByOthersIsRecreated(t *testing.T) {
 func TestDeleteLeavesAndAllowsImmediateRestart(t *testing.T) {
 	u := newUnit(t)
 	a := run(t, u.member("x"))
-	eventually(t, "Synced", a.Synced)
+	testwait.True(t, waitTimeout, "Synced", a.Synced)
 	if err := a.Delete(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +425,7 @@ func TestDeleteLeavesAndAllowsImmediateRestart(t *testing.T) {
 
 	// A restart with a new incarnation acquires at once: no stale Lease.
 	b := run(t, u.member("x"))
-	eventually(t, "the restarted member Synced", b.Synced)
+	testwait.True(t, waitTimeout, "the restarted member Synced", b.Synced)
 	if u.clk.Since(t0) != time.Minute {
 		t.Error("the restart waited")
 	}
@@ -551,11 +552,11 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
 	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "garbage" }))
 	u.create(peerLease("ns", "r", "c", "inc-c", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }))
-	eventually(t, "three Leases", func() bool { return len(m.Snapshot()) == 3 })
+	testwait.True(t, waitTimeout, "three Leases", func() bool { return len(m.Snapshot()) == 3 })
 
 	b, _ := observedByName(m.Snapshot(), "r-b")
 	c, _ := observedByName(m.Snapshot(), "r-c")
@@ -585,7 +586,7 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 	}
 	// A new malformed version is reported again.
 	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "2" })
-	eventually(t, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	testwait.True(t, waitTimeout, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	if invalid(reasonBadClaim) != 2 || u.log.count("malformed") != 3 {
 		t.Error("a new malformed version was not reported")
 	}
@@ -615,7 +616,7 @@ func TestRelabelledOwnLeaseIsPutBack(t *testing.T) {
 	u := newUnit(t)
 	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "elsewhere" }))
 	a := run(t, u.member("x"))
-	eventually(t, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
+	testwait.True(t, waitTimeout, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
 	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "other" || a.returned() {
 		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
 	}
@@ -634,7 +635,7 @@ func TestRelabelledDamagedOwnLeaseIsPutBack(t *testing.T) {
 		delete(l.Annotations, AnnotationIncarnation)
 	}))
 	a := run(t, u.member("x"))
-	eventually(t, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
+	testwait.True(t, waitTimeout, "the label to be restored", func() bool { return u.get("r-x").Labels[LabelRing] == "r" })
 	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "" || a.returned() {
 		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
 	}
@@ -644,7 +645,7 @@ func TestRunTwiceIsAnError(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("x")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	if err := m.Run(context.Background()); err == nil {
 		t.Error("second Run accepted")
 	}
@@ -658,12 +659,12 @@ func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	claim := shard.NewPartitionSet(7, 2, 5)
 	setClaim := func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = claim.Encode() }
 	u.create(peerLease("ns", "r", "b", "inc-b", setClaim))
 	u.create(peerLease("ns", "r", "c", "inc-c", setClaim))
-	eventually(t, "the watch to show b and c", func() bool {
+	testwait.True(t, waitTimeout, "the watch to show b and c", func() bool {
 		_, b := observedByName(m.Snapshot(), "r-b")
 		_, c := observedByName(m.Snapshot(), "r-c")
 		return b && c
@@ -672,7 +673,7 @@ func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.write("r-c", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "elsewhere" })
-	eventually(t, "b and c to depart", func() bool { return len(m.Departed()) == 2 })
+	testwait.True(t, waitTimeout, "b and c to depart", func() bool { return len(m.Departed()) == 2 })
 	for _, o := range m.Departed() {
 		if !o.Gone || !o.Claim.Equal(claim) || o.Incarnation != "inc-"+o.Identity {
 			t.Errorf("departed %s: %+v; want gone with claim %v", o.Name, o.Observed, claim)
@@ -682,7 +683,7 @@ func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
 		}
 	}
 	u.write("r-c", func(l *coordinationv1.Lease) { l.Labels[LabelRing] = "r" })
-	eventually(t, "c to be back", func() bool { _, ok := observedByName(m.Snapshot(), "r-c"); return ok })
+	testwait.True(t, waitTimeout, "c to be back", func() bool { _, ok := observedByName(m.Snapshot(), "r-c"); return ok })
 	if d := m.Departed(); len(d) != 1 || d[0].Name != "r-b" {
 		t.Fatalf("departed after c came back: %v", d)
 	}
@@ -696,7 +697,7 @@ func TestDepartedPerObject(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	claimOf := func(p ...int) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) {
 			l.Annotations[AnnotationClaim] = shard.NewPartitionSet(7, p...).Encode()
@@ -709,15 +710,15 @@ func TestDepartedPerObject(t *testing.T) {
 		}
 	}
 	first := u.create(peerLease("ns", "r", "b", "inc-b2", claimOf(0, 1)))
-	eventually(t, "the watch to show b", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	testwait.True(t, waitTimeout, "the watch to show b", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
 	del()
 	second := u.create(peerLease("ns", "r", "b", "inc-b1", claimOf()))
-	eventually(t, "the watch to show b again", func() bool {
+	testwait.True(t, waitTimeout, "the watch to show b again", func() bool {
 		o, ok := observedByName(m.Snapshot(), "r-b")
 		return ok && o.UID == string(second.UID)
 	})
 	del()
-	eventually(t, "both objects to depart", func() bool { return len(m.Departed()) == 2 })
+	testwait.True(t, waitTimeout, "both objects to depart", func() bool { return len(m.Departed()) == 2 })
 	check := func() {
 		t.Helper()
 		d := m.Departed()
@@ -733,7 +734,7 @@ func TestDepartedPerObject(t *testing.T) {
 	}
 	check()
 	third := u.create(peerLease("ns", "r", "b", "inc-b1", claimOf()))
-	eventually(t, "the third object in the view", func() bool {
+	testwait.True(t, waitTimeout, "the third object in the view", func() bool {
 		o, ok := observedByName(m.Snapshot(), "r-b")
 		return ok && o.UID == string(third.UID)
 	})
@@ -759,7 +760,7 @@ func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
 	m := u.member("a")
 	run(t, m)
 	want := `namespace "ns" not found: create it or set LeaseNamespace`
-	eventually(t, "AcquireError to name the missing namespace", func() bool {
+	testwait.True(t, waitTimeout, "AcquireError to name the missing namespace", func() bool {
 		err := m.AcquireError()
 		var nf *NamespaceNotFoundError
 		return errors.As(err, &nf) && nf.Namespace == "ns" && strings.HasPrefix(err.Error(), want)
@@ -768,7 +769,7 @@ func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
 	for range 5 {
 		step(t, u.clk, 6*time.Second)
 	}
-	eventually(t, "the retries", func() bool { return refused.Load() >= 5 })
+	testwait.True(t, waitTimeout, "the retries", func() bool { return refused.Load() >= 5 })
 	// Error lines (no "level") carry the error right after the message.
 	if n := u.log.count(`"msg"="creating own Lease failed; retrying" "error"="namespace \"ns\" not found: create it or set LeaseNamespace`); n != 1 {
 		t.Errorf("the missing namespace was logged as an error %d times over 5 retries, want once", n)
@@ -779,7 +780,7 @@ func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
 
 	missing.Store(false) // someone creates the namespace
 	step(t, u.clk, 6*time.Second)
-	eventually(t, "Synced once the namespace exists", m.Synced)
+	testwait.True(t, waitTimeout, "Synced once the namespace exists", m.Synced)
 	if err := m.AcquireError(); err != nil {
 		t.Fatalf("AcquireError = %v after the Lease was created", err)
 	}
@@ -793,21 +794,21 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 	ours := shard.Config{Partitions: 7}.Fingerprint()
 	m := u.member("a", func(o *Options) { o.Params = ours })
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
 	theirs := shard.Config{Partitions: 11}.Fingerprint()
 	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
 		l.Annotations[AnnotationParams] = theirs
 		l.Annotations[AnnotationClaim] = shard.FullPartitionSet(11).Encode()
 	}))
-	eventually(t, "the foreign Lease", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
+	testwait.True(t, waitTimeout, "the foreign Lease", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
 	// Ten renewals of the foreign peer.
 	for i := range 10 {
 		next := u.write("r-b", func(l *coordinationv1.Lease) {
 			now := metav1.NewMicroTime(t0.Add(time.Duration(i+1) * 2 * time.Second))
 			l.Spec.RenewTime = &now
 		})
-		eventually(t, "the renewal", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+		testwait.True(t, waitTimeout, "the renewal", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	}
 	invalid := func(reason string) float64 {
 		return counterValue(t, u.reg, "kshard_lease_invalid_total", map[string]string{"reason": reason})
@@ -825,7 +826,7 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 	// Another configuration is a change, reported again.
 	other := shard.Config{Partitions: 11, Load: 2}.Fingerprint()
 	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationParams] = other })
-	eventually(t, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
+	testwait.True(t, waitTimeout, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	if n := u.log.count("foreign configuration"); n != 2 || invalid(reasonForeignConfig) != 2 {
 		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(reasonForeignConfig))
 	}
@@ -838,11 +839,11 @@ func TestCacheStatusRidesOnRenewals(t *testing.T) {
 	u := newUnit(t)
 	m := u.member("a")
 	run(t, m)
-	eventually(t, "Synced", m.Synced)
+	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	if o, _ := observedByName(m.Snapshot(), "r-a"); o.Cache != nil {
 		t.Fatalf("a Lease written before any SetCacheStatus reads cache %+v, want none", o.Cache)
 	}
-	eventually(t, "the heartbeat to wait", u.clk.HasWaiters)
+	testwait.True(t, waitTimeout, "the heartbeat to wait", u.clk.HasWaiters)
 	before := u.api.writesOf("r-a")
 	m.SetCacheStatus(CacheStatus{Mode: "labels", Objects: 1234})
 	if len(m.wake) != 0 || m.dirty() {
@@ -853,12 +854,12 @@ func TestCacheStatusRidesOnRenewals(t *testing.T) {
 		t.Fatalf("%d writes within half a renew period after SetCacheStatus, want none", n)
 	}
 	step(t, u.clk, time.Second)
-	eventually(t, "the renewal", func() bool { return u.api.writesOf("r-a") == before+1 })
+	testwait.True(t, waitTimeout, "the renewal", func() bool { return u.api.writesOf("r-a") == before+1 })
 	l := u.get("r-a")
 	if l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
 		t.Fatalf("annotations after the renewal: %v", l.Annotations)
 	}
-	eventually(t, "the informer to read the status back", func() bool {
+	testwait.True(t, waitTimeout, "the informer to read the status back", func() bool {
 		o, ok := observedByName(m.Snapshot(), "r-a")
 		return ok && o.Cache != nil && *o.Cache == CacheStatus{Mode: "labels", Objects: 1234}
 	})
@@ -869,7 +870,7 @@ func TestCacheStatusRidesOnRenewals(t *testing.T) {
 		t.Errorf("%d refusals logged for 4 unpublishable statuses", n)
 	}
 	step(t, u.clk, 2*time.Second)
-	eventually(t, "the next renewal", func() bool { return u.api.writesOf("r-a") == before+2 })
+	testwait.True(t, waitTimeout, "the next renewal", func() bool { return u.api.writesOf("r-a") == before+2 })
 	if l := u.get("r-a"); l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
 		t.Errorf("a refused status replaced the published one: %v", l.Annotations)
 	}

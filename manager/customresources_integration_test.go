@@ -20,6 +20,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 )
@@ -44,7 +45,7 @@ func TestShardedCacheOfCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	widgets := dyn.Resource(v1alpha1.GroupVersion.WithResource("widgets"))
-	eventually(t, time.Minute, "Widgets served", func() (bool, string) {
+	testwait.For(t, time.Minute, "Widgets served", func() (bool, string) {
 		_, err := widgets.List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -99,8 +100,8 @@ func TestShardedCacheOfCustomResources(t *testing.T) {
 		return runReplica(t, mgr)
 	}
 	r0, r1 := start("r-0"), start("r-1")
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
-	eventually(t, 30*time.Second, "every Widget reconciled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "every Widget reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true
@@ -122,7 +123,7 @@ func TestShardedCacheOfCustomResources(t *testing.T) {
 		return keys
 	}
 	var k0, k1 []string
-	eventually(t, 10*time.Second, "the caches to hold disjoint parts of every Widget", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the caches to hold disjoint parts of every Widget", func() (bool, string) {
 		k0, k1 = cached(r0), cached(r1)
 		union := slices.Concat(k0, k1)
 		slices.Sort(union)

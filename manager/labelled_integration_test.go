@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
 )
@@ -80,8 +81,8 @@ func TestLabelledCacheHoldsOnlyItsPartitions(t *testing.T) {
 	j := &journal{}
 	r0 := startReplica(t, cfg, "it", "r-0", j, 10*time.Millisecond, labelledByKey)
 	r1 := startReplica(t, cfg, "it", "r-1", j, 10*time.Millisecond, labelledByKey)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
-	eventually(t, 30*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "every key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true
@@ -89,9 +90,9 @@ func TestLabelledCacheHoldsOnlyItsPartitions(t *testing.T) {
 		return len(seen) >= len(all), fmt.Sprintf("%d of %d keys", len(seen), len(all))
 	})
 	key, p := labelKeyOf(t), shard.NewPartitioner(16)
-	eventually(t, 30*time.Second, "every ConfigMap labelled with its partition", func() (bool, string) { return allLabelled(t, cs, key, p) })
+	testwait.For(t, 30*time.Second, "every ConfigMap labelled with its partition", func() (bool, string) { return allLabelled(t, cs, key, p) })
 	var k0, k1 []string
-	eventually(t, 10*time.Second, "the caches to hold disjoint halves of every object", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the caches to hold disjoint halves of every object", func() (bool, string) {
 		k0, k1 = cachedKeys(t, r0), cachedKeys(t, r1)
 		union := map[string]int{}
 		for _, k := range append(append([]string(nil), k0...), k1...) {
@@ -122,15 +123,15 @@ func TestLabelledCacheHoldsOnlyItsPartitions(t *testing.T) {
 	mark := len(j.snapshot())
 	r0.stop(t)
 	patches = labelPatches(r0) + labelPatches(r1)
-	eventually(t, 15*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-1") })
-	eventually(t, 10*time.Second, "r-1 to cache every object", func() (bool, string) {
+	testwait.For(t, 15*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-1") })
+	testwait.For(t, 10*time.Second, "r-1 to cache every object", func() (bool, string) {
 		got := cachedKeys(t, r1)
 		return len(got) == len(all), fmt.Sprintf("%d of %d", len(got), len(all))
 	})
 	for i := 0; i < 8; i++ {
 		updateConfigMaps(t, cs, shardedNS(i), 8)
 	}
-	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
 		got := map[string]string{}
 		for _, iv := range j.snapshot()[mark:] {
 			got[iv.key] = iv.replica
@@ -160,21 +161,21 @@ func TestCacheModesMixInOneRing(t *testing.T) {
 	full := func(o *Options) { o.Partitions = 16; o.WatchNamespace = "" }
 	r0 := startReplica(t, cfg, "it", "r-0", j, 5*time.Millisecond, full)
 	r1 := startReplica(t, cfg, "it", "r-1", j, 5*time.Millisecond, full)
-	eventually(t, 30*time.Second, "the full-cache ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "the full-cache ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
 	// Roll: each full replica is replaced by a labelled one.
 	r0.stop(t)
 	r0 = startReplica(t, cfg, "it", "r-0", j, 5*time.Millisecond, labelledByKey)
-	eventually(t, 30*time.Second, "the mixed ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "the mixed ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
 	r1.stop(t)
 	r1 = startReplica(t, cfg, "it", "r-1", j, 5*time.Millisecond, labelledByKey)
-	eventually(t, 30*time.Second, "the labelled ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "the labelled ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
 	key, p := labelKeyOf(t), shard.NewPartitioner(16)
-	eventually(t, 30*time.Second, "every ConfigMap labelled", func() (bool, string) { return allLabelled(t, cs, key, p) })
+	testwait.For(t, 30*time.Second, "every ConfigMap labelled", func() (bool, string) { return allLabelled(t, cs, key, p) })
 	mark := len(j.snapshot())
 	for i := 0; i < 6; i++ {
 		updateConfigMaps(t, cs, shardedNS(i), 5)
 	}
-	eventually(t, 20*time.Second, "every updated key reconciled", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "every updated key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot()[mark:] {
 			seen[iv.key] = true

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -119,8 +120,8 @@ func TestNoPatchPermissionCachesTheKindWhole(t *testing.T) {
 	j := &journal{}
 	r := startReplica(t, cfg, restrictedLeaseNS, "r-0", j, time.Millisecond, labelledRestricted)
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "the restricted replica to own the ring", func() (bool, string) { return ringSettled(ctx, cs, restrictedLeaseNS, "r-0") })
-	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the restricted replica to own the ring", func() (bool, string) { return ringSettled(ctx, cs, restrictedLeaseNS, "r-0") })
+	testwait.For(t, 20*time.Second, "every key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true
@@ -155,9 +156,9 @@ func TestLabelPatchRefusedAtRuntimeIsReported(t *testing.T) {
 	j := &journal{}
 	r := startReplica(t, cfg, restrictedLeaseNS, "r-0", j, time.Millisecond, labelledRestricted)
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "the restricted replica to own the ring", func() (bool, string) { return ringSettled(ctx, cs, restrictedLeaseNS, "r-0") })
+	testwait.For(t, 30*time.Second, "the restricted replica to own the ring", func() (bool, string) { return ringSettled(ctx, cs, restrictedLeaseNS, "r-0") })
 	key, p := labelKeyOf(t), shard.NewPartitioner(16)
-	eventually(t, 30*time.Second, "every ConfigMap labelled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "every ConfigMap labelled", func() (bool, string) {
 		list, err := cs.CoreV1().ConfigMaps(restrictedObjectNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -182,14 +183,14 @@ func TestLabelPatchRefusedAtRuntimeIsReported(t *testing.T) {
 	if _, err := cs.RbacV1().Roles(restrictedObjectNS).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the revocation to take effect", func() (bool, string) { return !mayPatchConfigMaps(t, cfg), "still allowed" })
+	testwait.For(t, 10*time.Second, "the revocation to take effect", func() (bool, string) { return !mayPatchConfigMaps(t, cfg), "still allowed" })
 
 	// A new object needs a label the replica may no longer write.
 	if _, err := cs.CoreV1().ConfigMaps(restrictedObjectNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-revoke"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	newKey := shard.KeyOf(restrictedObjectNS, "after-revoke")
-	eventually(t, 20*time.Second, "the refusal reported", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "the refusal reported", func() (bool, string) {
 		m := configMapMode(t, r)
 		return strings.Contains(m.Reason, "refuses to patch"), m.Reason
 	})
@@ -200,7 +201,7 @@ func TestLabelPatchRefusedAtRuntimeIsReported(t *testing.T) {
 	if _, body := get("http://" + r.mgr.ProbeAddr() + "/readyz?verbose"); !strings.Contains(body, "/v1, Kind=ConfigMap labels (the API server refuses to patch") {
 		t.Errorf("/readyz?verbose does not report the refusal:\n%s", body)
 	}
-	eventually(t, 20*time.Second, "the unlabelled object reconciled", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "the unlabelled object reconciled", func() (bool, string) {
 		for _, iv := range j.snapshot() {
 			if iv.key == newKey {
 				return true, ""

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/ringstatus"
@@ -156,21 +157,6 @@ func (r *replica) stop(t *testing.T) {
 	})
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s (last: %s)", timeout, what, last)
-}
-
 // ringSettled reports whether the ring has converged on exactly the
 // replicas ids (see ringstatus.Ring.Converged), and why not.
 func ringSettled(ctx context.Context, cs kubernetes.Interface, ns string, ids ...string) (bool, string) {
@@ -241,7 +227,7 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	j := &journal{}
 	r0 := startReplica(t, cfg, ns, "r-0", j, 20*time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, 20*time.Millisecond)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	reconciledBy := func(from int) map[string]string {
 		out := map[string]string{}
 		for _, iv := range j.snapshot()[from:] {
@@ -249,7 +235,7 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "every key reconciled", func() (bool, string) {
 		n := len(reconciledBy(0))
 		return n >= objects, fmt.Sprintf("%d keys", n)
 	})
@@ -266,9 +252,9 @@ func TestTwoReplicasShareKeysAndHandOffOnLeave(t *testing.T) {
 	leaveStart := time.Now()
 	r0.stop(t)
 	t.Logf("graceful leave of r-0 took %s", time.Since(leaveStart))
-	eventually(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-1") })
+	testwait.For(t, 10*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-1") })
 	updateConfigMaps(t, cs, ns, objects)
-	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
 		got := reconciledBy(mark)
 		for i := 0; i < objects; i++ {
 			if got[fmt.Sprintf("%s/cm-%d", ns, i)] != "r-1" {
@@ -309,10 +295,10 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 	cfg, cs := newTestRing(t, ns)
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
-	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
+	testwait.For(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
 
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
-	eventually(t, 30*time.Second, "r-1 to refuse to join", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "r-1 to refuse to join", func() (bool, string) {
 		reason := r1.mgr.NotReadyReason()
 		return strings.Contains(reason, "r-0") && strings.Contains(reason, "same ring configuration"), reason
 	})
@@ -337,7 +323,7 @@ func TestUnreachableAPIServerAtStartIsNotReadyAndRetries(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}, BearerToken: "unused"}
 	j := &journal{}
 	r := startReplica(t, cfg, "default", "r-0", j, time.Millisecond)
-	eventually(t, 20*time.Second, "readyz to name the unreachable API server", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "readyz to name the unreachable API server", func() (bool, string) {
 		code, body := readyz(t, r.mgr)
 		return code == http.StatusInternalServerError && strings.Contains(body, "API server at https://127.0.0.1:1 to be reachable"), fmt.Sprintf("%d %q", code, body)
 	})
@@ -378,7 +364,7 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 	started := time.Now()
 	r := startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	const leaseDuration = 3 * time.Second // startReplica's
-	eventually(t, 30*time.Second, "r-0 to reconcile once the garbage Lease expired", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "r-0 to reconcile once the garbage Lease expired", func() (bool, string) {
 		return len(j.snapshot()) > 0, "no reconcile yet"
 	})
 	if d := j.snapshot()[0].start.Sub(started); d < leaseDuration {
@@ -402,18 +388,18 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	j := &journal{}
 	startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	r2 := startReplica(t, cfg, ns, "r-2", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
-	eventually(t, 30*time.Second, "r-2 to refuse to join", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "r-2 to refuse to join", func() (bool, string) {
 		reason := r2.mgr.NotReadyReason()
 		return strings.Contains(reason, "same ring configuration"), reason
 	})
 
 	r1.stop(t)
-	eventually(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
+	testwait.For(t, 20*time.Second, "r-0 to own the ring alone", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
 	mark := len(j.snapshot())
 	updateConfigMaps(t, cs, ns, objects)
-	eventually(t, 20*time.Second, "r-0 to reconcile every key, r-1's former ones too", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "r-0 to reconcile every key, r-1's former ones too", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot()[mark:] {
 			if iv.replica == "r-0" {
@@ -443,7 +429,7 @@ func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
 	j := &journal{}
 	r0 := startReplica(t, cfg, ns, "r-0", j, 300*time.Millisecond)
 	startReplica(t, cfg, ns, "r-1", j, 300*time.Millisecond)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	leases := cs.CoordinationV1().Leases(ns)
 	const leaseDuration = 3 * time.Second // startReplica's
 
@@ -464,7 +450,7 @@ func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
 	} {
 		updateConfigMaps(t, cs, ns, objects) // reconciles in flight on both replicas
 		// The tamper must hit running reconciles.
-		eventually(t, 10*time.Second, "reconciles in flight on r-0", func() (bool, string) {
+		testwait.For(t, 10*time.Second, "reconciles in flight on r-0", func() (bool, string) {
 			n := j.inFlight("r-0")
 			return n > 0, fmt.Sprintf("%d in flight", n)
 		})
@@ -473,12 +459,12 @@ func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
 		if err := tamper.do(); err != nil {
 			t.Fatalf("%s: %v", tamper.name, err)
 		}
-		eventually(t, leaseDuration, "r-0 to fence after the "+tamper.name, func() (bool, string) {
+		testwait.For(t, leaseDuration, "r-0 to fence after the "+tamper.name, func() (bool, string) {
 			n := fences(t, r0.mgr)
 			return n > fencesBefore, fmt.Sprintf("%v fences", n)
 		})
 		t.Logf("%s: r-0 fenced %s after it", tamper.name, time.Since(start).Round(time.Millisecond))
-		eventually(t, 4*leaseDuration, "r-0 to be a working member again after the "+tamper.name, func() (bool, string) {
+		testwait.For(t, 4*leaseDuration, "r-0 to be a working member again after the "+tamper.name, func() (bool, string) {
 			if ok, msg := ringSettled(ctx, cs, ns, "r-0", "r-1"); !ok {
 				return false, msg
 			}
@@ -529,15 +515,15 @@ func TestMissingLeaseNamespaceIsNamedInReadyz(t *testing.T) {
 	cfg, cs := newTestRing(t, ns)
 	r := startReplica(t, cfg, ns, "r-0", &journal{}, time.Millisecond, func(o *Options) { o.LeaseNamespace = leaseNS })
 	want := `namespace "it-leases" not found: create it or set LeaseNamespace`
-	eventually(t, 30*time.Second, "/readyz to name the missing namespace", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "/readyz to name the missing namespace", func() (bool, string) {
 		code, body := readyz(t, r.mgr)
 		return code == http.StatusInternalServerError && strings.Contains(body, want), fmt.Sprintf("%d %q", code, body)
 	})
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "r-0 to own the ring in the new namespace", func() (bool, string) { return ringSettled(ctx, cs, leaseNS, "r-0") })
-	eventually(t, 10*time.Second, "/readyz to pass", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "r-0 to own the ring in the new namespace", func() (bool, string) { return ringSettled(ctx, cs, leaseNS, "r-0") })
+	testwait.For(t, 10*time.Second, "/readyz to pass", func() (bool, string) {
 		code, body := readyz(t, r.mgr)
 		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
 	})

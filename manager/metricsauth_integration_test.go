@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/testwait"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -48,7 +49,7 @@ func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 	}
 	scraper, stranger := saToken(t, cs, ns, "scraper"), saToken(t, cs, ns, "stranger")
 
-	eventually(t, 30*time.Second, "the metrics server to be bound", func() (bool, string) { return r.mgr.MetricsAddr() != "", "" })
+	testwait.For(t, 30*time.Second, "the metrics server to be bound", func() (bool, string) { return r.mgr.MetricsAddr() != "", "" })
 	url := "https://" + r.mgr.MetricsAddr() + "/metrics"
 	// The certificate is self-signed (no MetricsCertFile): not verified here,
 	// as a scraper of such an endpoint would not.

@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/ringstatus"
 )
@@ -39,13 +40,13 @@ func TestRingHealthGauges(t *testing.T) {
 	cfg, cs := newTestRing(t, ns)
 	j := &journal{}
 	r0 := startReplica(t, cfg, ns, "r-0", j, time.Millisecond)
-	eventually(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
+	testwait.For(t, 30*time.Second, "r-0 to own the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0") })
 
 	// expect waits until r-0's gauges read want and agree with
 	// ringstatus (kshard status) on the Leases at that moment.
 	expect := func(what string, want map[string]float64) {
 		t.Helper()
-		eventually(t, 20*time.Second, what, func() (bool, string) {
+		testwait.For(t, 20*time.Second, what, func() (bool, string) {
 			code, body := get("http://" + r0.mgr.MetricsAddr() + "/metrics")
 			if code != http.StatusOK {
 				return false, fmt.Sprintf("/metrics: %d", code)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -102,8 +103,8 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 	j := &journal{}
 	r0 := startReplica(t, cfg, "it", "r-0", j, 10*time.Millisecond, shardedByNamespace)
 	r1 := startReplica(t, cfg, "it", "r-1", j, 10*time.Millisecond, shardedByNamespace)
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
-	eventually(t, 30*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "every key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true
@@ -111,7 +112,7 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		return len(seen) >= len(all), fmt.Sprintf("%d of %d keys", len(seen), len(all))
 	})
 	var k0, k1 []string
-	eventually(t, 10*time.Second, "the caches to hold disjoint halves of every object", func() (bool, string) {
+	testwait.For(t, 10*time.Second, "the caches to hold disjoint halves of every object", func() (bool, string) {
 		k0, k1 = cachedKeys(t, r0), cachedKeys(t, r1)
 		union := map[string]int{}
 		for _, k := range append(append([]string(nil), k0...), k1...) {
@@ -138,7 +139,7 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		// Lease's cached-objects annotation counted it while the caches
 		// filled): awaited, not read once.
 		line := fmt.Sprintf(`kshard_cache_objects{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",version="v1"} %d`, len(keys))
-		eventually(t, 3*cachemetrics.CountsMaxAge, r.mgr.Identity()+"'s /metrics to count its cached ConfigMaps", func() (bool, string) {
+		testwait.For(t, 3*cachemetrics.CountsMaxAge, r.mgr.Identity()+"'s /metrics to count its cached ConfigMaps", func() (bool, string) {
 			_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
 			return strings.Contains(body, line), "no line " + line
 		})
@@ -190,15 +191,15 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 	if took := time.Since(leaveStart); took > 10*time.Second {
 		t.Errorf("r-0's graceful leave took %s", took)
 	}
-	eventually(t, 15*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-1") })
-	eventually(t, 10*time.Second, "r-1 to cache every object", func() (bool, string) {
+	testwait.For(t, 15*time.Second, "r-1 alone to own the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-1") })
+	testwait.For(t, 10*time.Second, "r-1 to cache every object", func() (bool, string) {
 		got := cachedKeys(t, r1)
 		return len(got) == len(all), fmt.Sprintf("%d of %d", len(got), len(all))
 	})
 	for i := 0; i < 12; i++ {
 		updateConfigMaps(t, cs, shardedNS(i), 5)
 	}
-	eventually(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "r-1 to reconcile every updated key", func() (bool, string) {
 		got := map[string]string{}
 		for _, iv := range j.snapshot()[mark:] {
 			got[iv.key] = iv.replica
@@ -231,8 +232,8 @@ func TestShardedCacheFallsBackWithoutTheGate(t *testing.T) {
 	cfg, cs, all := shardedRing(t, false, 4, 3)
 	j := &journal{}
 	r0 := startReplica(t, cfg, "it", "r-0", j, time.Millisecond, shardedByNamespace)
-	eventually(t, 30*time.Second, "the ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0") })
-	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "the ring to form", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0") })
+	testwait.For(t, 20*time.Second, "every key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true
@@ -338,7 +339,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 		return runReplica(t, mgr)
 	}
 	r0, r1 := start("r-0"), start("r-1")
-	eventually(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
+	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
 	// Which replica owns each key, by the ring both formed.
 	ring, err := shard.New(shard.Config{Scheme: shard.SchemeNamespace, Partitions: 16}, []string{"r-0", "r-1"})
 	if err != nil {
@@ -362,7 +363,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 			return true, ""
 		}
 	}
-	eventually(t, 30*time.Second, "every key reconciled by its owner with settings v1", settled("1"))
+	testwait.For(t, 30*time.Second, "every key reconciled by its owner with settings v1", settled("1"))
 	// Both caches hold the shared namespace, though one replica owns its
 	// partition.
 	want := map[bool]string{true: cache.ModeSharded, false: cache.ModeFallback}[gate]
@@ -380,7 +381,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 	if _, err := cs.CoreV1().ConfigMaps(shared).Update(ctx, settings, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "every key reconciled again by its owner with settings v2", settled("2"))
+	testwait.For(t, 30*time.Second, "every key reconciled again by its owner with settings v2", settled("2"))
 	mu.Lock()
 	defer mu.Unlock()
 	if len(readErrs) > 0 {
@@ -445,12 +446,12 @@ func TestBalancedRingEvensObjects(t *testing.T) {
 	r0 := startReplica(t, cfg, "it", "r-0", j, time.Millisecond, balanced)
 	r1 := startReplica(t, cfg, "it", "r-1", j, time.Millisecond, balanced)
 	for _, r := range []*replica{r0, r1} {
-		eventually(t, 30*time.Second, r.mgr.Identity()+" to know every partition's count", func() (bool, string) {
+		testwait.For(t, 30*time.Second, r.mgr.Identity()+" to know every partition's count", func() (bool, string) {
 			_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
 			return strings.Contains(body, "kshard_ring_weighed_partitions 16"), "kshard_ring_weighed_partitions is not 16"
 		})
 	}
-	eventually(t, 30*time.Second, "each replica to cache the balanced ring's share", func() (bool, string) {
+	testwait.For(t, 30*time.Second, "each replica to cache the balanced ring's share", func() (bool, string) {
 		if ok, why := ringSettled(ctx, cs, "it", "r-0", "r-1"); !ok {
 			return false, why
 		}
@@ -468,7 +469,7 @@ func TestBalancedRingEvensObjects(t *testing.T) {
 		}
 		return true, ""
 	})
-	eventually(t, 20*time.Second, "every key reconciled", func() (bool, string) {
+	testwait.For(t, 20*time.Second, "every key reconciled", func() (bool, string) {
 		seen := map[string]bool{}
 		for _, iv := range j.snapshot() {
 			seen[iv.key] = true

@@ -14,10 +14,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -67,14 +67,11 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 		}
 	}()
 	// Admit is ignored until Start has recorded its base context.
-	err = wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	testwait.True(t, 10*time.Second, "the singleton's Start to record its context", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.base != nil, nil
+		return s.base != nil
 	})
-	if err != nil {
-		t.Fatal("the singleton's Start did not record its context:", err)
-	}
 	if err := s.Admit(context.Background(), shard.NewPartitionSet(m.partitioner.Count(), s.partition)); err != nil {
 		t.Fatal(err)
 	}

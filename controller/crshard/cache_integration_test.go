@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -27,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -218,19 +218,6 @@ func (r *cacheReplica) cached(ctx context.Context, opts ...client.ListOption) ([
 	return list.Items, err
 }
 
-func awaitTrue(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, state := cond()
-		last = state
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (%s)", what, err, last)
-	}
-}
-
 // converged: every partition active on exactly one of rs, each of rs runs
 // some, and each caches exactly the test ConfigMaps of its active
 // partitions.
@@ -328,9 +315,9 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	a := startCacheReplica(t, cfg, "a", rs)
 	b := startCacheReplica(t, cfg, "b", rs)
 
-	awaitTrue(t, "two replicas to split the ring and their caches", time.Minute, func() (bool, string) { return converged(ctx, parts, a, b) })
+	testwait.For(t, time.Minute, "two replicas to split the ring and their caches", func() (bool, string) { return converged(ctx, parts, a, b) })
 	key, _ := shard.PartitionLabelKey("cachetest", shard.Config{Partitions: cacheTestPartitions})
-	awaitTrue(t, "every ConfigMap labelled", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "every ConfigMap labelled", func() (bool, string) {
 		list, err := cs.CoreV1().ConfigMaps(cacheTestNS).List(ctx, metav1.ListOptions{LabelSelector: key})
 		if err != nil {
 			return false, err.Error()
@@ -347,7 +334,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	// Unstructured and metadata-only reads: the unstructured ConfigMaps are
 	// sharded as the typed ones; metadata-only ConfigMaps, which no
 	// controller watches, are cached whole.
-	awaitTrue(t, "a's unstructured ConfigMaps to be its typed ones", 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "a's unstructured ConfigMaps to be its typed ones", func() (bool, string) {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 		if err := a.mgr.GetCache().List(ctx, ul, client.InNamespace(cacheTestNS)); err != nil {
@@ -363,7 +350,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 
 	// Every update reconciled by exactly one replica.
 	setAll("2")
-	awaitTrue(t, "every v2 reconciled once", time.Minute, everyRead(rs, "2", true))
+	testwait.For(t, time.Minute, "every v2 reconciled once", everyRead(rs, "2", true))
 	rs.check(t)
 
 	// Selectors: labels and an indexed field, ANDed with the shard's.
@@ -371,7 +358,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(cacheTestNS).Patch(ctx, cmA.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"pick":"me"}},"data":{"v":"odd"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	awaitTrue(t, "a to see its picked ConfigMap by label and by field", 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "a to see its picked ConfigMap by label and by field", func() (bool, string) {
 		byLabel, err := a.cached(ctx, client.MatchingLabels{"pick": "me"})
 		if err != nil {
 			return false, err.Error()
@@ -405,8 +392,8 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	go func() { b.halt(t); close(left) }()
 	setAll("3")
 	<-left
-	awaitTrue(t, "a to run the whole ring and cache every ConfigMap", time.Minute, func() (bool, string) { return converged(ctx, parts, a) })
-	awaitTrue(t, "every v3 reconciled", time.Minute, everyRead(rs, "3", false))
+	testwait.For(t, time.Minute, "a to run the whole ring and cache every ConfigMap", func() (bool, string) { return converged(ctx, parts, a) })
+	testwait.For(t, time.Minute, "every v3 reconciled", everyRead(rs, "3", false))
 	itemsA, _ = a.cached(ctx)
 	t.Logf("alone: a caches %d of %d ConfigMaps", len(itemsA), cacheTestObjects)
 
@@ -414,16 +401,16 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	// reconciled.
 	b = startCacheReplica(t, cfg, "b", rs)
 	setAll("4")
-	awaitTrue(t, "two replicas to split again", time.Minute, func() (bool, string) { return converged(ctx, parts, a, b) })
-	awaitTrue(t, "every v4 reconciled", time.Minute, everyRead(rs, "4", false))
+	testwait.For(t, time.Minute, "two replicas to split again", func() (bool, string) { return converged(ctx, parts, a, b) })
+	testwait.For(t, time.Minute, "every v4 reconciled", everyRead(rs, "4", false))
 	setAll("5")
-	awaitTrue(t, "every v5 reconciled once", time.Minute, everyRead(rs, "5", true))
+	testwait.For(t, time.Minute, "every v5 reconciled once", everyRead(rs, "5", true))
 	itemsA, _ = a.cached(ctx)
 	itemsB, _ = b.cached(ctx)
 	t.Logf("split again: a caches %d, b caches %d of %d ConfigMaps", len(itemsA), len(itemsB), cacheTestObjects)
 	rs.check(t)
 	// kshard status reads each replica's cache mode and count from its Lease.
-	awaitTrue(t, "b's Lease to publish its cache", 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "b's Lease to publish its cache", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(cacheTestLeaseNS).Get(ctx, lease.LeaseName("cachetest", "b"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -458,7 +445,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	}
 	// The self-check runs behind the adapter too (every second here) and
 	// finds nothing missing in a healthy replica.
-	awaitTrue(t, "b's self-check of ConfigMaps to run twice", 30*time.Second, func() (bool, string) {
+	testwait.For(t, 30*time.Second, "b's self-check of ConfigMaps to run twice", func() (bool, string) {
 		m := gather()
 		checks, missing := m["kshard_cache_checks_total{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"], m["kshard_cache_missing_objects{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"]
 		if missing != 0 {

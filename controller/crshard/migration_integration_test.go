@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
@@ -159,7 +160,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	})
 
 	_, stopOld := startLeader("old-leader")
-	awaitTrue(t, "the old leader elected and reconciling", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the old leader elected and reconciling", func() (bool, string) {
 		n := reconciledBy("old-")
 		return n > 0, fmt.Sprintf("%d reconciles", n)
 	})
@@ -168,7 +169,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 		rings[id], _ = startReplica(id)
 	}
 	before := reconciledBy("old-")
-	awaitTrue(t, "the old leader reconciling beside the ring's replicas", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the old leader reconciling beside the ring's replicas", func() (bool, string) {
 		n := reconciledBy("old-") - before
 		return n >= 50, fmt.Sprintf("%d reconciles since the replicas started", n)
 	})
@@ -183,7 +184,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	}
 
 	stopOld() // the rollout scales the Deployment to zero: it stops and releases
-	awaitTrue(t, "the ring ready and reconciling", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the ring ready and reconciling", func() (bool, string) {
 		ready := rings["w-0"].Ready() && rings["w-1"].Ready()
 		n := reconciledBy("w-")
 		return ready && n > 0, fmt.Sprintf("ready %v, %d reconciles", ready, n)
@@ -216,7 +217,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 
 	stopWriter()
 	writerDone.Wait()
-	awaitTrue(t, "every last update reconciled by the ring", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "every last update reconciled by the ring", func() (bool, string) {
 		missing := 0
 		readers := map[string]bool{}
 		written.Range(func(k, v any) bool {

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard/handoff"
@@ -112,7 +113,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 
 	first, firstPath, haltFirst := start("run-1")
 	incarnation := first.member.Incarnation()
-	awaitTrue(t, "the first process ready, its Lease naming its pod", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the first process ready, its Lease naming its pod", func() (bool, string) {
 		l := ownLease()
 		if l == nil {
 			return false, "no Lease yet"
@@ -131,7 +132,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	// The crash: the Lease as the process left it, renewed just now.
 	crashed := ownLease().DeepCopy()
 	haltFirst()
-	awaitTrue(t, "the first process's Lease gone after its leave", time.Minute, func() (bool, string) {
+	testwait.For(t, time.Minute, "the first process's Lease gone after its leave", func() (bool, string) {
 		return ownLease() == nil, "still there"
 	})
 	crashed.ObjectMeta = metav1.ObjectMeta{Name: crashed.Name, Namespace: crashed.Namespace,
@@ -154,7 +155,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	}
 
 	second, _, _ := start("run-2")
-	awaitTrue(t, "the restarted process ready on the Lease it took over", leaseDuration+30*time.Second, func() (bool, string) {
+	testwait.For(t, leaseDuration+30*time.Second, "the restarted process ready on the Lease it took over", func() (bool, string) {
 		l := ownLease()
 		if l == nil {
 			return false, "no Lease"

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -121,14 +121,6 @@ func (r *copyReplica) dropped(t *testing.T) float64 {
 	return n
 }
 
-func await(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out after %s waiting for %s", timeout, what)
-	}
-}
-
 // TestMappedEventDroppedDuringHandoffIsReplayed: on a real API server, a
 // Secret created while its mapped key's partition moves from r-0 to r-1 is
 // dropped by both (r-0 revoked the partition, r-1 has not admitted it yet);
@@ -168,7 +160,7 @@ func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 	t.Cleanup(unblock) // runs before the replicas stop
 
 	r0 := startCopyReplica(t, cp, ns, "r-0")
-	await(t, "r-0 to own every partition", time.Minute, func() bool {
+	testwait.True(t, time.Minute, "r-0 to own every partition", func() bool {
 		for p := range r0.ring.parts.Count() {
 			if !r0.ring.gate.Active(p) {
 				return false
@@ -201,14 +193,14 @@ func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	await(t, "both replicas to drop the Secret's mapped request", 30*time.Second, func() bool {
+	testwait.True(t, 30*time.Second, "both replicas to drop the Secret's mapped request", func() bool {
 		return r0.dropped(t) > drop0 && r1.dropped(t) > drop1
 	})
 	unblock()
 
 	var cm corev1.ConfigMap
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	await(t, "the dropped event to be reconciled after r-1's activation", 30*time.Second, func() bool {
+	testwait.True(t, 30*time.Second, "the dropped event to be reconciled after r-1's activation", func() bool {
 		return admin.Get(ctx, key, &cm) == nil
 	})
 	if by := cm.Data["by"]; by != "r-1" {

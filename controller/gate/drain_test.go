@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 // drainAsync runs Drain on its own goroutine and returns its result channel.
@@ -99,9 +101,7 @@ func TestDrainFailsWhenThePartitionIsActivatedAgain(t *testing.T) {
 	done := drainAsync(context.Background(), g, []int{0}, DrainOptions{Grace: time.Hour, Cancel: func() {}})
 	// Activate wakes the drain (Changed), which must see the partition
 	// active again; wait until the drain has revoked it first.
-	for g.Active(0) {
-		time.Sleep(time.Millisecond) // polling a condition, not synchronising
-	}
+	testwait.True(t, 10*time.Second, "the drain to revoke partition 0", func() bool { return !g.Active(0) })
 	g.Activate(0)
 	err := waitDrain(t, done)
 	if err == nil || !strings.Contains(err.Error(), "activated again") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
@@ -26,11 +27,13 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 	// Not h.Await: a timeout must still reach the check below, so the lost
 	// keys are listed and counted in the summary.
 	stopped := time.Now()
-	deadline := stopped.Add(reconcileTimeout)
-	for len(h.Log().Check().Lost) > 0 && time.Now().Before(deadline) {
-		r.revive(h)
-		time.Sleep(200 * time.Millisecond)
-	}
+	_ = testwait.Poll(200*time.Millisecond, reconcileTimeout, func() error {
+		if n := len(h.Log().Check().Lost); n > 0 {
+			r.revive(h)
+			return fmt.Errorf("%d updates not reconciled", n)
+		}
+		return nil
+	})
 	r.revive(h)
 	for _, id := range h.Live() {
 		if r.crashLooping(id) {

@@ -1,12 +1,14 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
@@ -59,22 +61,28 @@ func openReconciles(log *recorder.Log, p recorder.Process) int {
 func (r *round) recovered(h *harness.Harness, victim string, fault time.Time) {
 	r.t.Helper()
 	proc := h.Replica(victim).Process
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		ring := r.converge(h)
-		took := time.Since(fault)
-		if _, in := ring.Members[victim]; in && h.Replica(victim).Process == proc {
-			r.t.Logf("ring converged %s after the fault with %s back in it: %s", took.Round(time.Millisecond), proc, ring)
-			if limit := 2 * h.Options().LeaseDuration; took > limit {
-				r.t.Errorf("%s recovered %s after the fault; it must within 2×LeaseDuration (%s)", proc, took.Round(time.Millisecond), limit)
-			}
-			return
+	var (
+		ring harness.Ring
+		took time.Duration
+	)
+	err := testwait.Poll(100*time.Millisecond, convergeTimeout, func() error {
+		ring = r.converge(h)
+		took = time.Since(fault)
+		if h.Replica(victim).Process != proc {
+			return testwait.Stop(fmt.Errorf("it was restarted as %s", h.Replica(victim).Process))
 		}
-		if h.Replica(victim).Process != proc || time.Now().After(deadline) {
-			r.t.Errorf("%s did not rejoin the ring by itself (%s after the fault: %s)", proc, took.Round(time.Millisecond), ring)
-			return
+		if _, in := ring.Members[victim]; !in {
+			return errors.New("not in the ring")
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		r.t.Errorf("%s did not rejoin the ring by itself (%s after the fault: %s): %v", proc, took.Round(time.Millisecond), ring, err)
+		return
+	}
+	r.t.Logf("ring converged %s after the fault with %s back in it: %s", took.Round(time.Millisecond), proc, ring)
+	if limit := 2 * h.Options().LeaseDuration; took > limit {
+		r.t.Errorf("%s recovered %s after the fault; it must within 2×LeaseDuration (%s)", proc, took.Round(time.Millisecond), limit)
 	}
 }
 

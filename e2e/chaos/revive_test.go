@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
@@ -91,25 +92,22 @@ func (r *round) crashLooping(identity string) bool {
 func (r *round) converge(h *harness.Harness) harness.Ring {
 	r.t.Helper()
 	var ring harness.Ring
-	deadline := time.Now().Add(convergeTimeout)
-	for {
+	err := testwait.Poll(100*time.Millisecond, convergeTimeout, func() error {
 		r.revive(h)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		var err error
 		ring, err = h.Converged(ctx)
-		cancel()
-		if err == nil {
-			if !r.modeChecked {
-				r.checkCacheMode(h)
-				r.modeChecked = true
-			}
-			return ring
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("ring convergence on %v: not within %s: %v", h.Live(), convergeTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		r.t.Fatalf("ring convergence on %v: %v", h.Live(), err)
 	}
+	if !r.modeChecked {
+		r.checkCacheMode(h)
+		r.modeChecked = true
+	}
+	return ring
 }
 
 // stop sends SIGTERM to identity as h.Stop does, first reviving it if a

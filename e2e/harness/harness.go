@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
@@ -240,27 +241,9 @@ func (h *Harness) Replica(identity string) *Replica {
 	return h.replicas[identity]
 }
 
-// await polls cond every interval until it returns nil or timeout passes,
-// and returns the last error.
-func await(timeout, interval time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(interval)
-	}
-}
-
 // Await polls cond until it returns nil, failing the test with cond's last
 // error after timeout.
 func (h *Harness) Await(timeout time.Duration, what string, cond func() error) {
 	h.t.Helper()
-	if err := await(timeout, 100*time.Millisecond, cond); err != nil {
-		h.t.Fatalf("%s: not within %s: %v", what, timeout, err)
-	}
+	testwait.NoError(h.t, 100*time.Millisecond, timeout, what, cond)
 }

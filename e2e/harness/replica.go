@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
@@ -179,9 +180,9 @@ func (h *Harness) WaitReady(identity string) {
 		h.t.Fatalf("%s not ready within %s: %v", identity, h.opts.ReadyTimeout, err)
 	}
 	client := &http.Client{Timeout: time.Second}
-	err = await(h.opts.ReadyTimeout, 50*time.Millisecond, func() error {
+	err = testwait.Poll(50*time.Millisecond, h.opts.ReadyTimeout, func() error {
 		if e, done := r.proc.Exited(); done {
-			return fmt.Errorf("%s", e)
+			return testwait.Stop(fmt.Errorf("%s", e)) // it will not become ready
 		}
 		resp, err := client.Get("http://" + probe + "/readyz")
 		if err != nil {
@@ -194,7 +195,7 @@ func (h *Harness) WaitReady(identity string) {
 		return nil
 	})
 	if err != nil {
-		h.t.Fatalf("%s not ready within %s: %v\nlast log lines (%s):\n%s", identity, h.opts.ReadyTimeout, err, r.LogPath, r.proc.Tail(30))
+		h.t.Fatalf("%s not ready: %v\nlast log lines (%s):\n%s", identity, err, r.LogPath, r.proc.Tail(30))
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 // operatorBin is the example-operator binary TestMain builds once.
@@ -70,17 +71,7 @@ var (
 // error after timeout. Timeouts are generous: the machine is shared.
 func await(t *testing.T, timeout, interval time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
-		}
-		time.Sleep(interval) // polling interval, not synchronisation: cond decides
-	}
+	testwait.NoError(t, interval, timeout, what, cond)
 }
 
 // installCRD creates the Widget CRD from the binary's embedded copy (equal

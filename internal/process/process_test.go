@@ -3,6 +3,7 @@ package process_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/testwait"
 )
 
 // sh starts a shell script as a process logging to a temporary file.
@@ -133,13 +135,11 @@ func state(t *testing.T, pid int) byte {
 
 func awaitState(t *testing.T, p *process.Process, want func(byte) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !want(state(t, p.Pid())) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process never became %s (state %c)", what, state(t, p.Pid()))
-		}
-		time.Sleep(10 * time.Millisecond) // polling /proc, which cannot be awaited
-	}
+	// /proc cannot be awaited: polled.
+	testwait.For(t, 10*time.Second, "the process to become "+what, func() (bool, string) {
+		s := state(t, p.Pid())
+		return want(s), fmt.Sprintf("state %c", s)
+	})
 }
 
 func TestPauseResumeAndKill(t *testing.T) {

@@ -1,12 +1,11 @@
 package kshardtest_test
 
 import (
-	"context"
+	"fmt"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
 	"github.com/kshard/kshard/manager/ringstatus"
@@ -113,17 +112,21 @@ func rejoin(t *testing.T, env *kshardtest.Env, start func(string), identity stri
 	frozenWith := generation(env.Ring(), identity)
 	env.Resume(identity)
 	exited := false
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	// Every 100ms: each check lists the Leases.
+	testwait.NoError(t, 100*time.Millisecond, time.Minute, identity+" to rejoin or exit after its resume", func() error {
 		if env.Exited(identity) {
 			exited = true
-			return true, nil
+			return nil
 		}
 		ring := env.Ring()
-		return ring.Converged(identities...) == nil && generation(ring, identity) > frozenWith, nil
+		if err := ring.Converged(identities...); err != nil {
+			return err
+		}
+		if g := generation(ring, identity); g <= frozenWith {
+			return fmt.Errorf("%s's Record is at generation %d, not past the %d it froze with", identity, g, frozenWith)
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("%s neither rejoined nor exited within a minute of its resume", identity)
-	}
 	if exited {
 		t.Logf("%s exited after its pause; restarting it", identity)
 		start(identity)
