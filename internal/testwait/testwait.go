@@ -86,9 +86,8 @@ func For(t testing.TB, timeout time.Duration, what string, cond func() (bool, st
 }
 
 // NoError fails t unless cond returns nil within timeout, checking it
-// every interval (a condition that costs a request to the API server
-// wants a longer one than Interval), with cond's last error in the
-// message.
+// every interval (the caller's pick, for what one check costs), with
+// cond's last error in the message.
 func NoError(t testing.TB, interval, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	if err := Poll(interval, timeout, cond); err != nil {
