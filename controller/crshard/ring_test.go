@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/handoff"
@@ -182,18 +183,26 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 	if n := q.Len(); n != 1 {
 		t.Fatalf("queue holds %d, want only b, queued before the revoke", n)
 	}
-	gotB := make(chan reconcile.Request, 1)
+	// A Get with nothing active dequeues b and must drop it, not hand it
+	// out. Shown by order, not by waiting: once b is dequeued, a's
+	// partition is admitted again and a queued after b; the first request
+	// Get hands out must be a.
+	next := make(chan reconcile.Request, 1)
 	go func() {
 		item, _ := q.Get()
-		gotB <- item
+		next <- item
 	}()
-	select {
-	case item := <-gotB:
-		t.Fatalf("Get handed out %v of a revoked partition", item)
-	case <-time.After(100 * time.Millisecond):
+	testwait.True(t, 10*time.Second, "b dequeued", func() bool { return q.Len() == 0 })
+	if err := r.Admit(context.Background(), r.only(a)); err != nil {
+		t.Fatal(err)
 	}
-	if q.Len() != 0 {
-		t.Fatal("b's request was not dropped when dequeued")
+	q.Add(a)
+	if item := <-next; item != a {
+		t.Fatalf("Get handed out %v, want %v: b's partition was revoked before it was dequeued", item, a)
+	}
+	q.Done(a)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("queue holds %d after a was handed out, want 0 (b dropped)", n)
 	}
 }
 
@@ -323,8 +332,10 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 		<-release // ignores the cancellation
 		return reconcile.Result{}, nil
 	}))
+	var returned atomic.Bool // the reconcile returned; its Done follows
 	go func() {
 		_, _ = rec.Reconcile(context.Background(), got)
+		returned.Store(true)
 		q.Done(got)
 	}()
 	<-started
@@ -334,16 +345,28 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 		t.Fatal("Revoke reported the drain complete while the reconcile ran")
 	}
 	<-cancelled // the grace period passed: its context was cancelled
-	done := make(chan error, 1)
-	go func() { done <- r.Revoke(context.Background(), set, true) }()
-	select {
-	case err := <-done:
-		t.Fatalf("Revoke returned %v while the reconcile still ran", err)
-	case <-time.After(100 * time.Millisecond):
+	// A Revoke whose context ends while the reconcile runs reports the
+	// drain unfinished however long it waited: state, not a timed window.
+	ended, end := context.WithCancel(context.Background())
+	end()
+	if err := r.Revoke(ended, set, true); err == nil {
+		t.Fatal("Revoke with its context ended reported the drain complete while the reconcile ran")
 	}
+	// One that waits returns after the reconcile returned, and with
+	// nothing of the partition in flight: the order is recorded.
+	done := make(chan error, 1)
+	var returnedFirst atomic.Bool
+	go func() {
+		err := r.Revoke(context.Background(), set, true)
+		returnedFirst.Store(returned.Load() && r.gate.InFlight(r.parts.Of(a.Namespace, a.Name)) == 0)
+		done <- err
+	}()
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("Revoke after the reconcile returned: %v", err)
+	}
+	if !returnedFirst.Load() {
+		t.Fatal("Revoke returned before the reconcile it drained had returned and was Done")
 	}
 }
 
@@ -401,10 +424,9 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 	other := (p + 1) % r.parts.Count()
 	set.Add(other)
 	_ = r.Admit(context.Background(), set)
-	select {
-	case <-running:
+	// Admit starts a singleton before it returns: its run is state to read.
+	if s := r.singletons[0]; s.running() {
 		t.Fatal("the singleton started on another partition's activation")
-	case <-time.After(50 * time.Millisecond):
 	}
 	set.Add(p)
 	_ = r.Admit(context.Background(), set)
@@ -421,6 +443,13 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 	if err := r.AddSingleton("late", crmanager.RunnableFunc(func(context.Context) error { return nil })); err == nil {
 		t.Fatal("a singleton added after the ring started was accepted")
 	}
+}
+
+// running reports whether a run of s was started and not yet waited for.
+func (s *singleton) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done != nil
 }
 
 // TestMetricsInTheGivenRegistry: the ring's, the Lease's and the gate's

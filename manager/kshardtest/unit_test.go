@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,18 +35,37 @@ func TestGateOpenHoldCut(t *testing.T) {
 		t.Fatalf("open gate: %v", err)
 	}
 
-	// Held: the request waits until the gate opens again.
+	// Held: the request waits, unsent, until the gate opens again. Shown
+	// by state, not by a window: the gate waits on a request's context
+	// only while it holds it, and the transport behind it counts what is
+	// sent.
+	var sent atomic.Int32
+	next := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})
 	g.set(gateHold)
+	waiting := &doneWatch{Context: context.Background(), watched: make(chan struct{})}
+	req, _ := http.NewRequestWithContext(waiting, http.MethodGet, srv.URL, nil)
 	done := make(chan error, 1)
-	go func() { done <- get(context.Background()) }()
+	go func() {
+		resp, err := g.wrap(next).RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
 	select {
+	case <-waiting.watched:
 	case err := <-done:
-		t.Fatalf("held request returned before the gate opened: %v", err)
-	case <-time.After(50 * time.Millisecond): // long enough to have passed an open gate
+		t.Fatalf("held request returned before the gate opened: %v (%d sent)", err, sent.Load())
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("held request: %d sent while the gate holds it", n)
 	}
 	g.set(gateOpen)
-	if err := <-done; err != nil {
-		t.Fatalf("held request after reopening: %v", err)
+	if err := <-done; err != nil || sent.Load() != 1 {
+		t.Fatalf("held request after reopening: %v, %d sent; want nil, 1", err, sent.Load())
 	}
 
 	// A held request gives up with its context.
@@ -66,6 +86,19 @@ func TestGateOpenHoldCut(t *testing.T) {
 	if err := get(context.Background()); !errors.Is(err, errCut) {
 		t.Fatalf("request when cut: %v, want errCut", err)
 	}
+}
+
+// doneWatch is a context that closes watched the first time its Done is
+// called: the gate calls it only to wait while it holds a request.
+type doneWatch struct {
+	context.Context
+	once    sync.Once
+	watched chan struct{}
+}
+
+func (c *doneWatch) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.watched) })
+	return c.Context.Done()
 }
 
 func TestRecordReconciles(t *testing.T) {
