@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/transport"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,8 +89,12 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 
 	// startLeader runs the operator as it was: controller-runtime with
 	// leader election. It returns the manager and its stop function.
-	startLeader := func(id string) (crmanager.Manager, func()) {
-		mgr, err := crmanager.New(rest.CopyConfig(cfg), crmanager.Options{
+	startLeader := func(id string, wrap ...transport.WrapperFunc) (crmanager.Manager, func()) {
+		lcfg := rest.CopyConfig(cfg)
+		for _, w := range wrap {
+			lcfg.Wrap(w)
+		}
+		mgr, err := crmanager.New(lcfg, crmanager.Options{
 			Cache:            cacheOpts,
 			LeaderElection:   true,
 			LeaderElectionID: electionID, LeaderElectionNamespace: ns, LeaderElectionReleaseOnCancel: true,
@@ -206,12 +213,21 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 		t.Errorf("the leader-election Lease is held by %q, want the ring (%q)", holder, lease.LeaderLeaseHolder("migtest"))
 	}
 
-	// A rollback starts a leader-elected replica: it must not lead.
-	rollback, stopRollback := startLeader("old-rollback")
+	// A rollback starts a leader-elected replica: it must not lead. It
+	// tries for the Lease every RetryPeriod; once its own tries span two
+	// Lease durations, a Lease the ring did not renew would have been
+	// taken. The span is read from its requests, not slept, so a starved
+	// candidate cannot pass the check without trying.
+	tries := &electionTries{name: electionID}
+	rollback, stopRollback := startLeader("old-rollback", tries.wrap)
+	testwait.For(t, time.Minute, "the rollback to try for the Lease through two Lease durations", func() (bool, string) {
+		span := tries.span()
+		return span >= 2*leaseDuration, fmt.Sprintf("its tries span %s", span.Round(time.Millisecond))
+	})
 	select {
 	case <-rollback.Elected():
 		t.Errorf("a leader-elected replica started beside the ring was elected")
-	case <-time.After(2 * leaseDuration): // the absence asserted: two Lease durations without election
+	default:
 	}
 	stopRollback()
 
@@ -261,3 +277,37 @@ func runManager(t *testing.T, id string, mgr crmanager.Manager) func() {
 	t.Cleanup(halt)
 	return halt
 }
+
+// electionTries records when a leader-election candidate read the Lease
+// it tries for.
+type electionTries struct {
+	name        string
+	mu          sync.Mutex
+	first, last time.Time
+}
+
+func (e *electionTries) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases/"+e.name) {
+			now := time.Now()
+			e.mu.Lock()
+			if e.first.IsZero() {
+				e.first = now
+			}
+			e.last = now
+			e.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// span is the time from the first read to the last.
+func (e *electionTries) span() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last.Sub(e.first)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
