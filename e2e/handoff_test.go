@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/testkubectl"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -152,14 +152,14 @@ func measureLeaseWrites(t *testing.T, h *harness.Harness, window time.Duration) 
 
 // checkKubectlListsRing asserts that the inspection command from the design
 // lists every live replica with its state and partition count. It runs as a
-// subtest, so that without kubectl it is reported as skipped while the rest
-// of the scenario, whose convergence checks read the same labels through
-// client-go, still runs.
+// subtest, so that without kubectl it is reported as skipped (failed under
+// CI=true) while the rest of the scenario, whose convergence checks read the
+// same labels through client-go, still runs.
 func checkKubectlListsRing(t *testing.T, h *harness.Harness, ring harness.Ring) {
 	opts := h.Options()
 	out, err := h.Kubectl("get", "leases", "-n", opts.Namespace, "-l", "kshard.io/ring="+opts.Ring, "-L", "kshard.io/state,kshard.io/partitions")
-	if errors.Is(err, exec.ErrNotFound) {
-		t.Skipf("kubectl is not on PATH, so the inspection command the design documents is not checked: %v", err)
+	if errors.Is(err, testkubectl.ErrMissing) {
+		testkubectl.Missing(t, fmt.Errorf("the inspection command the design documents is not checked: %w", err))
 	}
 	if err != nil {
 		t.Fatalf("kubectl get leases: %v\n%s", err, out)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/testkubectl"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -68,10 +69,11 @@ func (e *realEnv) member(cfg *rest.Config, identity string, mutate ...func(*Opti
 }
 
 // kubectl runs kubectl against the test's API server; ok is false when
-// kubectl is not on PATH (the caller reports that visibly at its end).
+// there is no kubectl (testkubectl.Path): the caller reports that at its
+// end with testkubectl.Missing, which fails under CI=true.
 func (e *realEnv) kubectl(args ...string) (out string, ok bool) {
 	e.t.Helper()
-	path, err := exec.LookPath("kubectl")
+	path, err := testkubectl.Path()
 	if err != nil {
 		return "", false
 	}
@@ -148,7 +150,8 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 		t.Errorf("%v renew errors against a healthy API server", errs)
 	}
 	if !haveKubectl {
-		t.Skip("kubectl is not on PATH: every check ran except the kubectl columns")
+		_, err := testkubectl.Path()
+		testkubectl.Missing(t, fmt.Errorf("every check ran except the kubectl columns: %w", err))
 	}
 }
 

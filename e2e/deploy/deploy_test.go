@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kshard/kshard/internal/testkubectl"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -27,10 +28,7 @@ func deployDir(t *testing.T) string {
 
 func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH; install it to check the manifests")
-	}
+	path := testkubectl.Require(t)
 	out, err := exec.Command(path, append([]string{"--kubeconfig", cp.KubeconfigPath()}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)

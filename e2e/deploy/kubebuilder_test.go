@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kshard/kshard/internal/testkubectl"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -58,8 +59,8 @@ func TestKubebuilderComponent(t *testing.T) {
 	if os.Getenv(EnvKubebuilderCheck) == "" {
 		t.Skipf("scaffolds a kubebuilder project (minutes); run it with make kubebuilder-check (sets %s=1)", EnvKubebuilderCheck)
 	}
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl is not on PATH; install it to check the manifests")
+	if _, err := testkubectl.Path(); err != nil {
+		t.Fatal(err) // make kubebuilder-check asked for this check: never skipped
 	}
 	tools := kubebuilderTools(t)
 	project := scaffold(t, tools)
@@ -311,7 +312,11 @@ type objectRender struct {
 // renderObjects runs `kubectl kustomize dir` and keeps every object.
 func renderObjects(t *testing.T, dir string) objectRender {
 	t.Helper()
-	out, err := exec.Command("kubectl", "kustomize", dir).CombinedOutput()
+	kubectl, err := testkubectl.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
 	}

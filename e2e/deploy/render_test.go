@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kshard/kshard/internal/testkubectl"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -28,10 +29,7 @@ type rendered struct {
 // objects the checks below look at.
 func render(t *testing.T, dir string) rendered {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH; install it to check the manifests")
-	}
+	path := testkubectl.Require(t)
 	out, err := exec.Command(path, "kustomize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)

@@ -2,18 +2,20 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"time"
+
+	"github.com/kshard/kshard/internal/testkubectl"
 )
 
-// Kubectl runs kubectl against the control plane as admin and returns its
-// combined output. When kubectl is not installed the error wraps
-// exec.ErrNotFound, so a test can skip just that check.
+// Kubectl runs kubectl (testkubectl.Path) against the control plane as
+// admin and returns its combined output. Without a kubectl the error wraps
+// testkubectl.ErrMissing, so a test can end just that check with
+// testkubectl.Missing (a failure under CI=true).
 func (h *Harness) Kubectl(args ...string) (string, error) {
-	kubectl, err := exec.LookPath("kubectl")
+	kubectl, err := testkubectl.Path()
 	if err != nil {
-		return "", fmt.Errorf("kubectl is not on PATH; install it to run this check: %w", err)
+		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

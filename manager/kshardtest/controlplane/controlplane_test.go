@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/testkubectl"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,10 +32,7 @@ func TestLeaseVisibleThroughKubectl(t *testing.T) {
 	if _, err := cs.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating lease: %v", err)
 	}
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH; install it to run this check")
-	}
+	kubectl := testkubectl.Require(t)
 	out, err := exec.Command(kubectl, "--kubeconfig", cp.KubeconfigPath(), "get", "leases", "-A", "-l", "kshard.io/ring=smoke").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl get leases: %v\n%s", err, out)
