@@ -25,12 +25,12 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/manager/cache/cachemetrics"
-	"github.com/kshard/kshard/manager/fence"
-	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
+	"github.com/kshard/kshard/shard/cache/cachemetrics"
+	"github.com/kshard/kshard/shard/fence"
 	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/shard/ring"
 )
 
 // Runnable is anything the Manager starts with Start and stops by cancelling

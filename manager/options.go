@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 	"github.com/kshard/kshard/shard/handoff"
 )
 

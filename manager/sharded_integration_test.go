@@ -19,10 +19,10 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/testwait"
-	"github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
+	"github.com/kshard/kshard/shard/cache/cachemetrics"
 )
 
 // shardedRing starts a control plane (gate: ShardedListAndWatch), the

@@ -28,9 +28,9 @@ import (
 
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
-	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	kcache "github.com/kshard/kshard/shard/cache"
 )
 
 const (

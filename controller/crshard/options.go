@@ -12,8 +12,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kshard/kshard/lease"
-	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
+	kcache "github.com/kshard/kshard/shard/cache"
 	"github.com/kshard/kshard/shard/handoff"
 )
 

@@ -1,5 +1,5 @@
 // Package handoffhook is what kshard's own simulations (internal/handoffsim,
-// and manager/ring's coordinator simulation through it) hand a
+// and shard/ring's coordinator simulation through it) hand a
 // shard/handoff Core when they build it, and read back from it: a ring
 // builder shared by a seed's cores, and the oracle's reads of proofs of
 // death and tombstones. Production has no use for them.

@@ -10,7 +10,7 @@
 //
 // Each process runs a handoff.Core behind a shell. The built-in shell feeds
 // the core directly (shard/handoff's TestSimulation); an external Shell,
-// such as the real ring coordinator (manager/ring's
+// such as the real ring coordinator (shard/ring's
 // TestCoordinatorSimulation), sees the process as a Lease membership, a
 // participant and a pod reader (for proofs of death), and runs its
 // asynchronous work as tasks the world schedules one at a time.

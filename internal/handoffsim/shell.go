@@ -13,7 +13,7 @@ import (
 )
 
 // Shell drives one process's handoff core in the simulated world: the
-// ring coordinator, say (see manager/ring/coordsim_test.go). It reads the
+// ring coordinator, say (see shard/ring/coordsim_test.go). It reads the
 // ring and writes the own Lease through the Process it was built for (a
 // membership), activates and revokes partitions through it (a participant),
 // and runs its asynchronous work with Process.Go and Process.Post, so that

@@ -233,7 +233,7 @@
 // of death) and pods force-deleted while their process may run, twice:
 // sim_test.go here drives the core with a built-in shell
 // (sim_assumptions_test.go measures the clock-rate and stale-view faults),
-// and manager/ring's TestCoordinatorSimulation drives it with the real
+// and shard/ring's TestCoordinatorSimulation drives it with the real
 // coordinator. Run either with -handoff.seeds=N, replay a failing seed with
 // -handoff.seed=S; `make sim` runs 1,000,000 seeds of both, `make
 // sim-assumptions` the long clock-rate and stale-view measurements.

@@ -15,7 +15,7 @@ import (
 // assumptions (doc.go): clocks that run at different rates, and a watch
 // that shows an older state of a peer's Lease after a newer one. The faults
 // themselves are internal/handoffsim's (assumptions.go); every simulation
-// run has them on, TestSimulation's and manager/ring's TestCoordinatorSimulation
+// run has them on, TestSimulation's and shard/ring's TestCoordinatorSimulation
 // too.
 
 var (

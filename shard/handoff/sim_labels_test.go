@@ -12,7 +12,7 @@ import (
 var simLabelSeeds = flag.Int("handoff.labelseeds", 1000, "seeds TestSimulationLabels runs")
 
 // TestSimulationLabels runs the simulation with caches sharded by labels
-// (handoffsim.Options.Labels), with the three fixes to manager/cache's
+// (handoffsim.Options.Labels), with the three fixes to shard/cache's
 // Labelled that TestSimulationLabelsGaps shows are needed
 // (handoffsim.AllLabelFixes): objects without a valid label at the start
 // (none, garbled, out of range) and created unlabelled, labels written by
@@ -80,7 +80,7 @@ func checkLabelFaults(t *testing.T, s handoffsim.Summary) {
 // needed: the labels model with all fixes but one (the others keep the
 // run from failing otherwise) breaks the oracle in the way that fix
 // prevents, within a few hundred seeds. Without any, the model is
-// manager/cache's Labelled as built.
+// shard/cache's Labelled as built.
 func TestSimulationLabelsGaps(t *testing.T) {
 	for _, c := range []struct {
 		fix   handoffsim.LabelFix

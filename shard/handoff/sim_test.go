@@ -20,7 +20,7 @@ var (
 // after drain, that no replica's claims are voided while it still runs
 // anything, and, once faults stop, that every partition ends up active on
 // exactly one live member within the liveness bound. A failing seed prints
-// its replayable trace. manager/ring's TestCoordinatorSimulation runs the same
+// its replayable trace. shard/ring's TestCoordinatorSimulation runs the same
 // world with the real coordinator as the shell.
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {

@@ -4,7 +4,7 @@ import "time"
 
 // Validity is until when this replica's lease is known valid, and the
 // epoch that validity belongs to. Workers check it before each reconcile,
-// and the client transport before each write of one (manager/ring
+// and the client transport before each write of one (shard/ring
 // publishes it as controller.Validity): the core decides it, so that the
 // simulations check the rule the shells carry out.
 type Validity struct {

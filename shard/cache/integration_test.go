@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Widget is a custom resource type known only to the test's scheme.

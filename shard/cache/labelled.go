@@ -99,7 +99,7 @@ type LabelledOptions struct {
 // deletion. A Labelled never reports such an object gone: a DELETED from one
 // view is passed on only when no other view holds the object, and then only
 // after a live GET has confirmed it gone; until then reads still return its
-// last state. It implements ring.PartitionCache (manager/ring) and the
+// last state. It implements ring.PartitionCache (shard/ring) and the
 // Informer sources use.
 type Labelled struct {
 	opts LabelledOptions

@@ -145,5 +145,5 @@ func (c *Coordinator) NotReadyReason() string {
 
 // LeaseValidity returns until when this replica's lease is known valid and
 // its epoch, for controller.Options.LeaseValidity and the fencing transport
-// (manager/fence).
+// (shard/fence).
 func (c *Coordinator) LeaseValidity() controller.Validity { return c.c.leaseValidity() }

@@ -1,6 +1,7 @@
-// Package cache is the shared informer cache a kshard manager owns: one
-// SharedIndexInformer per GroupVersionKind (typed, or metadata-only for
-// *metav1.PartialObjectMetadata), started together, read through Get and List.
+// Package cache is the informer cache both kshard runtimes build on: the
+// Cache kshard's manager owns (one SharedIndexInformer per GroupVersionKind,
+// typed or metadata-only for *metav1.PartialObjectMetadata, read through Get
+// and List), and the sharded informers the controller-runtime adapter uses.
 //
 // ProbeShardFiltering and ShardMatcher are the foundations of sharded caches
 // (Kubernetes 1.36 sharded list/watch, KEP-5866): the probe asks the API

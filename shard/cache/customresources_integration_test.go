@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // crFixture is a control plane with two custom resource kinds: the example

@@ -4,7 +4,7 @@ import "github.com/kshard/kshard/shard"
 
 // PartitionCache is a cache that holds the objects of some partitions only:
 // the sharded cache built on the API server's sharded list and watch
-// (shard/README.md; manager/cache's Cache, and its Segmented for one
+// (shard/README.md; shard/cache's Cache, and its Segmented for one
 // resource). The coordinator tells it which partitions this replica needs
 // and activates a gained partition only once the cache reports it synced,
 // so an activation's replay never misses an object that the cache has not
@@ -31,14 +31,14 @@ type PartitionCache interface {
 
 // ObjectCounter is a PartitionCache that counts the objects it holds per
 // partition (a slice indexed by partition): what a balanced ring
-// (shard.Config.Balance) is placed by. manager/cache's Cache implements it.
+// (shard.Config.Balance) is placed by. shard/cache's Cache implements it.
 type ObjectCounter interface {
 	ObjectsPerPartition() []int
 }
 
 // ActiveObserver is a PartitionCache that is told, after every step of the
 // coordinator, which partitions are active here: a cache sharded by labels
-// labels the unlabelled objects of those partitions (manager/cache's
+// labels the unlabelled objects of those partitions (shard/cache's
 // Cache.SetActive).
 type ActiveObserver interface {
 	SetActive(active shard.PartitionSet)

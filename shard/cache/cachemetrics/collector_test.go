@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // The object counts walk the whole cache: scrapes less than maxAge apart

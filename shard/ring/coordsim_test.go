@@ -127,7 +127,7 @@ func TestCoordinatorSimulation(t *testing.T) {
 	// The coordinator's JoinScanClean, Finalize and DeletePeer paths must
 	// run, not only the core's.
 	handoffsim.CheckFinalizerPaths(t, s)
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./shard/ring -run TestCoordinatorSimulation -handoff.seed=%d -v")
 }
 
 func btoi(b bool) int {
@@ -171,7 +171,7 @@ func TestCoordinatorSimulationPartitionCache(t *testing.T) {
 	if s.Seeds >= 100 && (s.SlowLists == 0 || s.FailedLists == 0) {
 		t.Errorf("no slow or no failing LIST in %d seeds: the cache fault did not run", s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./shard/ring -run TestCoordinatorSimulationPartitionCache -handoff.seed=%d -v")
 }
 
 // TestCoordinatorSimulationLabels runs the coordinator simulation with
@@ -201,5 +201,5 @@ func TestCoordinatorSimulationLabels(t *testing.T) {
 	if s.Seeds >= 100 && (l.Patches == 0 || l.Stripped == 0 || l.Pending == 0 || l.ListedBeforeHold == 0) {
 		t.Errorf("no label write, stripped label, pending object or unlabelled view listed before the ring's first Hold in %d seeds: the labels model did not run", s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./manager/ring -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./shard/ring -run TestCoordinatorSimulationLabels -handoff.seed=%d -v")
 }

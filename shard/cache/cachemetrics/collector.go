@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Collector exports how each kind of a sharded cache is cached, read from
