@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard/handoff"
@@ -225,7 +226,7 @@ func TestClusterProblems(t *testing.T) {
 	t.Run("install-crd", func(t *testing.T) {
 		o := startOperator(t, "solo", nil, append(args, "--install-crd")...)
 		awaitWidgetsServed(t, dyn)
-		await(t, 3*time.Minute, 250*time.Millisecond, "solo's Lease active with every partition", func() error {
+		testwait.NoError(t, 250*time.Millisecond, 3*time.Minute, "solo's Lease active with every partition", func() error {
 			l, err := client.CoordinationV1().Leases("default").Get(ctx, lease.LeaseName(ring, "solo"), metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -243,7 +244,7 @@ func TestClusterProblems(t *testing.T) {
 		if _, err := dyn.Resource(widgetGVR).Namespace("default").Create(ctx, w, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		await(t, 3*time.Minute, 250*time.Millisecond, "Widget reconciled by solo", func() error {
+		testwait.NoError(t, 250*time.Millisecond, 3*time.Minute, "Widget reconciled by solo", func() error {
 			got, err := dyn.Resource(widgetGVR).Namespace("default").Get(ctx, "first", metav1.GetOptions{})
 			if err != nil {
 				return err

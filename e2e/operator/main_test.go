@@ -67,13 +67,6 @@ var (
 	widgetGVR = v1alpha1.GroupVersion.WithResource("widgets")
 )
 
-// await polls cond until it returns nil, failing the test with cond's last
-// error after timeout. Timeouts are generous: the machine is shared.
-func await(t *testing.T, timeout, interval time.Duration, what string, cond func() error) {
-	t.Helper()
-	testwait.NoError(t, interval, timeout, what, cond)
-}
-
 // installCRD creates the Widget CRD from the binary's embedded copy (equal
 // to deploy/crd.yaml) and waits until Widgets can be listed.
 func installCRD(t *testing.T, dyn dynamic.Interface) {
@@ -93,7 +86,7 @@ func installCRD(t *testing.T, dyn dynamic.Interface) {
 // alone does not mean a list works yet.
 func awaitWidgetsServed(t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
-	await(t, 2*time.Minute, 200*time.Millisecond, "Widget CRD served", func() error {
+	testwait.NoError(t, 200*time.Millisecond, 2*time.Minute, "Widget CRD served", func() error {
 		_, err := dyn.Resource(widgetGVR).List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err
 	})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/ringstatus"
@@ -82,7 +83,7 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 			"--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0")
 	}
 	var r *shard.Ring
-	await(t, convergeLimit, 250*time.Millisecond, "ring of 3 converged", func() error {
+	testwait.NoError(t, 250*time.Millisecond, convergeLimit, "ring of 3 converged", func() error {
 		var err error
 		r, err = convergedRing(ctx, client, replicas)
 		return err
@@ -159,7 +160,7 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 	if len(gone) != deleted {
 		t.Fatalf("deleted %d Widgets, meant %d", len(gone), deleted)
 	}
-	await(t, convergeLimit, time.Second, "ConfigMaps of deleted Widgets garbage-collected", func() error {
+	testwait.NoError(t, time.Second, convergeLimit, "ConfigMaps of deleted Widgets garbage-collected", func() error {
 		cms, err := client.CoreV1().ConfigMaps(widgetNS).List(ctx, metav1.ListOptions{LabelSelector: childLabel})
 		if err != nil {
 			return err
@@ -274,7 +275,7 @@ func createWidgets(t *testing.T, dyn dynamic.Interface, n int) {
 func awaitAllReconciled(t *testing.T, dyn dynamic.Interface, n int) []unstructured.Unstructured {
 	t.Helper()
 	var items []unstructured.Unstructured
-	await(t, convergeLimit, time.Second, fmt.Sprintf("%d Widgets reconciled", n), func() error {
+	testwait.NoError(t, time.Second, convergeLimit, fmt.Sprintf("%d Widgets reconciled", n), func() error {
 		list, err := dyn.Resource(widgetGVR).Namespace(widgetNS).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err
