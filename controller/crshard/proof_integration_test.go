@@ -163,6 +163,10 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 		return second.Ready() && l.Annotations[lease.AnnotationIncarnation] == second.member.Incarnation(),
 			"incarnation " + l.Annotations[lease.AnnotationIncarnation] + ", not ready: " + second.coord.NotReadyReason()
 	})
+	// Waiting the crashed incarnation's Lease out takes LeaseDuration (30s)
+	// from its last renewal; the proof of death takes a start and a read
+	// of the pod (seconds). LeaseDuration/2 tells them apart and leaves
+	// over 10s of it as the scheduling allowance of a loaded machine.
 	gap := time.Since(crashedAt)
 	t.Logf("the restarted process took over and was ready %s after the crash (LeaseDuration %s)", gap.Round(time.Millisecond), leaseDuration)
 	if gap >= leaseDuration/2 {
