@@ -193,6 +193,23 @@ func (s *logSink) count(substr string) int {
 	return n
 }
 
+// countAll counts the lines holding every one of substrs.
+func (s *logSink) countAll(substrs ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.lines {
+		all := true
+		for _, sub := range substrs {
+			all = all && strings.Contains(l, sub)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
 // running is a Member under Run in the background.
 type running struct {
 	*Member

@@ -87,7 +87,10 @@ func (e *realEnv) kubectl(args ...string) (out string, ok bool) {
 func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	e := newRealEnv(t)
 	reg := prometheus.NewRegistry()
-	m, _ := e.member(e.cp.Config(), "r-0", func(o *Options) { o.Registerer = reg })
+	renewed := &leaseRequests{name: "demo-r-0", method: http.MethodPut, ok: true}
+	cfg := rest.CopyConfig(e.cp.Config())
+	cfg.Wrap(renewed.wrap)
+	m, logM := e.member(cfg, "r-0", func(o *Options) { o.Registerer = reg })
 	run(t, m)
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
@@ -138,16 +141,25 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	n, took := renews()-before, time.Since(from)
 	perPeriod := n / (float64(took) / float64(itRenewPeriod))
 	t.Logf("%v writes in %s at RenewPeriod %s: %.2f writes per period (= %.0f writes/min at the default 2s)", n, took.Round(time.Millisecond), itRenewPeriod, perPeriod, perPeriod*30)
-	// More than one write per period costs the API server; fewer is a
-	// renewer that falls behind, which only matters once a renew deadline
-	// (1.33s here, 5.3 periods) could pass without one. A loaded machine
-	// running -race stretches each write, so the floor is half a write per
-	// period, still far above that.
-	if perPeriod < 0.5 || perPeriod > 1.05 {
-		t.Errorf("%.2f writes per RenewPeriod, want about one (0.5 to 1.05)", perPeriod)
+	// More than one write per period costs the API server: a bound a
+	// loaded machine can only keep better. Fewer is a renewer that falls
+	// behind, which matters once a renew deadline could pass without one:
+	// checked as that, the longest gap between renewals the API server
+	// accepted, not as a rate a loaded machine lowers. RenewDeadline's
+	// margin over RenewPeriod (5.3 periods here) is the allowance.
+	if perPeriod > 1.05 {
+		t.Errorf("%.2f writes per RenewPeriod, want at most one (1.05)", perPeriod)
 	}
-	if errs := counterValue(t, reg, "kshard_lease_renew_errors_total", nil); errs != 0 {
-		t.Errorf("%v renew errors against a healthy API server", errs)
+	renewDeadline := 2 * itLeaseDuration / 3 // the member's default
+	if gap := renewed.longestGap(from, from.Add(took)); gap >= renewDeadline {
+		t.Errorf("%s between accepted renewals, not under RenewDeadline %s: the renewer fell behind", gap.Round(time.Millisecond), renewDeadline)
+	}
+	// A healthy API server refuses no renewal: every failure must be the
+	// client's own timeout (a loaded machine can make a write outlast
+	// RenewTimeout), retried, never a refusal such as a conflict.
+	failed, timedOut := logM.count("renewing own Lease failed"), logM.countAll("renewing own Lease failed", "context deadline exceeded")
+	if failed != timedOut {
+		t.Errorf("%d renewals refused by the API server (%d failures, %d of them timeouts): see the log", failed-timedOut, failed, timedOut)
 	}
 	if !haveKubectl {
 		_, err := testkubectl.Path()
@@ -303,6 +315,44 @@ func TestIntegrationSameIdentity(t *testing.T) {
 		t.Fatalf("after the takeover: a wrote %v times more, holder incarnation %q (b is %q), a returned %v, b synced %v",
 			n, l.Annotations[AnnotationIncarnation], mb.Incarnation(), a.returned(), b.Synced())
 	}
+}
+
+// leaseRequests records when a client's requests of one method to one
+// Lease returned, with ok only those the API server answered 2xx.
+type leaseRequests struct {
+	name   string
+	method string
+	ok     bool
+	mu     sync.Mutex
+	at     []time.Time
+}
+
+func (r *leaseRequests) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if req.Method == r.method && strings.HasSuffix(req.URL.Path, "/leases/"+r.name) &&
+			(!r.ok || err == nil && resp.StatusCode/100 == 2) {
+			r.mu.Lock()
+			r.at = append(r.at, time.Now())
+			r.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// longestGap is the longest time within [from, to] without a recorded
+// request, counting from from and to to.
+func (r *leaseRequests) longestGap(from, to time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	longest, last := time.Duration(0), from
+	for _, at := range r.at {
+		if at.Before(from) || at.After(to) {
+			continue
+		}
+		longest, last = max(longest, at.Sub(last)), at
+	}
+	return max(longest, to.Sub(last))
 }
 
 // leaseReads records when a client sent each GET of one Lease.
