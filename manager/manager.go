@@ -24,12 +24,12 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
 	"github.com/kshard/kshard/shard/cache/cachemetrics"
 	"github.com/kshard/kshard/shard/fence"
-	"github.com/kshard/kshard/shard/handoff"
 	"github.com/kshard/kshard/shard/ring"
 )
 

@@ -175,7 +175,7 @@ func TestIsPublished(t *testing.T) {
 		dir, path string
 		want      bool
 	}{
-		{"shard/handoff", "github.com/kshard/kshard/shard/handoff", true},
+		{"shard/ring", "github.com/kshard/kshard/shard/ring", true},
 		{"controller/crshard", "github.com/kshard/kshard/controller/crshard", true},
 		{"internal/handoffsim", "github.com/kshard/kshard/internal/handoffsim", false},
 		{"manager/internal/x", "github.com/kshard/kshard/manager/internal/x", false},

@@ -10,9 +10,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // ReplicaOptions are what one replica's place in a ring is assembled from.
@@ -33,7 +33,7 @@ type ReplicaOptions struct {
 	RingConfig shard.Config
 	// Timing holds the lease timings, used by both the Lease member and
 	// the handoff core; zero fields take Timing's defaults.
-	Timing handoff.Timing
+	Timing shard.Timing
 	// KeepPlaceOnLeave: see handoff.Config.KeepPlaceOnLeave.
 	KeepPlaceOnLeave bool
 	// Logger receives the Lease member's logs (under "lease").

@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // NewReplica matches the Lease member and the handoff core's configuration
@@ -17,7 +16,7 @@ import (
 func TestNewReplica(t *testing.T) {
 	base := ReplicaOptions{
 		Config: &rest.Config{Host: "https://127.0.0.1:1"}, Namespace: "ns", Ring: "r", Identity: "r-0",
-		RingConfig: shard.Config{Partitions: 64}, Timing: handoff.Timing{LeaseDuration: 6 * time.Second},
+		RingConfig: shard.Config{Partitions: 64}, Timing: shard.Timing{LeaseDuration: 6 * time.Second},
 		KeepPlaceOnLeave: true, Registerer: prometheus.NewRegistry(),
 	}
 	r, err := NewReplica(base)
