@@ -12,7 +12,7 @@
 // instead of waiting to win a leader election, the replica joins a ring of
 // peers (one coordination.k8s.io/v1 Lease each) and reconciles only the keys
 // of the partitions it owns, taking them over and handing them back through
-// the protocol of package shard/handoff (claim before act, drain before
+// the protocol of package internal/handoff (claim before act, drain before
 // release). Cancelling Start's context is a graceful leave: the replica
 // drains, publishes an empty claim so peers take over at once, and deletes
 // its Lease.
@@ -24,7 +24,7 @@
 // drives the same ring from the same code: shard/ring (the ring
 // coordinator, the Participant contract, proofs of death, the sharded
 // cache's contract), shard/fence (the fencing transport), shard/cache
-// (the sharded informer cache), lease (membership) and shard/handoff (the
+// (the sharded informer cache), lease (membership) and internal/handoff (the
 // protocol's decisions). manager itself is imported by operators, the test
 // kit (manager/kshardtest) and kshard's binaries, never by those packages.
 //

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // gauge reads an unlabelled gauge from a /metrics body; ok is false when

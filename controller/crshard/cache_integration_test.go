@@ -26,7 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -315,9 +314,9 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	a := startCacheReplica(t, cfg, "a", rs)
 	b := startCacheReplica(t, cfg, "b", rs)
 
-	testwait.For(t, time.Minute, "two replicas to split the ring and their caches", func() (bool, string) { return converged(ctx, parts, a, b) })
+	waitFor(t, time.Minute, "two replicas to split the ring and their caches", func() (bool, string) { return converged(ctx, parts, a, b) })
 	key, _ := shard.PartitionLabelKey("cachetest", shard.Config{Partitions: cacheTestPartitions})
-	testwait.For(t, time.Minute, "every ConfigMap labelled", func() (bool, string) {
+	waitFor(t, time.Minute, "every ConfigMap labelled", func() (bool, string) {
 		list, err := cs.CoreV1().ConfigMaps(cacheTestNS).List(ctx, metav1.ListOptions{LabelSelector: key})
 		if err != nil {
 			return false, err.Error()
@@ -334,7 +333,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	// Unstructured and metadata-only reads: the unstructured ConfigMaps are
 	// sharded as the typed ones; metadata-only ConfigMaps, which no
 	// controller watches, are cached whole.
-	testwait.For(t, 30*time.Second, "a's unstructured ConfigMaps to be its typed ones", func() (bool, string) {
+	waitFor(t, 30*time.Second, "a's unstructured ConfigMaps to be its typed ones", func() (bool, string) {
 		ul := &unstructured.UnstructuredList{}
 		ul.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
 		if err := a.mgr.GetCache().List(ctx, ul, client.InNamespace(cacheTestNS)); err != nil {
@@ -350,7 +349,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 
 	// Every update reconciled by exactly one replica.
 	setAll("2")
-	testwait.For(t, time.Minute, "every v2 reconciled once", everyRead(rs, "2", true))
+	waitFor(t, time.Minute, "every v2 reconciled once", everyRead(rs, "2", true))
 	rs.check(t)
 
 	// Selectors: labels and an indexed field, ANDed with the shard's.
@@ -358,7 +357,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(cacheTestNS).Patch(ctx, cmA.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"pick":"me"}},"data":{"v":"odd"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 30*time.Second, "a to see its picked ConfigMap by label and by field", func() (bool, string) {
+	waitFor(t, 30*time.Second, "a to see its picked ConfigMap by label and by field", func() (bool, string) {
 		byLabel, err := a.cached(ctx, client.MatchingLabels{"pick": "me"})
 		if err != nil {
 			return false, err.Error()
@@ -392,8 +391,8 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	go func() { b.halt(t); close(left) }()
 	setAll("3")
 	<-left
-	testwait.For(t, time.Minute, "a to run the whole ring and cache every ConfigMap", func() (bool, string) { return converged(ctx, parts, a) })
-	testwait.For(t, time.Minute, "every v3 reconciled", everyRead(rs, "3", false))
+	waitFor(t, time.Minute, "a to run the whole ring and cache every ConfigMap", func() (bool, string) { return converged(ctx, parts, a) })
+	waitFor(t, time.Minute, "every v3 reconciled", everyRead(rs, "3", false))
 	itemsA, _ = a.cached(ctx)
 	t.Logf("alone: a caches %d of %d ConfigMaps", len(itemsA), cacheTestObjects)
 
@@ -401,16 +400,16 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	// reconciled.
 	b = startCacheReplica(t, cfg, "b", rs)
 	setAll("4")
-	testwait.For(t, time.Minute, "two replicas to split again", func() (bool, string) { return converged(ctx, parts, a, b) })
-	testwait.For(t, time.Minute, "every v4 reconciled", everyRead(rs, "4", false))
+	waitFor(t, time.Minute, "two replicas to split again", func() (bool, string) { return converged(ctx, parts, a, b) })
+	waitFor(t, time.Minute, "every v4 reconciled", everyRead(rs, "4", false))
 	setAll("5")
-	testwait.For(t, time.Minute, "every v5 reconciled once", everyRead(rs, "5", true))
+	waitFor(t, time.Minute, "every v5 reconciled once", everyRead(rs, "5", true))
 	itemsA, _ = a.cached(ctx)
 	itemsB, _ = b.cached(ctx)
 	t.Logf("split again: a caches %d, b caches %d of %d ConfigMaps", len(itemsA), len(itemsB), cacheTestObjects)
 	rs.check(t)
 	// kshard status reads each replica's cache mode and count from its Lease.
-	testwait.For(t, 30*time.Second, "b's Lease to publish its cache", func() (bool, string) {
+	waitFor(t, 30*time.Second, "b's Lease to publish its cache", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(cacheTestLeaseNS).Get(ctx, lease.LeaseName("cachetest", "b"), metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -445,7 +444,7 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 	}
 	// The self-check runs behind the adapter too (every second here) and
 	// finds nothing missing in a healthy replica.
-	testwait.For(t, 30*time.Second, "b's self-check of ConfigMaps to run twice", func() (bool, string) {
+	waitFor(t, 30*time.Second, "b's self-check of ConfigMaps to run twice", func() (bool, string) {
 		m := gather()
 		checks, missing := m["kshard_cache_checks_total{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"], m["kshard_cache_missing_objects{group=,kind=/v1, Kind=ConfigMap,kind_name=ConfigMap,version=v1}"]
 		if missing != 0 {

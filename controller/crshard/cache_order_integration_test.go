@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 )
@@ -96,12 +95,12 @@ func TestShardedCacheStartedBeforeTheRing(t *testing.T) {
 		}
 	})
 
-	testwait.For(t, time.Minute, "the replica to run the whole ring", func() (bool, string) { return converged(ctx, parts, a) })
-	testwait.For(t, time.Minute, "every ConfigMap reconciled", func() (bool, string) {
+	waitFor(t, time.Minute, "the replica to run the whole ring", func() (bool, string) { return converged(ctx, parts, a) })
+	waitFor(t, time.Minute, "every ConfigMap reconciled", func() (bool, string) {
 		readers := rs.readers("1")
 		return len(readers) == len(names), fmt.Sprintf("%d of %d reconciled", len(readers), len(names))
 	})
-	testwait.For(t, time.Minute, "every ConfigMap cached and labelled with its partition", func() (bool, string) {
+	waitFor(t, time.Minute, "every ConfigMap cached and labelled with its partition", func() (bool, string) {
 		items, err := a.cached(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -36,7 +36,7 @@
 //
 // The Lease namespace and the identity default to the pod's ($POD_NAMESPACE
 // and $POD_NAME from the downward API), and every timing to kshard's
-// manager's (handoff.Timing), except GracefulShutdownTimeout, which stays
+// manager's (shard.Timing), except GracefulShutdownTimeout, which stays
 // below controller-runtime's manager's own. As kshard's manager, the ring
 // makes a crash provable by the kubelet (Options.PodNamespace,
 // TerminationMessagePath): restarted in place, a replica takes its Lease

@@ -29,7 +29,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
@@ -167,7 +166,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	})
 
 	_, stopOld := startLeader("old-leader")
-	testwait.For(t, time.Minute, "the old leader elected and reconciling", func() (bool, string) {
+	waitFor(t, time.Minute, "the old leader elected and reconciling", func() (bool, string) {
 		n := reconciledBy("old-")
 		return n > 0, fmt.Sprintf("%d reconciles", n)
 	})
@@ -176,7 +175,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 		rings[id], _ = startReplica(id)
 	}
 	before := reconciledBy("old-")
-	testwait.For(t, time.Minute, "the old leader reconciling beside the ring's replicas", func() (bool, string) {
+	waitFor(t, time.Minute, "the old leader reconciling beside the ring's replicas", func() (bool, string) {
 		n := reconciledBy("old-") - before
 		return n >= 50, fmt.Sprintf("%d reconciles since the replicas started", n)
 	})
@@ -191,7 +190,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	}
 
 	stopOld() // the rollout scales the Deployment to zero: it stops and releases
-	testwait.For(t, time.Minute, "the ring ready and reconciling", func() (bool, string) {
+	waitFor(t, time.Minute, "the ring ready and reconciling", func() (bool, string) {
 		ready := rings["w-0"].Ready() && rings["w-1"].Ready()
 		n := reconciledBy("w-")
 		return ready && n > 0, fmt.Sprintf("ready %v, %d reconciles", ready, n)
@@ -222,7 +221,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	// candidate cannot pass the check without trying.
 	tries := &electionTries{name: electionID}
 	rollback, stopRollback := startLeader("old-rollback", tries.wrap)
-	testwait.For(t, time.Minute, "the rollback to try for the Lease through two Lease durations", func() (bool, string) {
+	waitFor(t, time.Minute, "the rollback to try for the Lease through two Lease durations", func() (bool, string) {
 		span := tries.span()
 		return span >= 2*leaseDuration, fmt.Sprintf("its tries span %s", span.Round(time.Millisecond))
 	})
@@ -235,7 +234,7 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 
 	stopWriter()
 	writerDone.Wait()
-	testwait.For(t, time.Minute, "every last update reconciled by the ring", func() (bool, string) {
+	waitFor(t, time.Minute, "every last update reconciled by the ring", func() (bool, string) {
 		missing := 0
 		readers := map[string]bool{}
 		written.Range(func(k, v any) bool {

@@ -22,10 +22,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // A replica whose process crashed and was restarted in place takes its
@@ -113,7 +111,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 
 	first, firstPath, haltFirst := start("run-1")
 	incarnation := first.member.Incarnation()
-	testwait.For(t, time.Minute, "the first process ready, its Lease naming its pod", func() (bool, string) {
+	waitFor(t, time.Minute, "the first process ready, its Lease naming its pod", func() (bool, string) {
 		l := ownLease()
 		if l == nil {
 			return false, "no Lease yet"
@@ -125,14 +123,14 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(marker)); got != handoff.TerminationMarker(incarnation) {
-		t.Fatalf("termination message file holds %q, want %q", got, handoff.TerminationMarker(incarnation))
+	if got := strings.TrimSpace(string(marker)); got != "kshard.io/incarnation="+incarnation {
+		t.Fatalf("termination message file holds %q, want %q", got, "kshard.io/incarnation="+incarnation)
 	}
 
 	// The crash: the Lease as the process left it, renewed just now.
 	crashed := ownLease().DeepCopy()
 	haltFirst()
-	testwait.For(t, time.Minute, "the first process's Lease gone after its leave", func() (bool, string) {
+	waitFor(t, time.Minute, "the first process's Lease gone after its leave", func() (bool, string) {
 		return ownLease() == nil, "still there"
 	})
 	crashed.ObjectMeta = metav1.ObjectMeta{Name: crashed.Name, Namespace: crashed.Namespace,
@@ -155,7 +153,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	}
 
 	second, _, _ := start("run-2")
-	testwait.For(t, leaseDuration+30*time.Second, "the restarted process ready on the Lease it took over", func() (bool, string) {
+	waitFor(t, leaseDuration+30*time.Second, "the restarted process ready on the Lease it took over", func() (bool, string) {
 		l := ownLease()
 		if l == nil {
 			return false, "no Lease"

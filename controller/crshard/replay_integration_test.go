@@ -26,7 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -160,7 +159,7 @@ func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 	t.Cleanup(unblock) // runs before the replicas stop
 
 	r0 := startCopyReplica(t, cp, ns, "r-0")
-	testwait.True(t, time.Minute, "r-0 to own every partition", func() bool {
+	waitUntil(t, time.Minute, "r-0 to own every partition", func() bool {
 		for p := range r0.ring.parts.Count() {
 			if !r0.ring.gate.Active(p) {
 				return false
@@ -193,14 +192,14 @@ func TestMappedEventDroppedDuringHandoffIsReplayed(t *testing.T) {
 	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.True(t, 30*time.Second, "both replicas to drop the Secret's mapped request", func() bool {
+	waitUntil(t, 30*time.Second, "both replicas to drop the Secret's mapped request", func() bool {
 		return r0.dropped(t) > drop0 && r1.dropped(t) > drop1
 	})
 	unblock()
 
 	var cm corev1.ConfigMap
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	testwait.True(t, 30*time.Second, "the dropped event to be reconciled after r-1's activation", func() bool {
+	waitUntil(t, 30*time.Second, "the dropped event to be reconciled after r-1's activation", func() bool {
 		return admin.Get(ctx, key, &cm) == nil
 	})
 	if by := cm.Data["by"]; by != "r-1" {

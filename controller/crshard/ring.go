@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,7 +21,6 @@ import (
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/fence"
-	"github.com/kshard/kshard/shard/handoff"
 	"github.com/kshard/kshard/shard/ring"
 )
 
@@ -104,24 +101,16 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	// still renew its Lease to get it back. The Lease client speaks
 	// protobuf, as kshard's manager's does.
 	own := rest.CopyConfig(cfg)
-	leaseCfg := rest.CopyConfig(own)
-	leaseCfg.ContentType = runtime.ContentTypeProtobuf
-	leaseCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(leaseCfg)
-	if err != nil {
-		return nil, fmt.Errorf("crshard: building the Lease client: %w", err)
-	}
 	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
-	incarnation := lease.NewIncarnation()
-	member, err := lease.New(lease.Options{
-		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
-		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
-		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
-		Logger: log.WithName("lease"), Registerer: opts.Registerer,
+	replica, err := ring.NewReplica(ring.ReplicaOptions{
+		Config: own, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		RingConfig: ringCfg, Timing: opts.timing(), KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
+		Logger: log, Registerer: opts.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crshard: %w", err)
 	}
+	client, member := replica.Client, replica.Member
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -147,11 +136,9 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
 		partitionCache = r.slot
 	}
-	handoffCfg := handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing(),
-		KeepPlaceOnLeave: opts.KeepPlaceOnLeave}
 	r.coord, err = ring.New(ring.Options{
 		Cache:        partitionCache,
-		Handoff:      handoffCfg,
+		Handoff:      replica.Handoff,
 		Membership:   member,
 		Participants: []ring.Participant{r},
 		Logger:       log,

@@ -27,10 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kcontroller "github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // unreachable is a rest config nothing in these tests connects to.
@@ -194,7 +192,7 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 		item, _ := q.Get()
 		next <- item
 	}()
-	testwait.True(t, 10*time.Second, "b dequeued", func() bool { return q.Len() == 0 })
+	waitUntil(t, 10*time.Second, "b dequeued", func() bool { return q.Len() == 0 })
 	if err := r.Admit(context.Background(), r.only(a)); err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +493,7 @@ func TestFailedBuildIsNotWaitedFor(t *testing.T) {
 
 // The adapter's defaults come from where kshard's manager's come from: the
 // Lease namespace and identity from the pod (lease), the timings from
-// handoff.Timing (RenewPeriod by its rule), and a shutdown timeout below
+// shard.Timing (RenewPeriod by its rule), and a shutdown timeout below
 // controller-runtime's manager's own.
 func TestDefaultsAreTheManagers(t *testing.T) {
 	t.Setenv(lease.EnvPodNamespace, "from-pod")
@@ -508,7 +506,7 @@ func TestDefaultsAreTheManagers(t *testing.T) {
 	if o.Namespace != "from-pod" || o.Identity != "op-0" {
 		t.Errorf("Namespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.Namespace, o.Identity)
 	}
-	want := handoff.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: handoff.DefaultEmbeddedShutdownTimeout}.WithDefaults()
+	want := shard.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: shard.DefaultEmbeddedShutdownTimeout}.WithDefaults()
 	if o.LeaseDuration != want.LeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != want.DrainGracePeriod {
 		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
 			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, want.LeaseDuration, want.DrainGracePeriod)

@@ -33,7 +33,7 @@ type Options struct {
 	NoStaleViews bool
 	// StaleAcross lets stale views show an earlier incarnation's state,
 	// preferred when there is one: a case the core does not defend against
-	// (see shard/handoff's package documentation), to measure it.
+	// (see internal/handoff's package documentation), to measure it.
 	StaleAcross bool
 	// LongFaults makes the faults last 30–70 s instead of 1–21 s: a
 	// wrong expiry from clock rates needs a member active while faults go

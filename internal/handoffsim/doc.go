@@ -9,7 +9,7 @@
 // PRNG and one event queue, so that a seed replays exactly.
 //
 // Each process runs a handoff.Core behind a shell. The built-in shell feeds
-// the core directly (shard/handoff's TestSimulation); an external Shell,
+// the core directly (internal/handoff's TestSimulation); an external Shell,
 // such as the real ring coordinator (shard/ring's
 // TestCoordinatorSimulation), sees the process as a Lease membership, a
 // participant and a pod reader (for proofs of death), and runs its

@@ -32,7 +32,7 @@ const (
 // LabelFix is a change to shard/cache's Labelled as built that the
 // simulation of the labels model shows is needed (Options.LabelFixes): without
 // each, the oracle finds a seed that breaks (TestSimulationLabelsGaps in
-// shard/handoff).
+// internal/handoff).
 type LabelFix uint8
 
 const (

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Shell drives one process's handoff core in the simulated world: the
@@ -46,7 +46,7 @@ func (p *proc) Config() handoff.Config {
 	w := p.w
 	return handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
-		Timing:              handoff.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
+		Timing:              shard.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
 		PartitionCache:      w.p.partitionCache && !w.p.ignoreCacheSync,
 		GarbageCollectAfter: w.p.gcAfter,
 		KeepPlaceOnLeave:    w.p.keepPlace[p.id],

@@ -4,8 +4,9 @@
 // word. Tests wait for a state to be reached, never for time to pass:
 // a fixed sleep is either too short on a loaded machine or proves nothing.
 //
-// It is test support: only tests (and the e2e harness) of both modules
-// import it. The adapter module may, because Go's internal rule is by
-// import path: github.com/kshard/kshard/controller/crshard is inside
-// github.com/kshard/kshard.
+// It is test support: only the root module's tests and its e2e harness
+// import it. The adapter's tests (controller/crshard) carry a copy of For
+// and True: the adapter imports no internal package of the root, since a
+// user's build may pair it with a newer root module (hack/apicheck's
+// layering).
 package testwait

@@ -8,7 +8,7 @@ import (
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 const tinyReplica = "github.com/kshard/kshard/manager/kshardtest/internal/tinyreplica"

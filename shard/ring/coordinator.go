@@ -10,10 +10,10 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // coordinator is the I/O shell around the pure handoff core: it feeds the
@@ -27,7 +27,7 @@ type coordinator struct {
 	log          logr.Logger
 	participants []Participant
 	metrics      *ringMetrics
-	timing       handoff.Timing // defaulted
+	timing       shard.Timing // defaulted
 	exit         func(code int)
 
 	events  chan func()   // results of asynchronous work, applied in run
@@ -94,7 +94,7 @@ type coordinator struct {
 }
 
 func newCoordinatorWith(core *handoff.Core, member Membership, participants []Participant, metrics *ringMetrics,
-	log logr.Logger, timing handoff.Timing, exit func(int)) *coordinator {
+	log logr.Logger, timing shard.Timing, exit func(int)) *coordinator {
 	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
 		metrics: metrics, timing: timing.WithDefaults(), exit: exit,

@@ -14,9 +14,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // fakeMembership is an API server of one replica's ring in memory: a
@@ -148,14 +148,14 @@ func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 // startCoordinator runs a real coordinator and core over fake membership.
 func startCoordinator(t *testing.T, identity string, member Membership, parts ...Participant) *coordinator {
 	t.Helper()
-	return startCoordinatorTimed(t, identity, member, handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}, parts...)
+	return startCoordinatorTimed(t, identity, member, shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}, parts...)
 }
 
 // startCoordinatorTimed is startCoordinator with the given lease timing: a
 // test that must not see the stop-deadline exit gives it room, since a
 // loaded machine can stall a fenced replica's cancellations past a 300 ms
 // lease and the exit is then the right answer.
-func startCoordinatorTimed(t *testing.T, identity string, member Membership, timing handoff.Timing, parts ...Participant) *coordinator {
+func startCoordinatorTimed(t *testing.T, identity string, member Membership, timing shard.Timing, parts ...Participant) *coordinator {
 	t.Helper()
 	ring := shard.Config{Partitions: 7}
 	core, err := handoff.New(handoff.Config{Identity: identity, Incarnation: "inc-" + identity, Ring: ring, Timing: timing})
@@ -333,7 +333,7 @@ func (p *revokeRecorder) fenced() bool {
 func TestConditionsAreLoggedOnce(t *testing.T) {
 	var lines []string
 	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
-	c := newCoordinatorWith(nil, nil, nil, nil, log, handoff.Timing{LeaseDuration: 10 * time.Second}, nil)
+	c := newCoordinatorWith(nil, nil, nil, nil, log, shard.Timing{LeaseDuration: 10 * time.Second}, nil)
 	t0 := time.Unix(1000, 0)
 	inUse := func(ago time.Duration) error {
 		return fmt.Errorf("handoff: %w: incarnation x wrote it %v ago", handoff.ErrIdentityInUse, ago)

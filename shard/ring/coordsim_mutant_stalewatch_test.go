@@ -12,7 +12,7 @@ import (
 // TestCoordinatorSimulationFindsStaleViewsWithoutDefence shows the
 // stale-view fault reaches the cores behind the real coordinator too: built
 // with the tag mutant_trustwatchorder, whose core trusts the watch's order
-// (shard/handoff's stalewatch_mutant.go), the simulation finds a violation.
+// (internal/handoff's stalewatch_mutant.go), the simulation finds a violation.
 // The tag is for this test alone: the package's other tests would judge
 // the mutant, not the product.
 func TestCoordinatorSimulationFindsStaleViewsWithoutDefence(t *testing.T) {

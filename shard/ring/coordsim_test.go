@@ -11,9 +11,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/handoffsim"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 var (
@@ -98,7 +98,7 @@ var (
 )
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,
-// in the deterministic simulation of shard/handoff's TestSimulation (crashes,
+// in the deterministic simulation of internal/handoff's TestSimulation (crashes,
 // restarts, pauses, partitions from the API server, stalled and lagging
 // watches, failing and late-landing writes, third-party Lease edits,
 // membership flapping, failed activations, pods force-deleted, crashed

@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // healthCoordinator is a coordinator with only what the health gauges
@@ -21,7 +21,7 @@ func healthCoordinator(t *testing.T) (*coordinator, shard.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCoordinatorWith(nil, nil, nil, metrics, logr.Discard(), handoff.Timing{LeaseDuration: 10 * time.Second}, nil)
+	c := newCoordinatorWith(nil, nil, nil, metrics, logr.Discard(), shard.Timing{LeaseDuration: 10 * time.Second}, nil)
 	c.ringCfg = shard.Config{Partitions: 7}.WithDefaults()
 	c.fingerprint = c.ringCfg.Fingerprint()
 	return c, c.ringCfg

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Membership is what the ring coordinator needs of the ring's Leases: a

@@ -11,11 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
-// Proof of death (shard/handoff's proof.go): a crashed replica restarted in
+// Proof of death (internal/handoff's proof.go): a crashed replica restarted in
 // place takes its Lease over as soon as the kubelet reports the previous
 // container terminated, instead of waiting LeaseDuration, and peers may void
 // a silent member's claims on the same report.

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // memoryCache is a ReplayableSource over objects held in memory, standing
@@ -142,7 +142,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	}
 	r.ctrl = ctrl
 	core, err := handoff.New(handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: ring,
-		Timing: handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}})
+		Timing: shard.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func startReplayRig(tb testing.TB, cache *memoryCache, leaseDuration, renewDeadl
 	if wrap != nil {
 		part = wrap(part)
 	}
-	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), handoff.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}, func(code int) { r.exited <- code })
+	r.coord = newCoordinatorWith(core, r.member, []Participant{part}, metrics, logr.Discard(), shard.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline}, func(code int) { r.exited <- code })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

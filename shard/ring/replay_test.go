@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // fenceRecorder passes calls on to a participant and records when the
@@ -164,7 +163,7 @@ func TestReplayIsCancelledByRevokeAndAcknowledgedWhenDone(t *testing.T) {
 	// A 3 s lease: the test asserts that the fence cancels the replay and
 	// that the process is not asked to exit, which a 300 ms lease cannot
 	// promise on a loaded machine (the stop deadline then rightly fires).
-	c := startCoordinatorTimed(t, "a", member, handoff.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second}, part)
+	c := startCoordinatorTimed(t, "a", member, shard.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second}, part)
 	stopRenewing := renewEvery(member.fakeMembership, 20*time.Millisecond)
 	waitFor(t, "a replay", func() bool { n, _ := part.counts(); return n == 1 })
 

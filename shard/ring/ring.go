@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/logging"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Options configure New. Membership and Handoff (Identity, Incarnation) are

@@ -9,12 +9,12 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 func TestNewValidates(t *testing.T) {
-	good := handoff.Config{Identity: "a", Incarnation: "x", Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond}}
+	good := handoff.Config{Identity: "a", Incarnation: "x", Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond}}
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -23,7 +23,7 @@ func TestNewValidates(t *testing.T) {
 		{"no membership", Options{Handoff: good}, "Membership is nil"},
 		{"nil participant", Options{Handoff: good, Membership: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
 		{"no identity", Options{Handoff: handoff.Config{Incarnation: "x"}, Membership: newFakeMembership("a")}, "Identity is empty"},
-		{"renew deadline too long", Options{Handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: handoff.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
+		{"renew deadline too long", Options{Handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: shard.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
 			Membership: newFakeMembership("a")}, "RenewDeadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,7 +43,7 @@ func TestCoordinatorExportedRunAndLeave(t *testing.T) {
 	member := newFakeMembership("a")
 	part := &revokeRecorder{}
 	c, err := New(Options{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
+		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
 		Membership:   member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),
@@ -138,7 +138,7 @@ func TestCoordinatorActivatesOnlyWhatTheCacheSynced(t *testing.T) {
 	part := &revokeRecorder{}
 	cache := newFakePartitionCache(7)
 	c, err := New(Options{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: handoff.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
+		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
 		Membership:   member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),

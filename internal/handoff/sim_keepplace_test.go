@@ -30,5 +30,5 @@ func TestSimulationKeepPlace(t *testing.T) {
 	if s.Seeds >= 100 && (s.KeptPlaces == 0 || s.Returns == 0) {
 		t.Errorf("no leave kept its place (%d) or no incarnation returned to one (%d) in %d seeds: the scenario did not run", s.KeptPlaces, s.Returns, s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationKeepPlace -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./internal/handoff -run TestSimulationKeepPlace -handoff.seed=%d -v")
 }

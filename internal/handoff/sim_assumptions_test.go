@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/handoffsim"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // The tests that measure the simulation's faults against two of the core's

@@ -36,7 +36,7 @@ func TestSimulationLabels(t *testing.T) {
 	s := handoffsim.RunSeeds(*simFirst, *simLabelSeeds, opts)
 	logLabels(t, "simulation with caches sharded by labels", s)
 	checkLabelFaults(t, s)
-	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationLabels -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./internal/handoff -run TestSimulationLabels -handoff.seed=%d -v")
 }
 
 // logLabels logs a labels run's figures.

@@ -14,7 +14,7 @@ import (
 // judge the mutant, not the product, which is why the tag is for this test
 // alone (make unit runs it so):
 //
-//	go test -tags mutant_trustwatchorder -run FindsStaleViews ./shard/handoff/ ./shard/ring/
+//	go test -tags mutant_trustwatchorder -run FindsStaleViews ./internal/handoff/ ./shard/ring/
 
 // TestSimulationFindsStaleViewsWithoutDefence shows the stale-view fault is
 // real: with the core's defence off it finds a violation.

@@ -1,4 +1,4 @@
-package handoff
+package shard
 
 import (
 	"errors"

@@ -1,11 +1,11 @@
-package handoff
+package shard
 
 import "time"
 
 // Validity is until when this replica's lease is known valid, and the
 // epoch that validity belongs to. Workers check it before each reconcile,
 // and the client transport before each write of one (shard/ring
-// publishes it as controller.Validity): the core decides it, so that the
+// publishes it as controller.Validity): the handoff core decides it, so that the
 // simulations check the rule the shells carry out.
 type Validity struct {
 	// Until is the sending time of the last successful renewal plus
@@ -21,32 +21,6 @@ type Validity struct {
 	// lasts and Until has not passed; work of an earlier epoch may not,
 	// even once the lease is valid again.
 	Epoch uint64
-}
-
-// validityState is the validity as of the last step, with the inputs it
-// was computed from, which the next step compares against.
-type validityState struct {
-	Validity
-	sent time.Time // the sending time of the renewal Until counts from; zero: none yet
-	lost bool      // fenced or done
-}
-
-// nextValidity is the validity after a step that saw the last successful
-// renewal sent at sent (zero: none yet) and the replica lost (fenced or
-// done), given the previous step's.
-func nextValidity(prev validityState, sent time.Time, lost bool, renewDeadline time.Duration) validityState {
-	next := validityState{Validity: Validity{Epoch: prev.Epoch}, sent: sent, lost: lost}
-	lapsed := !prev.sent.IsZero() && !sent.Before(prev.sent.Add(renewDeadline))
-	// A fence before any validity starts no epoch: the zero Validity must
-	// keep meaning "never valid" (Validity.EverHeld), which lets
-	// the client transport pass the writes of a replica still starting.
-	if lost && !prev.lost && prev.EverHeld() || lapsed {
-		next.Epoch++
-	}
-	if !lost && !sent.IsZero() {
-		next.Until = sent.Add(renewDeadline)
-	}
-	return next
 }
 
 // ValidAt reports whether the lease is valid at now.

@@ -32,7 +32,7 @@ func TestSimulationPartitionCache(t *testing.T) {
 	if s.Seeds >= 100 && s.Handovers == 0 {
 		t.Errorf("no partition was kept active for its new owner's cache in %d seeds: make before break did not run", s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./internal/handoff -run TestSimulationPartitionCache -handoff.seed=%d -v")
 }
 
 // TestSimulationFindsActivationBeforeCacheSync shows the oracle catches a
@@ -68,5 +68,5 @@ func TestSimulationBalance(t *testing.T) {
 	if s.Seeds >= 100 && (s.CountChanges == 0 || s.WeightReports < s.Seeds) {
 		t.Errorf("%d count changes and %d weight reports in %d seeds: the balanced ring did not run", s.CountChanges, s.WeightReports, s.Seeds)
 	}
-	handoffsim.ReportFailed(t, s, opts, "go test ./shard/handoff -run TestSimulationBalance -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, opts, "go test ./internal/handoff -run TestSimulationBalance -handoff.seed=%d -v")
 }

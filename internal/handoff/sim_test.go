@@ -38,7 +38,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("graceful leaves: %d; peers that missed the leaver's empty claim and waited LeaseDuration on a tombstone: %d",
 		s.Leaves, s.LeaveTombstones)
 	handoffsim.CheckFinalizerPaths(t, s)
-	handoffsim.ReportFailed(t, s, simOptions(), "go test ./shard/handoff -run TestSimulation -handoff.seed=%d -v")
+	handoffsim.ReportFailed(t, s, simOptions(), "go test ./internal/handoff -run TestSimulation -handoff.seed=%d -v")
 }
 
 func btoi(b bool) int {
