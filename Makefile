@@ -63,6 +63,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
 	$(GO) vet -tags $(STALE_MUTANT) $(STALE_MUTANT_PKGS)
+	for m in $(HANDOFF_MUTANTS); do $(GO) vet -tags $$m ./shard/handoff/ || exit 1; done
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -82,6 +83,7 @@ unit:
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
 	$(GOTEST) -race -count=1 -tags $(STALE_MUTANT) -run $(STALE_MUTANT_TESTS) $(STALE_MUTANT_PKGS)
+	for m in $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -tags $$m -run '^TestMutant$$' ./shard/handoff/ || exit 1; done
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -169,16 +171,27 @@ sim:
 # shipped core. make unit runs the unit tests of that defence and the two
 # simulations that must catch its absence on the mutant.
 STALE_MUTANT       = mutant_trustwatchorder
-STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve)$$'
+STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve|TestMutant)$$'
 STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
 
-## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
+# The core's other mutants (shard/handoff/*_mutant.go, each beside the
+# product's file it replaces, one build tag each): every one must break a
+# safety invariant of the bare core's simulation (TestMutant) within
+# -mutant.seeds (default 10,000) seeds. make unit runs each until its first
+# catch, without -race (each seed runs on one goroutine and shares nothing,
+# and the race detector would make each mutant's build and run several
+# times slower); make sim-mutants counts the seeds that catch them;
+# TestMutantsListed fails when a mutant is missing here.
+HANDOFF_MUTANTS = mutant_skipdrain mutant_leavingreleased mutant_noreadback mutant_notombstone mutant_forgetprior mutant_renewlapse mutant_noexit mutant_fencelate mutant_podgone mutant_voidunconfirmed mutant_reuseepoch
+
+## sim-mutants: the mutation test of the handoff simulation over MUTANT_SEEDS (default 10000) seeds each, counting the seeds that catch each mutant: the core built as each of its 12 mutants (shard/handoff/*_mutant.go, one build tag each: STALE_MUTANT and HANDOFF_MUTANTS, each a protocol defence removed, such as drain before release, confirm before void or the stale-view defence; TestMutant), and the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored) over the built-in shell and the coordinator. `make unit` runs every one until its first catch (the core's 12 in about a minute and a half on 2 idle cores, most of it their builds). A mutant's tag is for its tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
 SIM_MUTANT_TESTS = '^Test(Coordinator)?MutantIssue41$$'
 SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./manager/ring/
 MUTANT_SEEDS    ?= 10000
 sim-mutants:
 	$(GOTEST) -count=1 -timeout 0 -v -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS) -mutant.seeds=$(MUTANT_SEEDS) -mutant.all
+	for m in $(STALE_MUTANT) $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -timeout 0 -v -tags $$m -run '^TestMutant$$' ./shard/handoff/ -mutant.seeds=$(MUTANT_SEEDS) -mutant.all || exit 1; done
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000

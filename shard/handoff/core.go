@@ -443,9 +443,8 @@ func (c *Core) converge(r *Ready) {
 		r.Revoke = r.Revoke.Union(revoke)
 	}
 
-	// Drain before release: draining partitions stay claimed.
-	claim := c.target.Union(c.draining).Union(c.active)
-	c.ledger.set(claim)
+	// Drain before release: draining partitions stay claimed (claimOf).
+	c.ledger.set(claimOf(c.target, c.active, c.draining))
 
 	// Claim before act.
 	block := c.blockers()
