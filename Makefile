@@ -63,7 +63,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
 	$(GO) vet -tags $(STALE_MUTANT) $(STALE_MUTANT_PKGS)
-	for m in $(HANDOFF_MUTANTS); do $(GO) vet -tags $$m ./shard/handoff/ || exit 1; done
+	for m in $(HANDOFF_MUTANTS); do $(GO) vet -tags $$m ./internal/handoff/ || exit 1; done
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -83,7 +83,7 @@ unit:
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
 	$(GOTEST) -race -count=1 -tags $(STALE_MUTANT) -run $(STALE_MUTANT_TESTS) $(STALE_MUTANT_PKGS)
-	for m in $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -tags $$m -run '^TestMutant$$' ./shard/handoff/ || exit 1; done
+	for m in $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -tags $$m -run '^TestMutant$$' ./internal/handoff/ || exit 1; done
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -159,22 +159,22 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (internal/handoff TestSimulation) and of the real coordinator (shard/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./shard/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./internal/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
-	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
+	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./internal/handoff/ ./shard/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
 
 # The core without its defence against stale views of a peer's Lease
-# (shard/handoff/stalewatch_mutant.go): a build tag, never a switch of the
+# (internal/handoff/stalewatch_mutant.go): a build tag, never a switch of the
 # shipped core. make unit runs the unit tests of that defence and the two
 # simulations that must catch its absence on the mutant.
 STALE_MUTANT       = mutant_trustwatchorder
 STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve|TestMutant)$$'
-STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
+STALE_MUTANT_PKGS  = ./internal/handoff/ ./shard/ring/
 
-# The core's other mutants (shard/handoff/*_mutant.go, each beside the
+# The core's other mutants (internal/handoff/*_mutant.go, each beside the
 # product's file it replaces, one build tag each): every one must break a
 # safety invariant of the bare core's simulation (TestMutant) within
 # -mutant.seeds (default 10,000) seeds. make unit runs each until its first
@@ -184,22 +184,22 @@ STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
 # TestMutantsListed fails when a mutant is missing here.
 HANDOFF_MUTANTS = mutant_skipdrain mutant_leavingreleased mutant_noreadback mutant_notombstone mutant_forgetprior mutant_renewlapse mutant_noexit mutant_fencelate mutant_podgone mutant_voidunconfirmed mutant_reuseepoch
 
-## sim-mutants: the mutation test of the handoff simulation over MUTANT_SEEDS (default 10000) seeds each, counting the seeds that catch each mutant: the core built as each of its 12 mutants (shard/handoff/*_mutant.go, one build tag each: STALE_MUTANT and HANDOFF_MUTANTS, each a protocol defence removed, such as drain before release, confirm before void or the stale-view defence; TestMutant), and the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored) over the built-in shell and the coordinator. `make unit` runs every one until its first catch (the core's 12 in about a minute and a half on 2 idle cores, most of it their builds). A mutant's tag is for its tests alone: the package's other tests would judge the mutant, not the product.
+## sim-mutants: the mutation test of the handoff simulation over MUTANT_SEEDS (default 10000) seeds each, counting the seeds that catch each mutant: the core built as each of its 12 mutants (internal/handoff/*_mutant.go, one build tag each: STALE_MUTANT and HANDOFF_MUTANTS, each a protocol defence removed, such as drain before release, confirm before void or the stale-view defence; TestMutant), and the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored) over the built-in shell and the coordinator. `make unit` runs every one until its first catch (the core's 12 in about a minute and a half on 2 idle cores, most of it their builds). A mutant's tag is for its tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
 SIM_MUTANT_TESTS = '^Test(Coordinator)?MutantIssue41$$'
-SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./manager/ring/
+SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./shard/ring/
 MUTANT_SEEDS    ?= 10000
 sim-mutants:
 	$(GOTEST) -count=1 -timeout 0 -v -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS) -mutant.seeds=$(MUTANT_SEEDS) -mutant.all
-	for m in $(STALE_MUTANT) $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -timeout 0 -v -tags $$m -run '^TestMutant$$' ./shard/handoff/ -mutant.seeds=$(MUTANT_SEEDS) -mutant.all || exit 1; done
+	for m in $(STALE_MUTANT) $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -timeout 0 -v -tags $$m -run '^TestMutant$$' ./internal/handoff/ -mutant.seeds=$(MUTANT_SEEDS) -mutant.all || exit 1; done
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000
 SIM_SWEEP       ?= 8,9,9.5,10,12,20
 SIM_SWEEP_SEEDS ?= 5000
 sim-assumptions:
-	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulation$$' ./shard/handoff/ -handoff.seeds=$(SIM_SEEDS) -handoff.first=1000000
-	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulationClockRateSweep' ./shard/handoff/ -handoff.sweep=$(SIM_SWEEP) -handoff.seeds=$(SIM_SWEEP_SEEDS)
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulation$$' ./internal/handoff/ -handoff.seeds=$(SIM_SEEDS) -handoff.first=1000000
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulationClockRateSweep' ./internal/handoff/ -handoff.sweep=$(SIM_SWEEP) -handoff.seeds=$(SIM_SWEEP_SEEDS)
 
 ## kit-check-ci: kit-check with the cached binaries (KSHARD_BIN_DIR), so CI proves the kit works from the module cache without rebuilding the control plane (~30 s).
 kit-check-ci: binaries
