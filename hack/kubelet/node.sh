@@ -79,6 +79,12 @@ write_pki() {
     "extendedKeyUsage=serverAuth" > "$p/apiserver.ext"
   openssl x509 -req -in "$p/apiserver.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial \
     -out "$p/apiserver.crt" -days 3 -extfile "$p/apiserver.ext" 2>/dev/null
+  # The API server's client certificate towards the kubelet (logs, exec).
+  openssl req -newkey rsa:2048 -nodes -keyout "$p/kubelet-client.key" -out "$p/kubelet-client.csr" \
+    -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+  printf '%s\n' "extendedKeyUsage=clientAuth" > "$p/client.ext"
+  openssl x509 -req -in "$p/kubelet-client.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial \
+    -out "$p/kubelet-client.crt" -days 3 -extfile "$p/client.ext" 2>/dev/null
   openssl genrsa -out "$p/sa.key" 2048 2>/dev/null
   openssl rsa -in "$p/sa.key" -pubout -out "$p/sa.pub" 2>/dev/null
   # Static tokens: the node authenticates as system:node:NAME (the Node
@@ -174,6 +180,8 @@ imports = []
       runtime_type = 'io.containerd.runc.v2'
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = '$(command -v runc)'
+        # runc's state, by default in /run/containerd/runc.
+        Root = '$r/runc'
         SystemdCgroup = false
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ['/usr/lib/cni']
@@ -302,7 +310,7 @@ down_quiet() {
   # ip netns add made /run/netns (a bind mount on itself); when no other
   # namespace is named there, remove it too.
   if [[ -d /run/netns && -z $(ls -A /run/netns) ]]; then
-    umount /run/netns 2>/dev/null || true
+    umount -n /run/netns 2>/dev/null || true  # -n: no /run/mount/utab
     rmdir /run/netns 2>/dev/null || true
   fi
   ip link del "$HOST_VETH" 2>/dev/null || true
@@ -321,6 +329,8 @@ down() {
   ip netns list | grep -qw "$NODE_NETNS" && leftover+=("netns $NODE_NETNS")
   ip link show "$HOST_VETH" >/dev/null 2>&1 && leftover+=("link $HOST_VETH")
   [[ -e $NODE_RUN ]] && leftover+=("dir $NODE_RUN")
+  findmnt -rn -o TARGET | grep -q "^$NODE_RUN\|^/run/netns/$NODE_NETNS" && leftover+=("mounts")
+  pgrep -f "^$CACHE_ROOT/(kubelet|containerd)-v" >/dev/null && leftover+=("processes of binaries in $CACHE_ROOT")
   if ((${#leftover[@]})); then
     die "down left: ${leftover[*]}"
   fi

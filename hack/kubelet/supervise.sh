@@ -12,6 +12,10 @@ LOGS=$R/logs
 PKI=$R/pki
 KUBECTL=$BIN_KUBE/kubectl
 
+# mount(8), which the kubelet runs for its volumes, records options in
+# /run/mount/utab unless told otherwise.
+export LIBMOUNT_UTAB=$R/utab
+
 # The host's cgroup hierarchies, again (node.sh up lists them): the fresh
 # /sys of `ip netns exec` has none. Mounted in this mount namespace only.
 mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
@@ -87,6 +91,8 @@ start kube-apiserver "$BIN_CP/kube-apiserver" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
   --service-cluster-ip-range="$SERVICE_CIDR" --allow-privileged=true \
+  --kubelet-preferred-address-types=InternalIP \
+  --kubelet-client-certificate="$PKI/kubelet-client.crt" --kubelet-client-key="$PKI/kubelet-client.key" \
   --cert-dir="$R/apiserver-certs" --profiling=false
 await "kube-apiserver ready" curl -sfk "https://$NODE_IP:6443/readyz"
 
