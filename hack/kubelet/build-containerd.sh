@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds (or finds in the cache) containerd, its runc shim and ctr at the
-# version hack/kubelet/containerd pins, and prints their directory.
+# version hack/tools/containerd pins, and prints their directory.
 # CGO_ENABLED=0 as containerd's static release builds: the btrfs snapshotter
 # (cgo, needs headers) is left out; the node uses overlayfs.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 RECIPE="CGO_ENABLED=0 go build -ldflags version v1: containerd containerd-shim-runc-v2 ctr"
-mod=$KUBELET_HACK/containerd
+mod=$REPO_ROOT/hack/tools/containerd
 version=$(awk '$1=="github.com/containerd/containerd/v2"{print $2; exit}' "$mod/go.mod")
 [[ -n $version ]] || die "$mod/go.mod does not require github.com/containerd/containerd/v2"
 dir=$CACHE_ROOT/containerd-$version-$(key "$mod/go.mod" "$mod/go.sum")

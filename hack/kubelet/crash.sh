@@ -9,6 +9,11 @@
 # Prints one line of figures; exits non-zero when the pod does not restart
 # in place, its status lacks the proof (exit code 137, reason Error, the
 # incarnation as message) or the new process does not take its Lease over.
+# With RECORDS=DIR (the recorded workload's hostPath), it records the kill
+# and the death for the test kit's checker as the harness does (KindKill at
+# the SIGKILL, KindExit when the kubelet's status showed the container
+# terminated: no earlier than the real death, so the checker can only err
+# towards reporting), for the process whose record file was written last.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 eval "$("$KUBELET_HACK/node.sh" env)"
@@ -28,6 +33,13 @@ kubectl -n "$ns" get pod "$pod" -w -o jsonpath="rc=$cs.restartCount} ready=$cs.r
 wpid=$!
 # The watch's first event (the current state) shows it is established.
 until grep -q "rc=$rc ready=true" "$watch"; do sleep 0.05; done
+victim=
+if [[ -n ${RECORDS:-} ]]; then
+  victim=$(ls -t "$RECORDS/$pod"-*.jsonl 2>/dev/null | head -n 1)
+  [[ -n $victim ]] || die "no record file of $pod in $RECORDS"
+  victim=$(basename "$victim" .jsonl)
+  victim=${victim#"$pod"-}
+fi
 t0=$(now)
 $ctr tasks kill -s SIGKILL "${cid#containerd://}" 2>/dev/null
 next=$((rc + 1))
@@ -48,7 +60,11 @@ msg=$(jq -r .message <<<"$last")
 lastid=$(jq -r .containerID <<<"$last")
 [[ $code == 137 && $reason == Error && $msg == kshard.io/incarnation=* && $lastid == "$cid" ]] ||
   die "pod $ns/$pod: the last state is not the proof kshard reads: $last"
-logts() { kubectl -n "$ns" logs "$pod" | jq -r --arg m "$1" 'select(.msg == $m) | .ts' | head -n 1; }
+if [[ -n $victim ]]; then
+  printf '{"kind":"kill","replica":"%s","incarnation":"%s","at":%s}\n{"kind":"exit","replica":"%s","incarnation":"%s","at":%s,"code":-1}\n' \
+    "$pod" "$victim" "${t0/./}" "$pod" "$victim" "${t_term/./}" >> "$RECORDS/driver.jsonl"
+fi
+logts() { kubectl -n "$ns" logs "$pod" | jq -rR --arg m "$1" 'fromjson? | select(.msg == $m) | .ts' | head -n 1; }
 took=$(logts "took over own Lease")
 [[ -n $took ]] || die "pod $ns/$pod: the new process logged no \"took over own Lease\""
 started=$(logts "serving")

@@ -10,8 +10,9 @@
 # takes the node down (KSHARD_KUBELET_KEEP=1 leaves it up for inspection;
 # node.sh down later).
 #
-# Not yet: the test kit's recorder (overlaps, lost updates, NotFound per
-# reconcile) needs a recording operator in the image; see docs/testing.md.
+# Then the same scenarios on the recorded workload (hack/kubelet/recorded:
+# the e2e test operator, recording every reconcile into a hostPath) under a
+# ConfigMap writer, checked by the test kit's checker (e2e/kubelet).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 NODE=$KUBELET_HACK/node.sh
@@ -58,40 +59,12 @@ kubectl -n kshard-system rollout status statefulset/example-operator --timeout=3
 kubectl -n kshard-system get pods -o wide
 log "StatefulSet Ready in $((SECONDS - t)) s"
 
-step "the kshard CLI (ring checks)"
-cli=$(mktemp -d)/kshard
-(cd "$REPO_ROOT" && nice -n 10 go build -o "$cli" ./cmd/kshard)
+. "$KUBELET_HACK/scenarios.sh"
 
-# settled N: waits (up to 120 s) until the ring has N members, all active
-# and live at their targets, with no partition unclaimed or claimed twice;
-# prints how long it took and how many Leases of departed replicas remain
-# (with the labels component's --keep-place-on-leave=true a leaver's Lease
-# stays, outside the ring, until its peers collect it as long expired).
-settled() {
-  local n=$1 t=$SECONDS st
-  while :; do
-    st=$("$cli" status -n kshard-system -o json 2>/dev/null || true)
-    if [[ -n $st ]] && jq -e --argjson n "$n" '.rings[0] as $r |
-        ($r.ringMembers | length) == $n and
-        $r.unclaimed == 0 and $r.overlapping == 0 and $r.malformed == 0 and
-        all($r.members[] | select(.identity as $i | $r.ringMembers | index($i));
-          .state == "active" and .health == "live" and .partitions == .target)' \
-        <<<"$st" >/dev/null; then
-      break
-    fi
-    if ((SECONDS - t > 120)); then
-      "$cli" status -n kshard-system >&2 || true
-      die "the ring did not settle on $n members within 120 s"
-    fi
-    sleep 0.5
-  done
-  log "ring settled on $n members in $((SECONDS - t)) s ($(jq '.rings[0] | (.members | length) - (.ringMembers | length)' <<<"$st") Leases of departed replicas left)"
-}
-
-# reconciled: bumps every Widget's spec (a new generation) and waits (up to
-# 60 s) until each one's status shows that generation observed.
+# widgets_reconciled: bumps every Widget's spec (a new generation) and waits
+# (up to 60 s) until each one's status shows that generation observed.
 widgets=20
-reconciled() {
+widgets_reconciled() {
   local t=$SECONDS size=$RANDOM i behind
   for ((i = 0; i < widgets; i++)); do
     kubectl -n widgets patch widget "w$i" --type=merge -p "{\"spec\":{\"size\":$size}}" >/dev/null
@@ -109,66 +82,18 @@ reconciled() {
   log "all $widgets Widgets reconciled at their latest generation in $((SECONDS - t)) s ($(kubectl -n widgets get widgets -o json | jq -r '[.items[].status.reconciledBy] | group_by(.) | map("\(.[0]): \(length)") | join(", ")'))"
 }
 
+step "deploy/'s StatefulSet through the scenarios, its Widgets checked after each"
 for ((i = 0; i < widgets; i++)); do
   printf 'apiVersion: demo.kshard.io/v1alpha1\nkind: Widget\nmetadata: {name: w%d, namespace: widgets}\nspec: {color: blue, size: 1}\n' "$i"
   echo ---
 done | kubectl apply -f - >/dev/null
-settled 3
-reconciled
+CHECK=widgets_reconciled
+scenarios
+log "deploy/: all scenarios passed"
+# Scaled to 0 rather than deleted: deleting the namespace would remove the
+# replicas' RBAC before they remove their Leases' finalizers.
+kubectl -n kshard-system scale statefulset/example-operator --replicas=0
+kubectl -n kshard-system wait --for=delete pod -l app.kubernetes.io/name=example-operator --timeout=120s
 
-step "runtime kill: each pod's operator process SIGKILLed under the runtime (first crash: restart in place)"
-for pod in example-operator-0 example-operator-1 example-operator-2; do
-  "$KUBELET_HACK/crash.sh" "$pod"
-  settled 3
-done
-reconciled
 
-step "kubectl rollout restart"
-t=$SECONDS
-kubectl -n kshard-system rollout restart statefulset/example-operator
-kubectl -n kshard-system rollout status statefulset/example-operator --timeout=300s
-log "rollout restart complete in $((SECONDS - t)) s"
-settled 3
-reconciled
-
-step "kubectl delete pod"
-t=$SECONDS
-kubectl -n kshard-system delete pod example-operator-1 --wait=true
-kubectl -n kshard-system rollout status statefulset/example-operator --timeout=300s
-log "pod deleted and replaced in $((SECONDS - t)) s"
-settled 3
-reconciled
-
-step "eviction against the PodDisruptionBudget (maxUnavailable 1)"
-evict() {
-  kubectl create --raw "/api/v1/namespaces/kshard-system/pods/$1/eviction" -f - <<EOF2
-{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"$1","namespace":"kshard-system"}}
-EOF2
-}
-# The disruption controller must count 3 healthy pods first.
-kubectl -n kshard-system wait pdb/example-operator --for=jsonpath='{.status.disruptionsAllowed}'=1 --timeout=60s
-t=$SECONDS
-evict example-operator-0 >/dev/null
-log "evicted example-operator-0"
-# While it is down (terminating or not yet Ready), a second eviction must be
-# refused: 429 TooManyRequests.
-if out=$(evict example-operator-2 2>&1); then
-  die "the PDB let a second pod be evicted while example-operator-0 was down"
-fi
-grep -q "disruption budget\\|TooManyRequests\\|429" <<<"$out" || die "the second eviction failed otherwise than by the PDB: $out"
-log "second eviction refused by the PDB: $(tr '\n' ' ' <<<"$out" | cut -c1-200)"
-kubectl -n kshard-system rollout status statefulset/example-operator --timeout=300s
-log "evicted pod replaced in $((SECONDS - t)) s"
-settled 3
-reconciled
-
-step "scale 3 -> 5 -> 2"
-kubectl -n kshard-system scale statefulset/example-operator --replicas=5
-kubectl -n kshard-system rollout status statefulset/example-operator --timeout=300s
-settled 5
-reconciled
-kubectl -n kshard-system scale statefulset/example-operator --replicas=2
-kubectl -n kshard-system wait --for=delete pod/example-operator-2 pod/example-operator-3 pod/example-operator-4 --timeout=120s
-settled 2
-reconciled
-log "all scenarios passed"
+"$KUBELET_HACK/recorded.sh"

@@ -30,7 +30,7 @@ key() {
 
 # kube_version prints the k8s.io/kubernetes version the tools module pins.
 kube_version() {
-  awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$KUBELET_HACK/tools/go.mod"
+  awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$REPO_ROOT/hack/tools/kubelet/go.mod"
 }
 
 # ldflags VERSION stamps the version as release builds (and the kit's

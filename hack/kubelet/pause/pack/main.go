@@ -1,8 +1,10 @@
 // Command pack builds the pause command of this module as a static linux
 // binary and writes it as a one-layer OCI image archive (an OCI image layout
-// in a tar, what `ctr images import` reads), tagged with -ref. Only the
-// standard library: the archive is a handful of JSON documents and one tar
-// layer, and every digest is computed here.
+// in a tar, what `ctr images import` reads), tagged with -ref. With -binary
+// it packs that (static) binary instead, as /NAME run by -user: make
+// kubelet-e2e's recording operator. Only the standard library: the archive
+// is a handful of JSON documents and one tar layer, and every digest is
+// computed here.
 package main
 
 import (
@@ -23,40 +25,45 @@ import (
 
 func main() {
 	out := flag.String("out", "", "the OCI archive to write (required)")
-	ref := flag.String("ref", "registry.k8s.io/pause:3.10-kshard", "the image reference to tag it with")
+	ref := flag.String("ref", "localhost/kshard/pause:v1", "the image reference to tag it with")
+	binary := flag.String("binary", "", "pack this static linux binary instead of building the pause command")
+	user := flag.String("user", "65535:65535", "the image's user:group")
 	flag.Parse()
-	if err := run(*out, *ref); err != nil {
+	if err := run(*out, *ref, *binary, *user); err != nil {
 		fmt.Fprintln(os.Stderr, "pack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, ref string) error {
+func run(out, ref, bin, user string) error {
 	if out == "" {
 		return errors.New("-out is required: the path of the OCI archive to write")
 	}
-	tmp, err := os.MkdirTemp("", "kshard-pause-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "pause")
-	// The pause command is this module's root package: pack runs from it.
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building the pause binary (run pack from hack/kubelet/pause): %w", err)
+	if bin == "" {
+		tmp, err := os.MkdirTemp("", "kshard-pause-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		bin = filepath.Join(tmp, "pause")
+		// The pause command is this module's root package: pack runs from it.
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOWORK=off")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building the pause binary (run pack from hack/kubelet/pause): %w", err)
+		}
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return err
 	}
-	layer, err := layerTar(data)
+	name := filepath.Base(bin)
+	layer, err := layerTar(name, data)
 	if err != nil {
 		return err
 	}
-	archive, err := imageArchive(layer, ref)
+	archive, err := imageArchive(layer, ref, "/"+name, user)
 	if err != nil {
 		return err
 	}
@@ -66,11 +73,11 @@ func run(out, ref string) error {
 // epoch keeps the archive reproducible: the same binary gives the same digests.
 var epoch = time.Unix(0, 0).UTC()
 
-// layerTar is the image's only layer: /pause, owned by root, mode 0755.
-func layerTar(bin []byte) ([]byte, error) {
+// layerTar is the image's only layer: /NAME, owned by root, mode 0755.
+func layerTar(name string, bin []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	hdr := &tar.Header{Name: name, Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return nil, err
 	}
@@ -99,14 +106,14 @@ func digest(b []byte) string {
 // imageArchive lays out config, manifest and index as an OCI image layout
 // (https://github.com/opencontainers/image-spec/blob/main/image-layout.md)
 // and tars it.
-func imageArchive(layer []byte, ref string) ([]byte, error) {
+func imageArchive(layer []byte, ref, entrypoint, user string) ([]byte, error) {
 	config, err := json.Marshal(map[string]any{
 		"created":      epoch.Format(time.RFC3339),
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"config": map[string]any{
-			"Entrypoint": []string{"/pause"},
-			"User":       "65535:65535",
+			"Entrypoint": []string{entrypoint},
+			"User":       user,
 		},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{digest(layer)}},
 		"history": []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "hack/kubelet/pause/pack"}},

@@ -1,4 +1,4 @@
-module github.com/kshard/kshard/hack/kubelet/tools
+module github.com/kshard/kshard/hack/tools/kubelet
 
 go 1.26.0
 

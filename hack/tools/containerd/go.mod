@@ -1,4 +1,4 @@
-module github.com/kshard/kshard/hack/kubelet/containerd
+module github.com/kshard/kshard/hack/tools/containerd
 
 go 1.26.6
 
