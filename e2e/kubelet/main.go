@@ -71,6 +71,9 @@ func write(args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig %q: %w", *kubeconfig, err)
 	}
+	// client-go's default of 5 requests a second would cap the writer below
+	// -rate (each update is one request, a failed one two).
+	cfg.QPS, cfg.Burst = float32(4**rate), int(8**rate)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
