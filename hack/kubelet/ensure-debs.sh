@@ -2,7 +2,8 @@
 # Installs the Debian packages the node needs when missing: runc (the OCI
 # runtime containerd's shim runs; cgo and libseccomp, so not built here) and
 # containernetworking-plugins (bridge, host-local and loopback, the pods'
-# network); iproute2, openssl and curl, which the scripts run. Debian bookworm: runc 1.1.5, plugins 1.1.1 in /usr/lib/cni.
+# network); iproute2, openssl, curl, jq and procps, which the scripts run.
+# Debian bookworm: runc 1.1.5, plugins 1.1.1 in /usr/lib/cni.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need=()
@@ -11,6 +12,8 @@ command -v runc >/dev/null || need+=(runc)
 command -v ip >/dev/null || need+=(iproute2)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl ca-certificates)
+command -v jq >/dev/null || need+=(jq)
+command -v pgrep >/dev/null || need+=(procps)
 if ((${#need[@]})); then
   command -v apt-get >/dev/null || die "missing ${need[*]} and no apt-get: install them (runc >= 1.1, CNI plugins bridge/host-local/loopback in /usr/lib/cni)"
   log "installing Debian packages: ${need[*]}"

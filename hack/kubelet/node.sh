@@ -346,7 +346,11 @@ env_() {
 }
 
 case ${1:-} in
-  up) up ;;
+  up)
+    # Namespaces, cgroups, mounts and the kubelet need root.
+    ((EUID == 0)) || die "node.sh up needs root (network namespace, cgroups, mounts)"
+    up
+    ;;
   down) down ;;
   env) env_ ;;
   status)
