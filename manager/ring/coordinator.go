@@ -148,6 +148,33 @@ func (c *coordinator) hold(set shard.PartitionSet) {
 	c.partitionsSynced()
 }
 
+// watchCache has the loop read the cache's synced partitions
+// (partitionsSynced) whenever they may have changed, until ctx ends.
+//
+// Each read is posted only after the channel of the next change has been
+// taken: the loop reads whenever it gets to it, so a change that lands
+// after that read closes the channel taken before it. Taken after posting
+// (as the watcher once did), the channel of a closed-and-replaced Changed
+// (manager/cache's Cache) could already be the one after a change that
+// landed between the loop's read and the watcher's next Changed: if it was
+// the cache's last change (a kind's unlabelled view or segment synced, and
+// the ring still), its partitions stayed unsynced for the core, and the
+// replica claimed them and never activated them (issue 41's stall). The
+// first read covers changes before the watcher took its first channel.
+func (c *coordinator) watchCache(ctx context.Context) {
+	changed := c.cache.Changed()
+	c.post(ctx, c.partitionsSynced)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = c.cache.Changed()
+		c.post(ctx, c.partitionsSynced)
+	}
+}
+
 // Object counts for a balanced ring are taken off the loop, since they walk
 // every cached object: countCheck apart while the synced partitions change
 // (a partition just synced is placed by its count soon after), and
@@ -214,14 +241,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 		c.async.Add(1)
 		go func() {
 			defer c.async.Done()
-			for {
-				select {
-				case <-watchCtx.Done():
-					return
-				case <-c.cache.Changed():
-					c.post(watchCtx, c.partitionsSynced)
-				}
-			}
+			c.watchCache(watchCtx)
 		}()
 		if counter, ok := c.cache.(ObjectCounter); ok && c.balanced {
 			c.async.Add(1)
