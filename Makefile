@@ -161,25 +161,25 @@ chaos-inplace: binaries
 		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (shard/handoff TestSimulation) and of the real coordinator (manager/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./manager/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./shard/handoff -run TestSimulation).
+## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (internal/handoff TestSimulation) and of the real coordinator (shard/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./shard/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./internal/handoff -run TestSimulation).
 SEEDS ?= 1000000
 FIRST ?= 0
 sim:
-	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./shard/handoff/ ./manager/ring/ \
+	$(GOTEST) -count=1 -timeout 0 -v -run '^(TestSimulation|TestCoordinatorSimulation|TestSimulationPartitionCache|TestCoordinatorSimulationPartitionCache|TestSimulationLabels|TestCoordinatorSimulationLabels|TestSimulationBalance)$$' ./internal/handoff/ ./shard/ring/ \
 		-handoff.seeds=$(SEEDS) -handoff.cacheseeds=$(SEEDS) -handoff.labelseeds=$(SEEDS) -handoff.balanceseeds=$(SEEDS) -handoff.first=$(FIRST)
 
 # The core without its defence against stale views of a peer's Lease
-# (shard/handoff/stalewatch_mutant.go): a build tag, never a switch of the
+# (internal/handoff/stalewatch_mutant.go): a build tag, never a switch of the
 # shipped core. make unit runs the unit tests of that defence and the two
 # simulations that must catch its absence on the mutant.
 STALE_MUTANT       = mutant_trustwatchorder
 STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve)$$'
-STALE_MUTANT_PKGS  = ./shard/handoff/ ./manager/ring/
+STALE_MUTANT_PKGS  = ./internal/handoff/ ./shard/ring/
 
 ## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
 SIM_MUTANT_TESTS = '^Test(Coordinator)?MutantIssue41$$'
-SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./manager/ring/
+SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./shard/ring/
 MUTANT_SEEDS    ?= 10000
 sim-mutants:
 	$(GOTEST) -count=1 -timeout 0 -v -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS) -mutant.seeds=$(MUTANT_SEEDS) -mutant.all
@@ -189,8 +189,8 @@ SIM_SEEDS       ?= 100000
 SIM_SWEEP       ?= 8,9,9.5,10,12,20
 SIM_SWEEP_SEEDS ?= 5000
 sim-assumptions:
-	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulation$$' ./shard/handoff/ -handoff.seeds=$(SIM_SEEDS) -handoff.first=1000000
-	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulationClockRateSweep' ./shard/handoff/ -handoff.sweep=$(SIM_SWEEP) -handoff.seeds=$(SIM_SWEEP_SEEDS)
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulation$$' ./internal/handoff/ -handoff.seeds=$(SIM_SEEDS) -handoff.first=1000000
+	$(GOTEST) -count=1 -timeout 0 -v -run 'TestSimulationClockRateSweep' ./internal/handoff/ -handoff.sweep=$(SIM_SWEEP) -handoff.seeds=$(SIM_SWEEP_SEEDS)
 
 ## kit-check-ci: kit-check with the cached binaries (KSHARD_BIN_DIR), so CI proves the kit works from the module cache without rebuilding the control plane (~30 s).
 kit-check-ci: binaries

@@ -19,7 +19,7 @@ type Runnable = interface {
 
 // Controller reconciles the Requests its sources produce, for the keys of
 // its active partitions only. Its Admit, Replay and Revoke are the
-// participant contract of the ring coordinator (manager/ring.Participant),
+// participant contract of the ring coordinator (shard/ring.Participant),
 // which drives them directly.
 type Controller interface {
 	// Name is the controller's unique name (metrics label "controller").

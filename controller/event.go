@@ -6,7 +6,7 @@ import (
 )
 
 // Object is a Kubernetes object: metadata plus a runtime type. It aliases an
-// interface literal (as manager/cache.Object does), so the two packages'
+// interface literal (as shard/cache.Object does), so the two packages'
 // Object types are identical and the cache satisfies Informers.
 type Object = interface {
 	metav1.Object

@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // cacheManager is the smallest real Manager: the shared cache of
-// manager/cache plus a list of runnables the test starts itself.
+// shard/cache plus a list of runnables the test starts itself.
 type cacheManager struct {
 	cache *cache.Cache
 	opts  controller.Options

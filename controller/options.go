@@ -12,7 +12,6 @@ import (
 	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Options configure a controller. The zero value is usable; defaults are
@@ -60,7 +59,7 @@ type Options struct {
 
 	// DrainGracePeriod is how long in-flight reconciles of a revoked
 	// partition may run before their contexts are cancelled. Defaults to
-	// handoff.DefaultDrainGracePeriod (5s). A Revoke with fence set
+	// shard.DefaultDrainGracePeriod (5s). A Revoke with fence set
 	// cancels at once instead.
 	DrainGracePeriod time.Duration
 
@@ -103,9 +102,9 @@ type Options struct {
 
 const (
 	defaultCacheSyncTimeout = 2 * time.Minute
-	// The ring's own defaults (handoff.Timing's and the drain loop's), so
+	// The ring's own defaults (shard.Timing's and the drain loop's), so
 	// that a controller outside a manager drains as one inside does.
-	defaultDrainGracePeriod = handoff.DefaultDrainGracePeriod
+	defaultDrainGracePeriod = shard.DefaultDrainGracePeriod
 	defaultDrainReportAfter = gate.DefaultDrainReportAfter
 )
 

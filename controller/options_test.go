@@ -1,13 +1,14 @@
 package controller
 
 import (
+	"github.com/kshard/kshard/shard"
+
 	"encoding/json"
 	"io"
 	"os"
 	"testing"
 
 	"github.com/kshard/kshard/controller/gate"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // A controller built without a Logger (outside a Builder) logs like manager
@@ -37,12 +38,12 @@ func TestDefaultLoggerWritesJSONToStderr(t *testing.T) {
 	}
 }
 
-// A controller drains by the ring's defaults (handoff.Timing's grace period,
+// A controller drains by the ring's defaults (shard.Timing's grace period,
 // the drain loop's report time), whether a manager runs it or not.
 func TestDrainDefaultsAreTheRings(t *testing.T) {
 	o := Options{}.withDefaults()
-	if want := (handoff.Timing{}).WithDefaults().DrainGracePeriod; o.DrainGracePeriod != want {
-		t.Errorf("DrainGracePeriod %v; want handoff.Timing's %v", o.DrainGracePeriod, want)
+	if want := (shard.Timing{}).WithDefaults().DrainGracePeriod; o.DrainGracePeriod != want {
+		t.Errorf("DrainGracePeriod %v; want shard.Timing's %v", o.DrainGracePeriod, want)
 	}
 	if o.DrainReportAfter != gate.DefaultDrainReportAfter {
 		t.Errorf("DrainReportAfter %v; want gate.DefaultDrainReportAfter %v", o.DrainReportAfter, gate.DefaultDrainReportAfter)

@@ -38,16 +38,16 @@ type ReplayableSource interface {
 
 // Informers gives the informer serving obj's kind: typed, or metadata-only
 // for a *metav1.PartialObjectMetadata with TypeMeta set. The manager's cache
-// (*cache.Cache in package manager/cache) implements it.
+// (*cache.Cache in package shard/cache) implements it.
 type Informers interface {
 	Informer(ctx context.Context, obj Object) (Informer, error)
 }
 
 // Informer is what a source uses of an informer: a client-go
 // SharedIndexInformer satisfies it, and so does the manager's sharded cache
-// of a kind (manager/cache.Segmented), whose handler registrations report
+// of a kind (shard/cache.Segmented), whose handler registrations report
 // synced at once because it syncs per partition, before the ring activates
-// each. An alias of an interface literal, identical to manager/cache's.
+// each. An alias of an interface literal, identical to shard/cache's.
 type Informer = interface {
 	AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
 	RemoveEventHandler(handle toolscache.ResourceEventHandlerRegistration) error

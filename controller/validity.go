@@ -1,11 +1,11 @@
 package controller
 
 import (
+	"github.com/kshard/kshard/shard"
+
 	"context"
 	"errors"
 	"time"
-
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // ErrLeaseExpired is the error a manager's clients return (wrapped; test it
@@ -16,10 +16,10 @@ var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renew
 
 // Validity is a replica's lease validity at one moment: until when its
 // lease is known valid, and the epoch that validity belongs to. It is
-// shard/handoff's type, so that the rule the simulations check (when an
+// internal/handoff's type, so that the rule the simulations check (when an
 // epoch begins, what "never held" means) is the one workers and the client
 // transport read.
-type Validity = handoff.Validity
+type Validity = shard.Validity
 
 // LeaseValidity returns the replica's current lease validity.
 type LeaseValidity func() Validity

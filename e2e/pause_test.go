@@ -164,7 +164,7 @@ func resumeAndCheck(t *testing.T, h *harness.Harness, victim string, stopped tim
 	})
 	// A write built before the pause may have passed the fence then and
 	// been stopped with the process on its way to the connection: it lands
-	// after SIGCONT, a documented limit (manager/fence, "What remains").
+	// after SIGCONT, a documented limit (shard/fence, "What remains").
 	// Every write built after SIGCONT went through the fence after it.
 	early, inFlight := 0, 0
 	for _, w := range writes.after(mark) {

@@ -11,8 +11,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Labels and annotations of a member Lease (see the package doc).
@@ -26,7 +26,7 @@ const (
 	// AnnotationGeneration carries the Record's generation
 	// (handoff.Record.Generation). Its key keeps the word epoch, which
 	// kshard now uses for the lease validity's epochs only
-	// (handoff.Validity), because Leases written by earlier versions carry
+	// (shard.Validity), because Leases written by earlier versions carry
 	// it and a rolling upgrade must read them.
 	AnnotationGeneration = "kshard.io/epoch"
 	AnnotationParams     = "kshard.io/params"

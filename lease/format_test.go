@@ -8,8 +8,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 func TestParse(t *testing.T) {

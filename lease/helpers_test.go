@@ -23,8 +23,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 var leasesGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")

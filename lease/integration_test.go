@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Integration timings: short enough for fast tests, same proportions as

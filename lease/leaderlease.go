@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
 // LeaderLeaseOptions configure a LeaderLease.

@@ -16,8 +16,8 @@ import (
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Member is one replica's membership in a ring: its own Lease and its view of

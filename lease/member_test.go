@@ -19,8 +19,8 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 var t0 = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)

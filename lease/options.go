@@ -15,7 +15,6 @@ import (
 
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -57,13 +56,13 @@ type Options struct {
 	// LeaseDuration is how long peers wait, on their own clocks, after
 	// observing the Lease's last change before they may judge it expired; it
 	// is also how long Run waits before taking over its identity's Lease
-	// from a silent process. Defaults to handoff.DefaultLeaseDuration (10s).
+	// from a silent process. Defaults to shard.DefaultLeaseDuration (10s).
 	LeaseDuration time.Duration
 
 	// RenewPeriod is the interval between writes of the own Lease at steady
 	// state. Defaults to LeaseDuration/5, at most RenewDeadline/2 (2s with
 	// the other defaults); must be shorter than RenewDeadline.
-	// handoff.Timing holds the defaults and rules of all four timings.
+	// shard.Timing holds the defaults and rules of all four timings.
 	RenewPeriod time.Duration
 
 	// RenewDeadline is how long after the last successful renew was sent the
@@ -107,8 +106,8 @@ func (o *Options) applyDefaults() {
 	}
 }
 
-func (o *Options) timing() handoff.Timing {
-	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod, RenewTimeout: o.RenewTimeout}
+func (o *Options) timing() shard.Timing {
+	return shard.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod, RenewTimeout: o.RenewTimeout}
 }
 
 // validate reports every problem of defaulted options at once, after one

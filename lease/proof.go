@@ -6,10 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
-// Proof of death (see shard/handoff's proof.go): each process writes
+// Proof of death (see internal/handoff's proof.go): each process writes
 // handoff.TerminationMarker(incarnation) into its container's termination message
 // file at start and records its pod's UID in its Lease (AnnotationPod); when
 // the container ends, the kubelet copies the file into the container's

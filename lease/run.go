@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
 // errLeft reports a write refused because Delete was called.

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
 // joinScan runs once, after the ring's first list: it lists every Lease of

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // cacheModes is the /readyz?verbose line naming each kind's cache mode and,

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // CacheCheckInterval: 0 is the default, negative turns the check off, and

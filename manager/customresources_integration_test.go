@@ -20,8 +20,8 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // With PartitionBy namespace and the gate on, the example operator's
@@ -29,7 +29,7 @@ import (
 // and /readyz?verbose say so, the two caches hold disjoint parts of the
 // Widgets that together make all, and every Widget is reconciled, never on
 // two replicas at once. (That the server's LISTs return only the held
-// partitions is checked in manager/cache,
+// partitions is checked in shard/cache,
 // TestIntegrationCustomResourcesSharded.)
 func TestShardedCacheOfCustomResources(t *testing.T) {
 	ctx := context.Background()

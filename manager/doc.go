@@ -12,7 +12,7 @@
 // instead of waiting to win a leader election, the replica joins a ring of
 // peers (one coordination.k8s.io/v1 Lease each) and reconciles only the keys
 // of the partitions it owns, taking them over and handing them back through
-// the protocol of package shard/handoff (claim before act, drain before
+// the protocol of package internal/handoff (claim before act, drain before
 // release). Cancelling Start's context is a graceful leave: the replica
 // drains, publishes an empty claim so peers take over at once, and deletes
 // its Lease.
@@ -21,10 +21,10 @@
 //
 // The Manager is assembled from packages that do not import it, so that
 // another runtime (the controller-runtime adapter, controller/crshard)
-// drives the same ring from the same code: manager/ring (the ring
+// drives the same ring from the same code: shard/ring (the ring
 // coordinator, the Participant contract, proofs of death, the sharded
-// cache's contract), manager/fence (the fencing transport), manager/cache
-// (the sharded informer cache), lease (membership) and shard/handoff (the
+// cache's contract), shard/fence (the fencing transport), shard/cache
+// (the sharded informer cache), lease (membership) and internal/handoff (the
 // protocol's decisions). manager itself is imported by operators, the test
 // kit (manager/kshardtest) and kshard's binaries, never by those packages.
 //
@@ -33,7 +33,7 @@
 // Every client built from the manager's rest config (GetClient, GetConfig)
 // refuses to send a write issued under a reconcile or singleton context (see
 // AddSingleton) whose lease validity (last renewal sent + RenewDeadline) has
-// passed, or whose epoch a fence has ended (manager/fence), reading the
+// passed, or whose epoch a fence has ended (shard/fence), reading the
 // clock at the moment of sending: after a pause the process may resume with
 // its partitions already taken over by a peer. A write issued without such
 // a context (context.Background, a helper's context.TODO) is refused too

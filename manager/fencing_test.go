@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/fence"
+	"github.com/kshard/kshard/shard/fence"
 )
 
 // validFor returns a context whose writes are valid until until, in an

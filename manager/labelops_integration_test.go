@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Namespaces of the restricted-identity tests: the ring's Leases, and the

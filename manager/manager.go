@@ -24,13 +24,13 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/manager/cache/cachemetrics"
-	"github.com/kshard/kshard/manager/fence"
-	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/shard/cache"
+	"github.com/kshard/kshard/shard/cache/cachemetrics"
+	"github.com/kshard/kshard/shard/fence"
+	"github.com/kshard/kshard/shard/ring"
 )
 
 // Runnable is anything the Manager starts with Start and stops by cancelling
@@ -98,10 +98,16 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: building client: %w", err)
 	}
-	own, err := kubernetes.NewForConfig(protobuf(cfgs.own))
+	ringCfg := opts.ringConfig().WithDefaults()
+	replica, err := ring.NewReplica(ring.ReplicaOptions{
+		Config: cfgs.own, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
+		RingConfig: ringCfg, Timing: opts.timing(), KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
+		Logger: opts.Logger, Registerer: opts.Registry,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("manager: building client: %w", err)
+		return nil, fmt.Errorf("manager: %w", err)
 	}
+	own, member := replica.Client, replica.Member
 	dc, err := discovery.NewDiscoveryClientForConfig(cfgs.own)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building discovery client: %w", err)
@@ -110,7 +116,6 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	// server is still unreachable, and a miss refreshes (a CRD installed
 	// after start is found).
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	ringCfg := opts.ringConfig().WithDefaults()
 	partitioner, err := shard.PartitionerFor(ringCfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -130,23 +135,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	incarnation := lease.NewIncarnation()
-	handoffCfg := handoff.Config{
-		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
-		Timing: opts.timing(), PartitionCache: cacheOpts.Sharding != nil, KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
-	}
-	if err := handoffCfg.Validate(); err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
-	member, err := lease.New(lease.Options{
-		Client: own, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
-		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
-		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
-		Logger: opts.Logger.WithName("lease"), Registerer: opts.Registry,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
+	handoffCfg := replica.Handoff
+	handoffCfg.PartitionCache = cacheOpts.Sharding != nil
 	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
 	m.cfg, m.client, m.own, m.mapper, m.cache = cfgs.user, client, own, mapper, c
 	m.partitioner, m.sharded, m.fingerprint = partitioner, cacheOpts.Sharding != nil, ringCfg.Fingerprint()

@@ -14,9 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Options configure a Manager. Every field has a default, applied in
@@ -58,12 +57,12 @@ type Options struct {
 	Load float64
 
 	// LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod and
-	// GracefulShutdownTimeout are the replica's timings; handoff.Timing
+	// GracefulShutdownTimeout are the replica's timings; shard.Timing
 	// holds their rules and defaults, shared by every runtime of a ring.
 	//
 	// LeaseDuration is how long a replica's Lease stays live without renewal,
 	// as observed by its peers; a crashed replica's partitions move after it.
-	// Defaults to handoff.DefaultLeaseDuration (10s).
+	// Defaults to shard.DefaultLeaseDuration (10s).
 	LeaseDuration time.Duration
 	// RenewPeriod is how often a replica renews its Lease. Defaults to
 	// LeaseDuration/5, at most RenewDeadline/2 (2s with the other defaults).
@@ -75,13 +74,13 @@ type Options struct {
 
 	// DrainGracePeriod is how long in-flight reconciles of a partition that
 	// moves away may run before their contexts are cancelled. Defaults to
-	// handoff.DefaultDrainGracePeriod (5s).
+	// shard.DefaultDrainGracePeriod (5s).
 	DrainGracePeriod time.Duration
 	// GracefulShutdownTimeout bounds the leave on SIGTERM: draining,
 	// handing over, publishing an empty claim and deleting the Lease; a
 	// third of it, at most LeaseDuration, goes to handovers to a sharded
-	// cache (handoff.Timing.HandoverTimeout). Defaults to
-	// handoff.DefaultGracefulShutdownTimeout (30s).
+	// cache (shard.Timing.HandoverTimeout). Defaults to
+	// shard.DefaultGracefulShutdownTimeout (30s).
 	GracefulShutdownTimeout time.Duration
 	// KeepPlaceOnLeave: on SIGTERM an active replica keeps its place in the
 	// ring for the next process of its identity (a StatefulSet's rolling
@@ -407,9 +406,9 @@ func (o *Options) ringConfig() shard.Config {
 	return shard.Config{Partitions: o.Partitions, Load: o.Load, Scheme: o.PartitionBy, Balance: o.Balance}
 }
 
-// timing returns the replica's timings; handoff.Timing holds their defaults
+// timing returns the replica's timings; shard.Timing holds their defaults
 // and rules.
-func (o *Options) timing() handoff.Timing {
-	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
+func (o *Options) timing() shard.Timing {
+	return shard.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
 		DrainGracePeriod: o.DrainGracePeriod, GracefulShutdownTimeout: o.GracefulShutdownTimeout}
 }

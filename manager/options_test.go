@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // TestClientRateLimits: the manager raises client-go's 5 QPS / burst 10 only
@@ -207,7 +206,7 @@ func TestSharedNamespacesValidation(t *testing.T) {
 	}
 }
 
-// The manager's timings are handoff.Timing's: its defaults (RenewPeriod
+// The manager's timings are shard.Timing's: its defaults (RenewPeriod
 // LeaseDuration/5 but at most RenewDeadline/2, the drain grace and the
 // shutdown timeout) and the HandoverTimeout it derives, which the core gets.
 // An identity is a pod's name, dots included.
@@ -218,9 +217,9 @@ func TestTimingsAndIdentityFromTheOneHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := m.opts
-	if o.LeaseDuration != handoff.DefaultLeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != handoff.DefaultDrainGracePeriod {
+	if o.LeaseDuration != shard.DefaultLeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != shard.DefaultDrainGracePeriod {
 		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
-			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, handoff.DefaultLeaseDuration, handoff.DefaultDrainGracePeriod)
+			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, shard.DefaultLeaseDuration, shard.DefaultDrainGracePeriod)
 	}
 	if got := m.handoff.WithDefaults().HandoverTimeout; got != 5*time.Second {
 		t.Errorf("the core's HandoverTimeout %v; want a third of GracefulShutdownTimeout (5s)", got)

@@ -2,7 +2,7 @@ package manager
 
 import (
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/ring"
+	"github.com/kshard/kshard/shard/ring"
 )
 
 // Sharded is implemented by Runnables that take part in partition handoff,

@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
+	"github.com/kshard/kshard/shard/cache/cachemetrics"
 )
 
 // shardedRing starts a control plane (gate: ShardedListAndWatch), the

@@ -88,7 +88,7 @@ func TestConfigFingerprint(t *testing.T) {
 		t.Errorf("SchemeKey fingerprint %q differs from the default %q", got, base)
 	}
 	// Replicas with another scheme refuse to share a ring through the
-	// fingerprint check (shard/handoff: a live active peer with another
+	// fingerprint check (internal/handoff: a live active peer with another
 	// fingerprint blocks activation, ErrForeignFingerprint), so each scheme
 	// needs its own fingerprint.
 	for s, want := range map[Scheme]string{SchemeNamespace: base + "-snamespace", SchemeUID: base + "-suid"} {

@@ -225,7 +225,7 @@ var selectorTerm = regexp.MustCompile(`^shardRange\((object\.metadata\.[a-z]+), 
 // parseSelector reads a selector the way the server's grammar allows: terms
 // joined by " || ". The server itself parses with cel-go
 // (k8s.io/apiserver/pkg/sharding), which the root module must not import;
-// the integration test in manager/cache sends these selectors to a real API
+// the integration test in shard/cache sends these selectors to a real API
 // server and compares its echo.
 func parseSelector(t *testing.T, s string) sharding.Selector {
 	t.Helper()

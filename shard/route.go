@@ -3,7 +3,7 @@ package shard
 // Route says how a source maps the objects of a kind to reconcile requests,
 // and so which partition an object belongs to: the partition of the request
 // it is mapped to. A cache sharded by partition labels needs it to label and
-// place each object (manager/cache, CacheMode labels).
+// place each object (shard/cache, CacheMode labels).
 type Route int
 
 const (

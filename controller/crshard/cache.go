@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/kshard/kshard/lease"
-	kcache "github.com/kshard/kshard/manager/cache"
-	"github.com/kshard/kshard/manager/cache/cachemetrics"
 	"github.com/kshard/kshard/shard"
+	kcache "github.com/kshard/kshard/shard/cache"
+	"github.com/kshard/kshard/shard/cache/cachemetrics"
 )
 
 // CacheMode is what the manager's cache holds on each replica (see

@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kshard/kshard/lease"
-	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
+	kcache "github.com/kshard/kshard/shard/cache"
 )
 
 const (

@@ -6,9 +6,7 @@
 // kshard itself never requires controller-runtime. It targets
 // controller-runtime v0.25.x (tested with v0.25.2) and builds and is tested
 // with v0.24.1 too, pinned by a replace directive (docs/install.md); it
-// reads no controller-runtime internals except one unexported field, to
-// refuse a manager with leader election, and that check says so if a later
-// version renamed it.
+// reads no controller-runtime internals: only what its API exposes.
 //
 // # Converting an operator
 //
@@ -17,7 +15,7 @@
 //	err = ring.NewControllerManagedBy(mgr).For(&v1.Widget{}).Owns(...).Complete(r)
 //
 // New must run before the manager is built from cfg: it puts kshard's
-// fencing transport on cfg (manager/fence), so the manager's
+// fencing transport on cfg (shard/fence), so the manager's
 // clients refuse writes of a reconcile whose lease validity has passed, and
 // writes without a reconcile context while the replica, once valid, has
 // lost its validity and not renewed since. The ring's own clients are
@@ -38,7 +36,7 @@
 //
 // The Lease namespace and the identity default to the pod's ($POD_NAMESPACE
 // and $POD_NAME from the downward API), and every timing to kshard's
-// manager's (handoff.Timing), except GracefulShutdownTimeout, which stays
+// manager's (shard.Timing), except GracefulShutdownTimeout, which stays
 // below controller-runtime's manager's own. As kshard's manager, the ring
 // makes a crash provable by the kubelet (Options.PodNamespace,
 // TerminationMessagePath): restarted in place, a replica takes its Lease
@@ -52,7 +50,7 @@
 //
 // The ring is a manager.Runnable that needs no leader election. It runs
 // kshard's Lease membership (lease.Member) and ring coordinator
-// (manager/ring): the same handoff protocol, no second implementation. For every controller that opts in:
+// (shard/ring): the same handoff protocol, no second implementation. For every controller that opts in:
 //   - the gate at enqueue: the controller's queue (controller-runtime's
 //     priority queue, or its rate-limited queue when UsePriorityQueue is
 //     false, wrapped so that handlers still find AddWithOpts) admits a request
@@ -132,7 +130,7 @@
 // With Options.CacheMode CacheLabels and ctrl.Options{NewCache:
 // ring.NewCache}, each replica's cache holds only the objects of the
 // partitions it needs: kshard's gate-free label-sharded cache
-// (manager/cache) behind controller-runtime's cache.Cache, driven by the
+// (shard/cache) behind controller-runtime's cache.Cache, driven by the
 // ring as kshard's manager drives it (see cache.go and docs/adapter.md).
 //
 // # Readiness and metrics
@@ -147,8 +145,12 @@
 //
 // # Refused set-ups
 //
-// New, NewControllerManagedBy and Start return errors for a manager with
-// LeaderElection: true (leader election would keep all but one replica
-// idle), a second ring on one manager, and a controller opted in after the
-// ring started (its keys would not be gated from the start).
+// NewManager refuses options with LeaderElection: true (leader election
+// would keep all but one replica idle). A manager built elsewhere cannot be
+// asked (controller-runtime has no getter for it): the ring waits for the
+// manager's Elected before it joins, and a replica not elected within a
+// LeaseDuration is not ready, logging and reporting why. SetupWithManager
+// and NewControllerManagedBy refuse a second ring on one manager and a
+// controller opted in after the ring started (its keys would not be gated
+// from the start).
 package crshard

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/manager/fence"
+	"github.com/kshard/kshard/shard/fence"
 )
 
 // metrics are the adapter's own kshard_* metrics, named as kshard's

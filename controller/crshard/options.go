@@ -12,14 +12,13 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kshard/kshard/lease"
-	kcache "github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
+	kcache "github.com/kshard/kshard/shard/cache"
 )
 
 // Options configure a Ring. Ring is required; every other zero field takes
 // the default documented on it, applied in applyDefaults from the same
-// homes as kshard's manager's (lease for the names, handoff.Timing for the
+// homes as kshard's manager's (lease for the names, shard.Timing for the
 // timings).
 type Options struct {
 	// Ring names the ring: every replica of the operator uses the same
@@ -39,26 +38,26 @@ type Options struct {
 	// Defaults to 1.25.
 	Load float64
 	// LeaseDuration, RenewPeriod and RenewDeadline mean what they mean in
-	// kshard's manager and default as they do there (handoff.Timing):
+	// kshard's manager and default as they do there (shard.Timing):
 	// LeaseDuration to 10s, RenewDeadline to 2/3 of it, RenewPeriod to
 	// LeaseDuration/5, at most RenewDeadline/2 (2s with the defaults).
 	LeaseDuration, RenewPeriod, RenewDeadline time.Duration
 	// DrainGracePeriod is how long in-flight reconciles of a moving
 	// partition run before their contexts are cancelled. Defaults to
-	// handoff.DefaultDrainGracePeriod (5s).
+	// shard.DefaultDrainGracePeriod (5s).
 	DrainGracePeriod time.Duration
 	// GracefulShutdownTimeout bounds the leave when the manager stops
 	// (drain, release, delete the Lease). Keep it below the manager's own
 	// GracefulShutdownTimeout (30s by default), which bounds the ring and
 	// its controllers together. Defaults to
-	// handoff.DefaultEmbeddedShutdownTimeout (20s).
+	// shard.DefaultEmbeddedShutdownTimeout (20s).
 	GracefulShutdownTimeout time.Duration
 	// KeepPlaceOnLeave: when the manager stops, an active replica keeps
 	// its place in the ring for the next process of its identity (a
 	// StatefulSet's rolling update) instead of moving its partitions to
 	// its peers and back; they wait unreconciled while it restarts, at
 	// most LeaseDuration after it stopped if none returns. As kshard's
-	// manager.Options.KeepPlaceOnLeave (handoff.Config.KeepPlaceOnLeave).
+	// manager.Options.KeepPlaceOnLeave (the handoff core's Config.KeepPlaceOnLeave).
 	KeepPlaceOnLeave bool
 	// Logger defaults to controller-runtime's logger (log.Log) named "ring".
 	Logger logr.Logger
@@ -153,16 +152,16 @@ func (o *Options) applyDefaults() {
 	}
 }
 
-// timing returns the replica's timings; handoff.Timing holds their defaults
+// timing returns the replica's timings; shard.Timing holds their defaults
 // and rules.
-func (o *Options) timing() handoff.Timing {
-	return handoff.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
+func (o *Options) timing() shard.Timing {
+	return shard.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
 		DrainGracePeriod: o.DrainGracePeriod, GracefulShutdownTimeout: o.GracefulShutdownTimeout}
 }
 
 // validate reports every invalid option at once, by the rules every
 // runtime of a ring shares. Lease and ring parameters are validated again,
-// in detail, by lease.New and handoff.New.
+// in detail, by lease.New and the handoff core.
 func (o *Options) validate() error {
 	var errs []error
 	if err := lease.ValidateRing(o.Ring); err != nil {

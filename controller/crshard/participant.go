@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/controller/gate"
-	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ring"
 )
 
 // The Ring is the one participant of its coordinator (ring.Participant)

@@ -24,7 +24,6 @@ import (
 
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // A replica whose process crashed and was restarted in place takes its
@@ -124,8 +123,8 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(marker)); got != handoff.TerminationMarker(incarnation) {
-		t.Fatalf("termination message file holds %q, want %q", got, handoff.TerminationMarker(incarnation))
+	if got := strings.TrimSpace(string(marker)); got != "kshard.io/incarnation="+incarnation {
+		t.Fatalf("termination message file holds %q, want %q", got, "kshard.io/incarnation="+incarnation)
 	}
 
 	// The crash: the Lease as the process left it, renewed just now.

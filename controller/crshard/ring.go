@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,10 +19,9 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/fence"
-	"github.com/kshard/kshard/manager/ring"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/shard/fence"
+	"github.com/kshard/kshard/shard/ring"
 )
 
 // Ring is one replica's membership in a kshard ring, run as a
@@ -52,6 +49,12 @@ type Ring struct {
 	// validity is the lease validity reconciles check and carry: the
 	// coordinator's; tests replace it.
 	validity func() controller.Validity
+	// electedWarnAfter is how long the ring waits for the manager's
+	// Elected before it reports that the manager runs leader election
+	// (Options.LeaseDuration; tests shorten it).
+	electedWarnAfter time.Duration
+	// notElected is set while that report stands: readyz says it.
+	notElected atomic.Bool
 
 	mu          sync.Mutex // guards the fields below
 	mgr         crmanager.Manager
@@ -63,7 +66,9 @@ type Ring struct {
 	base context.Context
 }
 
-// rings remembers which manager has a ring, to refuse a second one.
+// rings remembers which manager has a ring, to refuse a second one and
+// for ControllerManagedBy(mgr). A ring leaves it when its Start returns, so
+// a manager that has run is not kept alive by it.
 var rings struct {
 	mu sync.Mutex
 	by map[crmanager.Manager]*Ring
@@ -76,7 +81,7 @@ var rings struct {
 // validity has passed, and writes issued without a reconcile context while
 // this replica, once valid, has lost its validity (a pause past
 // RenewDeadline, a fence) and not renewed since (package
-// github.com/kshard/kshard/manager/fence). The ring's own clients (its
+// github.com/kshard/kshard/shard/fence). The ring's own clients (its
 // Leases, pod reads, the sharded cache's label patches) are built from a
 // copy of cfg taken before, so they are never refused.
 func New(cfg *rest.Config, opts Options) (*Ring, error) {
@@ -96,24 +101,16 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	// still renew its Lease to get it back. The Lease client speaks
 	// protobuf, as kshard's manager's does.
 	own := rest.CopyConfig(cfg)
-	leaseCfg := rest.CopyConfig(own)
-	leaseCfg.ContentType = runtime.ContentTypeProtobuf
-	leaseCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(leaseCfg)
-	if err != nil {
-		return nil, fmt.Errorf("crshard: building the Lease client: %w", err)
-	}
 	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
-	incarnation := lease.NewIncarnation()
-	member, err := lease.New(lease.Options{
-		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
-		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
-		LeaseDuration: opts.LeaseDuration, RenewPeriod: opts.RenewPeriod, RenewDeadline: opts.RenewDeadline,
-		Logger: log.WithName("lease"), Registerer: opts.Registerer,
+	replica, err := ring.NewReplica(ring.ReplicaOptions{
+		Config: own, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		RingConfig: ringCfg, Timing: opts.timing(), KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
+		Logger: log, Registerer: opts.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("crshard: %w", err)
 	}
+	client, member := replica.Client, replica.Member
 	met, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -124,6 +121,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		gate:  gate.New(ringCfg.Partitions, false),
 	}
 	r.running.init()
+	r.electedWarnAfter = opts.LeaseDuration
 	if opts.LeaderElectionID != "" {
 		r.leader, err = lease.NewLeaderLease(lease.LeaderLeaseOptions{
 			Client: client, Namespace: opts.LeaderElectionNamespace, Name: opts.LeaderElectionID, Ring: opts.Ring,
@@ -138,11 +136,9 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 		r.slot = &cacheSlot{partitions: ringCfg.Partitions, status: member.SetCacheStatus}
 		partitionCache = r.slot
 	}
-	handoffCfg := handoff.Config{Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg, Timing: opts.timing(),
-		KeepPlaceOnLeave: opts.KeepPlaceOnLeave}
 	r.coord, err = ring.New(ring.Options{
 		Cache:        partitionCache,
-		Handoff:      handoffCfg,
+		Handoff:      replica.Handoff,
 		Membership:   member,
 		Participants: []ring.Participant{r},
 		Logger:       log,
@@ -177,11 +173,6 @@ func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
 	if err := r.checkCache(mgr); err != nil {
 		return err
 	}
-	if enabled, known := leaderElection(mgr); enabled {
-		return errors.New("crshard: the manager has LeaderElection: true; set it to false: leader election would keep all but one replica idle, and the ring shares the work among all replicas")
-	} else if !known {
-		r.log.Info("cannot tell whether the manager uses leader election (not controller-runtime v0.24's or v0.25's manager?); make sure LeaderElection is false")
-	}
 	rings.mu.Lock()
 	defer rings.mu.Unlock()
 	if rings.by == nil {
@@ -201,20 +192,13 @@ func (r *Ring) SetupWithManager(mgr crmanager.Manager) error {
 	return nil
 }
 
-// leaderElection reports whether mgr, controller-runtime's manager, runs
-// leader election (it has a resource lock); known is false when mgr is not
-// the manager this was written against. The manager exposes no getter, so
-// the unexported field is read by reflection; its value is never used.
-func leaderElection(mgr crmanager.Manager) (enabled, known bool) {
-	v := reflect.ValueOf(unwrapManager(mgr))
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return false, false
+// forgetRing removes mgr's entry in rings if it is r.
+func forgetRing(mgr crmanager.Manager, r *Ring) {
+	rings.mu.Lock()
+	defer rings.mu.Unlock()
+	if rings.by[mgr] == r {
+		delete(rings.by, mgr)
 	}
-	f := v.Elem().FieldByName("resourceLock")
-	if !f.IsValid() || f.Kind() != reflect.Interface {
-		return false, false
-	}
-	return !f.IsNil(), true
 }
 
 // NeedLeaderElection implements controller-runtime's
@@ -234,6 +218,7 @@ func (r *Ring) Start(ctx context.Context) error {
 	ctls := slices.Clone(r.controllers)
 	mgr := r.mgr
 	r.mu.Unlock()
+	defer forgetRing(mgr, r)
 
 	// The ring keeps running after ctx ends, to leave.
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -308,6 +293,9 @@ func (r *Ring) waitSynced(ctx context.Context, mgr crmanager.Manager, ctls []*sh
 	if r.leader != nil && !r.leader.WaitHeld(ctx) {
 		return false
 	}
+	if mgr != nil && !r.waitElected(ctx, mgr) {
+		return false
+	}
 	for _, c := range ctls {
 		select {
 		case <-c.working:
@@ -319,6 +307,34 @@ func (r *Ring) waitSynced(ctx context.Context, mgr crmanager.Manager, ctls []*sh
 		return true
 	}
 	return mgr.GetCache().WaitForCacheSync(ctx)
+}
+
+// errNotElected is what readyz and the log say while controller-runtime's
+// manager has not closed Elected.
+var errNotElected = errors.New("controller-runtime's manager has not been elected: it runs leader election (LeaderElection: true) and another replica leads, so this replica's controllers do not start and it does not join the ring; set LeaderElection false: the ring shares the work among all replicas (Ring.AddSingleton runs what needs one)")
+
+// waitElected waits for mgr.Elected, which controller-runtime's manager
+// closes right after starting the runnables that need leader election, at
+// once when it runs no leader election, and only on winning it when it
+// does. Controller-runtime exposes no other way to tell whether a manager
+// elects a leader. A replica that does not win is not ready, and says why,
+// rather than join a ring whose partitions its controllers would never
+// reconcile; if it wins later, it joins then.
+func (r *Ring) waitElected(ctx context.Context, mgr crmanager.Manager) bool {
+	warn := time.NewTimer(r.electedWarnAfter)
+	defer warn.Stop()
+	defer r.notElected.Store(false)
+	for {
+		select {
+		case <-mgr.Elected():
+			return true
+		case <-ctx.Done():
+			return false
+		case <-warn.C:
+			r.notElected.Store(true)
+			r.log.Error(errNotElected, "waiting for the manager's leader election", "waited", r.electedWarnAfter)
+		}
+	}
 }
 
 // Ready reports whether the replica is a working ring member.
@@ -334,6 +350,9 @@ func (r *Ring) Identity() string { return r.opts.Identity }
 func (r *Ring) readyz(*http.Request) error {
 	if r.coord.Ready() {
 		return nil
+	}
+	if r.notElected.Load() {
+		return errNotElected
 	}
 	if r.leader != nil && !r.leader.Held() {
 		return errors.New(r.leader.Reason())

@@ -2,6 +2,7 @@ package crshard
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -27,7 +29,6 @@ import (
 	kcontroller "github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // unreachable is a rest config nothing in these tests connects to.
@@ -215,12 +216,6 @@ func TestReconcileRefusedWhenLeaseValidityPassed(t *testing.T) {
 }
 
 func TestRefusedSetups(t *testing.T) {
-	t.Run("leader election", func(t *testing.T) {
-		err := newTestRing(t, 0).SetupWithManager(newTestManager(t, true))
-		if err == nil || !strings.Contains(err.Error(), "LeaderElection: true") {
-			t.Fatalf("err = %v, want the leader election refusal", err)
-		}
-	})
 	t.Run("two rings", func(t *testing.T) {
 		mgr := newTestManager(t, false)
 		if err := newTestRing(t, 0).SetupWithManager(mgr); err != nil {
@@ -470,7 +465,7 @@ func TestFailedBuildIsNotWaitedFor(t *testing.T) {
 
 // The adapter's defaults come from where kshard's manager's come from: the
 // Lease namespace and identity from the pod (lease), the timings from
-// handoff.Timing (RenewPeriod by its rule), and a shutdown timeout below
+// shard.Timing (RenewPeriod by its rule), and a shutdown timeout below
 // controller-runtime's manager's own.
 func TestDefaultsAreTheManagers(t *testing.T) {
 	t.Setenv(lease.EnvPodNamespace, "from-pod")
@@ -483,7 +478,7 @@ func TestDefaultsAreTheManagers(t *testing.T) {
 	if o.Namespace != "from-pod" || o.Identity != "op-0" {
 		t.Errorf("Namespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.Namespace, o.Identity)
 	}
-	want := handoff.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: handoff.DefaultEmbeddedShutdownTimeout}.WithDefaults()
+	want := shard.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: shard.DefaultEmbeddedShutdownTimeout}.WithDefaults()
 	if o.LeaseDuration != want.LeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != want.DrainGracePeriod {
 		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
 			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, want.LeaseDuration, want.DrainGracePeriod)
@@ -514,5 +509,77 @@ func TestDrainOverdueNamesTheControllers(t *testing.T) {
 	}
 	if got := r.running.controllers(shard.NewPartitionSet(r.parts.Count())); len(got) != 0 {
 		t.Errorf("controllers of no partition: %v", got)
+	}
+}
+
+// electedManager is a manager whose Elected channel the test controls.
+type electedManager struct {
+	crmanager.Manager
+	elected chan struct{}
+}
+
+func (m *electedManager) Elected() <-chan struct{} { return m.elected }
+
+// A manager that runs leader election closes Elected only on the replica
+// that wins it: the ring waits for it before joining, and, past its wait,
+// is not ready and says why; it joins once Elected closes. A manager with
+// LeaderElection: true is accepted by SetupWithManager (controller-runtime
+// exposes no getter for it), so that this is where it is caught.
+func TestRingWaitsForElection(t *testing.T) {
+	mgr := &electedManager{Manager: newTestManager(t, true), elected: make(chan struct{})}
+	r := newTestRing(t, 0)
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatalf("SetupWithManager: %v", err)
+	}
+	r.electedWarnAfter = time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	result := make(chan bool, 1)
+	go func() { result <- r.waitElected(ctx, mgr) }()
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return errors.Is(r.readyz(nil), errNotElected), nil
+	})
+	if err != nil {
+		t.Fatalf("readyz never reported the missing election: last %v", r.readyz(nil))
+	}
+	if !strings.Contains(errNotElected.Error(), "LeaderElection false") {
+		t.Errorf("the report %q does not name the fix", errNotElected)
+	}
+	close(mgr.elected)
+	if ok := <-result; !ok {
+		t.Fatal("waitElected = false after Elected closed, want true")
+	}
+	if errors.Is(r.readyz(nil), errNotElected) {
+		t.Error("readyz still reports the missing election after it came")
+	}
+
+	// Stopped before an election: false, nothing joined.
+	mgr2 := &electedManager{Manager: newTestManager(t, true), elected: make(chan struct{})}
+	r2 := newTestRing(t, 0)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if r2.waitElected(ctx2, mgr2) {
+		t.Error("waitElected = true for a stopped context and no election")
+	}
+}
+
+// A ring leaves the registry ControllerManagedBy reads when its Start
+// returns, so a manager that has run is not kept alive by it.
+func TestRingForgottenAfterStart(t *testing.T) {
+	mgr := newTestManager(t, false)
+	r := newTestRing(t, 0)
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if b := ControllerManagedBy(mgr); b.err != nil {
+		t.Fatalf("ControllerManagedBy before start: %v", b.err)
+	}
+	forgetRing(mgr, newTestRing(t, 0)) // another ring's: no effect
+	if b := ControllerManagedBy(mgr); b.err != nil {
+		t.Fatalf("ControllerManagedBy after another ring's forget: %v", b.err)
+	}
+	forgetRing(mgr, r)
+	if b := ControllerManagedBy(mgr); !errors.Is(b.err, errNoRing) {
+		t.Fatalf("ControllerManagedBy after the ring's forget: err = %v, want errNoRing", b.err)
 	}
 }

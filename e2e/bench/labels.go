@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Phase 10 measures the gate-free sharded cache (manager.Options.CacheMode

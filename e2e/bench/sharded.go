@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // Phase 7 measures the sharded cache (manager.Options.PartitionBy

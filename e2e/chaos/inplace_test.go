@@ -140,7 +140,7 @@ func TestCrashedPodProvenByPeers(t *testing.T) {
 }
 
 // proofLogLine is what the manager logs when a proof of death voids a
-// Lease (manager/ring/proof.go).
+// Lease (shard/ring/proof.go).
 const proofLogLine = "the kubelet reports the process terminated"
 
 func roundAll(ds []time.Duration) []time.Duration {

@@ -12,7 +12,7 @@ import (
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
-// fenceExitMessage is what the manager logs (manager/ring/coordinator.go)
+// fenceExitMessage is what the manager logs (shard/ring/coordinator.go)
 // before it exits with code 1 because reconciles of a fenced replica were still
 // running at the stop deadline: its designed answer to renewals that stall
 // for longer than RenewDeadline, which an overloaded machine can cause

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // result is one finished run of the binary.

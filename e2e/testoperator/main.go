@@ -23,10 +23,10 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // labelKey=labelValue marks the ConfigMaps the operator reconciles; others

@@ -175,7 +175,7 @@ func TestIsPublished(t *testing.T) {
 		dir, path string
 		want      bool
 	}{
-		{"shard/handoff", "github.com/kshard/kshard/shard/handoff", true},
+		{"shard/ring", "github.com/kshard/kshard/shard/ring", true},
 		{"controller/crshard", "github.com/kshard/kshard/controller/crshard", true},
 		{"internal/handoffsim", "github.com/kshard/kshard/internal/handoffsim", false},
 		{"manager/internal/x", "github.com/kshard/kshard/manager/internal/x", false},
@@ -187,5 +187,34 @@ func TestIsPublished(t *testing.T) {
 		if got := isPublished(c.dir, c.path); got != c.want {
 			t.Errorf("isPublished(%q, %q) = %v, want %v", c.dir, c.path, got, c.want)
 		}
+	}
+}
+
+// The layering rules catch an adapter package importing the manager and a
+// library package importing reflect, and leave an allowed exception and
+// unrelated packages alone.
+func TestCheckLayering(t *testing.T) {
+	imports := map[string][]string{
+		"github.com/kshard/kshard/controller/crshard":  {"github.com/kshard/kshard/manager/ringstatus", "github.com/kshard/kshard/shard/ring"},
+		"github.com/kshard/kshard/shard/cache":         {"reflect"},
+		"github.com/kshard/kshard/shard":               {"reflect", "sort"},
+		"github.com/kshard/kshard/manager":             {"github.com/kshard/kshard/shard/cache"},
+		"github.com/kshard/kshard/managerial/anything": {"github.com/kshard/kshard/manager"},
+	}
+	got := checkLayering(imports, layering)
+	want := []string{
+		"github.com/kshard/kshard/controller/crshard imports github.com/kshard/kshard/manager/ringstatus: ",
+		"github.com/kshard/kshard/shard imports reflect: ",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("checkLayering = %q, want %d lines starting %q", got, len(want), want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("line %d = %q, want it to start %q", i, got[i], want[i])
+		}
+	}
+	if !matches("a/b/...", "a/b") || !matches("a/b/...", "a/b/c") || matches("a/b/...", "a/bc") || matches("a/b", "a/b/c") {
+		t.Error("matches: wrong tree semantics")
 	}
 }

@@ -64,7 +64,8 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "apicheck: %v\n", err)
 		var d *diffError
-		if errors.As(err, &d) {
+		var l *layeringError
+		if errors.As(err, &d) || errors.As(err, &l) {
 			os.Exit(1)
 		}
 		os.Exit(2)
@@ -103,9 +104,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pkgs, err := published(ctx, root, cfg.modules)
+	pkgs, imports, err := published(ctx, root, cfg.modules)
 	if err != nil {
 		return err
+	}
+	if broken := checkLayering(imports, layering); len(broken) > 0 {
+		return &layeringError{broken: broken}
 	}
 	var lines []string
 	var stats []pkgStats
@@ -166,13 +170,14 @@ type listedPackage struct {
 	Export     string
 	DepOnly    bool
 	Module     *struct{ Path, Dir string }
+	Imports    []string
 	Error      *struct{ Err string }
 }
 
 // published lists the published packages of the modules and reads their
 // types from export data.
-func published(ctx context.Context, root string, modules []string) ([]*types.Package, error) {
-	args := []string{"list", "-e", "-deps", "-export", "-json=ImportPath,Name,Dir,Export,DepOnly,Module,Error"}
+func published(ctx context.Context, root string, modules []string) ([]*types.Package, map[string][]string, error) {
+	args := []string{"list", "-e", "-deps", "-export", "-json=ImportPath,Name,Dir,Export,DepOnly,Module,Imports,Error"}
 	for _, m := range modules {
 		args = append(args, "./"+path.Join(filepath.ToSlash(strings.TrimSpace(m)), "..."))
 	}
@@ -182,18 +187,19 @@ func published(ctx context.Context, root string, modules []string) ([]*types.Pac
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
 	}
 	export := map[string]string{}
+	imports := map[string][]string{} // of the published packages
 	var selected []string
 	dec := json.NewDecoder(bytes.NewReader(outb))
 	for dec.More() {
 		var p listedPackage
 		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("reading go list's output: %w", err)
+			return nil, nil, fmt.Errorf("reading go list's output: %w", err)
 		}
 		if p.Error != nil {
-			return nil, fmt.Errorf("go list: package %s: %s (fix the build first: the API is read from it)", p.ImportPath, p.Error.Err)
+			return nil, nil, fmt.Errorf("go list: package %s: %s (fix the build first: the API is read from it)", p.ImportPath, p.Error.Err)
 		}
 		export[p.ImportPath] = p.Export
 		if p.DepOnly || p.Module == nil || p.Name == "main" {
@@ -201,10 +207,11 @@ func published(ctx context.Context, root string, modules []string) ([]*types.Pac
 		}
 		rel, err := filepath.Rel(root, p.Dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if isPublished(filepath.ToSlash(rel), p.ImportPath) {
 			selected = append(selected, p.ImportPath)
+			imports[p.ImportPath] = p.Imports
 		}
 	}
 	imp := importer.ForCompiler(token.NewFileSet(), "gc", func(p string) (io.ReadCloser, error) {
@@ -219,14 +226,14 @@ func published(ctx context.Context, root string, modules []string) ([]*types.Pac
 	for _, p := range selected {
 		pkg, err := imp.Import(p)
 		if err != nil {
-			return nil, fmt.Errorf("reading the export data of %s: %w", p, err)
+			return nil, nil, fmt.Errorf("reading the export data of %s: %w", p, err)
 		}
 		pkgs = append(pkgs, pkg)
 	}
 	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("no published package in %s", strings.Join(modules, ", "))
+		return nil, nil, fmt.Errorf("no published package in %s", strings.Join(modules, ", "))
 	}
-	return pkgs, nil
+	return pkgs, imports, nil
 }
 
 // isPublished says whether the package in dir (relative to the root, in

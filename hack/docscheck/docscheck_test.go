@@ -66,7 +66,7 @@ func TestGoRefs(t *testing.T) {
 		want []string // String() and kind of each chain
 	}{
 		{"GracePeriod(d)", []string{"GracePeriod bare", "d "}},
-		{"manager/cache.ProbeShardFiltering", []string{"manager/cache.ProbeShardFiltering qualified"}},
+		{"shard/cache.ProbeShardFiltering", []string{"shard/cache.ProbeShardFiltering qualified"}},
 		{"kshard.io/ring=<ring>", []string{"ring ", "ring "}},
 		{"ring.go", []string{"ring "}}, // go is a keyword
 		{"hack/set-version.sh vX.Y.Z", []string{"hack/set ", "version.sh ", "vX.Y.Z "}},

@@ -408,7 +408,7 @@ func (idx *index) isRepo(p string) bool {
 
 // packagesFor returns the packages a qualifier can name in the docs: the
 // workspace's packages of that name, or whose directory ends with prefix/q
-// when the doc writes a path (manager/cache.ProbeShardFiltering), and
+// when the doc writes a path (shard/cache.ProbeShardFiltering), and
 // the packages the workspace's files import under that name.
 func (idx *index) packagesFor(prefix, q string) []*types.Package {
 	var pkgs []*types.Package

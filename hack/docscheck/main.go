@@ -11,7 +11,7 @@
 //     exist in the packages of the workspace's modules (go.work: the root,
 //     controller/crshard, e2e/bench/crshardop) or the packages they import,
 //     read as the compiler sees them (export data from go list -export);
-//     `pkg` is a package's name, a directory (manager/cache.X), the name the
+//     `pkg` is a package's name, a directory (shard/cache.X), the name the
 //     repository's files import a package under (ctrl, corev1), or a
 //     variable named after its type (ring for a *crshard.Ring). Test names
 //     (TestX, BenchmarkX*) must be test functions.

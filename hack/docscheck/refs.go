@@ -13,7 +13,7 @@ import (
 
 // A goRef is a dotted chain of identifiers in a code span.
 type goRef struct {
-	prefix string   // a directory written before the qualifier: "manager" in manager/cache.X
+	prefix string   // a directory written before the qualifier: "manager" in shard/cache.X
 	chain  []string // "controller", "Options", "Registry"
 	call   bool     // followed by ( or {: a call or a composite literal
 	glob   bool     // followed by *: a name prefix (BenchmarkPartitionOf*)
@@ -62,7 +62,7 @@ func goRefs(text string) []goRef {
 			r.chain = append(r.chain, toks[i+2].lit)
 			i += 2
 		}
-		// A directory before the qualifier: manager/cache.ProbeShardFiltering.
+		// A directory before the qualifier: shard/cache.ProbeShardFiltering.
 		var dirs []string
 		for j := start; j >= 2 && toks[j-1].t == token.QUO && toks[j-2].t == token.IDENT; j -= 2 {
 			if j >= 3 && toks[j-3].t == token.PERIOD {
@@ -75,7 +75,7 @@ func goRefs(text string) []goRef {
 		if i+1 < len(toks) {
 			switch toks[i+1].t {
 			case token.QUO:
-				continue // a directory: manager in manager/cache.X
+				continue // a directory: manager in shard/cache.X
 			case token.LPAREN, token.LBRACE:
 				r.call = true
 			case token.MUL:

@@ -1,6 +1,6 @@
 // Package handoffhook is what kshard's own simulations (internal/handoffsim,
-// and manager/ring's coordinator simulation through it) hand a
-// shard/handoff Core when they build it, and read back from it: a ring
+// and shard/ring's coordinator simulation through it) hand a
+// internal/handoff Core when they build it, and read back from it: a ring
 // builder shared by a seed's cores, and the oracle's reads of proofs of
 // death and tombstones. Production has no use for them.
 //
@@ -9,7 +9,7 @@
 // package, so it cannot build a Hooks, and a core built without one has
 // none. There is no registration, no package state and no switch of a
 // defence: a defence is turned off only by building a mutant core with a
-// build tag (shard/handoff's stalewatch_mutant.go), never at run time.
+// build tag (internal/handoff's stalewatch_mutant.go), never at run time.
 package handoffhook
 
 import "github.com/kshard/kshard/shard"

@@ -33,7 +33,7 @@ type Options struct {
 	NoStaleViews bool
 	// StaleAcross lets stale views show an earlier incarnation's state,
 	// preferred when there is one: a case the core does not defend against
-	// (see shard/handoff's package documentation), to measure it.
+	// (see internal/handoff's package documentation), to measure it.
 	StaleAcross bool
 	// LongFaults makes the faults last 30–70 s instead of 1–21 s: a
 	// wrong expiry from clock rates needs a member active while faults go
@@ -57,7 +57,7 @@ type Options struct {
 	// decide placement, never who may run a partition.
 	Balance bool
 	// Labels gives every process the cache of a kind sharded by labels
-	// (manager/cache's Labelled; it implies PartitionCache), over objects
+	// (shard/cache's Labelled; it implies PartitionCache), over objects
 	// that carry their partition in a label or no valid one (none,
 	// garbled, out of range): some there at the start (all without a
 	// valid label, as at a first start, all labelled, or a mix, a few
@@ -76,7 +76,7 @@ type Options struct {
 	// of the process its partition is active on.
 	Labels bool
 	// LabelFixes are the changes to the cache as built that the model
-	// applies (LabelFix); 0: the cache as manager/cache builds it, which
+	// applies (LabelFix); 0: the cache as shard/cache builds it, which
 	// the simulation shows breaks the oracle in three ways.
 	LabelFixes LabelFix
 	// LabelsSyncIgnoresUnlabelled (with Labels) is a mutation: the caches

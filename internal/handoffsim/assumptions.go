@@ -1,13 +1,13 @@
 package handoffsim
 
 import (
+	"github.com/kshard/kshard/shard"
+
 	"slices"
 	"time"
-
-	"github.com/kshard/kshard/shard/handoff"
 )
 
-// Faults against two of the core's assumptions (shard/handoff's package
+// Faults against two of the core's assumptions (internal/handoff's package
 // documentation): clocks that run at different rates, and a watch that
 // shows an older state of a peer's Lease after a newer one. The fault loop
 // calls assumptionFault; Options turn them on and off.
@@ -24,7 +24,7 @@ const DefaultClockSkewPPM = 80_000
 // the holder's last renew was sent, so safety needs
 // StopDeadline/(1−d) < LeaseDuration/(1+d), i.e. d < (LD−SD)/(LD+SD):
 // 1/11 ≈ 9.1 % with the defaults (SD = 5/6 LD).
-func ClockRateBound(t handoff.Timing) float64 {
+func ClockRateBound(t shard.Timing) float64 {
 	t = t.WithDefaults()
 	ld, sd := float64(t.LeaseDuration), float64(t.StopDeadline())
 	return (ld - sd) / (ld + sd)

@@ -9,8 +9,8 @@
 // PRNG and one event queue, so that a seed replays exactly.
 //
 // Each process runs a handoff.Core behind a shell. The built-in shell feeds
-// the core directly (shard/handoff's TestSimulation); an external Shell,
-// such as the real ring coordinator (manager/ring's
+// the core directly (internal/handoff's TestSimulation); an external Shell,
+// such as the real ring coordinator (shard/ring's
 // TestCoordinatorSimulation), sees the process as a Lease membership, a
 // participant and a pod reader (for proofs of death), and runs its
 // asynchronous work as tasks the world schedules one at a time.

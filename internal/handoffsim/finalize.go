@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
 // The member finalizer (lease.FinalizerMember), in a world whose fleet
@@ -103,7 +103,7 @@ func (p *proc) collectDelete(identity string, rv uint64) {
 // tombstoneLeft accounts for a collection whose deleted state still counts
 // as a claim: a peer that had not judged the Lease expired keeps a
 // tombstone, a delay of up to LeaseDuration and a confirming read, as after
-// a deletion by hand (shard/handoff's package documentation, Liveness).
+// a deletion by hand (internal/handoff's package documentation, Liveness).
 // After the faults, liveness counts from here.
 func (w *world) tombstoneLeft() {
 	if !w.quiet {

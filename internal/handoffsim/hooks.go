@@ -1,8 +1,8 @@
 package handoffsim
 
 import (
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/handoffhook"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // NewCore returns a core for the process, as an external Shell must build

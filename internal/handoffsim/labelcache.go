@@ -9,7 +9,7 @@ import (
 )
 
 // labelCache is a process's cache of the kind sharded by labels, modelled
-// on manager/cache's Labelled:
+// on shard/cache's Labelled:
 //
 //   - a label segment per held partition q ("label in (q)"), listed when q
 //     is gained (partCache.list: slow now and then, failing and retried
@@ -126,7 +126,7 @@ func (s objStore) ids() []int {
 	return out
 }
 
-// Timing of the model's cache, after manager/cache's defaults.
+// Timing of the model's cache, after shard/cache's defaults.
 const (
 	confirmAfter    = 2 * time.Second // DefaultConfirmAfter
 	confirmReread   = 5 * time.Second // confirmReread

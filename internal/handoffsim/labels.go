@@ -10,7 +10,7 @@ import (
 )
 
 // This file models the objects of one kind sharded by labels
-// (Options.Labels; manager/cache's Labelled, CacheMode labels) on the API
+// (Options.Labels; shard/cache's Labelled, CacheMode labels) on the API
 // server: each object maps to a request whose partition is a pure function
 // of its key, and carries a label naming a partition, or no valid one: none,
 // a garbled value, or a number out of the ring's range. New objects are
@@ -29,10 +29,10 @@ const (
 	absent     = -2
 )
 
-// LabelFix is a change to manager/cache's Labelled as built that the
+// LabelFix is a change to shard/cache's Labelled as built that the
 // simulation of the labels model shows is needed (Options.LabelFixes): without
 // each, the oracle finds a seed that breaks (TestSimulationLabelsGaps in
-// shard/handoff).
+// internal/handoff).
 type LabelFix uint8
 
 const (

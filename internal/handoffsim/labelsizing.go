@@ -2,7 +2,7 @@
 
 package handoffsim
 
-// This file is how manager/cache sizes a labelled kind's partition sets
+// This file is how shard/cache sizes a labelled kind's partition sets
 // before the ring's first Hold. labelsizing_issue41.go, built with the tag
 // mutant_issue41 (never by default), replaces it with the cache as it was
 // before issue 41's fix, so that a test built with the tag shows that the

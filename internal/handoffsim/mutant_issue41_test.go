@@ -12,7 +12,7 @@ import (
 // of the package would then judge the mutant, not the product, which is
 // why the tag is for the mutant tests alone:
 //
-//	go test -tags mutant_issue41 -run Mutant ./internal/handoffsim/ ./manager/ring/
+//	go test -tags mutant_issue41 -run Mutant ./internal/handoffsim/ ./shard/ring/
 
 var (
 	mutantSeeds = flag.Int("mutant.seeds", 200, "seeds TestMutantIssue41 may run to catch the mutant; it stops at the first safety violation unless -mutant.all")

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kshard/kshard/shard/handoff"
+	"github.com/kshard/kshard/internal/handoff"
 )
 
-// Pods and their kubelets, for proofs of death (shard/handoff's proof.go):
+// Pods and their kubelets, for proofs of death (internal/handoff's proof.go):
 // every process runs in the pod of its identity and records the pod's UID
 // in its Lease; when a process ends, the kubelet reports its container
 // terminated (with the incarnation's termination-message marker) in that

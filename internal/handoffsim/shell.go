@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Shell drives one process's handoff core in the simulated world: the
-// ring coordinator, say (see manager/ring/coordsim_test.go). It reads the
+// ring coordinator, say (see shard/ring/coordsim_test.go). It reads the
 // ring and writes the own Lease through the Process it was built for (a
 // membership), activates and revokes partitions through it (a participant),
 // and runs its asynchronous work with Process.Go and Process.Post, so that
@@ -46,7 +46,7 @@ func (p *proc) Config() handoff.Config {
 	w := p.w
 	return handoff.Config{
 		Identity: p.id, Incarnation: p.inc, Ring: w.p.ring,
-		Timing:              handoff.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
+		Timing:              shard.Timing{LeaseDuration: w.p.leaseDuration, RenewDeadline: w.p.renewDeadline},
 		PartitionCache:      w.p.partitionCache && !w.p.ignoreCacheSync,
 		GarbageCollectAfter: w.p.gcAfter,
 		KeepPlaceOnLeave:    w.p.keepPlace[p.id],

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // This file is the simulated world the deterministic simulation runs the

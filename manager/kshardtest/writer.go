@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // The kit's objects: ConfigMaps labelled Label=LabelValue whose

@@ -10,9 +10,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Health values of Member.Health.

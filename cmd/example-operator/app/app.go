@@ -22,7 +22,6 @@ import (
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Exit codes of Main.
@@ -62,11 +61,11 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.mgr.LabelQPS, "label-qps", 0, "with --cache-mode=labels, the partition-label patches a replica sends per second per kind at most (default 200)")
 	fs.DurationVar(&c.mgr.CacheCheckInterval, "cache-check-interval", 0, "with --cache-mode=labels, how often each kind's cache checks that it holds every object of the partitions it reports synced (a paged metadata LIST of its share); an object missing is logged, counted in kshard_cache_missing_objects and fails /readyz until found again; negative turns it off (default 5m)")
 	fs.Float64Var(&c.mgr.Balance, "balance", 0, "with --partition-by=namespace, place partitions by the objects they hold: no replica holds more than this fraction above the mean (0.05: 5 %) where a move can help; 0 places by number; all replicas must agree")
-	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", handoff.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
+	fs.DurationVar(&c.mgr.LeaseDuration, "lease-duration", shard.DefaultLeaseDuration, "how long a replica's Lease stays live without renewal; a crashed replica's partitions move after it")
 	fs.DurationVar(&c.mgr.RenewPeriod, "renew-period", 0, "how often a replica renews its Lease; must be below --renew-deadline (default --lease-duration/5, at most half of --renew-deadline: 2s with the default --lease-duration)")
 	fs.DurationVar(&c.mgr.RenewDeadline, "renew-deadline", 0, "how long a replica may fail to renew before it stops reconciling; must be below --lease-duration (default 2/3 of --lease-duration)")
-	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", handoff.DefaultDrainGracePeriod, "how long reconciles of a partition that moves away may finish before they are cancelled")
-	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", handoff.DefaultGracefulShutdownTimeout, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
+	fs.DurationVar(&c.mgr.DrainGracePeriod, "drain-grace", shard.DefaultDrainGracePeriod, "how long reconciles of a partition that moves away may finish before they are cancelled")
+	fs.DurationVar(&c.mgr.GracefulShutdownTimeout, "shutdown-timeout", shard.DefaultGracefulShutdownTimeout, "bound on the graceful leave after SIGTERM (keep terminationGracePeriodSeconds above it)")
 	fs.BoolVar(&c.mgr.KeepPlaceOnLeave, "keep-place-on-leave", false, "on SIGTERM keep this replica's partitions placed on it for its identity's next process (a rolling update) instead of moving them to peers and back; they wait unreconciled while it restarts, at most --lease-duration after it stopped if none returns")
 	fs.StringVar(&c.mgr.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.BoolVar(&c.mgr.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates (TokenReview) and authorizes for get on the non-resource URL /metrics (SubjectAccessReview; RBAC create on both reviews for this replica); false serves plain HTTP to anyone who reaches the port")
@@ -181,9 +180,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("--lease-duration (%s) must be positive, --renew-period (%s) and --renew-deadline (%s) positive or 0 for the default",
 			c.mgr.LeaseDuration, c.mgr.RenewPeriod, c.mgr.RenewDeadline)
 	}
-	timing := handoff.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod,
+	timing := shard.Timing{LeaseDuration: c.mgr.LeaseDuration, RenewDeadline: c.mgr.RenewDeadline, RenewPeriod: c.mgr.RenewPeriod,
 		DrainGracePeriod: c.mgr.DrainGracePeriod, GracefulShutdownTimeout: c.mgr.GracefulShutdownTimeout}
-	flags := handoff.TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "the renew timeout",
+	flags := shard.TimingNames{LeaseDuration: "--lease-duration", RenewDeadline: "--renew-deadline", RenewPeriod: "--renew-period", RenewTimeout: "the renew timeout",
 		DrainGracePeriod: "--drain-grace", GracefulShutdownTimeout: "--shutdown-timeout"}
 	return timing.ValidateNamed(flags)
 }

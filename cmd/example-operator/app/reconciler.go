@@ -16,7 +16,7 @@ import (
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/cache"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // widgetReconciler renders each Widget into a ConfigMap it owns and records

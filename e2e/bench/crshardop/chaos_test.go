@@ -230,7 +230,7 @@ const cacheTimeout = 30 * time.Second
 // The converted operator runs without its epoch watch here
 // (--watch-epoch=false): that map function over ConfigMaps would make the
 // adapter cache them whole, since it cannot tell their partition
-// (manager/cache's labelRoute). Its mapped sibling has only a map function,
+// (shard/cache's labelRoute). Its mapped sibling has only a map function,
 // and controller-runtime's cache.
 func (f *fleet) checkCaches(t *testing.T, ids []string) int {
 	t.Helper()

@@ -28,10 +28,10 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/cache"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/cache"
 )
 
 // The object contract shared with e2e/bench and e2e/bench/baseline (each

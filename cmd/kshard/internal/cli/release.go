@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/kshard/kshard/shard"
+
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 func releaseCommand() *command {
@@ -387,7 +389,7 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		return time.Duration(*d) * time.Second
 	}
-	return handoff.DefaultLeaseDuration // a Lease that states none; kshard always writes one
+	return shard.DefaultLeaseDuration // a Lease that states none; kshard always writes one
 }
 
 // releaseAPIError is apiError for release, whose RBAC needs differ from

@@ -25,11 +25,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/handoff"
 )
 
 // Names the demo uses in its private control plane.
