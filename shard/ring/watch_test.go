@@ -9,8 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/shard"
 )
 
 // replacingCache is a PartitionCache whose Changed channel is closed and
