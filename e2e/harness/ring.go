@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // Ring is the ring as its Leases show it.

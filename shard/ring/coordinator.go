@@ -13,8 +13,8 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // coordinator is the I/O shell around the pure handoff core: it feeds the
