@@ -15,8 +15,12 @@ BALANCE   ?= 0
 # together, staggered (one by one, 0.3-4 s apart) or alternate (odd rounds
 # together, even rounds staggered).
 START     ?= together
+# chaos-safety, chaos-sharded, chaos-labels, chaos-inplace: the replicas'
+# log verbosity (--v), e.g. V=1 for activations, drains, why claimed
+# partitions are not active yet, and the cache's segments and views.
+V         ?=
 
-.PHONY: test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants kubebuilder-check
+.PHONY: test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants kubebuilder-check kubelet-e2e kubelet-up kubelet-down
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the alert rules against their fault and clean series (alerts-check), the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
 test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
@@ -135,28 +139,28 @@ image-check:
 chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
-		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
+		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-sharded: ROUNDS (default 20) rounds each of the chaos suite's kill, rolling-restart, scaling and API-server-outage scenarios on the sharded cache (feature gate ShardedListAndWatch, --partition-by=namespace, objects over 24 namespaces); BALANCE=0.02 gives the replicas --balance (a ring placed by object counts; default 0, by number); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
 chaos-sharded: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; V=1 runs the replicas at --v=1; a round that does not converge logs and keeps a diagnosis of every replica (docs/testing.md); summary in $(CHAOS_SUMMARY).
 chaos-labels: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START)
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
 chaos-inplace: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
-		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
+		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (internal/handoff TestSimulation) and of the real coordinator (shard/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./shard/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./internal/handoff -run TestSimulation).
@@ -270,3 +274,14 @@ compat-cr024: binaries
 	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
 		-run 'TestConvertedOperatorChaos|TestMappedOperatorChaos' . -rounds=$(CR024_ROUNDS) -operators="$$ops"
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## kubelet-e2e: deploy/ on a real one-node cluster on this machine (root; not in CI): etcd, kube-apiserver, kube-controller-manager (all default controllers), kube-scheduler, containerd v2.4.2 (runc 1.1.5 and the CNI plugins from Debian) and a kubelet, built from pinned sources (hack/tools/kubelet, hack/tools/containerd) and cached in ~/.cache/kshard by hack/kubelet (first build ~10 min), run in a network namespace of their own; a pod of a pause image built here; the image of `make image` and `kubectl apply -k hack/kubelet/overlay` until the pods are Ready; then runtime kills (restart-in-place timings from the kubelet's statuses), a rollout restart, a pod deletion, an eviction against the PDB and scaling 3 -> 5 -> 2, on deploy/'s StatefulSet (ring and Widgets checked) and on a recording test operator (the test kit's checker: overlaps, lost updates, NotFound, liveness); 4-8 min cached. The node is taken down after, leaving no process, mount, cgroup or namespace (KSHARD_KUBELET_KEEP=1 keeps it up). docs/testing.md says what is still missing.
+kubelet-e2e:
+	hack/kubelet/e2e.sh
+
+## kubelet-up: start the one-node cluster of kubelet-e2e and leave it running (`eval "$$(hack/kubelet/node.sh env)"` to use it); kubelet-down stops it and removes everything it made.
+kubelet-up:
+	hack/kubelet/node.sh up
+
+kubelet-down:
+	hack/kubelet/node.sh down

@@ -16,9 +16,9 @@ var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renew
 
 // Validity is a replica's lease validity at one moment: until when its
 // lease is known valid, and the epoch that validity belongs to. It is
-// internal/handoff's type, so that the rule the simulations check (when an
-// epoch begins, what "never held" means) is the one workers and the client
-// transport read.
+// package shard's type, decided by the handoff core, so that the rule the
+// simulations check (when an epoch begins, what "never held" means) is the
+// one workers and the client transport read.
 type Validity = shard.Validity
 
 // LeaseValidity returns the replica's current lease validity.

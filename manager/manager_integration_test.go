@@ -22,7 +22,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // interval is one reconcile as a replica saw it.

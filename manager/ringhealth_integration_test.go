@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // gauge reads an unlabelled gauge from a /metrics body; ok is false when

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -106,7 +107,9 @@ func (r *round) converge(h *harness.Harness) harness.Ring {
 			return ring
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("ring convergence on %v: not within %s: %v", h.Live(), convergeTimeout, err)
+			msg := fmt.Sprintf("ring convergence on %v: not within %s: %v", h.Live(), convergeTimeout, err)
+			h.Diagnose(msg)
+			r.t.Fatal(msg)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // Ring is the ring as its Leases show it.
@@ -102,17 +102,24 @@ func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 func (h *Harness) Converged(ctx context.Context) (Ring, error) { return h.checkConverged(ctx) }
 
 // WaitConverged waits until the ring has converged on the live replicas
-// (see checkConverged) and returns it.
+// (see checkConverged) and returns it. On a timeout it logs a diagnosis of
+// every live replica (Diagnose) before failing the test.
 func (h *Harness) WaitConverged(timeout time.Duration) Ring {
 	h.t.Helper()
 	var ring Ring
-	h.Await(timeout, "ring convergence on "+strings.Join(h.Live(), ","), func() error {
+	what := "ring convergence on " + strings.Join(h.Live(), ",")
+	err := await(timeout, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
 		ring, err = h.checkConverged(ctx)
 		return err
 	})
+	if err != nil {
+		msg := fmt.Sprintf("%s: not within %s: %v", what, timeout, err)
+		h.Diagnose(msg)
+		h.t.Fatal(msg)
+	}
 	return ring
 }
 

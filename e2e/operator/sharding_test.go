@@ -22,8 +22,8 @@ import (
 	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 const (

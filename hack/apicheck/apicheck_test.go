@@ -195,7 +195,8 @@ func TestIsPublished(t *testing.T) {
 // unrelated packages alone.
 func TestCheckLayering(t *testing.T) {
 	imports := map[string][]string{
-		"github.com/kshard/kshard/controller/crshard":  {"github.com/kshard/kshard/manager/ringstatus", "github.com/kshard/kshard/shard/ring"},
+		"github.com/kshard/kshard/controller/crshard":  {"github.com/kshard/kshard/manager/ringstatus", "github.com/kshard/kshard/shard/ring", "github.com/kshard/kshard/internal/handoff"},
+		"github.com/kshard/kshard/shard/ring":          {"github.com/kshard/kshard/manager"},
 		"github.com/kshard/kshard/shard/cache":         {"reflect"},
 		"github.com/kshard/kshard/shard":               {"reflect", "sort"},
 		"github.com/kshard/kshard/manager":             {"github.com/kshard/kshard/shard/cache"},
@@ -203,8 +204,10 @@ func TestCheckLayering(t *testing.T) {
 	}
 	got := checkLayering(imports, layering)
 	want := []string{
+		"github.com/kshard/kshard/controller/crshard imports github.com/kshard/kshard/internal/handoff: ",
 		"github.com/kshard/kshard/controller/crshard imports github.com/kshard/kshard/manager/ringstatus: ",
 		"github.com/kshard/kshard/shard imports reflect: ",
+		"github.com/kshard/kshard/shard/ring imports github.com/kshard/kshard/manager: ",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("checkLayering = %q, want %d lines starting %q", got, len(want), want)

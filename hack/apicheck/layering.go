@@ -29,6 +29,11 @@ var layering = []layeringRule{
 		Why:       "the adapter is a module of its own that a user's build may pair with a newer root module: it may use only the root's published API, which keeps its promises",
 	},
 	{
+		From:      "github.com/kshard/kshard/shard/...",
+		Forbidden: "github.com/kshard/kshard/manager/...",
+		Why:       "the building blocks under shard/ serve both runtimes, kshard's manager and the adapter: none may depend on the manager",
+	},
+	{
 		From:      "github.com/kshard/kshard/...",
 		Forbidden: "reflect",
 		Why:       "library code reads no other package's internals by reflection; a change there would turn a check into a silent guess",

@@ -5,7 +5,7 @@ import "time"
 // The rules every reader of a ring's Leases shares with the core: which
 // Lease counts as a ring member, when a Lease looks expired, and what a
 // direct read of a Lease that looked expired says about its holder. The
-// core, the kshard CLI (release) and manager/ringstatus call these, so
+// core, the kshard CLI (release) and shard/ringstatus call these, so
 // that no tool judges a Lease by rules of its own.
 
 // Expired reports whether a Lease that has shown one version for silent,

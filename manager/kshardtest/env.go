@@ -20,7 +20,7 @@ import (
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // Options configure an Env. The zero value is usable; defaults are applied

@@ -9,7 +9,7 @@ import (
 
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
-	"github.com/kshard/kshard/manager/ringstatus"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 const tinyReplica = "github.com/kshard/kshard/manager/kshardtest/internal/tinyreplica"

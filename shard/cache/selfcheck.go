@@ -227,7 +227,7 @@ func (l *Labelled) relist(segments, unlabelled bool) {
 
 // relist lists every held partition again in one compaction, which
 // replaces the running segments once it has synced and caught up with them
-// (handOver): a store that lost an object gets it back, and reads never go
+// (takeOver): a store that lost an object gets it back, and reads never go
 // back to an older state meanwhile. It reports whether it started one:
 // not before Run or after it, not while nothing is held, and not in the
 // fallback, whose one informer of the whole resource a relist would only

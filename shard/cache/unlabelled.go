@@ -53,6 +53,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 	}
 	_, _ = v.inf.AddEventHandler(l.viewHandler(v))
 	l.unlabelled = append(l.unlabelled, v)
+	l.log.V(1).Info("listing the unlabelled objects", "keeps", keeps.Len(), "views", len(l.unlabelled))
 	l.wg.Go(func() { v.inf.RunWithContext(ctx) })
 	l.wg.Go(func() {
 		if !toolscache.WaitForCacheSync(ctx.Done(), v.inf.HasSynced) {
@@ -63,7 +64,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 			l.mu.Unlock()
 			return
 		}
-		l.handOver(l.speaker(), v)
+		l.takeOver(l.speaker(), v)
 		v.synced.Store(true)
 		l.unlabelled = slices.DeleteFunc(l.unlabelled, func(o *unlabelledView) bool {
 			if o != v {
@@ -73,6 +74,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 			return false
 		})
 		l.signal()
+		l.log.V(1).Info("unlabelled view synced", "keeps", v.keeps.Intersect(l.held).Len(), "held", l.held.Len(), "dropped", v.dirty.Len())
 		rescan := !l.active.Intersect(v.keeps).IsEmpty()
 		l.mu.Unlock()
 		if rescan {
@@ -81,7 +83,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 	})
 }
 
-// handOver makes pending what the unlabelled view old serves and nothing
+// takeOver makes pending what the unlabelled view old serves and nothing
 // else does once next replaces it: an object stripped of its label after
 // next listed, whose ADDED has not reached next yet, and whose label
 // segment dropped it while old still served it (so leaving found it held
@@ -89,7 +91,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 // next's watch catches up. Pending, it stays served until it arrives in
 // a view or a live read finds it gone. Call with l.mu held, before next
 // becomes the speaker.
-func (l *Labelled) handOver(old, next *unlabelledView) {
+func (l *Labelled) takeOver(old, next *unlabelledView) {
 	if old == nil || old == next {
 		return
 	}

@@ -425,9 +425,9 @@ func TestCompactionWaitsForTheEventsOfTheSegmentItReplaces(t *testing.T) {
 		t.Fatal("the second segment is not a compaction")
 	}
 	await(t, "the compaction's informer synced", compaction.inf.HasSynced)
-	checks := f.s.handOverChecks.Load()
-	await(t, "the handover to check twice more, or to take over", func() bool {
-		return f.s.handOverChecks.Load() >= checks+2 || f.s.SyncedPartitions().Has(1)
+	checks := f.s.takeoverChecks.Load()
+	await(t, "the takeover to check twice more, or to take over", func() bool {
+		return f.s.takeoverChecks.Load() >= checks+2 || f.s.SyncedPartitions().Has(1)
 	})
 	if f.s.SyncedPartitions().Has(1) {
 		t.Error("the compaction took over while the segment it replaces still held an event back")

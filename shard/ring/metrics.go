@@ -3,8 +3,8 @@ package ring
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // ringMetrics are the kshard_* series describing this replica's view of the

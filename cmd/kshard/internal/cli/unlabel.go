@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 func unlabelCommand() *command {

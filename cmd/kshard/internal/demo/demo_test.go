@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/lease"
-	"github.com/kshard/kshard/manager/ringstatus"
 	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 const metricsText = `# HELP controller_runtime_reconcile_total Total number of reconciliations per controller
