@@ -15,8 +15,12 @@ BALANCE   ?= 0
 # together, staggered (one by one, 0.3-4 s apart) or alternate (odd rounds
 # together, even rounds staggered).
 START     ?= together
+# chaos-safety, chaos-sharded, chaos-labels, chaos-inplace: the replicas'
+# log verbosity (--v), e.g. V=1 for activations, drains, why claimed
+# partitions are not active yet, and the cache's segments and views.
+V         ?=
 
-.PHONY: kubectl test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants kubebuilder-check
+.PHONY: kubectl test api api-check alerts-check docs-check license-check large-files binaries fmt-check vet unit fuzz bench bench-quick bench-scale charts charts-check image image-check chaos-safety chaos-inplace chaos-sharded chaos-labels kit-check kit-check-ci module-check tutorial-check first-run demo release tidy sim sim-assumptions crshard-e2e chaos-crshard chaos-crshard-mapped compat-cr024 compat sim-mutants kubebuilder-check kubelet-e2e kubelet-up kubelet-down
 
 ## test: everything CI checks — the docs (README length, relative links, and against the code), the exported API against its record, the license of each published module, no tracked file over 1 MiB, binaries, formatting, vet, tests with -race (unit, integration and e2e against a real API server), a short fuzz run, the alert rules against their fault and clean series (alerts-check), the image check, the test kit and the adapter from the module cache (kit-check-ci, module-check), the tutorial run from its page (tutorial-check), deploy/kubebuilder on a kubebuilder scaffold (kubebuilder-check), a smoke run of the benchmarks and their charts.
 test: docs-check api-check license-check large-files binaries fmt-check vet unit fuzz alerts-check image-check kit-check-ci module-check tutorial-check crshard-e2e kubebuilder-check charts-check bench-quick
@@ -63,6 +67,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags $(SIM_MUTANT) $(SIM_MUTANT_PKGS)
 	$(GO) vet -tags $(STALE_MUTANT) $(STALE_MUTANT_PKGS)
+	for m in $(HANDOFF_MUTANTS); do $(GO) vet -tags $$m ./internal/handoff/ || exit 1; done
 	cd e2e/bench/baseline && $(GO) vet ./...
 	cd e2e/bench/charts && $(GO) vet ./...
 	cd controller/crshard && $(GO) vet ./...
@@ -93,6 +98,7 @@ unit: kubectl
 	$(WITH_KUBECTL) KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GOTEST) -race -count=1 -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS)
 	$(GOTEST) -race -count=1 -tags $(STALE_MUTANT) -run $(STALE_MUTANT_TESTS) $(STALE_MUTANT_PKGS)
+	for m in $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -tags $$m -run '^TestMutant$$' ./internal/handoff/ || exit 1; done
 	cd controller/crshard && $(GOTEST) -race -count=1 ./...
 	cd hack/kitcheck && $(GOTEST) -race -count=1 ./...
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
@@ -144,28 +150,28 @@ image-check:
 chaos-safety: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
-		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS)
+		-run 'TestPausedReplica|TestDeleteLiveMembersLease|TestRelabelLiveMembersLease' ./e2e/chaos/ -rounds=$(ROUNDS) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-sharded: ROUNDS (default 20) rounds each of the chaos suite's kill, rolling-restart, scaling and API-server-outage scenarios on the sharded cache (feature gate ShardedListAndWatch, --partition-by=namespace, objects over 24 namespaces); BALANCE=0.02 gives the replicas --balance (a ring placed by object counts; default 0, by number); scenarios run in parallel (~2 min a round); summary in $(CHAOS_SUMMARY).
 chaos-sharded: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE)
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage' ./e2e/chaos/ -rounds=$(ROUNDS) -sharded -balance=$(BALANCE) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
-## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; summary in $(CHAOS_SUMMARY).
+## chaos-labels: ROUNDS (default 20) rounds each of the kill, rolling-restart, scaling and API-server-outage scenarios on the gate-free sharded cache (--cache-mode=labels, key partitioning, no feature gate, objects over 6 namespaces), and of TestLabelTampering (partition labels stripped, edited and replaced through the API server while updates flow); every round also checks that no reconcile read an existing object as NotFound, that every update was reconciled within the round's liveness bound, and at its end that every object is in exactly one live replica's cache with its partition label (docs/testing.md, "Liveness and caches"); scenarios run in parallel (~2 min a round); START=alternate starts odd rounds' replicas together and even rounds' one by one; V=1 runs the replicas at --v=1; a round that does not converge logs and keeps a diagnosis of every replica (docs/testing.md); summary in $(CHAOS_SUMMARY).
 chaos-labels: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
-		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START)
+		-run 'TestCrashesUnderContinuousUpdates|TestRollingRestart|TestScaleOneToSixToOne|TestAPIServerOutage|TestLabelTampering' ./e2e/chaos/ -rounds=$(ROUNDS) -labels -start=$(START) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## chaos-inplace: ROUNDS (default 20) rounds each of the proof-of-death scenarios — crash and restart in place (the kubelet's report ends the failover early), a crash reported but not restarted (peers use the report), and a force-deleted pod (its Lease is waited out) — one at a time (~1.5 min a round); summary in $(CHAOS_SUMMARY).
 chaos-inplace: binaries
 	@rm -f $(CHAOS_SUMMARY)
 	KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -parallel 1 -v \
-		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS)
+		-run 'TestCrashRestartInPlace|TestForceDeletedPodWaitsTheLease|TestCrashedPodProvenByPeers' ./e2e/chaos/ -rounds=$(ROUNDS) $(if $(V),-replica-v=$(V))
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 ## sim: the long run of the deterministic handoff simulation: SEEDS (default 1,000,000) seeds from FIRST (default 0), both of the bare core (internal/handoff TestSimulation) and of the real coordinator (shard/ring TestCoordinatorSimulation), each with full caches, again with sharded caches whose LISTs are slow or fail (…PartitionCache), and again with caches sharded by labels (…Labels: labelling that is slow or fails, labels stripped and edited by a third party), and the bare core with a balanced ring (TestSimulationBalance: object counts that change and lag); `make test` runs fewer of each under -race (the flags' defaults in the tests). Both run with the clock-rate and stale-view faults (internal/handoffsim's defaults). Replay one seed with `go test ./shard/ring -run TestCoordinatorSimulation -handoff.seed=S -v` (or ./internal/handoff -run TestSimulation).
@@ -180,16 +186,27 @@ sim:
 # shipped core. make unit runs the unit tests of that defence and the two
 # simulations that must catch its absence on the mutant.
 STALE_MUTANT       = mutant_trustwatchorder
-STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve)$$'
+STALE_MUTANT_TESTS = '^(Test(Coordinator)?SimulationFindsStaleViewsWithoutDefence|TestStaleViewOfPeerKeepsNewestClaim|TestPeerViewObserve|TestMutant)$$'
 STALE_MUTANT_PKGS  = ./internal/handoff/ ./shard/ring/
 
-## sim-mutants: the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored), over MUTANT_SEEDS (default 10000) seeds each of the built-in shell and the coordinator, counting the seeds that catch it; `make unit` runs the same tests until the first catch (a second or so). The tag is for these tests alone: the package's other tests would judge the mutant, not the product.
+# The core's other mutants (internal/handoff/*_mutant.go, each beside the
+# product's file it replaces, one build tag each): every one must break a
+# safety invariant of the bare core's simulation (TestMutant) within
+# -mutant.seeds (default 10,000) seeds. make unit runs each until its first
+# catch, without -race (each seed runs on one goroutine and shares nothing,
+# and the race detector would make each mutant's build and run several
+# times slower); make sim-mutants counts the seeds that catch them;
+# TestMutantsListed fails when a mutant is missing here.
+HANDOFF_MUTANTS = mutant_skipdrain mutant_leavingreleased mutant_noreadback mutant_notombstone mutant_forgetprior mutant_renewlapse mutant_noexit mutant_fencelate mutant_podgone mutant_voidunconfirmed mutant_reuseepoch
+
+## sim-mutants: the mutation test of the handoff simulation over MUTANT_SEEDS (default 10000) seeds each, counting the seeds that catch each mutant: the core built as each of its 12 mutants (internal/handoff/*_mutant.go, one build tag each: STALE_MUTANT and HANDOFF_MUTANTS, each a protocol defence removed, such as drain before release, confirm before void or the stale-view defence; TestMutant), and the simulation's labels model built as the cache before issue 41's fix (-tags mutant_issue41: a kind's partition sets sized 0 before the ring's first Hold, out-of-range PartitionSet.Add ignored) over the built-in shell and the coordinator. `make unit` runs every one until its first catch (the core's 12: about 20 s of simulation in all, and a build of the package and its test binary each, 10–40 s on a busy 2-core machine). A mutant's tag is for its tests alone: the package's other tests would judge the mutant, not the product.
 SIM_MUTANT       = mutant_issue41
 SIM_MUTANT_TESTS = '^Test(Coordinator)?MutantIssue41$$'
 SIM_MUTANT_PKGS  = ./internal/handoffsim/ ./shard/ring/
 MUTANT_SEEDS    ?= 10000
 sim-mutants:
 	$(GOTEST) -count=1 -timeout 0 -v -tags $(SIM_MUTANT) -run $(SIM_MUTANT_TESTS) $(SIM_MUTANT_PKGS) -mutant.seeds=$(MUTANT_SEEDS) -mutant.all
+	for m in $(STALE_MUTANT) $(HANDOFF_MUTANTS); do $(GOTEST) -count=1 -timeout 0 -v -tags $$m -run '^TestMutant$$' ./internal/handoff/ -mutant.seeds=$(MUTANT_SEEDS) -mutant.all || exit 1; done
 
 ## sim-assumptions: the measurements of the handoff simulation's clock-rate and stale-view faults beyond CI — SIM_SEEDS (default 100000) seeds of the bare core's full simulation, and a sweep of clock-rate skews around the tolerated ±9.09 % (SIM_SWEEP, SIM_SWEEP_SEEDS each); figures in the test log.
 SIM_SEEDS       ?= 100000
@@ -268,3 +285,14 @@ compat-cr024: binaries
 	cd e2e/bench/crshardop && KSHARD_CHAOS_SUMMARY=$(CHAOS_SUMMARY) $(GOTEST) -race -count=1 -timeout 0 -v \
 		-run 'TestConvertedOperatorChaos|TestMappedOperatorChaos' . -rounds=$(CR024_ROUNDS) -operators="$$ops"
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
+
+## kubelet-e2e: deploy/ on a real one-node cluster on this machine (root; not in CI): etcd, kube-apiserver, kube-controller-manager (all default controllers), kube-scheduler, containerd v2.4.2 (runc 1.1.5 and the CNI plugins from Debian) and a kubelet, built from pinned sources (hack/tools/kubelet, hack/tools/containerd) and cached in ~/.cache/kshard by hack/kubelet (first build ~10 min), run in a network namespace of their own; a pod of a pause image built here; the image of `make image` and `kubectl apply -k hack/kubelet/overlay` until the pods are Ready; then runtime kills (restart-in-place timings from the kubelet's statuses), a rollout restart, a pod deletion, an eviction against the PDB and scaling 3 -> 5 -> 2, on deploy/'s StatefulSet (ring and Widgets checked) and on a recording test operator (the test kit's checker: overlaps, lost updates, NotFound, liveness); 4-8 min cached. The node is taken down after, leaving no process, mount, cgroup or namespace (KSHARD_KUBELET_KEEP=1 keeps it up). docs/testing.md says what is still missing.
+kubelet-e2e:
+	hack/kubelet/e2e.sh
+
+## kubelet-up: start the one-node cluster of kubelet-e2e and leave it running (`eval "$$(hack/kubelet/node.sh env)"` to use it); kubelet-down stops it and removes everything it made.
+kubelet-up:
+	hack/kubelet/node.sh up
+
+kubelet-down:
+	hack/kubelet/node.sh down

@@ -28,6 +28,25 @@ func (m *Manager) cacheModes() string {
 	return strings.Join(parts, "; ")
 }
 
+// cachePartitions is the /readyz?verbose line counting, for each
+// partitioned kind, the partitions it holds and has synced, and what its
+// informers are doing: a partition the ring claims activates only once
+// every such kind has synced it, so this line says which kind a replica
+// that claims partitions and activates none waits for.
+func (m *Manager) cachePartitions() string {
+	var parts []string
+	for _, k := range m.cache.ModeReport() {
+		if k.Informers == "" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s holds %d partitions, %d synced (%s)", k.Kind.String(), k.HeldPartitions, k.SyncedPartitions, k.Informers))
+	}
+	if len(parts) == 0 {
+		return "no partitioned kind"
+	}
+	return strings.Join(parts, "; ")
+}
+
 // publishCacheStatus hands the lease member this replica's cache mode and
 // the number of objects its cache holds until ctx ends, for `kshard status`.
 func (m *Manager) publishCacheStatus(ctx context.Context) error {

@@ -148,6 +148,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
+		m.readyz.addInfo("cache-partitions", m.cachePartitions)
 		_ = m.readyz.add("cache-complete", cacheComplete(m.cache.ModeReport))
 	}
 	return m, nil

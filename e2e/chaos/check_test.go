@@ -34,6 +34,9 @@ func (r *round) finish(h *harness.Harness, w *harness.Writer) *recorder.Log {
 		}
 		return nil
 	})
+	if lost := len(h.Log().Check().Lost); lost > 0 {
+		h.Diagnose(fmt.Sprintf("%d keys' final updates not reconciled within %s of the writer's stop", lost, reconcileTimeout))
+	}
 	r.revive(h)
 	for _, id := range h.Live() {
 		if r.crashLooping(id) {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -101,7 +102,9 @@ func (r *round) converge(h *harness.Harness) harness.Ring {
 		return err
 	})
 	if err != nil {
-		r.t.Fatalf("ring convergence on %v: %v", h.Live(), err)
+		msg := fmt.Sprintf("ring convergence on %v: %v", h.Live(), err)
+		h.Diagnose(msg)
+		r.t.Fatal(msg)
 	}
 	if !r.modeChecked {
 		r.checkCacheMode(h)

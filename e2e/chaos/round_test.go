@@ -23,6 +23,9 @@ var seed = flag.Uint64("seed", 0, "random seed of every round (0: a new one per 
 // (issue 41), which starting together rarely shows.
 var start = flag.String("start", startTogether, "how each scenario's first replicas start: together, staggered (one by one, 0.3-4s apart) or alternate (odd rounds together, even staggered)")
 
+// replicaV is every replica's --v (harness.Options.Verbosity); make's V=.
+var replicaV = flag.Int("replica-v", 0, "every replica's log verbosity (--v): 1 adds activations, drains, why claimed partitions are not active yet, and the cache's segments, views and self-checks")
+
 const (
 	startTogether  = "together"
 	startStaggered = "staggered"
@@ -164,6 +167,9 @@ func scenarioIn(t *testing.T, name string, setup cacheSetup, body func(r *round)
 func (r *round) harness(opts harness.Options) *harness.Harness {
 	r.t.Helper()
 	opts.Ring, opts.Namespace = r.name, "chaos-"+r.name
+	if opts.Verbosity == 0 {
+		opts.Verbosity = *replicaV
+	}
 	switch r.setup {
 	case setupServer:
 		opts.PartitionBy, opts.Balance = "namespace", *balance

@@ -92,6 +92,10 @@ type Options struct {
 	// label them. Defaults to 24 with PartitionBy "namespace", else 0: the
 	// objects live in Namespace.
 	ObjectNamespaces int
+	// Verbosity is every replica's --v: 1 adds the ring's activations and
+	// drains, why claimed partitions are not active yet, and the cache's
+	// segments, views and self-checks to their logs. Defaults to 0.
+	Verbosity int
 }
 
 // spread reports whether the objects live in namespaces of their own.

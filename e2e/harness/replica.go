@@ -109,6 +109,9 @@ func (h *Harness) Start(identity string) *Replica {
 		"--metrics-addr=127.0.0.1:0",
 		"--cache-report-addr=127.0.0.1:0",
 	}
+	if o.Verbosity > 0 {
+		args = append(args, "--v="+strconv.Itoa(o.Verbosity))
+	}
 	if o.PartitionBy != "" {
 		args = append(args, "--partition-by="+o.PartitionBy)
 	}

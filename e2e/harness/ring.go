@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/ringstatus"
 )
@@ -102,17 +103,24 @@ func (h *Harness) checkConverged(ctx context.Context) (Ring, error) {
 func (h *Harness) Converged(ctx context.Context) (Ring, error) { return h.checkConverged(ctx) }
 
 // WaitConverged waits until the ring has converged on the live replicas
-// (see checkConverged) and returns it.
+// (see checkConverged) and returns it. On a timeout it logs a diagnosis of
+// every live replica (Diagnose) before failing the test.
 func (h *Harness) WaitConverged(timeout time.Duration) Ring {
 	h.t.Helper()
 	var ring Ring
-	h.Await(timeout, "ring convergence on "+strings.Join(h.Live(), ","), func() error {
+	what := "ring convergence on " + strings.Join(h.Live(), ",")
+	err := testwait.Poll(100*time.Millisecond, timeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
 		ring, err = h.checkConverged(ctx)
 		return err
 	})
+	if err != nil {
+		msg := fmt.Sprintf("%s: %v", what, err)
+		h.Diagnose(msg)
+		h.t.Fatal(msg)
+	}
 	return ring
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/recorder"
@@ -73,9 +74,13 @@ func run() error {
 		termPath      = flag.String("termination-message-path", "", "the container's termination message file (default: the manager's, /dev/termination-log)")
 		bgWrite       = flag.Duration("background-write", 0, "test only: patch ConfigMap background-<identity> in --namespace every this interval from "+strconv.Itoa(backgroundWriters)+" goroutines with context.Background() (no reconcile context), logging when they are refused; 0: off")
 		cacheReport   = flag.String("cache-report-addr", "0", "test only: serve GET /cache, the ConfigMaps this replica's cache holds (for a sharded cache, those of the partitions it holds), on this address, logged in a \""+kshardtest.CacheReportServer+"\" serving line (\"0\": none)")
+		verbosity     = flag.Int("v", 0, "log verbosity: 0 logs ring changes, warnings and errors; 1 adds partition activations and drains, why claimed partitions are not active yet, cache segments and views, cache self-checks (logr V levels)")
 		blindWrite    = flag.Bool("blind-write", false, "end every reconcile that did its work with a merge patch of the object's "+writtenKey+" annotation, without a resourceVersion precondition, recording each write just before it is sent")
 	)
 	flag.Parse()
+	if *verbosity < 0 {
+		return fmt.Errorf("--v must not be negative, got %d", *verbosity)
+	}
 	if *recordDir == "" {
 		return errors.New("--record-dir is required")
 	}
@@ -123,6 +128,7 @@ func run() error {
 		Balance:                *balance,
 		KeepPlaceOnLeave:       *keepPlace,
 		TerminationMessagePath: *termPath,
+		Logger:                 logging.New(*verbosity),
 	})
 	if err != nil {
 		return err

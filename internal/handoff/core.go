@@ -21,7 +21,11 @@ import (
 // claim with its read-your-write generations and the claims that block
 // it, placement and weightReport (placement.go) the ring and a balanced
 // ring's weights, handover (handover.go) make before break, and unacked
-// (ready.go) what the shell has not acknowledged.
+// (ready.go) what the shell has not acknowledged. A dozen small functions
+// that carry one rule each live in files of their own (drain.go,
+// readback.go, tombstone.go, …), each beside a mutant built only with its
+// tag (drain_mutant.go: -tags mutant_skipdrain, …) that breaks that rule,
+// for the simulation's mutation test (mutants_test.go).
 type Core struct {
 	cfg         Config
 	partitions  int
@@ -443,9 +447,8 @@ func (c *Core) converge(r *Ready) {
 		r.Revoke = r.Revoke.Union(revoke)
 	}
 
-	// Drain before release: draining partitions stay claimed.
-	claim := c.target.Union(c.draining).Union(c.active)
-	c.ledger.set(claim)
+	// Drain before release: draining partitions stay claimed (claimOf).
+	c.ledger.set(claimOf(c.target, c.active, c.draining))
 
 	// Claim before act.
 	block := c.blockers()

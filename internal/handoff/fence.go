@@ -35,7 +35,7 @@ type fencing struct {
 }
 
 func newFencing(cfg Config) fencing {
-	return fencing{renewDeadline: cfg.RenewDeadline, stopDeadline: cfg.StopDeadline(),
+	return fencing{renewDeadline: fenceAfter(cfg.Timing), stopDeadline: cfg.StopDeadline(),
 		mustStop: shard.NewPartitionSet(cfg.Ring.Partitions)}
 }
 
@@ -44,7 +44,7 @@ func (f *fencing) succeeded(sentAt time.Time) {
 	// Not clamped to the core's time here: that is the time of the
 	// previous input and may be long past. clamp does it at the next step.
 	if !f.renewed || sentAt.After(f.lastSent) {
-		if f.renewed && !f.fenced && !sentAt.Before(f.lastSent.Add(f.renewDeadline)) {
+		if f.renewed && !f.fenced && lapse(f.lastSent, sentAt, f.renewDeadline) {
 			f.lapsed = true
 		}
 		f.renewed, f.lastSent = true, sentAt
@@ -105,7 +105,7 @@ func (f *fencing) start(now time.Time, running shard.PartitionSet) {
 // peer may have voided the claims before the Lease changed.
 func (f *fencing) overdue(now time.Time, draining shard.PartitionSet) bool {
 	f.mustStop = f.mustStop.Intersect(draining)
-	return !f.mustStop.IsEmpty() && !now.Before(f.stopBy)
+	return !f.mustStop.IsEmpty() && stopOverdue(now, f.stopBy)
 }
 
 // nextDeadline considers the renew deadline and the stop deadline.

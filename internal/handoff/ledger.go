@@ -21,7 +21,7 @@ func newBlockers(partitions int, fingerprint string) blockers {
 
 // add counts p's claim unless it was voided.
 func (b *blockers) add(p *peer) {
-	if p.void || p.obs.Claim.IsEmpty() {
+	if !inForce(p) {
 		return
 	}
 	if p.obs.Fingerprint != b.fingerprint || p.obs.Claim.Size() != b.claimed.Size() {
@@ -76,21 +76,17 @@ func (l *claimLedger) set(claim shard.PartitionSet) {
 
 // newEpoch starts a new epoch at a fence: Records written before it may
 // have been voided by peers, so none of them may serve as read-your-write
-// again; every claimed partition needs the next generation read back.
+// again (rearm, epoch.go).
 func (l *claimLedger) newEpoch() {
 	l.bump = true
-	for p := range l.claim.All() {
-		l.claimedAt[p] = l.generation + 1
-	}
+	l.rearm()
 }
 
 // readBack reports whether own, the own Lease as observed, claims p in a
-// Record at least as new as the one that last added p. An older Record
-// that claims p proves nothing: a later one may have dropped p, or a fence
-// may have voided it.
+// Record at least as new as the one that last added p (readBackOf,
+// readback.go).
 func (l *claimLedger) readBack(p int, own *Observed) bool {
-	at := l.claimedAt[p]
-	return at != 0 && own.Generation >= at && own.Claim.Has(p)
+	return readBackOf(l.claimedAt[p], own, p)
 }
 
 // commit closes the step's changes to the Record under a new generation;

@@ -231,7 +231,7 @@ func (o *ownLease) judge(now time.Time, observation uint64, r *Ready) {
 		p.void = true
 		o.returnedAt = now
 	}
-	if p := o.prior; p != nil && (!p.liveAt(now, o.lease) || p.void) && !p.takingOver {
+	if p := o.prior; p != nil && (o.waitedOut(now, p) || p.void) && !p.takingOver {
 		if !p.void && !p.confirming {
 			p.confirming = true
 			r.Confirm = append(r.Confirm, LeaseRef{Identity: o.identity, Version: p.obs.Version})

@@ -446,8 +446,7 @@ func (v *peerView) judge(now time.Time, held bool, r *Ready) {
 			continue
 		}
 		if !p.void && !p.confirming && !p.obs.Claim.IsEmpty() {
-			p.confirming = true
-			r.Confirm = append(r.Confirm, LeaseRef{Identity: id, Version: p.obs.Version})
+			p.suspect(id, r)
 		}
 		if held && !p.collected && now.Sub(p.lastChange) >= v.collectAfter {
 			p.collected = true
@@ -562,13 +561,14 @@ func (v *peerView) joinerAwaitedUntil(p *peer) time.Time {
 	return p.joiningSince.Add(v.lease + v.lease/2)
 }
 
-// block adds the claims in force of every peer and its ghosts to b. Every
-// Lease counts, whatever its state, until it is confirmed expired or its
-// writer proven dead.
+// block adds the claims in force of every peer, tombstones included
+// (blockMain, tombstone.go), and its ghosts to b. Every Lease counts,
+// whatever its state, until it is confirmed expired or its writer proven
+// dead.
 func (v *peerView) block(now time.Time, deaths proofs, b *blockers) {
 	for _, id := range v.ids {
 		p := v.byID[id]
-		b.add(p)
+		blockMain(p, b)
 		p.ghosts.block(now, v.lease, deaths, b)
 	}
 }

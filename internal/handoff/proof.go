@@ -76,8 +76,11 @@ type PodRead struct {
 // kubelet may put a log tail there instead of the file, and a log may
 // quote any incarnation.
 func ProvesDeath(d Death, pod PodRead) bool {
-	if pod.UID == "" || d.PodUID == "" || d.Incarnation == "" || pod.UID != d.PodUID {
+	if d.PodUID == "" || d.Incarnation == "" {
 		return false
+	}
+	if pod.UID == "" || pod.UID != d.PodUID {
+		return otherPodProves(d, pod)
 	}
 	want := TerminationMarker(d.Incarnation)
 	return slices.ContainsFunc(pod.Terminated, func(msg string) bool { return strings.TrimSpace(msg) == want })

@@ -8,8 +8,11 @@ import (
 	"github.com/kshard/kshard/internal/handoffsim"
 )
 
+// simSeedsCI is how many seeds TestSimulation runs in make test.
+const simSeedsCI = 10000
+
 var (
-	simSeeds = flag.Int("handoff.seeds", 10000, "number of seeds the deterministic simulation runs")
+	simSeeds = flag.Int("handoff.seeds", simSeedsCI, "number of seeds the deterministic simulation runs")
 	simFirst = flag.Uint64("handoff.first", 0, "first seed of the run")
 	simSeed  = flag.Int64("handoff.seed", -1, "replay this one seed and print its trace")
 )

@@ -314,12 +314,12 @@ func (s *Summary) add(r Result) (safety bool) {
 	}
 	s.Violations++
 	f := Failure{Seed: r.Seed, Violation: r.Violation}
-	safety = f.safety()
+	safety = f.Safety()
 	if safety {
 		s.Safety++
 	}
 	s.Failed = append(s.Failed, f)
-	if s.FirstViolation == "" || safety && !(Failure{Violation: s.FirstViolation}).safety() {
+	if s.FirstViolation == "" || safety && !(Failure{Violation: s.FirstViolation}).Safety() {
 		s.First, s.FirstViolation = r.Seed, r.Violation
 	}
 	return safety
@@ -354,8 +354,8 @@ func CheckFinalizerPaths(t Reporter, s Summary) {
 	}
 }
 
-// safety reports whether f broke a safety invariant (else liveness).
-func (f Failure) safety() bool { return !strings.Contains(f.Violation, "liveness:") }
+// Safety reports whether f broke a safety invariant (else liveness).
+func (f Failure) Safety() bool { return !strings.Contains(f.Violation, "liveness:") }
 
 // tracedFailures is how many failing seeds ReportFailed replays with their
 // traces: a trace runs to thousands of lines.
@@ -371,7 +371,7 @@ func ReportFailed(t Reporter, s Summary, opts Options, replay string) {
 		return
 	}
 	failed := slices.SortedFunc(slices.Values(s.Failed), func(a, b Failure) int {
-		return cmp.Or(-cmp.Compare(btoi(a.safety()), btoi(b.safety())), cmp.Compare(a.Seed, b.Seed))
+		return cmp.Or(-cmp.Compare(btoi(a.Safety()), btoi(b.Safety())), cmp.Compare(a.Seed, b.Seed))
 	})
 	var list strings.Builder
 	for _, f := range failed {

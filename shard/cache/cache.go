@@ -133,6 +133,8 @@ type partitionedInformer interface {
 	GetByKey(key string) (any, bool, error)
 	ObjectsListed() int64
 	countPartitions(counts []int)
+	// describe says what informers it runs, for KindMode.Informers.
+	describe() string
 }
 
 // asInformer is e's informer as sources use it.

@@ -405,6 +405,29 @@ func (l *Labelled) SyncedPartitions() shard.PartitionSet {
 // Changed receives a value whenever SyncedPartitions may have changed.
 func (l *Labelled) Changed() <-chan struct{} { return l.changed }
 
+// describe says what the label segments and the unlabelled views are
+// doing (KindMode.Informers): a partition is synced only once a segment
+// and the speaking unlabelled view (which must keep it) have synced.
+func (l *Labelled) describe() string {
+	segs := l.segs.describe()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	synced := 0
+	for _, v := range l.unlabelled {
+		if v.synced.Load() {
+			synced++
+		}
+	}
+	out := fmt.Sprintf("label %s; %d unlabelled views, %d synced", segs, len(l.unlabelled), synced)
+	if v := l.speaker(); v != nil {
+		out += fmt.Sprintf(", the speaking one synced %t, keeps %d held partitions, dropped objects of %d", v.synced.Load(), v.keeps.Intersect(l.held).Len(), v.dirty.Len())
+	}
+	if l.forbidden != "" {
+		out += "; labels cannot be written: " + l.forbidden
+	}
+	return out
+}
+
 // Held returns the partitions the cache was last asked to hold.
 func (l *Labelled) Held() shard.PartitionSet {
 	l.mu.Lock()

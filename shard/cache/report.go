@@ -52,6 +52,17 @@ type KindMode struct {
 	// included): an object without its label is in no replica's cache.
 	// 0 in other modes.
 	LabelBacklog int
+	// HeldPartitions and SyncedPartitions count the partitions a sharded,
+	// fallback or labelled kind holds (Cache.Hold) and has listed and
+	// watches now; the ring activates a partition only once every such
+	// kind has synced it (Cache.SyncedPartitions). 0 for a kind cached
+	// whole.
+	HeldPartitions, SyncedPartitions int
+	// Informers describes the informers a partitioned kind runs, for
+	// diagnosis: its segments and how many have synced, and for a kind
+	// cached by labels its unlabelled views and what the speaking one
+	// keeps. "" for a kind cached whole.
+	Informers string
 
 	// reprobe: in fallback only because the probe could not decide (the
 	// kind had no object to test with); probed again at its first object.
@@ -69,6 +80,8 @@ func (c *Cache) ModeReport() []KindMode {
 		m.Kind = key.gvk
 		if e.part != nil {
 			m.ObjectsListed = e.part.ObjectsListed()
+			m.HeldPartitions, m.SyncedPartitions = e.part.Held().Len(), e.part.SyncedPartitions().Len()
+			m.Informers = e.part.describe()
 		}
 		if lab, ok := e.part.(*Labelled); ok {
 			st := lab.Stats()

@@ -76,6 +76,10 @@ type SegmentedOptions struct {
 	// serving an object that left a label selector, or that its segment
 	// now hides, until it knows where it went.
 	leaving func(obj runtime.Object)
+	// afterRunStart, when set (tests only), runs in Run once it has
+	// started, before it waits for its context: where a Hold racing
+	// Run's start lands.
+	afterRunStart func()
 }
 
 // Segmented is an informer of one resource that holds only the objects of
@@ -165,9 +169,16 @@ func (s *Segmented) Run(ctx context.Context) {
 	if s.opts.Reprobe != nil && !s.filtered {
 		s.wg.Go(func() { s.reprobe(ctx) })
 	}
-	s.mu.Unlock()
+	// What was asked before Run, in the critical section that sets ctx: a
+	// Hold landing between the two would otherwise start the segments of
+	// its set, and this stale one then take back what it gained, leaving
+	// those partitions unsynced until the next Hold.
 	if !held.IsEmpty() {
-		s.Hold(held) // what was asked before Run
+		s.holdLocked(held)
+	}
+	s.mu.Unlock()
+	if s.opts.afterRunStart != nil {
+		s.opts.afterRunStart()
 	}
 	<-ctx.Done()
 	s.mu.Lock()
@@ -189,6 +200,11 @@ func (s *Segmented) Hold(set shard.PartitionSet) {
 	mustBeSized("Segmented.Hold", set, s.opts.Partitions)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.holdLocked(set)
+}
+
+// holdLocked is Hold with s.mu held.
+func (s *Segmented) holdLocked(set shard.PartitionSet) {
 	if s.stopped {
 		return
 	}
@@ -297,6 +313,7 @@ func (s *Segmented) start(parts shard.PartitionSet, compacts bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if slices.Contains(s.segments, seg) { // else stopped by Hold as it synced
+			s.log.V(1).Info("cache segment synced", "partitions", parts.String())
 			s.signal()
 		}
 	}()
@@ -341,6 +358,21 @@ func (s *Segmented) SyncedPartitions() shard.PartitionSet {
 
 // Changed receives a value whenever SyncedPartitions may have changed.
 func (s *Segmented) Changed() <-chan struct{} { return s.changed }
+
+// describe counts the segments and those synced (KindMode.Informers).
+func (s *Segmented) describe() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	synced, compacting := 0, 0
+	for _, seg := range s.segments {
+		if seg.synced.Load() {
+			synced++
+		} else if seg.compacts {
+			compacting++
+		}
+	}
+	return fmt.Sprintf("%d segments, %d synced, %d compactions handing over", len(s.segments), synced, compacting)
+}
 
 // ObjectsListed returns how many objects the API server has returned to
 // the segments' LISTs so far (in the fallback, the whole resource per

@@ -53,6 +53,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 	}
 	_, _ = v.inf.AddEventHandler(l.viewHandler(v))
 	l.unlabelled = append(l.unlabelled, v)
+	l.log.V(1).Info("listing the unlabelled objects", "keeps", keeps.Len(), "views", len(l.unlabelled))
 	l.wg.Go(func() { v.inf.RunWithContext(ctx) })
 	l.wg.Go(func() {
 		if !toolscache.WaitForCacheSync(ctx.Done(), v.inf.HasSynced) {
@@ -73,6 +74,7 @@ func (l *Labelled) startUnlabelled(keeps shard.PartitionSet) {
 			return false
 		})
 		l.signal()
+		l.log.V(1).Info("unlabelled view synced", "keeps", v.keeps.Intersect(l.held).Len(), "held", l.held.Len(), "dropped", v.dirty.Len())
 		rescan := !l.active.Intersect(v.keeps).IsEmpty()
 		l.mu.Unlock()
 		if rescan {

@@ -3,6 +3,7 @@ package ring
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,14 @@ type coordinator struct {
 	// balanced: the ring places partitions by object counts
 	// (shard.Config.Balance), which countObjects feeds the core.
 	balanced bool
+	// cacheRead is when partitionsSynced last read the cache and
+	// cacheSynced what it read; pendingLog and pendingLogged rate-limit
+	// the V(1) line explaining claimed partitions that are not active
+	// (logPending). Read and written on the run goroutine.
+	cacheRead     time.Time
+	cacheSynced   shard.PartitionSet
+	pendingLog    string
+	pendingLogged time.Time
 	// scanReported: the member's join scan came out clean and the core
 	// knows (JoinScanClean); finalizing: a Finalize is in flight.
 	scanReported bool
@@ -133,7 +142,11 @@ func (c *coordinator) cachesSynced() { c.core.CachesSynced(); c.synced = true }
 
 // partitionsSynced feeds the core what the sharded cache has synced. Call
 // it on the loop.
-func (c *coordinator) partitionsSynced() { c.core.PartitionsSynced(c.cache.SyncedPartitions()) }
+func (c *coordinator) partitionsSynced() {
+	synced := c.cache.SyncedPartitions()
+	c.cacheRead, c.cacheSynced = c.now(), synced
+	c.core.PartitionsSynced(synced)
+}
 
 // hold hands the partitions the core needs to the sharded cache when they
 // changed (Ready.Hold, given in full every time).
@@ -146,6 +159,33 @@ func (c *coordinator) hold(set shard.PartitionSet) {
 	// Partitions the cache synced before they were held again (a release
 	// and a regain in quick succession) count at once.
 	c.partitionsSynced()
+}
+
+// watchCache has the loop read the cache's synced partitions
+// (partitionsSynced) whenever they may have changed, until ctx ends.
+//
+// Each read is posted only after the channel of the next change has been
+// taken: the loop reads whenever it gets to it, so a change that lands
+// after that read closes the channel taken before it. Taken after posting
+// (as the watcher once did), the channel of a closed-and-replaced Changed
+// (shard/cache's Cache) could already be the one after a change that
+// landed between the loop's read and the watcher's next Changed: if it was
+// the cache's last change (a kind's unlabelled view or segment synced, and
+// the ring still), its partitions stayed unsynced for the core, and the
+// replica claimed them and never activated them (issue 41's stall). The
+// first read covers changes before the watcher took its first channel.
+func (c *coordinator) watchCache(ctx context.Context) {
+	changed := c.cache.Changed()
+	c.post(ctx, c.partitionsSynced)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = c.cache.Changed()
+		c.post(ctx, c.partitionsSynced)
+	}
 }
 
 // Object counts for a balanced ring are taken off the loop, since they walk
@@ -214,14 +254,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 		c.async.Add(1)
 		go func() {
 			defer c.async.Done()
-			for {
-				select {
-				case <-watchCtx.Done():
-					return
-				case <-c.cache.Changed():
-					c.post(watchCtx, c.partitionsSynced)
-				}
-			}
+			c.watchCache(watchCtx)
 		}()
 		if counter, ok := c.cache.(ObjectCounter); ok && c.balanced {
 			c.async.Add(1)
@@ -508,7 +541,56 @@ func (c *coordinator) observeState(now time.Time) {
 		c.metrics.setPartitions("caching", core.CacheWaiting())
 	}
 	c.observePending(now, target, core.Active(), core.Draining(), core.HandingOver())
+	c.logPending(now, target)
 	c.reportCondition(core.Err(), now)
+}
+
+// Bounds of logPending's rate: a new explanation at most every
+// pendingLogMin, the same one again every pendingLogEvery while it lasts.
+const (
+	pendingLogMin   = time.Second
+	pendingLogEvery = 10 * time.Second
+)
+
+// logPending explains at V(1) why partitions of the target are not active
+// yet: waiting for the sharded cache to sync them (with what the cache
+// last reported and when), claimed by a peer still (blocked), draining
+// here, or waiting for the own Lease to show the claim or for the replica
+// to join. It logs when the explanation changes and again every
+// pendingLogEvery while partitions stay pending, so a replica that claims
+// partitions and never activates them says why. It decides nothing.
+func (c *coordinator) logPending(now time.Time, target shard.PartitionSet) {
+	core := c.core
+	pending := target.Difference(core.Active())
+	if pending.IsEmpty() {
+		if c.pendingLog != "" {
+			c.pendingLog = ""
+			c.log.V(1).Info("every partition of the target is active", "target", target.Len())
+		}
+		return
+	}
+	caching := core.CacheWaiting().Intersect(pending)
+	blocked := core.Blocked().Intersect(pending)
+	draining := core.Draining().Intersect(pending)
+	other := pending.Difference(caching).Difference(blocked).Difference(draining)
+	key := fmt.Sprintf("%d/%d/%d/%d/%s", caching.Len(), blocked.Len(), draining.Len(), other.Len(), core.State())
+	if key == c.pendingLog && now.Sub(c.pendingLogged) < pendingLogEvery || now.Sub(c.pendingLogged) < pendingLogMin {
+		return
+	}
+	c.pendingLog, c.pendingLogged = key, now
+	kv := []any{"state", string(core.State()), "target", target.Len(), "claimed", core.Claim().Len(), "active", core.Active().Len(),
+		"waitingForCache", caching.Len(), "blockedByPeer", blocked.Len(), "draining", draining.Len(), "waitingToClaimOrJoin", other.Len()}
+	if c.cache != nil {
+		read := "never"
+		if !c.cacheRead.IsZero() {
+			read = now.Sub(c.cacheRead).Round(time.Millisecond).String() + " ago"
+		}
+		kv = append(kv, "cacheSyncedAtLastRead", c.cacheSynced.Intersect(target).Len(), "cacheLastRead", read)
+		if !caching.IsEmpty() {
+			kv = append(kv, "waitingForCacheExample", caching.Slice()[0])
+		}
+	}
+	c.log.V(1).Info("partitions of the target not active yet", kv...)
 }
 
 // observeHealth sets the ring's health gauges from the Leases in this
