@@ -13,7 +13,7 @@ import (
 
 // A goRef is a dotted chain of identifiers in a code span.
 type goRef struct {
-	prefix string   // a directory written before the qualifier: "manager" in shard/cache.X
+	prefix string   // a directory written before the qualifier: "shard" in shard/cache.X
 	chain  []string // "controller", "Options", "Registry"
 	call   bool     // followed by ( or {: a call or a composite literal
 	glob   bool     // followed by *: a name prefix (BenchmarkPartitionOf*)
@@ -75,7 +75,7 @@ func goRefs(text string) []goRef {
 		if i+1 < len(toks) {
 			switch toks[i+1].t {
 			case token.QUO:
-				continue // a directory: manager in shard/cache.X
+				continue // a directory: shard in shard/cache.X
 			case token.LPAREN, token.LBRACE:
 				r.call = true
 			case token.MUL:
