@@ -16,13 +16,13 @@ var metricName = regexp.MustCompile(`kshard_[a-z_]+`)
 // exported collects the kshard_* metric names kshard's code registers:
 // every string literal naming one in the non-test Go files of the
 // packages that register metrics, in both runtimes (the root module's
-// lease, manager and controller packages, and the adapter,
+// lease, manager, controller and shard packages, and the adapter,
 // controller/crshard).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	literal := regexp.MustCompile(`"(kshard_[a-z_]+)"`)
 	names := map[string]bool{}
-	for _, dir := range []string{"lease", "manager", "controller"} {
+	for _, dir := range []string{"lease", "manager", "controller", "shard"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
