@@ -197,17 +197,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // keepRenewing renews the own Lease every 20ms while it exists, as
-// lease.Member would, so the replica stays unfenced, until the test ends.
-func keepRenewing(t *testing.T, member *fakeMembership) {
-	stop, done := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(stop); <-done })
+// lease.Member would, so the replica stays unfenced, until the test ends or
+// the returned stop is called (it waits for the renewer to end).
+func keepRenewing(t *testing.T, member *fakeMembership) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-tick.C:
 				member.mu.Lock()
@@ -219,6 +222,7 @@ func keepRenewing(t *testing.T, member *fakeMembership) {
 			}
 		}
 	}()
+	return stop
 }
 
 // A replica alone joins after watching the ring for LeaseDuration and

@@ -71,29 +71,7 @@ func TestCoordinatorExitsWhenFencedReconcilesOutliveTheStopDeadline(t *testing.T
 	exited := make(chan exit, 4)
 	c := newCoordinatorWith(core, member, []Participant{part}, metrics, logr.Discard(), timing, func(code int) { exited <- exit{code, time.Now()} })
 
-	// Renew while the test says so, as lease.Member would.
-	stopRenewing := make(chan struct{})
-	var lastRenew time.Time
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopRenewing:
-				return
-			case <-tick.C:
-				member.mu.Lock()
-				if member.own != nil {
-					member.renewed = time.Now()
-					lastRenew = member.renewed
-				}
-				member.mu.Unlock()
-				member.notify()
-			}
-		}
-	}()
+	stopRenewing := keepRenewing(t, member)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -110,10 +88,9 @@ func TestCoordinatorExitsWhenFencedReconcilesOutliveTheStopDeadline(t *testing.T
 		t.Fatalf("exit(%d) while renewing", e.code)
 	default:
 	}
-	close(stopRenewing)
-	<-renewDone
+	stopRenewing()
 	member.mu.Lock()
-	last := lastRenew
+	last := member.renewed
 	member.mu.Unlock()
 
 	select {
