@@ -104,8 +104,8 @@ unit: kubectl
 	@cat $(CHAOS_SUMMARY) 2>/dev/null || echo "warning: the chaos suite wrote no summary line"
 
 fuzz:
-	@if [ -d shard ] && grep -qs FuzzDecodePartitionSet shard/*_test.go; then \
-		$(GOTEST) -run='^$$' -fuzz=FuzzDecodePartitionSet -fuzztime=$(FUZZTIME) ./shard/; \
+	@if [ -d internal/membership ] && grep -qs FuzzDecodeClaim internal/membership/*_test.go; then \
+		$(GOTEST) -run='^$$' -fuzz=FuzzDecodeClaim -fuzztime=$(FUZZTIME) ./internal/membership/; \
 	fi
 
 ## bench-quick: smoke run of the kshard vs controller-runtime benchmark (~1-2 min) and its charts; output in e2e/bench/out/, never the committed results.

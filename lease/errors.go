@@ -3,7 +3,6 @@ package lease
 import (
 	"errors"
 	"fmt"
-	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,17 +18,6 @@ type ForbiddenError struct {
 	// User is the requesting user as the API server names it, when known.
 	User string
 	Err  error
-}
-
-// userInMessage finds the user in an RBAC denial ("User \"x\" cannot get ...").
-var userInMessage = regexp.MustCompile(`User "([^"]*)"`)
-
-func newForbiddenError(err error, verb, namespace, name string) *ForbiddenError {
-	e := &ForbiddenError{Verb: verb, Namespace: namespace, Name: name, Err: err}
-	if m := userInMessage.FindStringSubmatch(err.Error()); m != nil {
-		e.User = m[1]
-	}
-	return e
 }
 
 func (e *ForbiddenError) Error() string {
@@ -65,30 +53,12 @@ func (e *NamespaceNotFoundError) Error() string {
 
 func (e *NamespaceNotFoundError) Unwrap() error { return e.Err }
 
-// explainCreateError names the cause of a failed create of the own Lease
-// where the API server's answer alone misleads: a NotFound on a create is
-// about the namespace, not the Lease.
-func explainCreateError(err error, namespace string) error {
-	var status apierrors.APIStatus
-	if apierrors.IsNotFound(err) && errors.As(err, &status) {
-		if d := status.Status().Details; d != nil && d.Kind == "namespaces" {
-			return &NamespaceNotFoundError{Namespace: namespace, Err: err}
-		}
-	}
-	return err
-}
-
-// isFatal reports whether err must stop Run.
-func isFatal(err error) bool {
-	var forbidden *ForbiddenError
-	return errors.As(err, &forbidden) || errors.Is(err, ErrNameTaken)
-}
-
 // ErrNameTaken is wrapped by the error Run returns when the own Lease name
 // is used by something that is not a member Lease of this identity (no
 // holder of this identity, or no incarnation): another ring or tool.
 var ErrNameTaken = errors.New("lease: name taken")
 
-// errNotOurs: the own Lease now carries a version of another writer that
-// the caller has not allowed to be taken over; Run waits for TakeOver.
-var errNotOurs = errors.New("lease: the own Lease was written by another process")
+// ErrInvalidOptions is wrapped by every error returned for bad options:
+// NewLeaderLease's, and those of the member Lease a replica builds from its
+// ring options.
+var ErrInvalidOptions = errors.New("lease: invalid options")

@@ -1,8 +1,6 @@
 package lease
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,13 +65,4 @@ func ValidateNamespace(namespace string) error {
 		return fmt.Errorf("%q is not a namespace name (%s)", namespace, strings.Join(msgs, "; "))
 	}
 	return nil
-}
-
-// NewIncarnation returns a random id for this process, written into its
-// Lease so that its writes are told apart from an earlier or duplicate
-// process's of the same identity. It is a valid label value.
-func NewIncarnation() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b[:])
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/cache"
 )
 
@@ -51,7 +50,7 @@ func (m *Manager) cachePartitions() string {
 // the number of objects its cache holds until ctx ends, for `kshard status`.
 func (m *Manager) publishCacheStatus(ctx context.Context) error {
 	m.cacheCounts.PublishTotal(ctx, func(objects int) {
-		m.member.SetCacheStatus(lease.CacheStatus{Mode: string(m.opts.CacheMode), Objects: objects})
+		m.member.SetCacheStatus(string(m.opts.CacheMode), objects)
 	})
 	return nil
 }

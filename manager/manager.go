@@ -25,6 +25,7 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
@@ -55,7 +56,7 @@ type Manager struct {
 	partitioner shard.Partitioner
 	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
-	member      *lease.Member
+	member      *membership.Member
 	handoff     handoff.Config          // of the ring coordinator Start builds
 	cacheCounts *cachemetrics.Collector // the cache's object counts, for metrics and the Lease
 
@@ -137,7 +138,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	handoffCfg := replica.Handoff
 	handoffCfg.PartitionCache = cacheOpts.Sharding != nil
-	member.SetCacheStatus(lease.CacheStatus{Mode: string(opts.CacheMode)})
+	member.SetCacheStatus(string(opts.CacheMode), 0)
 	m.cfg, m.client, m.own, m.mapper, m.cache = cfgs.user, client, own, mapper, c
 	m.partitioner, m.sharded, m.fingerprint = partitioner, cacheOpts.Sharding != nil, ringCfg.Fingerprint()
 	m.member, m.handoff, m.cacheCounts = member, handoffCfg, cachemetrics.New(c)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -345,7 +347,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 	r0, r1 := start("r-0"), start("r-1")
 	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, "it", "r-0", "r-1") })
 	// Which replica owns each key, by the ring both formed.
-	ring, err := shard.New(shard.Config{Scheme: shard.SchemeNamespace, Partitions: 16}, []string{"r-0", "r-1"})
+	ring, err := assign.New(shard.Config{Scheme: shard.SchemeNamespace, Partitions: 16}, []string{"r-0", "r-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,17 +424,17 @@ func TestBalancedRingEvensObjects(t *testing.T) {
 	}
 	all := serverKeys(t, cs)
 	ringCfg := shard.Config{Partitions: 16, Scheme: shard.SchemeNamespace, Balance: 0.05}
-	weights := make(shard.Weights, 16)
+	weights := make(assign.Weights, 16)
 	for p, n := range counts {
-		weights[p] = shard.WeightBucket(n)
+		weights[p] = assign.WeightBucket(n)
 	}
 	members := []string{"r-0", "r-1"}
-	want, err := shard.NewWeighted(ringCfg, members, weights)
+	want, err := assign.NewWeighted(ringCfg, members, weights)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := shard.New(ringCfg, members)
-	share := func(r *shard.Ring, id string) int {
+	plain, _ := assign.New(ringCfg, members)
+	share := func(r *assign.Ring, id string) int {
 		n := 0
 		for p := range r.Partitions(id).All() {
 			n += counts[p]

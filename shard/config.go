@@ -68,8 +68,8 @@ type Config struct {
 
 	// Balance, when greater than 0, places partitions by the objects they
 	// hold as well as by number: replicas report their partitions' object
-	// counts in their Leases (Weights), and after consistent's assignment
-	// partitions move from the heaviest member to the lightest until none
+	// counts in their Leases (kshard.io/weights), and after consistent's
+	// assignment partitions move from the heaviest member to the lightest until none
 	// exceeds the mean weight by more than Balance (0.02: 2 %), or no move
 	// helps. It needs SchemeNamespace, where a partition's load is the
 	// objects of the namespaces hashed into it; the other schemes spread

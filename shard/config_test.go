@@ -120,3 +120,25 @@ func TestConfigErrorSaysWhatToDo(t *testing.T) {
 		t.Fatalf("Validate() = %v, want %q", err, want)
 	}
 }
+
+func TestBalanceValidation(t *testing.T) {
+	for _, cfg := range []Config{
+		{Scheme: SchemeNamespace, Balance: -0.1},
+		{Scheme: SchemeNamespace, Balance: 1.5},
+		{Scheme: SchemeNamespace, Balance: math.NaN()},
+		{Balance: 0.05},
+		{Scheme: SchemeUID, Balance: 0.05},
+	} {
+		var ce *ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "Balance" {
+			t.Errorf("%+v: %v, want a ConfigError on Balance", cfg, err)
+		}
+	}
+	cfg := Config{Scheme: SchemeNamespace, Balance: 0.05}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if fp := cfg.Fingerprint(); fp != "xx1-p271-l1.25-r40-snamespace-b0.05" {
+		t.Fatalf("fingerprint %q", fp)
+	}
+}

@@ -1,10 +1,12 @@
-// Package shard is kshard's ring: it maps reconcile keys to partitions, assigns
-// partitions to ring members with bounded-load consistent hashing, diffs two
-// rings, and encodes partition claims for Lease annotations.
+// Package shard is what a user configures and reads of kshard's ring: its
+// Config (partitions, load, scheme), the timings of a replica (Timing), how
+// reconcile keys map to partitions (Partitioner, KeyOf, RangePartitioner),
+// sets of partitions (PartitionSet), the partition label of the sharded
+// cache, and the lease validity a reconcile runs under (Validity). The
+// assignment of partitions to members, which every replica computes from
+// the same Config and member set, is internal to kshard.
 //
-// It is pure: no I/O, no goroutines, no clocks. Every replica that feeds New
-// the same Config and the same member set, in any order, computes the same
-// assignment, which is what lets replicas agree on owners without talking.
+// It is pure: no I/O, no goroutines, no clocks.
 //
 // # Keys, partitions and members
 //
@@ -12,7 +14,8 @@
 // maps to a partition with xxhash64(key) mod Partitions. Partitions, not keys,
 // are the unit of ownership and handoff. Partition→member assignment is done
 // once per ring by github.com/buraksezer/consistent v1.0.0 with an xxhash
-// hasher; Ring keeps the result as a table, so Owner is an array lookup.
+// hasher, bounded by Config.Load and refined by the partitions' object
+// counts when Config.Balance is set.
 //
 // # Sharding by the API server's hash
 //
@@ -55,10 +58,4 @@
 // including a version for the hash scheme and the Scheme (as a suffix
 // "-snamespace" or "-suid"; default rings keep their old fingerprint). Replicas whose fingerprints differ
 // would disagree about owners and must refuse to form a ring together.
-//
-// # No panics
-//
-// consistent panics on impossible configurations. New validates the exact
-// condition first and returns an error; a recover around the library remains
-// only as a last line of defence and converts any panic into a *PlacementError.
 package shard

@@ -34,8 +34,7 @@ func NewPartitioner(partitions int) Partitioner {
 	return newModPartitioner(partitions)
 }
 
-// modPartitioner is xxhash64 mod n. Ring holds it by value so that its hot
-// path avoids the interface call.
+// modPartitioner is xxhash64 mod n, the partition function of SchemeKey.
 type modPartitioner struct {
 	n uint64
 }

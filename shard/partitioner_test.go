@@ -77,19 +77,3 @@ func TestPartitionerSpreadsKeys(t *testing.T) {
 	}
 	t.Logf("chi-square %.1f (270 degrees of freedom)", chi2)
 }
-
-func TestRingPartitionMatchesPartitioner(t *testing.T) {
-	r := mustRing(t, Config{Partitions: 1021}, []string{"a", "b"})
-	part := NewPartitioner(1021)
-	for i := range 500 {
-		key := fmt.Sprintf("ns/obj-%d", i)
-		if r.Partition(key) != part.Partition(key) {
-			t.Fatalf("ring and partitioner disagree on %q", key)
-		}
-		owner, ok := r.OwnerOfKey(key)
-		want, _ := r.Owner(part.Partition(key))
-		if !ok || owner != want {
-			t.Fatalf("OwnerOfKey(%q) = %q, %v; want %q", key, owner, ok, want)
-		}
-	}
-}

@@ -46,7 +46,7 @@ func FullPartitionSet(partitions int) PartitionSet {
 func wordsFor(partitions int) int { return (partitions + 63) / 64 }
 
 // clearTail zeroes the bits at and beyond size in the last word, which every
-// operation relies on (Len, Equal and Encode read whole words).
+// operation relies on (Len and Equal read whole words).
 func (s *PartitionSet) clearTail() {
 	if r := s.size % 64; r != 0 {
 		s.words[len(s.words)-1] &= (uint64(1) << r) - 1

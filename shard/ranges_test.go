@@ -378,9 +378,6 @@ func TestLargestPartitionCountFitsTheServerLimit(t *testing.T) {
 		if _, err := NewRangePartitioner(tt.scheme, tt.max+1); err == nil {
 			t.Fatalf("%s: NewRangePartitioner(P=%d) succeeded", tt.scheme, tt.max+1)
 		}
-		if _, err := New(Config{Partitions: tt.max + 1, Scheme: tt.scheme}, []string{"a"}); err == nil {
-			t.Fatalf("%s: New(P=%d) succeeded", tt.scheme, tt.max+1)
-		}
 	}
 }
 
@@ -389,39 +386,6 @@ func TestNewRangePartitionerRejectsKeyScheme(t *testing.T) {
 		if _, err := NewRangePartitioner(s, 7); err == nil {
 			t.Errorf("NewRangePartitioner(%q) succeeded", s)
 		}
-	}
-}
-
-func TestPartitionerForAndRingFollowTheScheme(t *testing.T) {
-	keys := []string{"default/a", "kube-system/coredns", "cluster-thing", "singleton/gc"}
-	for _, scheme := range []Scheme{SchemeKey, SchemeNamespace, SchemeUID} {
-		cfg := Config{Partitions: 31, Scheme: scheme}
-		pf, err := PartitionerFor(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ring := mustRing(t, cfg, []string{"a", "b"})
-		rp, ranged := ring.RangePartitioner()
-		if ranged != scheme.Ranged() {
-			t.Fatalf("%s: ring.RangePartitioner ok = %v", scheme, ranged)
-		}
-		for _, k := range keys {
-			var want int
-			if ranged {
-				want = rp.Partition(k)
-			} else {
-				want = NewPartitioner(31).Partition(k)
-			}
-			if got := pf.Partition(k); got != want {
-				t.Fatalf("%s: PartitionerFor.Partition(%q) = %d, want %d", scheme, k, got, want)
-			}
-			if got := ring.Partition(k); got != want {
-				t.Fatalf("%s: Ring.Partition(%q) = %d, want %d", scheme, k, got, want)
-			}
-		}
-	}
-	if _, err := PartitionerFor(Config{Scheme: "rendezvous"}); err == nil {
-		t.Fatal("PartitionerFor accepted an unknown scheme")
 	}
 }
 

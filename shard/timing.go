@@ -27,7 +27,7 @@ const (
 )
 
 // Timing holds the timings of a replica. Every options struct that accepts
-// them (lease.Options, manager.Options, the adapter's crshard.Options,
+// them (the Lease membership's options, manager.Options, the adapter's crshard.Options,
 // Config, which embeds it) defaults and validates them here, so the rules
 // LeaseDuration > RenewDeadline > RenewPeriod and the defaults derived from
 // one another live in one place.

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	kcache "github.com/kshard/kshard/shard/cache"
 	"github.com/kshard/kshard/shard/cache/cachemetrics"
@@ -181,8 +180,8 @@ type shardedCache struct {
 	// counts exports the kshard_cache_* metrics and counts the objects.
 	counts *cachemetrics.Collector
 	// status publishes the cache's mode and object count in the
-	// replica's Lease, for kshard status (lease.Member.SetCacheStatus).
-	status  func(lease.CacheStatus)
+	// replica's Lease, for kshard status (the Lease member's SetCacheStatus).
+	status  func(mode string, objects int)
 	started atomic.Bool
 	stopped atomic.Bool
 
@@ -453,7 +452,7 @@ func (c *shardedCache) Start(ctx context.Context) error {
 
 func (c *shardedCache) publishStatus(ctx context.Context) {
 	c.counts.PublishTotal(ctx, func(objects int) {
-		c.status(lease.CacheStatus{Mode: string(CacheLabels), Objects: objects})
+		c.status(string(CacheLabels), objects)
 	})
 }
 
@@ -540,7 +539,7 @@ func (syncedPerPartition) Done() <-chan struct{} { return closed }
 // controller-runtime builds after the ring (manager.Options.NewCache).
 type cacheSlot struct {
 	partitions int
-	status     func(lease.CacheStatus)
+	status     func(mode string, objects int)
 	mu         sync.Mutex
 	sc         *shardedCache
 }

@@ -49,7 +49,7 @@
 // # What the ring does
 //
 // The ring is a manager.Runnable that needs no leader election. It runs
-// kshard's Lease membership (lease.Member) and ring coordinator
+// kshard's Lease membership (ring.NewReplica) and ring coordinator
 // (shard/ring): the same handoff protocol, no second implementation. For every controller that opts in:
 //   - the gate at enqueue: the controller's queue (controller-runtime's
 //     priority queue, or its rate-limited queue when UsePriorityQueue is

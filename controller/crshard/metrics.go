@@ -11,7 +11,7 @@ import (
 
 // metrics are the adapter's own kshard_* metrics, named as kshard's
 // controllers name them; the ring's and the Lease's come from
-// the ring coordinator and lease.New.
+// the ring coordinator and the Lease membership (ring.NewReplica).
 type metrics struct {
 	gate          *prometheus.CounterVec // controller, decision
 	refused       *prometheus.CounterVec // controller

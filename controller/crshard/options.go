@@ -161,7 +161,7 @@ func (o *Options) timing() shard.Timing {
 
 // validate reports every invalid option at once, by the rules every
 // runtime of a ring shares. Lease and ring parameters are validated again,
-// in detail, by lease.New and the handoff core.
+// in detail, by ring.NewReplica and the handoff core.
 func (o *Options) validate() error {
 	var errs []error
 	if err := lease.ValidateRing(o.Ring); err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
@@ -250,7 +251,7 @@ func liveLabellingLease(ns string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(ring, holder), Namespace: ns,
 			Labels: map[string]string{lease.LabelRing: ring, lease.LabelState: "active", lease.LabelPartitions: "0"},
-			Annotations: map[string]string{lease.AnnotationClaim: shard.NewPartitionSet(271).Encode(), lease.AnnotationIncarnation: "i-0",
+			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(shard.NewPartitionSet(271)), lease.AnnotationIncarnation: "i-0",
 				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint(),
 				lease.AnnotationCacheMode: "labels", lease.AnnotationCachedObjects: "3"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now},

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/ringstatus"
@@ -20,7 +21,7 @@ import (
 // Ring is the ring as its Leases show it.
 type Ring struct {
 	// Members maps identity to its parsed Lease.
-	Members map[string]lease.Observed
+	Members map[string]membership.Observed
 	// Labels maps identity to its Lease's labels, for what kubectl shows.
 	Labels map[string]map[string]string
 	// Live is the set of identities running when the ring was read; the
@@ -54,13 +55,13 @@ func (h *Harness) ReadRing(ctx context.Context) (Ring, error) {
 	if err != nil {
 		return Ring{}, err
 	}
-	ring := Ring{Members: map[string]lease.Observed{}, Labels: map[string]map[string]string{}, Live: map[string]bool{}}
+	ring := Ring{Members: map[string]membership.Observed{}, Labels: map[string]map[string]string{}, Live: map[string]bool{}}
 	for _, id := range h.Live() {
 		ring.Live[id] = true
 	}
 	for i := range list.Items {
 		l := &list.Items[i]
-		o := lease.Parse(l, h.opts.Ring, h.opts.Partitions)
+		o := membership.Parse(l, h.opts.Ring, h.opts.Partitions)
 		ring.Members[o.Identity] = o
 		ring.Labels[o.Identity] = l.Labels
 	}

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -231,7 +232,7 @@ func TestClusterProblems(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if obs := lease.Parse(l, ring, ringCfg.Partitions); obs.State != handoff.StateActive || obs.Claim.Len() != ringCfg.Partitions {
+			if obs := membership.Parse(l, ring, ringCfg.Partitions); obs.State != handoff.StateActive || obs.Claim.Len() != ringCfg.Partitions {
 				return fmt.Errorf("Lease is %s with %d partitions", obs.State, obs.Claim.Len())
 			}
 			return nil

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +84,7 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 			"--kubeconfig", cp.KubeconfigPath(), "--ring", ring,
 			"--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0")
 	}
-	var r *shard.Ring
+	var r *assign.Ring
 	testwait.NoError(t, 250*time.Millisecond, convergeLimit, "ring of 3 converged", func() error {
 		var err error
 		r, err = convergedRing(ctx, client, replicas)
@@ -207,7 +209,7 @@ func TestWidgetsShardedAcrossReplicas(t *testing.T) {
 // convergedRing reads the ring's Leases and returns the ring they form once
 // it has converged on replicas example-0 … example-<want-1> (see
 // ringstatus.Ring.Converged) with this test's ring parameters.
-func convergedRing(ctx context.Context, client kubernetes.Interface, want int) (*shard.Ring, error) {
+func convergedRing(ctx context.Context, client kubernetes.Interface, want int) (*assign.Ring, error) {
 	status, err := ringstatus.Read(ctx, client, leaseNS, ring)
 	if err != nil {
 		return nil, err
@@ -222,10 +224,10 @@ func convergedRing(ctx context.Context, client kubernetes.Interface, want int) (
 	if status.Params != ringCfg.Fingerprint() {
 		return nil, fmt.Errorf("the replicas run ring parameters %s, the test assumes %s", status.Params, ringCfg.Fingerprint())
 	}
-	return shard.New(ringCfg, status.RingMembers)
+	return assign.New(ringCfg, status.RingMembers)
 }
 
-func claimSummary(r *shard.Ring) string {
+func claimSummary(r *assign.Ring) string {
 	var parts []string
 	for _, m := range r.Members() {
 		parts = append(parts, fmt.Sprintf("%s=%d", m, r.Partitions(m).Len()))
@@ -352,7 +354,7 @@ func checkChildren(t *testing.T, ctx context.Context, client kubernetes.Interfac
 // checkOwnersAndBalance checks that every Widget was last reconciled by the
 // member the ring assigns its key to, and that no member carries more than
 // the ring's bounded load allows.
-func checkOwnersAndBalance(t *testing.T, r *shard.Ring, objs []unstructured.Unstructured) {
+func checkOwnersAndBalance(t *testing.T, r *assign.Ring, objs []unstructured.Unstructured) {
 	t.Helper()
 	n := len(objs)
 	members := r.Members()

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/shard"
 )
 
@@ -18,7 +20,7 @@ func benchRing(b *testing.B) (*Core, []Observed, time.Time) {
 	for i := range members {
 		members[i] = fmt.Sprintf("m-%d", i)
 	}
-	ring, err := shard.New(cfg, members)
+	ring, err := assign.New(cfg, members)
 	if err != nil {
 		b.Fatal(err)
 	}

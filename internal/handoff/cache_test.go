@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/shard"
 )
 
@@ -222,38 +224,38 @@ func TestBalancedCorePublishesAndPlacesByWeights(t *testing.T) {
 	// Counted before partition 3 synced: it is left out.
 	h.c.ObjectsCounted(shard.FullPartitionSet(7).Difference(set(3)), counts)
 	h.settle()
-	want := shard.Weights{shard.WeightBucket(10), shard.WeightBucket(0), shard.WeightBucket(3), 0, shard.WeightBucket(3), shard.WeightBucket(3), shard.WeightBucket(50)}
+	want := assign.Weights{assign.WeightBucket(10), assign.WeightBucket(0), assign.WeightBucket(3), 0, assign.WeightBucket(3), assign.WeightBucket(3), assign.WeightBucket(50)}
 	if got := h.own.Weights; !got.Equal(want) {
 		t.Fatalf("published weights %v; want %v", got, want)
 	}
 	// Within the hysteresis (a bucket or two): the published weight stays.
 	h.c.ObjectsCounted(shard.FullPartitionSet(7), []int{11, 0, 3, 3, 3, 3, 58})
 	h.settle()
-	want[3] = shard.WeightBucket(3)
+	want[3] = assign.WeightBucket(3)
 	if got := h.own.Weights; !got.Equal(want) {
 		t.Fatalf("published weights %v after small changes; want %v", got, want)
 	}
 	// Beyond it the new count is published.
 	h.c.ObjectsCounted(shard.FullPartitionSet(7), []int{40, 0, 3, 3, 3, 3, 58})
 	h.settle()
-	if got := h.own.Weights[0]; got != shard.WeightBucket(40) {
-		t.Fatalf("published weight %d for partition 0 at 40 objects; want %d", got, shard.WeightBucket(40))
+	if got := h.own.Weights[0]; got != assign.WeightBucket(40) {
+		t.Fatalf("published weight %d for partition 0 at 40 objects; want %d", got, assign.WeightBucket(40))
 	}
 	// A peer joins reporting a heavier partition 0 (it holds a newer,
 	// larger count): both place by the largest report.
 	b := h.setPeer("b", StateActive)
 	b.Fingerprint = ring.Fingerprint()
-	b.Weights = shard.Weights{shard.WeightBucket(300), 0, 0, 0, 0, 0, 0}
+	b.Weights = assign.Weights{assign.WeightBucket(300), 0, 0, 0, 0, 0, 0}
 	h.sync()
-	merged := shard.MaxWeights(shard.MaxWeights(nil, h.own.Weights, 7), b.Weights, 7)
-	expect, err := shard.NewWeighted(ring, []string{"a", "b"}, merged)
+	merged := assign.MaxWeights(assign.MaxWeights(nil, h.own.Weights, 7), b.Weights, 7)
+	expect, err := assign.NewWeighted(ring, []string{"a", "b"}, merged)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := h.c.Target(); !got.Equal(expect.Partitions("a")) {
 		t.Fatalf("target %v; the ring of the largest reports gives a %v", got, expect.Partitions("a"))
 	}
-	plain, _ := shard.New(ring, []string{"a", "b"})
+	plain, _ := assign.New(ring, []string{"a", "b"})
 	if expect.Partitions("a").Equal(plain.Partitions("a")) {
 		t.Fatal("the weights do not change this ring; the test shows nothing")
 	}

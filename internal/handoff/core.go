@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
@@ -506,11 +508,11 @@ func (c *Core) balanced() bool { return c.cfg.PartitionCache && c.cfg.Ring.Balan
 // break its old and new owner both report it, so the largest report is
 // the same on every replica that sees the same Leases and does not gap
 // while a partition moves.
-func (c *Core) gatherWeights() shard.Weights {
+func (c *Core) gatherWeights() assign.Weights {
 	if c.cfg.Ring.Balance <= 0 {
 		return nil
 	}
-	return c.peers.maxWeights(c.now, shard.MaxWeights(nil, c.weights.published, c.partitions))
+	return c.peers.maxWeights(c.now, assign.MaxWeights(nil, c.weights.published, c.partitions))
 }
 
 // updateWeights recomputes the weights this replica publishes
@@ -703,7 +705,7 @@ func (c *Core) View() []string { return slices.Clone(c.placement.view) }
 
 // ViewWeights returns the weights the ring is placed by (Record.Weights
 // gathered from the view; nil without shard.Config.Balance).
-func (c *Core) ViewWeights() shard.Weights { return c.placement.viewWeights.Clone() }
+func (c *Core) ViewWeights() assign.Weights { return c.placement.viewWeights.Clone() }
 
 // Target returns the partitions this replica owns under its view.
 func (c *Core) Target() shard.PartitionSet { return c.target.Clone() }

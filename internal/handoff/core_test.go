@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/shard"
 )
 
@@ -431,7 +433,7 @@ func TestDrainBeforeRelease(t *testing.T) {
 	peer := ""
 	for i := range 100 {
 		id := "b" + strconv.Itoa(i)
-		ring, err := shard.New(testRing, []string{"a", id})
+		ring, err := assign.New(testRing, []string{"a", id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +450,7 @@ func TestDrainBeforeRelease(t *testing.T) {
 	r := h.sync()
 	share := r.Revoke
 	if share.Len() < 2 {
-		t.Fatalf("%s's share %v: the ring disagrees with shard.New", peer, share)
+		t.Fatalf("%s's share %v: the ring disagrees with assign.New", peer, share)
 	}
 	if r.Publish != nil && !share.Difference(r.Publish.Claim).IsEmpty() {
 		t.Fatalf("released %v on revoke", share.Difference(r.Publish.Claim))

@@ -3,6 +3,8 @@ package handoff
 import (
 	"testing"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
@@ -13,9 +15,9 @@ import (
 func TestNewAttachesHooks(t *testing.T) {
 	cfg := Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}}
 	built := 0
-	h := &handoffhook.Hooks{RingBuilder: func(c shard.Config, members []string, w shard.Weights) (*shard.Ring, error) {
+	h := &handoffhook.Hooks{RingBuilder: func(c shard.Config, members []string, w assign.Weights) (*assign.Ring, error) {
 		built++
-		return shard.NewWeighted(c, members, w)
+		return assign.NewWeighted(c, members, w)
 	}}
 	c, err := New(cfg, h)
 	if err != nil {
@@ -46,7 +48,7 @@ func TestNewAttachesHooks(t *testing.T) {
 		}
 		c.placement.place([]string{"a"}, nil)
 		if built != 1 || c.placement.ring == nil {
-			t.Fatalf("New(cfg, %v): the ring was not built by shard.NewWeighted alone", hooks)
+			t.Fatalf("New(cfg, %v): the ring was not built by assign.NewWeighted alone", hooks)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/shard"
 )
 
@@ -493,11 +495,11 @@ func (v *peerView) members(now time.Time, selfActive bool) []string {
 
 // maxWeights returns merged with the weights published by every live
 // Lease of this fingerprint merged in, the largest per partition.
-func (v *peerView) maxWeights(now time.Time, merged shard.Weights) shard.Weights {
+func (v *peerView) maxWeights(now time.Time, merged assign.Weights) assign.Weights {
 	for _, id := range v.ids {
 		p := v.byID[id]
 		if !p.gone && !p.void && p.liveAt(now, v.lease) && p.obs.Fingerprint == v.fingerprint {
-			merged = shard.MaxWeights(merged, p.obs.Weights, v.partitions)
+			merged = assign.MaxWeights(merged, p.obs.Weights, v.partitions)
 		}
 	}
 	return merged

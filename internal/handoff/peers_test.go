@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/shard"
 )
 
@@ -386,8 +388,8 @@ func TestPeerViewMaxWeights(t *testing.T) {
 		weighted("c", fp, 4, 0, 1, 0, 0, 0, 0),
 		weighted("d", "other", 9, 9, 9, 9, 9, 9, 9),
 	})
-	own := shard.Weights{0, 2, 0, 0, 0, 0, 0}
-	if got, want := v.maxWeights(t0, own.Clone()), (shard.Weights{4, 2, 5, 0, 0, 0, 0}); !got.Equal(want) {
+	own := assign.Weights{0, 2, 0, 0, 0, 0, 0}
+	if got, want := v.maxWeights(t0, own.Clone()), (assign.Weights{4, 2, 5, 0, 0, 0, 0}); !got.Equal(want) {
 		t.Fatalf("weights %v; want %v", got, want)
 	}
 	if got := v.maxWeights(t0.Add(testLease), own.Clone()); !got.Equal(own) {

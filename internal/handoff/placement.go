@@ -3,6 +3,8 @@ package handoff
 import (
 	"slices"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/internal/handoffhook"
 	"github.com/kshard/kshard/shard"
 )
@@ -17,12 +19,12 @@ import (
 // when its view or weights change.
 type placement struct {
 	cfg         shard.Config
-	build       handoffhook.RingBuilder // shard.NewWeighted; the simulation shares one across its cores (New's hooks)
+	build       handoffhook.RingBuilder // assign.NewWeighted; the simulation shares one across its cores (New's hooks)
 	built       bool
-	view        []string      // the members the ring was built from, sorted
-	viewWeights shard.Weights // the weights it was built with
-	recent      []ringEntry   // oldest first
-	ring        *shard.Ring
+	view        []string       // the members the ring was built from, sorted
+	viewWeights assign.Weights // the weights it was built with
+	recent      []ringEntry    // oldest first
+	ring        *assign.Ring
 	err         error
 }
 
@@ -32,18 +34,18 @@ const recentRings = 4
 
 type ringEntry struct {
 	view    []string
-	weights shard.Weights
-	ring    *shard.Ring
+	weights assign.Weights
+	ring    *assign.Ring
 	err     error
 }
 
 func newPlacement(cfg shard.Config) placement {
-	return placement{cfg: cfg, build: shard.NewWeighted}
+	return placement{cfg: cfg, build: assign.NewWeighted}
 }
 
 // place makes the ring that of view (sorted) and weights, building it
 // unless it is the current one or one of the recent ones.
-func (pl *placement) place(view []string, weights shard.Weights) {
+func (pl *placement) place(view []string, weights assign.Weights) {
 	if pl.built && slices.Equal(view, pl.view) && weights.Equal(pl.viewWeights) {
 		return
 	}
@@ -75,7 +77,7 @@ type weightReport struct {
 	// (ObjectsCounted), and countedSynced the synced partitions they cover.
 	counts        []int
 	countedSynced shard.PartitionSet
-	published     shard.Weights
+	published     assign.Weights
 }
 
 func newWeightReport(partitions int) weightReport { return weightReport{partitions: partitions} }
@@ -105,20 +107,20 @@ const weightHysteresis = 2
 // the ring placed by number, and partitions would move for nothing
 // (measured with unknown weights placed as average ones: a rolling restart
 // of 3 replicas that kept rebalancing for minutes).
-func (w *weightReport) update(cacheSynced shard.PartitionSet, viewWeights shard.Weights) (changed bool) {
+func (w *weightReport) update(cacheSynced shard.PartitionSet, viewWeights assign.Weights) (changed bool) {
 	seen := func(p int) uint8 {
 		if len(viewWeights) != w.partitions {
 			return 0
 		}
 		return viewWeights[p]
 	}
-	next := make(shard.Weights, w.partitions)
+	next := make(assign.Weights, w.partitions)
 	for p := range cacheSynced.All() {
 		if !w.countedSynced.Has(p) || p >= len(w.counts) {
 			next[p] = seen(p)
 			continue
 		}
-		b := shard.WeightBucket(w.counts[p])
+		b := assign.WeightBucket(w.counts[p])
 		if s := seen(p); s != 0 && max(b, s)-min(b, s) <= weightHysteresis {
 			b = s
 		}

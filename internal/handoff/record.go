@@ -1,6 +1,9 @@
 package handoff
 
-import "github.com/kshard/kshard/shard"
+import (
+	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/shard"
+)
 
 // State is a member's lifecycle state as published in its Lease.
 type State string
@@ -52,11 +55,11 @@ type Record struct {
 	Warm shard.PartitionSet
 	// Weights: in a balanced ring (shard.Config.Balance), the quantized
 	// object counts of the partitions the writer's cache holds and has
-	// synced (shard.WeightBucket). The ring places partitions by the
+	// synced (assign.WeightBucket). The ring places partitions by the
 	// largest weight any live member reports. Length 0: not reported.
 	// Advisory like Warm: it decides placement, never who may run a
 	// partition.
-	Weights shard.Weights
+	Weights assign.Weights
 	// Returning: the writer keeps its place in the ring for its identity's
 	// next incarnation (Config.KeepPlaceOnLeave). Set by a leaver that was
 	// active, and by the next incarnation that took its Lease over, while

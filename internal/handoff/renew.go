@@ -126,7 +126,7 @@ func JudgeOwnRead(incarnation, takeOver string, r OwnRead) OwnReadVerdict {
 }
 
 // OwnLease is a read of this identity's Lease at start, before the
-// incarnation has written it (lease.Member's acquire).
+// incarnation has written it (membership.Member's acquire).
 type OwnLease struct {
 	OwnRead
 	// Ring is the Lease's ring label ("" for none); Holder its

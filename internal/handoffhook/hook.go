@@ -12,11 +12,14 @@
 // build tag (internal/handoff's stalewatch_mutant.go), never at run time.
 package handoffhook
 
-import "github.com/kshard/kshard/shard"
+import (
+	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/shard"
+)
 
 // RingBuilder builds the ring of a view: its members and, for a balanced
-// ring, the partitions' weights. shard.NewWeighted is the core's own.
-type RingBuilder func(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error)
+// ring, the partitions' weights. assign.NewWeighted is the core's own.
+type RingBuilder func(cfg shard.Config, members []string, weights assign.Weights) (*assign.Ring, error)
 
 // Tombstone names a departed Lease whose claim a core still counts.
 type Tombstone struct {
@@ -27,7 +30,7 @@ type Tombstone struct {
 // sets RingBuilder and passes the Hooks to handoff.New, which sets the
 // reads to those of the core it returns.
 type Hooks struct {
-	// RingBuilder, when set, replaces shard.NewWeighted as the core's
+	// RingBuilder, when set, replaces assign.NewWeighted as the core's
 	// ring builder: rings depend only on their inputs, so a simulation
 	// running many cores over the same views builds each once.
 	RingBuilder RingBuilder

@@ -16,7 +16,7 @@ import (
 // terminating, until its holder has stopped everything and removes the
 // finalizer (Ready.Finalize) or a peer collects it once expired; a peer
 // collects with a write that removes the finalizer, sets state leaving and
-// empties the claim (lease.Released), then a delete; a graceful leave
+// empties the claim (membership.Released), then a delete; a graceful leave
 // removes the finalizer, then deletes. And the join scan: after its first
 // Observe the shell lists every Lease of the namespace; with no finalized
 // Lease outside the ring, it reports the scan clean (Core.JoinScanClean)
@@ -34,8 +34,8 @@ const (
 )
 
 // collect is a peer's GarbageCollect of identity's Lease at rv as
-// lease.Member.DeletePeer does it, its first request landing now. A Lease
-// with the member finalizer is first released over rv (lease.Released: the
+// membership.Member.DeletePeer does it, its first request landing now. A Lease
+// with the member finalizer is first released over rv (membership.Released: the
 // finalizer removed, state leaving, the claim emptied), which deletes a
 // terminating one; then the version that wrote, or rv for a Lease without
 // the finalizer, is deleted. Peers may observe the released version between.
@@ -198,7 +198,7 @@ func (p *proc) recreate() {
 }
 
 // Finalize removes the member finalizer from the own Lease if it still has
-// version (lease.Member.Finalize): its deletion completes, and the Lease is
+// version (membership.Member.Finalize): its deletion completes, and the Lease is
 // created afresh. It blocks on the world: call it from a task.
 func (p *proc) Finalize(ctx context.Context, version string) error {
 	var err error
@@ -215,7 +215,7 @@ func (p *proc) Finalize(ctx context.Context, version string) error {
 }
 
 // JoinScanClean reports that the join scan came out clean and the
-// informer holds every ring Lease it listed (lease.Member.JoinScanClean).
+// informer holds every ring Lease it listed (membership.Member.JoinScanClean).
 func (p *proc) JoinScanClean() bool { return p.scan == scanClean }
 
 // joinScan lists every Lease of the namespace, relabelled ones included,
@@ -232,7 +232,7 @@ func (p *proc) joinScan() {
 		return
 	}
 	w.after(w.latency(), func() {
-		// The rule lease.Member's scan follows (handoff.JudgeJoinScan),
+		// The rule membership.Member's scan follows (handoff.JudgeJoinScan),
 		// over the Leases in name order.
 		names := slices.Sorted(maps.Keys(w.server.leases))
 		scanned := make([]handoff.ScannedLease, len(names))

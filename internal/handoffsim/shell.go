@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -217,21 +217,21 @@ func (p *proc) Synced() bool { return p.listed && p.baseRV != 0 && !p.released }
 
 // Snapshot returns the informer's Leases in the ring's view. The caller
 // must not modify it.
-func (p *proc) Snapshot() []lease.Observed { return p.snapshot }
+func (p *proc) Snapshot() []membership.Observed { return p.snapshot }
 
 // Departed returns the Leases that left the view, per identity in the
-// order they left (lease.Member.Departed). The caller must not modify it.
-func (p *proc) Departed() []lease.Observed { return p.departedObs }
+// order they left (membership.Member.Departed). The caller must not modify it.
+func (p *proc) Departed() []membership.Observed { return p.departedObs }
 
 // splitObserved sets what Snapshot and Departed return from the informer's
-// content, as lease.Member reports it.
+// content, as membership.Member reports it.
 func (p *proc) splitObserved() {
 	p.snapshot, p.departedObs = p.snapshot[:0], p.departedObs[:0]
 	for _, o := range p.observed {
 		if o.Gone {
-			p.departedObs = append(p.departedObs, lease.Observed{Observed: o, Name: o.Identity})
+			p.departedObs = append(p.departedObs, membership.Observed{Observed: o, Name: o.Identity})
 		} else {
-			p.snapshot = append(p.snapshot, lease.Observed{Observed: o, Name: o.Identity})
+			p.snapshot = append(p.snapshot, membership.Observed{Observed: o, Name: o.Identity})
 		}
 	}
 }
@@ -256,7 +256,7 @@ func (p *proc) TakeOver(version string) {
 	}
 }
 
-// ReadPeer reads identity's Lease directly, as lease.Member.ReadPeer does:
+// ReadPeer reads identity's Lease directly, as membership.Member.ReadPeer does:
 // a Lease relabelled out of the ring reads as not found. The world checks,
 // as the answer leaves, that nothing of a holder whose Lease still shows
 // ref.Version still runs.

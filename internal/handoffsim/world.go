@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/handoffhook"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -196,7 +198,7 @@ type apiServer struct {
 }
 
 // put creates (base 0) or updates (base = current resourceVersion) a Lease.
-// With finalize, as lease.Member does, it creates the Lease with the member
+// With finalize, as membership.Member does, it creates the Lease with the member
 // finalizer and adds it back on an update, except to a terminating Lease
 // (the API server forbids that); an update keeps a Lease terminating.
 func (s *apiServer) put(identity string, rec handoff.Record, base uint64, finalize bool) (uint64, bool) {
@@ -252,7 +254,7 @@ func (s *apiServer) unfinalize(identity string, rv uint64) (nv uint64, deleted, 
 	return s.update(identity, rv, nil)
 }
 
-// release writes lease.Released over the Lease at rv (a peer's
+// release writes membership.Released over the Lease at rv (a peer's
 // collection): the member finalizer removed, state leaving, an empty claim
 // over partitions; a terminating Lease is then deleted, in that state.
 func (s *apiServer) release(identity string, rv uint64, partitions int) (nv uint64, deleted, ok bool) {
@@ -309,7 +311,7 @@ type world struct {
 	incs    int        // incarnations started, for naming
 
 	runningBy []*proc // runningBy[q]: the process reconciling partition q, if any
-	rings     map[string]*shard.Ring
+	rings     map[string]*assign.Ring
 
 	quiet      bool          // faults have stopped
 	faultsOver time.Duration // faultsEnd, or the end of a pause that outlasts it
@@ -399,7 +401,7 @@ func newWorld(seed uint64, opts Options) *world {
 	}
 	tracing := opts.Trace
 	w.server.leases = map[string]*storedLease{}
-	w.rings = map[string]*shard.Ring{}
+	w.rings = map[string]*assign.Ring{}
 	w.runningBy = make([]*proc, w.p.ring.WithDefaults().Partitions)
 	if tracing {
 		w.trace = &strings.Builder{}
@@ -407,15 +409,15 @@ func newWorld(seed uint64, opts Options) *world {
 	return w
 }
 
-// ring is shard.NewWeighted for the cores, memoised per seed: rings are
+// ring is assign.NewWeighted for the cores, memoised per seed: rings are
 // immutable and depend only on their inputs, and building them dominates
 // the cost of the simulation otherwise.
-func (w *world) ring(cfg shard.Config, members []string, weights shard.Weights) (*shard.Ring, error) {
+func (w *world) ring(cfg shard.Config, members []string, weights assign.Weights) (*assign.Ring, error) {
 	key := strings.Join(members, "\x00") + "\x01" + string(weights)
 	if r, ok := w.rings[key]; ok {
 		return r, nil
 	}
-	r, err := shard.NewWeighted(cfg, members, weights)
+	r, err := assign.NewWeighted(cfg, members, weights)
 	if err == nil {
 		w.rings[key] = r
 	}
@@ -864,7 +866,7 @@ type proc struct {
 	cache  map[string]*storedLease
 	// departed: per identity, the earlier Lease objects (UIDs) that left
 	// the view, in their last state and in the order they left; the cache
-	// holds the latest object. lease.Member reports them per name and UID
+	// holds the latest object. membership.Member reports them per name and UID
 	// for 4×LeaseDuration, across the name's re-creation.
 	departed   map[string][]departure
 	observed   []handoff.Observed
@@ -907,7 +909,7 @@ type proc struct {
 	revokers  []revoker
 	// snapshot and departedObs: the informer's content as Snapshot and
 	// Departed report it.
-	snapshot, departedObs []lease.Observed
+	snapshot, departedObs []membership.Observed
 
 	// Sharded cache (cache.go), with Options.PartitionCache.
 	pcache partCache
@@ -1456,7 +1458,7 @@ func (p *proc) writeConflict() {
 			if !p.alive || p.frozen(answer) {
 				return
 			}
-			// The rules lease.Member follows: its renewal's (JudgeOwnRead)
+			// The rules membership.Member follows: its renewal's (JudgeOwnRead)
 			// and, when that stops writing, its acquire's (JudgeAcquire).
 			read, takeOver := p.ownLease(cur)
 			switch handoff.JudgeOwnRead(p.inc, takeOver, read.OwnRead) {
@@ -1522,7 +1524,7 @@ func (p *proc) deleteOwn(tries int) {
 	w.after(w.latency(), func() {
 		var ok bool
 		if w.p.finalizers && !p.unfinalized {
-			// As lease.Member leaves: remove the finalizer over the last
+			// As membership.Member leaves: remove the finalizer over the last
 			// version (which deletes a terminating Lease), then delete
 			// the version that wrote.
 			rv, _, done := w.server.unfinalize(p.id, p.baseRV)
@@ -1695,7 +1697,7 @@ func (p *proc) deliver(upTo int) {
 	log := p.w.server.log
 	for _, e := range log[p.cursor:upTo] {
 		// The informer's delete event carries the last state: the shell
-		// keeps reporting it as gone (lease.Member does).
+		// keeps reporting it as gone (membership.Member does).
 		next := e.lease
 		if next == nil {
 			next = e.gone

@@ -12,9 +12,8 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // coordinator is the I/O shell around the pure handoff core: it feeds the
@@ -595,16 +594,16 @@ func (c *coordinator) logPending(now time.Time, target shard.PartitionSet) {
 
 // observeHealth sets the ring's health gauges from the Leases in this
 // replica's view, by the rules `kshard status` counts with
-// (ringstatus.ViewHealth): no read of its own. A Lease is live as the
+// (membership.ViewHealth): no read of its own. A Lease is live as the
 // core judges peers: changed within LeaseDuration of this replica's clock.
-func (c *coordinator) observeHealth(now time.Time, view []lease.Observed) {
+func (c *coordinator) observeHealth(now time.Time, view []membership.Observed) {
 	if c.ringCfg.Partitions == 0 {
 		return
 	}
-	live := func(l lease.Observed) bool {
+	live := func(l membership.Observed) bool {
 		return !l.LastChange.IsZero() && !handoff.Expired(now.Sub(l.LastChange), c.timing.LeaseDuration)
 	}
-	c.metrics.setHealth(ringstatus.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
+	c.metrics.setHealth(membership.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
 }
 
 // observePending sets kshard_ring_oldest_pending_seconds: the age of the
@@ -699,7 +698,7 @@ func (c *coordinator) setNotReady(reason string) { c.notReady.Store(&reason) }
 // observedLeases hands the Lease member's parsed view, and the Leases that
 // left it (one per object, those of a name in the order they left, as the
 // core needs them), to the core, which decides what they mean.
-func observedLeases(view, departed []lease.Observed) []handoff.Observed {
+func observedLeases(view, departed []membership.Observed) []handoff.Observed {
 	out := make([]handoff.Observed, 0, len(view)+len(departed))
 	for _, l := range view {
 		out = append(out, l.Observed)

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -26,8 +26,8 @@ type fakeMembership struct {
 	mu       sync.Mutex
 	identity string
 	version  int
-	own      *lease.Observed
-	peers    []lease.Observed
+	own      *membership.Observed
+	peers    []membership.Observed
 	renewed  time.Time
 	changes  chan struct{}
 	takeOver []string
@@ -55,18 +55,18 @@ func (f *fakeMembership) Synced() bool {
 	return f.own != nil
 }
 
-func (f *fakeMembership) Snapshot() []lease.Observed {
+func (f *fakeMembership) Snapshot() []membership.Observed {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := append([]lease.Observed(nil), f.peers...)
+	out := append([]membership.Observed(nil), f.peers...)
 	if f.own != nil {
 		out = append(out, *f.own)
 	}
 	return out
 }
 
-func (f *fakeMembership) Changes() <-chan struct{}   { return f.changes }
-func (f *fakeMembership) Departed() []lease.Observed { return nil }
+func (f *fakeMembership) Changes() <-chan struct{}        { return f.changes }
+func (f *fakeMembership) Departed() []membership.Observed { return nil }
 
 func (f *fakeMembership) LastRenew() (time.Time, bool) {
 	f.mu.Lock()
@@ -77,7 +77,7 @@ func (f *fakeMembership) LastRenew() (time.Time, bool) {
 func (f *fakeMembership) SetDesired(r handoff.Record) {
 	f.mu.Lock()
 	f.version++
-	o := lease.Observed{Name: "ring-" + f.identity}
+	o := membership.Observed{Name: "ring-" + f.identity}
 	o.Record, o.Version, o.UID = r.Clone(), strconv.Itoa(f.version), "uid-"+f.identity
 	o.Finalized, o.Terminating = true, f.terminating
 	f.own, f.renewed = &o, time.Now()
@@ -98,7 +98,7 @@ func (f *fakeMembership) DeletePeer(context.Context, string, string) error { ret
 func (f *fakeMembership) Delete(context.Context) error                     { return nil }
 func (f *fakeMembership) JoinScanClean() bool                              { return false }
 
-// Finalize ends a deletion by hand: the Lease goes, and (as lease.Member's
+// Finalize ends a deletion by hand: the Lease goes, and (as membership.Member's
 // next renew does) comes back as a new object with the latest Record.
 func (f *fakeMembership) Finalize(_ context.Context, version string) error {
 	f.mu.Lock()
@@ -197,7 +197,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // keepRenewing renews the own Lease every 20ms while it exists, as
-// lease.Member would, so the replica stays unfenced, until the test ends or
+// membership.Member would, so the replica stays unfenced, until the test ends or
 // the returned stop is called (it waits for the renewer to end).
 func keepRenewing(t *testing.T, member *fakeMembership) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -391,11 +391,11 @@ func (g *goneOnRead) readCount() int {
 // hand the core what it read rather than fold "gone" into "unchanged".
 func TestCoordinatorKeepsAGonePeerAsATombstone(t *testing.T) {
 	member := &goneOnRead{fakeMembership: newFakeMembership("a")}
-	b := lease.Observed{Name: "ring-b"}
+	b := membership.Observed{Name: "ring-b"}
 	b.Record = handoff.Record{Identity: "b", Incarnation: "inc-b", State: handoff.StateActive, Claim: shard.FullPartitionSet(7),
 		Generation: 1, Fingerprint: shard.Config{Partitions: 7}.Fingerprint()}
 	b.Version, b.UID = "b-1", "uid-b"
-	member.peers = []lease.Observed{b}
+	member.peers = []membership.Observed{b}
 	part := &revokeRecorder{}
 	startCoordinator(t, "a", member, part)
 	keepRenewing(t, member.fakeMembership)

@@ -1,7 +1,7 @@
 // Package ring runs one replica's membership in a kshard ring: the
 // Coordinator is the I/O shell around the pure handoff core
 // (internal/handoff), fed by the ring's Leases (a Membership, usually a
-// *lease.Member) and carrying out what the core decides through the
+// *membership.Member) and carrying out what the core decides through the
 // Participants (gates to open and drain), a sharded cache (PartitionCache)
 // and proofs of death read from the kubelet's pod status.
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -35,8 +35,8 @@ func set(partitions int, ps ...int) shard.PartitionSet {
 	return s
 }
 
-func observed(id, fingerprint string, claim shard.PartitionSet, seen time.Time) lease.Observed {
-	o := lease.Observed{Name: "ring-" + id, LastChange: seen}
+func observed(id, fingerprint string, claim shard.PartitionSet, seen time.Time) membership.Observed {
+	o := membership.Observed{Name: "ring-" + id, LastChange: seen}
 	o.Identity, o.State, o.Claim, o.Fingerprint, o.Incarnation = id, handoff.StateActive, claim, fingerprint, "inc-"+id
 	return o
 }
@@ -58,7 +58,7 @@ func TestHealthGauges(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	malformed := observed("m", c.fingerprint, shard.PartitionSet{}, t0)
 	malformed.Problem, malformed.ClaimUnknown = `claim annotation "v9:7:zz" does not decode`, true
-	view := []lease.Observed{
+	view := []membership.Observed{
 		observed("a", c.fingerprint, set(P, 1, 2, 3), t0),
 		observed("b", c.fingerprint, set(P, 3, 4, 5, 6), t0.Add(-time.Second)),
 		observed("x", c.fingerprint, set(P, 0), t0.Add(-20*time.Second)), // expired
@@ -73,7 +73,7 @@ func TestHealthGauges(t *testing.T) {
 	if got, want := gauges(c), [4]float64{float64(P), 0, 1, 0}; got != want {
 		t.Errorf("a minute later: unclaimed, overlapping, malformed, foreign = %v, want %v", got, want)
 	}
-	healthy := []lease.Observed{observed("a", c.fingerprint, set(P, 0, 1, 2, 3), t0), observed("b", c.fingerprint, set(P, 4, 5, 6), t0)}
+	healthy := []membership.Observed{observed("a", c.fingerprint, set(P, 0, 1, 2, 3), t0), observed("b", c.fingerprint, set(P, 4, 5, 6), t0)}
 	c.observeHealth(t0, healthy)
 	if got := gauges(c); got != [4]float64{} {
 		t.Errorf("settled ring: unclaimed, overlapping, malformed, foreign = %v, want all 0", got)
@@ -85,7 +85,7 @@ func TestHealthGauges(t *testing.T) {
 func TestHealthGaugesOffWithoutRing(t *testing.T) {
 	c, _ := healthCoordinator(t)
 	c.ringCfg = shard.Config{}
-	c.observeHealth(time.Now(), []lease.Observed{observed("a", "", set(7), time.Now())})
+	c.observeHealth(time.Now(), []membership.Observed{observed("a", "", set(7), time.Now())})
 	if got := gauges(c); got != [4]float64{} {
 		t.Errorf("gauges = %v, want all 0", got)
 	}

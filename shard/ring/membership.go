@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 )
 
 // Membership is what the ring coordinator needs of the ring's Leases: a
 // view of them, the own Lease's renewals and writes, and the reads and
-// deletes the handoff core asks for. *lease.Member implements it, and so
+// deletes the handoff core asks for. *membership.Member implements it, and so
 // does the deterministic simulation's process (internal/handoffsim).
 type Membership interface {
 	// Listed reports that Snapshot holds the ring (the first list is done),
@@ -18,9 +18,9 @@ type Membership interface {
 	Listed() bool
 	Synced() bool
 	// Snapshot returns the ring's Leases in the view; Departed, the Leases
-	// that left it, in their last state (lease.Member.Departed).
-	Snapshot() []lease.Observed
-	Departed() []lease.Observed
+	// that left it, in their last state (membership.Member.Departed).
+	Snapshot() []membership.Observed
+	Departed() []membership.Observed
 	// Changes signals (coalesced) that Snapshot, LastRenew or Synced may
 	// have changed.
 	Changes() <-chan struct{}
@@ -54,4 +54,4 @@ type Membership interface {
 	Finalize(ctx context.Context, version string) error
 }
 
-var _ Membership = (*lease.Member)(nil)
+var _ Membership = (*membership.Member)(nil)

@@ -12,6 +12,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 )
 
@@ -98,7 +99,7 @@ func (c *Coordinator) SetupProof(ctx context.Context, p Proof) bool {
 	if path == "" {
 		path = lease.DefaultTerminationMessagePath
 	}
-	if err := lease.WriteTerminationMarker(path, p.Incarnation); err != nil {
+	if err := membership.WriteTerminationMarker(path, p.Incarnation); err != nil {
 		return off(fmt.Sprintf("cannot mark this process in its container's termination message (%v)", err),
 			"set the termination message path to the container's terminationMessagePath (default "+lease.DefaultTerminationMessagePath+")")
 	}
@@ -161,7 +162,7 @@ func (p *prover) ask(ctx context.Context, c *coordinator, ds []handoff.Death) {
 				p.log.V(1).Info("reading a pod for a proof of death failed; will retry", "pod", d.Identity, "error", err.Error())
 				return
 			}
-			if lease.Terminated(pod, d) {
+			if membership.Terminated(pod, d) {
 				c.post(ctx, func() {
 					c.log.Info("the kubelet reports the process terminated: its Lease no longer waits for LeaseDuration",
 						"identity", d.Identity, "incarnation", d.Incarnation, "podUID", d.PodUID)

@@ -272,7 +272,7 @@ func BenchmarkActivationReplay100k(b *testing.B) {
 }
 
 // cutMembership is fakeMembership whose Lease writes stop landing while
-// cut, as when the API server is unreachable; like lease.Member, it writes
+// cut, as when the API server is unreachable; like membership.Member, it writes
 // the latest Record once it can again.
 type cutMembership struct {
 	*fakeMembership
@@ -306,7 +306,7 @@ func (m *cutMembership) setCut(cut bool) {
 	}
 }
 
-// renewEvery renews member's own Lease every period, as lease.Member
+// renewEvery renews member's own Lease every period, as membership.Member
 // would, until the returned function is called, which waits for it.
 func renewEvery(member *fakeMembership, period time.Duration) (stop func()) {
 	stopCh, done := make(chan struct{}), make(chan struct{})

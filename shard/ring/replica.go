@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -26,7 +26,7 @@ type ReplicaOptions struct {
 	// it back. Required.
 	Config *rest.Config
 	// Namespace holds the ring's Leases; Ring names the ring; Identity is
-	// the replica's (the pod name). Validated by lease.New.
+	// the replica's (the pod name). Validated by membership.New.
 	Namespace, Ring, Identity string
 	// RingConfig is the ring's configuration; zero fields take shard's
 	// defaults.
@@ -51,7 +51,7 @@ type Replica struct {
 	Client kubernetes.Interface
 	// Member is the ring's Lease membership; run it beside the
 	// Coordinator.
-	Member *lease.Member
+	Member *membership.Member
 	// Handoff configures the handoff core, validated and defaulted.
 	Handoff handoff.Config
 }
@@ -65,7 +65,7 @@ func NewReplica(opts ReplicaOptions) (*Replica, error) {
 	}
 	ringCfg := opts.RingConfig.WithDefaults()
 	timing := opts.Timing.WithDefaults()
-	incarnation := lease.NewIncarnation()
+	incarnation := membership.NewIncarnation()
 	handoffCfg := handoff.Config{
 		Identity: opts.Identity, Incarnation: incarnation, Ring: ringCfg,
 		Timing: timing, KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
@@ -82,7 +82,7 @@ func NewReplica(opts ReplicaOptions) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the replica's client: %w", err)
 	}
-	member, err := lease.New(lease.Options{
+	member, err := membership.New(membership.Options{
 		Client: client, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
 		Incarnation: incarnation, Partitions: ringCfg.Partitions, Params: ringCfg.Fingerprint(),
 		LeaseDuration: timing.LeaseDuration, RenewPeriod: timing.RenewPeriod, RenewDeadline: timing.RenewDeadline,

@@ -21,10 +21,10 @@ import (
 type Options struct {
 	// Handoff configures the handoff core. Identity, Incarnation and Ring
 	// must be those the Membership writes into the own Lease (for
-	// lease.Member: Options.Identity, Incarnation and Params =
+	// membership.Member: Options.Identity, Incarnation and Params =
 	// Ring.Fingerprint()); lease timings must match too.
 	Handoff handoff.Config
-	// Membership is the ring's Leases, usually a *lease.Member whose Run
+	// Membership is the ring's Leases, usually a *membership.Member whose Run
 	// the caller runs alongside Coordinator.Run. Required.
 	Membership Membership
 	// Participants are activated and revoked together. None is allowed
@@ -83,7 +83,7 @@ type Coordinator struct {
 func New(opts Options) (*Coordinator, error) {
 	opts.applyDefaults()
 	if opts.Membership == nil {
-		return nil, errors.New("ring: Options.Membership is nil; pass the ring's Lease membership (a *lease.Member)")
+		return nil, errors.New("ring: Options.Membership is nil; pass the ring's Lease membership (Replica.Member, from NewReplica)")
 	}
 	for i, p := range opts.Participants {
 		if p == nil {

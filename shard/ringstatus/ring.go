@@ -8,9 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -56,7 +59,7 @@ type Ring struct {
 
 	cfg     shard.Config
 	cfgErr  error
-	assign  *shard.Ring
+	assign  *assign.Ring
 	ringErr error
 }
 
@@ -121,9 +124,9 @@ type Member struct {
 	// size for kubectl's columns; Converged checks it agrees with the claim.
 	PartitionsLabel string `json:"-"`
 
-	observed     handoff.Observed // the Lease as lease.Parse read it, for handoff's rules
+	observed     handoff.Observed // the Lease as membership.Parse read it, for handoff's rules
 	claim        shard.PartitionSet
-	weights      shard.Weights
+	weights      assign.Weights
 	claimUnknown bool
 	claimEmpty   bool // known empty, even when encoded for another P
 }
@@ -173,7 +176,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	}
 
 	for _, l := range leases {
-		o := lease.Parse(l, name, r.Partitions)
+		o := membership.Parse(l, name, r.Partitions)
 		m := Member{
 			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
 			Incarnation: o.Incarnation, Generation: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
@@ -202,12 +205,12 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			}
 		}
 		if m.Params != "" && r.Params != "" && m.Params != r.Params {
-			m.Foreign = shard.FingerprintDiff(r.Params, m.Params)
+			m.Foreign = assign.FingerprintDiff(r.Params, m.Params)
 			r.Foreign++
 			// Its claim is over its own partition count: malformed
 			// only if it is so under its own configuration too.
 			if cfg, err := ParseParams(m.Params); err == nil {
-				own := lease.Parse(l, name, cfg.Partitions)
+				own := membership.Parse(l, name, cfg.Partitions)
 				m.Problem, m.Partitions = own.Problem, own.Claim.Len()
 			}
 		}
@@ -224,7 +227,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	})
 
 	var claims []shard.PartitionSet
-	var weights shard.Weights // a balanced ring's, gathered as the replicas do
+	var weights assign.Weights // a balanced ring's, gathered as the replicas do
 	for _, m := range r.Members {
 		if m.Terminating && !m.Live() {
 			r.Problems = append(r.Problems, fmt.Sprintf("Lease %s is being deleted but its holder is not renewing it: a peer removes its finalizer %s once it has been expired for long; if no replica of the ring runs, `kshard release` does", m.Lease, lease.FinalizerMember))
@@ -236,7 +239,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			r.RingMembers = append(r.RingMembers, m.Identity)
 		}
 		if m.Params == r.Params {
-			weights = shard.MaxWeights(weights, m.weights, r.Partitions)
+			weights = assign.MaxWeights(weights, m.weights, r.Partitions)
 		}
 		if m.Params != r.Params && m.Params != "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("foreign configuration: live Lease %s runs with ring params %q (%s), not the ring's %q; replicas refuse to share a ring with it and activate nothing while it claims partitions: run every replica with the same --partitions and kshard version", m.Lease, m.Params, m.Foreign, r.Params))
@@ -245,15 +248,15 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if m.claimUnknown {
 			r.Problems = append(r.Problems, fmt.Sprintf("live Lease %s has an unreadable claim; replicas treat it as claiming every partition, so nothing is activated until it expires or is fixed", m.Lease))
 		}
-		if countsClaim(true, m.Params, r.Params, m.claimUnknown) {
+		if membership.CountsClaim(true, m.Params, r.Params, m.claimUnknown) {
 			claims = append(claims, m.claim)
 		}
 	}
-	r.UnclaimedPartitions, r.OverlappingPartitions = tallyClaims(r.Partitions, claims)
+	r.UnclaimedPartitions, r.OverlappingPartitions = membership.TallyClaims(r.Partitions, claims)
 	r.Unclaimed, r.Overlapping = len(r.UnclaimedPartitions), len(r.OverlappingPartitions)
 
 	if r.cfgErr == nil {
-		r.assign, r.ringErr = shard.NewWeighted(r.cfg, r.RingMembers, weights)
+		r.assign, r.ringErr = assign.NewWeighted(r.cfg, r.RingMembers, weights)
 		if r.ringErr != nil {
 			r.Problems = append(r.Problems, fmt.Sprintf("cannot compute the assignment: %v", r.ringErr))
 		}

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -52,7 +55,7 @@ func build(specs ...spec) []coordinationv1.Lease {
 				Name: lease.LeaseName(ringName, s.id), Namespace: "ns",
 				Labels: map[string]string{lease.LabelRing: ringName, lease.LabelState: s.state,
 					lease.LabelPartitions: fmt.Sprint(s.claim.Len())},
-				Annotations: map[string]string{lease.AnnotationClaim: s.claim.Encode(),
+				Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(s.claim),
 					lease.AnnotationIncarnation: "inc-" + s.id, lease.AnnotationGeneration: "3",
 					lease.AnnotationParams: s.params},
 			},
@@ -69,7 +72,7 @@ func build(specs ...spec) []coordinationv1.Lease {
 // owned returns the partitions the ring over members assigns to member.
 func owned(t *testing.T, member string, members ...string) shard.PartitionSet {
 	t.Helper()
-	r, err := shard.New(cfg, members)
+	r, err := assign.New(cfg, members)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +105,12 @@ func only(t *testing.T, leases []coordinationv1.Lease) Ring {
 // viewOf reads leases as a replica of the ring does: parsed with the
 // ring's partition count, live by renewTime on the test's clock (a
 // replica's Lease member uses the time it saw each change instead).
-func viewOf(leases []coordinationv1.Lease) Health {
-	view := make([]lease.Observed, 0, len(leases))
+func viewOf(leases []coordinationv1.Lease) membership.Health {
+	view := make([]membership.Observed, 0, len(leases))
 	for i := range leases {
-		view = append(view, lease.Parse(&leases[i], ringName, P))
+		view = append(view, membership.Parse(&leases[i], ringName, P))
 	}
-	return ViewHealth(params, P, view, func(o lease.Observed) bool {
+	return membership.ViewHealth(params, P, view, func(o membership.Observed) bool {
 		return o.LeaseDuration > 0 && now.Sub(o.RenewTime) < o.LeaseDuration
 	})
 }
@@ -255,7 +258,7 @@ func TestStatus(t *testing.T) {
 			// (kshard_ring_* gauges), but for a Lease of another
 			// configuration malformed under its own: the replica cannot
 			// re-read it with its params, so it counts as foreign only.
-			want := Health{Unclaimed: r.Unclaimed, Overlapping: r.Overlapping, Malformed: r.Malformed, Foreign: r.Foreign}
+			want := membership.Health{Unclaimed: r.Unclaimed, Overlapping: r.Overlapping, Malformed: r.Malformed, Foreign: r.Foreign}
 			if tc.viewMalformed != nil {
 				want.Malformed = *tc.viewMalformed
 			}
@@ -408,23 +411,23 @@ func TestOwnerInRangedRings(t *testing.T) {
 // the replicas do, by the largest weight the live Leases report.
 func TestOwnerInBalancedRings(t *testing.T) {
 	bcfg := shard.Config{Scheme: shard.SchemeNamespace, Balance: 0.05}
-	heavy := make(shard.Weights, P)
-	light := make(shard.Weights, P)
+	heavy := make(assign.Weights, P)
+	light := make(assign.Weights, P)
 	for p := range P {
-		heavy[p], light[p] = shard.WeightBucket(p%5), shard.WeightBucket(p%3)
+		heavy[p], light[p] = assign.WeightBucket(p%5), assign.WeightBucket(p%3)
 	}
-	heavy[7] = shard.WeightBucket(5000)
-	withWeights := func(w shard.Weights) func(*coordinationv1.Lease) {
+	heavy[7] = assign.WeightBucket(5000)
+	withWeights := func(w assign.Weights) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationWeights] = w.Encode() }
 	}
 	r := only(t, build(
 		spec{id: "a", state: "active", params: bcfg.Fingerprint(), mutate: withWeights(heavy)},
 		spec{id: "b", state: "active", params: bcfg.Fingerprint(), mutate: withWeights(light)}))
-	want, err := shard.NewWeighted(bcfg, []string{"a", "b"}, shard.MaxWeights(shard.MaxWeights(nil, heavy, P), light, P))
+	want, err := assign.NewWeighted(bcfg, []string{"a", "b"}, assign.MaxWeights(assign.MaxWeights(nil, heavy, P), light, P))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := shard.New(bcfg, []string{"a", "b"})
+	plain, _ := assign.New(bcfg, []string{"a", "b"})
 	if want.Partitions("a").Equal(plain.Partitions("a")) {
 		t.Fatal("the weights do not change this ring; the test shows nothing")
 	}
@@ -553,13 +556,13 @@ func TestConverged(t *testing.T) {
 		{"foreign configuration claiming nothing is harmless", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
 			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
-				l.Annotations[lease.AnnotationClaim] = shard.NewPartitionSet(1021).Encode()
+				l.Annotations[lease.AnnotationClaim] = membership.EncodeClaim(shard.NewPartitionSet(1021))
 			}},
 		), []string{"a"}, ""},
 		{"foreign configuration claiming partitions blocks", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
 			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
-				l.Annotations[lease.AnnotationClaim] = shard.FullPartitionSet(1021).Encode()
+				l.Annotations[lease.AnnotationClaim] = membership.EncodeClaim(shard.FullPartitionSet(1021))
 			}},
 		), []string{"a"}, "runs ring params"},
 		{"member whose Lease is being deleted", build(
@@ -694,7 +697,7 @@ func TestViewHealthUnhealthyRing(t *testing.T) {
 		spec{id: "g", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97), renewAgo: time.Minute},
 	)
 	got := viewOf(leases)
-	want := Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}
+	want := membership.Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}
 	if got != want {
 		t.Fatalf("ViewHealth = %+v, want %+v", got, want)
 	}

@@ -54,7 +54,7 @@ func (m *Collector) ObjectCounts() map[schema.GroupVersionKind]int {
 
 // PublishTotal calls publish with the number of objects the cache holds,
 // at once and then every CountsMaxAge until ctx ends: a replica's Lease
-// carries it for `kshard status` (lease.Member.SetCacheStatus). The count
+// carries it for `kshard status` (membership.Member.SetCacheStatus). The count
 // rides on the next renewal, so the period costs a walk of the stores,
 // shared with a scrape, and never a write of its own.
 func (m *Collector) PublishTotal(ctx context.Context, publish func(objects int)) {

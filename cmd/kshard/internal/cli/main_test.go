@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/internal/membership"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -263,14 +266,14 @@ func member(id, state string, claim shard.PartitionSet) coordinationv1.Lease {
 	return coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "ops-" + id, Namespace: "from-context",
 			Labels: map[string]string{lease.LabelRing: "ops", lease.LabelState: state},
-			Annotations: map[string]string{lease.AnnotationClaim: claim.Encode(), lease.AnnotationIncarnation: "i-" + id,
+			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(claim), lease.AnnotationIncarnation: "i-" + id,
 				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 	}
 }
 
 func TestStatusAgainstFakeAPI(t *testing.T) {
-	ring, err := shard.New(shard.Config{}, []string{"a", "b"})
+	ring, err := assign.New(shard.Config{}, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	// is still listing them. a publishes no warm set (a full cache).
 	b := member("b", "active", ring.Partitions("b").Union(shard.NewPartitionSet(271, 0, 1, 2)))
 	warm := ring.Partitions("b").Difference(shard.NewPartitionSet(271, ring.Partitions("b").Slice()[:3]...))
-	b.Annotations[lease.AnnotationWarm] = warm.Encode()
+	b.Annotations[lease.AnnotationWarm] = membership.EncodeClaim(warm)
 	b.Annotations[lease.AnnotationCacheMode], b.Annotations[lease.AnnotationCachedObjects] = "labels", "48213"
 	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{member("a", "active", ring.Partitions("a")), b}, http.StatusOK)
 
@@ -358,7 +361,7 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 // A member run with another partition count is reported once, as a
 // foreign configuration naming the difference, and not as malformed.
 func TestStatusForeignConfiguration(t *testing.T) {
-	ring, err := shard.New(shard.Config{}, []string{"a", "c"})
+	ring, err := assign.New(shard.Config{}, []string{"a", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kshard/kshard/internal/assign"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +102,7 @@ func (f *fakeCluster) serve(t *testing.T) string {
 // in namespace ns.
 func ringIn(t *testing.T, ns string) []coordinationv1.Lease {
 	t.Helper()
-	ring, err := shard.New(shard.Config{}, []string{"a", "b"})
+	ring, err := assign.New(shard.Config{}, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 )
 
@@ -370,18 +371,18 @@ func (c *cluster) ringIdentities(ctx context.Context, ring string) *string {
 	return &s
 }
 
-// released returns l as lease.Released writes it, with an empty claim over
+// released returns l as membership.Released writes it, with an empty claim over
 // the partition count of its own claim, and says what it did to the claim.
 func released(l *coordinationv1.Lease) (*coordinationv1.Lease, string) {
 	text, ok := l.Annotations[lease.AnnotationClaim]
 	if !ok {
-		return lease.Released(l, 0), ""
+		return membership.Released(l, 0), ""
 	}
-	p, ok := lease.ClaimPartitions(text)
+	p, ok := membership.ClaimPartitions(text)
 	if !ok {
-		return lease.Released(l, 0), fmt.Sprintf(", claim annotation %s left as it was (it does not decode)", lease.AnnotationClaim)
+		return membership.Released(l, 0), fmt.Sprintf(", claim annotation %s left as it was (it does not decode)", lease.AnnotationClaim)
 	}
-	return lease.Released(l, p), ", claim emptied"
+	return membership.Released(l, p), ", claim emptied"
 }
 
 // leaseDuration is l's spec.leaseDurationSeconds, or kshard's default.

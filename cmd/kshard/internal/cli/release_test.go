@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -190,7 +191,7 @@ func checkReleased(t *testing.T, u *coordinationv1.Lease, version string) {
 	if slices.Contains(u.Finalizers, lease.FinalizerMember) {
 		t.Errorf("update of %s keeps the finalizer: %v", u.Name, u.Finalizers)
 	}
-	if got, want := u.Annotations[lease.AnnotationClaim], shard.NewPartitionSet(271).Encode(); got != want {
+	if got, want := u.Annotations[lease.AnnotationClaim], membership.EncodeClaim(shard.NewPartitionSet(271)); got != want {
 		t.Errorf("update of %s: claim %q, want the empty claim %q", u.Name, got, want)
 	}
 	if got := u.Labels[lease.LabelPartitions]; got != "0" {
@@ -230,7 +231,7 @@ func TestReleaseQuietLease(t *testing.T) {
 		t.Errorf("terminating ops-a still exists: its deletion should have completed")
 	}
 	b := f.stored(t, "ops-b")
-	if b == nil || !slices.Equal(b.Finalizers, []string{"example.com/other"}) || b.Annotations[lease.AnnotationClaim] != shard.NewPartitionSet(271).Encode() {
+	if b == nil || !slices.Equal(b.Finalizers, []string{"example.com/other"}) || b.Annotations[lease.AnnotationClaim] != membership.EncodeClaim(shard.NewPartitionSet(271)) {
 		t.Errorf("ops-b stored as %+v, want only the other finalizer and an empty claim", b)
 	}
 }

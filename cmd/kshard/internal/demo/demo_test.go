@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/ringstatus"
@@ -198,7 +199,7 @@ func memberLease(id, state string, claim shard.PartitionSet, renewed time.Durati
 	return coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(Ring, id), Namespace: Namespace,
 			Labels: map[string]string{lease.LabelRing: Ring, lease.LabelState: state},
-			Annotations: map[string]string{lease.AnnotationClaim: claim.Encode(), lease.AnnotationIncarnation: "i-" + id,
+			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(claim), lease.AnnotationIncarnation: "i-" + id,
 				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 	}
