@@ -81,11 +81,18 @@ type throughputResult struct {
 	// the epoch write (the largest share bounds a latency-bound run).
 	Shares []replicaShare `json:"shares,omitempty"`
 	// MachineBusy is the share of the machine's CPU time (every core) that
-	// was busy from the epoch write until convergence: near 1, the run was
-	// bound by the CPU the API server, etcd, the harness and the operators
-	// share, not by the simulated latency. FleetCPUSeconds is the
-	// operators' own CPU time in that window. Both 0 when not measured.
+	// was busy from the epoch write until convergence, leaving out user
+	// time at a positive nice value (BackgroundBusy: background builds run
+	// with nice -n 19 and yield the CPU to the benchmark's nice-0
+	// processes, so they do not slow the run); MachineBusyAll counts it
+	// too (every busy column of /proc/stat, machine_busy before 2026-12).
+	// Near 1, the run was bound by the CPU the API server, etcd, the
+	// harness and the operators share, not by the simulated latency.
+	// FleetCPUSeconds is the operators' own CPU time in that window. All 0
+	// when not measured.
 	MachineBusy     float64 `json:"machine_busy,omitempty"`
+	MachineBusyAll  float64 `json:"machine_busy_all,omitempty"`
+	BackgroundBusy  float64 `json:"background_busy,omitempty"`
 	FleetCPUSeconds float64 `json:"fleet_cpu_seconds,omitempty"`
 }
 
@@ -142,7 +149,10 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 	if err = errors.Join(cpuErr, err); err != nil {
 		b.warn("%s: CPU during the run not measured: %v", f.name, err)
 	} else if cpu1.total > cpu0.total {
-		res.MachineBusy = (cpu1.busy - cpu0.busy) / (cpu1.total - cpu0.total)
+		span := cpu1.total - cpu0.total
+		res.MachineBusy = (cpu1.busy - cpu0.busy) / span
+		res.BackgroundBusy = (cpu1.nice - cpu0.nice) / span
+		res.MachineBusyAll = res.MachineBusy + res.BackgroundBusy
 		res.FleetCPUSeconds = cpu1.fleet - cpu0.fleet
 	}
 	res.Shares = b.obs.shares(epoch, sent)
