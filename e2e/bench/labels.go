@@ -102,6 +102,14 @@ type firstStart struct {
 	FleetCPU      float64            `json:"fleet_cpu_seconds"`
 }
 
+// -labels-parts: labelsPartsThroughput runs only the spread layout's
+// throughput rounds (ceiling, latency-bound and write-bound, on p.Objects
+// BenchObjects), whose provenance is labelsThroughputPart.
+const (
+	labelsPartsThroughput = "throughput"
+	labelsThroughputPart  = "10 (" + layoutSpread + " throughput)"
+)
+
 // labelsArgs are kshard's flags for phase 10.
 var labelsArgs = []string{"--kind=" + benchObjects.Name, "--cache-mode=labels"}
 

@@ -81,6 +81,10 @@ type params struct {
 	// --keep-place-on-leave, so that their rolling restart moves nothing
 	// (default on).
 	LabelsKeepPlace bool `json:"labels_keep_place"`
+	// LabelsParts: labelsPartsThroughput runs only the spread layout's
+	// throughput rounds of phase 10, and keeps its other figures and the
+	// single layout from results.json; "" runs all of phase 10.
+	LabelsParts string `json:"labels_parts,omitempty"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -400,6 +404,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 		systems = systems[:2]
 	}
 	res := &results{Params: p, Env: environment(ctx, cp, client, bl.baseline), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
+	res.Env.Commit = gitCommit(ctx, root)
 	if n, err := changedLines(ctx, root); err != nil {
 		b.warn("counting the adapter conversion's changed lines: %v", err)
 	} else {

@@ -181,3 +181,83 @@ func TestKeptPhase8SaysItsOwnRounds(t *testing.T) {
 		t.Error("phase 8's section does not give the rounds its samples ran")
 	}
 }
+
+// Every phase names the commit that measured it: this run's for its own
+// phases, the earlier run's for kept ones, "not recorded" for a run from
+// before commits were recorded.
+func TestPhaseCommitsNameTheRunOfEachPhase(t *testing.T) {
+	dir := t.TempDir()
+	fullRun(t, dir) // no commit recorded
+	earlier, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := defaultParams(false)
+	p.Phases = map[int]bool{4: true}
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 4", Env: env{Date: "2026-12-06", LoadStart: "0.50 0.40 0.30", Commit: "def5678"}}
+	r.Failover = []failoverResult{{System: "kshard", Seconds: 9.9}, {System: baselineName, Seconds: 10}}
+	if _, err := r.keepEarlier(earlier); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := merged.PhaseCommits["4"]; got != "def5678" {
+		t.Errorf("phase 4 commit = %q, want this run's def5678", got)
+	}
+	if got := merged.PhaseCommits["5"]; got != notRecorded {
+		t.Errorf("phase 5 commit = %q, want %q (its run predates commits)", got, notRecorded)
+	}
+
+	// A later run keeps phase 4 with its commit in the provenance.
+	p2 := defaultParams(false)
+	p2.Phases = map[int]bool{3: true}
+	r2 := &results{Params: p2, Command: "go run ./e2e/bench -phases 3", Env: env{Date: "2026-12-07", Commit: "aaa1111+dirty"}}
+	r2.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.2}}}
+	if _, err := r2.keepEarlier(merged); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.Provenance["4"].Commit; got != "def5678" {
+		t.Errorf("phase 4 provenance commit = %q, want def5678", got)
+	}
+	want := map[string]string{"1": notRecorded, "2": notRecorded, "3": "aaa1111+dirty", "4": "def5678", "5": notRecorded, "7": notRecorded}
+	for ph, c := range want {
+		if r2.PhaseCommits[ph] != c {
+			t.Errorf("phase_commits[%s] = %q, want %q (all: %v)", ph, r2.PhaseCommits[ph], c, r2.PhaseCommits)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"| phase | commit | date | load at start |", "| 4 | def5678 | 2026-12-06 | 0.50 0.40 0.30 |", "| 3 | aaa1111+dirty | 2026-12-07 |", "| 5 | not recorded | 2026-11-20 | 1.00 1.00 1.00 |"} {
+		if !strings.Contains(string(md), row) {
+			t.Errorf("RESULTS.md lacks the row %q", row)
+		}
+	}
+}
+
+func TestDirtyBeyondOutput(t *testing.T) {
+	for _, c := range []struct {
+		porcelain string
+		dirty     bool
+	}{
+		{"", false},
+		{" M e2e/bench/results.json\n M e2e/bench/RESULTS.md\n M e2e/bench/rss.png\n", false},
+		{" M e2e/bench/results.json\n M e2e/bench/main.go\n", true},
+		{"M  shard/ring.go\n", true},
+		{" M e2e/bench/charts/results.json\n", true},
+		{"R  e2e/bench/old.png -> e2e/bench/new.png\n", false},
+	} {
+		if got := dirtyBeyondOutput(c.porcelain); got != c.dirty {
+			t.Errorf("dirtyBeyondOutput(%q) = %t, want %t", c.porcelain, got, c.dirty)
+		}
+	}
+}

@@ -57,6 +57,10 @@ type results struct {
 	// Provenance names, per phase kept from earlier runs (a run of some
 	// phases merges into results.json, merge.go), the run that measured it.
 	Provenance map[string]provenance `json:"phases_from_earlier_runs,omitempty"`
+	// PhaseCommits names, for every phase the file holds (and each part
+	// of one kept from another run, "10 (spread)"), the commit that
+	// measured it; "not recorded" for runs from before commits were.
+	PhaseCommits map[string]string `json:"phase_commits,omitempty"`
 	Warnings   []string              `json:"warnings,omitempty"`
 	Failed     bool                  `json:"failed"`
 	Error      string                `json:"error,omitempty"`
@@ -254,6 +258,10 @@ type env struct {
 	Date          string `json:"date"`
 	LoadStart     string `json:"loadavg_start"`
 	LoadEnd       string `json:"loadavg_end"`
+	// Commit is the kshard checkout the run measured (gitCommit): "+dirty"
+	// when tracked files differed from it. Absent from files before it was
+	// recorded.
+	Commit string `json:"commit,omitempty"`
 }
 
 // loadavg is /proc/loadavg's 1, 5 and 15 minute load averages: other
@@ -464,6 +472,7 @@ func (r *results) summarise() {
 	}
 	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
 	s.ShardedGateOff = summariseLabels(r.Labels)
+	r.PhaseCommits = r.phaseCommits()
 	if s.Scale != nil {
 		s.Scale.summarise()
 	}
@@ -644,6 +653,17 @@ func (r *results) markdown() string {
 	p("| controller-runtime | %s (baseline, e2e/bench/baseline) |", r.Env.CtrlRuntime)
 	p("| run time | %.0f s |", r.Seconds)
 	p("| load average (1/5/15 min) | %s at start, %s at end |", r.Env.LoadStart, r.Env.LoadEnd)
+	p("| commit | %s |", cmp.Or(r.Env.Commit, notRecorded))
+	if runs := r.phaseRuns(); len(runs) > 0 {
+		p("")
+		p("Each phase's figures and the run that measured them (`phase_commits` in results.json):")
+		p("")
+		p("| phase | commit | date | load at start |")
+		p("|---|---|---|---|")
+		for _, pr := range runs {
+			p("| %s | %s | %s | %s |", pr.Phase, pr.Commit, pr.Date, pr.Load)
+		}
+	}
 	p("")
 	p("## Parameters")
 	p("")
@@ -721,6 +741,10 @@ func (r *results) markdown() string {
 			busy, perObject := "—", "—"
 			if t.cpuMeasured() {
 				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
+				if t.MachineBusyAll == 0 {
+					// Recorded before niced time was told apart.
+					busy += " (niced included)"
+				}
 				perObject = fmt.Sprintf("%.2f", t.cpuMsPerObject())
 			}
 			p("| %d | %s | %d | %.2f | %.0f | %.1f | %s | %s |", t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy, perObject)
