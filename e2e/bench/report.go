@@ -61,9 +61,9 @@ type results struct {
 	// of one kept from another run, "10 (spread)"), the commit that
 	// measured it; "not recorded" for runs from before commits were.
 	PhaseCommits map[string]string `json:"phase_commits,omitempty"`
-	Warnings   []string              `json:"warnings,omitempty"`
-	Failed     bool                  `json:"failed"`
-	Error      string                `json:"error,omitempty"`
+	Warnings     []string          `json:"warnings,omitempty"`
+	Failed       bool              `json:"failed"`
+	Error        string            `json:"error,omitempty"`
 }
 
 // throughputSet is every throughput run of one workload and, per
