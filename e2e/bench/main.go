@@ -29,9 +29,16 @@ const baselineName = "controller-runtime"
 
 // params are the benchmark's knobs; RESULTS.md prints them all.
 type params struct {
-	Quick            bool          `json:"quick"`
-	Objects          int           `json:"objects"`
-	Latency          time.Duration `json:"latency"`
+	Quick   bool          `json:"quick"`
+	Objects int           `json:"objects"`
+	Latency time.Duration `json:"latency"`
+	// ChooseLatency: Latency is chosen from the machine's measured
+	// capacity before the first round (latency.go); set in full runs that
+	// run phase 2, 8 or 10 without -latency.
+	ChooseLatency bool `json:"-"`
+	// WriteBoundMin: a write-bound throughput run repeats new epochs back
+	// to back until this long has passed (0: one pass, quick runs).
+	WriteBoundMin    time.Duration `json:"write_bound_min"`
 	Workers          int           `json:"workers_per_replica"`
 	QPS              float64       `json:"client_qps"`
 	Burst            int           `json:"client_burst"`
@@ -105,7 +112,7 @@ func defaultParams(quick bool) params {
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
 		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 10: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
-		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
+		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second, WriteBoundMin: 30 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
@@ -122,6 +129,7 @@ func defaultParams(quick bool) params {
 		// its other phases would add a minute for little news.
 		p.AdapterReplicas = []int{4}
 		p.CeilingWorkers, p.CeilingDuration = []int{16}, 2*time.Second
+		p.WriteBoundMin = 0
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = 4*time.Second, 2600*time.Millisecond, 500*time.Millisecond
 		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
 		p.WriterRate = 50
@@ -204,7 +212,8 @@ func main() {
 	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
 	resummarise := flag.Bool("summarise", false, "with -report-only, derive results.json's headline figures again from the runs it holds (after a fix to how they are derived)")
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
-	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
+	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases of 2, 8 and 10 (default: chosen from the machine's measured capacity in a full run, so that 4 replicas' ideal rate stays below half of it; 20ms with -quick)")
+	writeBoundMin := flag.Duration("write-bound-min", -1, "a write-bound throughput run repeats new epochs back to back until this long has passed (default 30s; one pass with -quick)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
 	phases := flag.String("phases", "1,2,3,4,5,6,7,8,10", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover, 9 the scale envelope (never by default: about 24 minutes), 10 the gate-free sharded cache (CacheMode labels) on custom resources")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
@@ -289,6 +298,10 @@ func main() {
 	}
 	if *latency > 0 {
 		p.Latency = *latency
+	}
+	p.ChooseLatency = !p.Quick && *latency <= 0 && (p.Phases[2] || p.Phases[8] || p.Phases[10])
+	if *writeBoundMin >= 0 {
+		p.WriteBoundMin = *writeBoundMin
 	}
 	if err := run(p, *out, *keep, *merge); err != nil {
 		progress("FAILED: %v", err)
@@ -438,6 +451,15 @@ func run(p params, out string, keep, merge bool) (err error) {
 	}
 	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= p.Objects }); err != nil {
 		return err
+	}
+
+	choice, err := b.chooseLatency(ctx, baseline)
+	if err != nil {
+		return fmt.Errorf("choosing the latency: %w", err)
+	}
+	if res.LatencyChoice = choice; choice != nil && choice.Source == latencyFromCapacity {
+		p.Latency = b.p.Latency
+		res.Params.Latency = b.p.Latency
 	}
 
 	// Phases 1 and 2 run in rounds, every configuration once per round,

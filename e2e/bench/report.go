@@ -61,9 +61,12 @@ type results struct {
 	// of one kept from another run, "10 (spread)"), the commit that
 	// measured it; "not recorded" for runs from before commits were.
 	PhaseCommits map[string]string `json:"phase_commits,omitempty"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	Failed       bool              `json:"failed"`
-	Error        string            `json:"error,omitempty"`
+	// LatencyChoice: where the latency-bound phases' latency came from
+	// (latency.go); absent from runs before it was recorded.
+	LatencyChoice *latencyChoice `json:"latency_choice,omitempty"`
+	Warnings      []string       `json:"warnings,omitempty"`
+	Failed        bool           `json:"failed"`
+	Error         string         `json:"error,omitempty"`
 }
 
 // throughputSet is every throughput run of one workload and, per
@@ -473,6 +476,7 @@ func (r *results) summarise() {
 	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
 	s.ShardedGateOff = summariseLabels(r.Labels)
 	r.PhaseCommits = r.phaseCommits()
+	r.checkLeaders()
 	if s.Scale != nil {
 		s.Scale.summarise()
 	}
@@ -669,6 +673,23 @@ func (r *results) markdown() string {
 	p("")
 	pr := r.Params
 	p("- Objects W: %d ConfigMaps (resources phase: %d). Reconcile = cache read of the object and of an epoch ConfigMap + simulated latency %s + one merge patch of an annotation; a reconcile with nothing to do (annotation current) returns at once. Identical code in both operators.", pr.Objects, pr.ResourceObjects, pr.Latency)
+	switch lc := r.LatencyChoice; {
+	case lc == nil:
+		p("- Latency %s: how it was chosen is not recorded (runs before the capacity rule used 20 ms unless -latency was given).", pr.Latency)
+	case lc.Source == latencyFromCapacity:
+		var checks []string
+		for _, c := range lc.Checks {
+			below := "below"
+			if !c.BelowHalfOfTheCapacity {
+				below = "**not below**"
+			}
+			checks = append(checks, fmt.Sprintf("phase %s 4 × %.0f = %.0f/s, %s", c.Phase, c.LeaderObjectsPerSec, c.FourLeaders, below))
+		}
+		p("- Latency %s, chosen before the first round from the machine's capacity, %.0f objects/s (not part of any ratio): %s. After the runs, 4 × the leader's median latency-bound rate against half of it: %s.",
+			lc.Latency, lc.CapacityObjectsPerSec, lc.Rule, cmp.Or(strings.Join(checks, "; "), "not measured"))
+	default:
+		p("- Latency %s, %s.", lc.Latency, lc.Source)
+	}
 	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
 	p("- Leases (both systems): LeaseDuration %s, RenewDeadline %s, renew/retry period %s. kshard DrainGracePeriod %s, P=271.", pr.LeaseDuration, pr.RenewDeadline, pr.RenewPeriod, pr.DrainGrace)
