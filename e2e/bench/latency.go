@@ -141,3 +141,96 @@ func (r *results) warnOnce(msg string) {
 		r.Warnings = append(r.Warnings, msg)
 	}
 }
+
+// busyLimit: a 4-replica throughput ratio is judged only when the machine
+// was busy for less than this share of its CPU (median over the kshard
+// 4-replica rounds): above it the machine, not kshard, was the limit.
+const busyLimit = 0.7
+
+// ratioGate records beside a 4-replica latency-bound throughput ratio the
+// latency and the machine's median busy share of the rounds it comes from,
+// and why the ratio is not judged (then null) when the machine was the
+// limit or its load was not recorded.
+type ratioGate struct {
+	// ThroughputRatio4Measured is the ratio as measured, also when it is
+	// not judged.
+	ThroughputRatio4Measured    *float64 `json:"throughput_ratio_4_measured,omitempty"`
+	ThroughputRatio4LatencyMS   *float64 `json:"throughput_ratio_4_latency_ms,omitempty"`
+	ThroughputRatio4MachineBusy *float64 `json:"throughput_ratio_4_machine_busy,omitempty"`
+	ThroughputRatio4NotJudged   string   `json:"throughput_ratio_4_not_judged,omitempty"`
+}
+
+// gateRatio judges ratio by the kshard (or adapter) 4-replica samples
+// behind it (those keep accepts, of system): it returns the ratio to
+// report (nil unless the median machine_busy was below busyLimit) and the
+// gate to record.
+func gateRatio(ratio *float64, samples []throughputResult, system string, keep func(throughputResult) bool) (*float64, ratioGate) {
+	var latency, busy []float64
+	for _, t := range samples {
+		if t.System != system || t.Replicas != 4 || t.LatencyMS <= 0 || keep != nil && !keep(t) {
+			continue
+		}
+		latency = append(latency, t.LatencyMS)
+		if t.cpuMeasured() {
+			busy = append(busy, t.MachineBusy)
+		}
+	}
+	g := ratioGate{ThroughputRatio4Measured: ratio, ThroughputRatio4LatencyMS: medianPtr(latency), ThroughputRatio4MachineBusy: medianPtr(busy)}
+	switch {
+	case ratio == nil:
+		return nil, ratioGate{}
+	case g.ThroughputRatio4MachineBusy == nil:
+		g.ThroughputRatio4NotJudged = "machine load not recorded"
+	case *g.ThroughputRatio4MachineBusy >= busyLimit:
+		g.ThroughputRatio4NotJudged = fmt.Sprintf("machine %.0f %% busy", 100**g.ThroughputRatio4MachineBusy)
+	default:
+		return ratio, g
+	}
+	return nil, g
+}
+
+// judgedGoal renders a throughput ratio's goal: not judged (with why) when
+// the gate says so, else checked against at least limit. Files from before
+// the gate hold no busy share: not judged either.
+func judgedGoal(ratio *float64, g ratioGate, limit float64) string {
+	switch {
+	case g.ThroughputRatio4NotJudged != "":
+		return "not judged: " + g.ThroughputRatio4NotJudged
+	case ratio != nil && g.ThroughputRatio4MachineBusy == nil:
+		return "not judged: machine load not recorded"
+	}
+	return goal(check(ratio, func(v float64) bool { return v >= limit }))
+}
+
+// measured is the ratio as measured: the gate's record, or ratio itself
+// in files from before the gate.
+func (g ratioGate) measured(ratio *float64) *float64 {
+	if g.ThroughputRatio4Measured != nil {
+		return g.ThroughputRatio4Measured
+	}
+	return ratio
+}
+
+// describe is the latency and busy share beside a ratio, " (70 ms, machine
+// 55 % busy)", or "" when neither was recorded.
+func (g ratioGate) describe() string {
+	var parts []string
+	if l := g.ThroughputRatio4LatencyMS; l != nil {
+		parts = append(parts, fmt.Sprintf("%.0f ms", *l))
+	}
+	if b := g.ThroughputRatio4MachineBusy; b != nil {
+		parts = append(parts, fmt.Sprintf("machine %.0f %% busy", 100**b))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// warnNotJudged warns of a ratio the machine's load kept from being
+// judged.
+func (r *results) warnNotJudged(name string, g ratioGate) {
+	if g.ThroughputRatio4NotJudged != "" && g.ThroughputRatio4MachineBusy != nil {
+		r.warnOnce(fmt.Sprintf("%s (%s×) not judged: the machine was %.0f %% busy in the kshard 4-replica rounds (median), at or above %.0f %%", name, f2(g.ThroughputRatio4Measured), 100**g.ThroughputRatio4MachineBusy, 100*busyLimit))
+	}
+}

@@ -78,3 +78,70 @@ func TestCheckLeadersAgainstTheCapacity(t *testing.T) {
 		}
 	}
 }
+
+// A 4-replica ratio is reported only where the machine was below 70 %
+// busy in the kshard rounds (median); otherwise null, with the reason, a
+// warning, and "not judged" in RESULTS.md.
+func TestRatioJudgedOnlyBelowTheBusyLimit(t *testing.T) {
+	samples := func(busy ...float64) []throughputResult {
+		var out []throughputResult
+		for i, b := range busy {
+			out = append(out, throughputResult{Round: i + 1, System: nativeName, Replicas: 4, LatencyMS: 70, Objects: 2000, MachineBusy: b},
+				throughputResult{Round: i + 1, System: nativeName, Replicas: 1, LatencyMS: 70, Objects: 2000, MachineBusy: 0.99})
+		}
+		return out
+	}
+	ratio := ptr(3.7)
+	for _, c := range []struct {
+		busy   []float64
+		judged bool
+		reason string
+	}{
+		{[]float64{0.5, 0.6, 0.95}, true, ""},
+		{[]float64{0.7, 0.69, 0.9}, false, "machine 70 % busy"},
+		{[]float64{0.97, 0.98, 0.99}, false, "machine 98 % busy"},
+		{[]float64{0, 0, 0}, false, "machine load not recorded"},
+	} {
+		got, g := gateRatio(ratio, samples(c.busy...), nativeName, nil)
+		if (got != nil) != c.judged || g.ThroughputRatio4NotJudged != c.reason {
+			t.Errorf("busy %v: ratio %v, reason %q; want judged %t, reason %q", c.busy, got, g.ThroughputRatio4NotJudged, c.judged, c.reason)
+		}
+		if g.ThroughputRatio4Measured != ratio || g.ThroughputRatio4LatencyMS == nil || *g.ThroughputRatio4LatencyMS != 70 {
+			t.Errorf("busy %v: gate %+v, want the measured ratio and 70 ms beside it", c.busy, g)
+		}
+	}
+	if got, g := gateRatio(nil, samples(0.5), nativeName, nil); got != nil || g != (ratioGate{}) {
+		t.Errorf("no ratio: %v, %+v; want nothing recorded", got, g)
+	}
+
+	p := defaultParams(false)
+	r := &results{Params: p}
+	r.Throughput.Samples = append(samples(0.8, 0.85, 0.9),
+		throughputResult{Round: 1, System: baselineName, Replicas: 2, LatencyMS: 70, ObjectsPerSec: 50},
+		throughputResult{Round: 2, System: baselineName, Replicas: 2, LatencyMS: 70, ObjectsPerSec: 50},
+		throughputResult{Round: 3, System: baselineName, Replicas: 2, LatencyMS: 70, ObjectsPerSec: 50})
+	for i := range r.Throughput.Samples {
+		if r.Throughput.Samples[i].System == nativeName {
+			r.Throughput.Samples[i].ObjectsPerSec = 185
+		}
+	}
+	r.summarise()
+	if r.ThroughputRatio4 != nil || r.ThroughputRatio4NotJudged != "machine 85 % busy" || r.ThroughputRatio4Measured == nil || *r.ThroughputRatio4Measured != 3.7 {
+		t.Errorf("throughput_ratio_4 %v, measured %v, reason %q; want null, 3.7, machine 85 %% busy", r.ThroughputRatio4, r.ThroughputRatio4Measured, r.ThroughputRatio4NotJudged)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "throughput_ratio_4 (3.70×) not judged: the machine was 85 % busy") {
+		t.Errorf("warnings %q, want one naming the busy share", r.Warnings)
+	}
+	md := r.markdown()
+	if !strings.Contains(md, "| 4 replicas ≥ 3.6× on the latency-bound workload (judged only with the machine below 70 % busy) | 3.70× (70 ms, machine 85 % busy) | not judged: machine 85 % busy |") {
+		t.Error("RESULTS.md's goal row does not say the ratio was not judged for the machine's load")
+	}
+	if !strings.Contains(md, "| reported, not judged |") {
+		t.Error("RESULTS.md still judges phase 2's write-bound ceiling fraction")
+	}
+	// A file from before the gate: the ratio, no busy share.
+	old := &results{Params: p, Summary: Summary{ThroughputRatio4: ptr(3.25)}}
+	if md := old.markdown(); !strings.Contains(md, "| 3.25× | not judged: machine load not recorded |") {
+		t.Error("an old file's ratio is not rendered as not judged for want of load")
+	}
+}

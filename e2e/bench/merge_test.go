@@ -63,8 +63,9 @@ func TestPartialRunKeepsEarlierPhases(t *testing.T) {
 	if merged.RestartFailoverSeconds == nil || *merged.RestartFailoverSeconds != 2.2 {
 		t.Errorf("restart_failover_seconds = %v, want 2.2", merged.RestartFailoverSeconds)
 	}
-	if merged.ThroughputRatio4 == nil || *merged.ThroughputRatio4 != 3.5 {
-		t.Errorf("throughput_ratio_4 = %v, want the earlier run's 3.5", merged.ThroughputRatio4)
+	// The kept samples recorded no machine load: measured, not judged.
+	if m := merged.ThroughputRatio4Measured; m == nil || *m != 3.5 || merged.ThroughputRatio4 != nil || merged.ThroughputRatio4NotJudged != "machine load not recorded" {
+		t.Errorf("throughput_ratio_4 = %v, measured %v (%q); want null, the earlier run's 3.5 measured, not judged for want of load", merged.ThroughputRatio4, m, merged.ThroughputRatio4NotJudged)
 	}
 	if merged.RSSRatio == nil || merged.HandoffP99Seconds == nil || merged.CeilingWritesPerSec == nil {
 		t.Errorf("kept headline figures missing: rss %v handoff %v ceiling %v", merged.RSSRatio, merged.HandoffP99Seconds, merged.CeilingWritesPerSec)
