@@ -197,6 +197,11 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 		if err := tb.labelsThroughput(ctx, kshard, baseline, &res); err != nil {
 			return res, err
 		}
+		if b.p.LabelsParts == labelsPartsThroughput {
+			// The layout's other figures are kept from results.json
+			// (keepEarlierLayouts).
+			return res, nil
+		}
 	}
 
 	created := 0

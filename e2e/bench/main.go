@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,6 +224,7 @@ func main() {
 	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
 	labelsKeepPlace := flag.Bool("labels-keep-place", true, "phase 10's kshard replicas keep their place on a graceful leave (--keep-place-on-leave): their rolling restart moves no partition to a peer")
 	labelsLayouts := flag.String("labels-layouts", "spread,single", "phase 10's object layouts, comma-separated: spread (over -sharded-namespaces namespaces, with the gate-off throughput, handoff and failover) and single (one namespace); a run of one keeps the other's figures from results.json")
+	labelsParts := flag.String("labels-parts", "all", "phase 10's parts: all, or throughput (only the spread layout's throughput rounds: ceiling, latency-bound and write-bound on -objects BenchObjects; the memory rounds, handoff and failover and the single layout are kept from results.json)")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
@@ -289,6 +291,18 @@ func main() {
 		os.Exit(2)
 	}
 	p.LabelsLayouts, p.LabelsKeepPlace = layouts, *labelsKeepPlace
+	switch *labelsParts {
+	case "all":
+	case labelsPartsThroughput:
+		if !slices.Equal(layouts, []string{layoutSpread}) && !slices.Equal(layouts, defaultParams(false).LabelsLayouts) {
+			fmt.Fprintln(os.Stderr, "bench: -labels-parts throughput measures the spread layout only: leave -labels-layouts out or give spread")
+			os.Exit(2)
+		}
+		p.LabelsParts, p.LabelsLayouts = labelsPartsThroughput, []string{layoutSpread}
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -labels-parts: %q is not all or throughput\n", *labelsParts)
+		os.Exit(2)
+	}
 	if *leaseDuration > 0 {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = *leaseDuration, *leaseDuration*2/3, *leaseDuration/5
 		p.ScaleLeaseFixed = true

@@ -104,6 +104,10 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 		key := strconv.Itoa(ph)
 		if pv, ok := prev.Provenance[key]; ok {
 			r.Provenance[key] = pv
+		} else if ph == 10 && labelsPartsOf(prev) == labelsPartsThroughput {
+			// That run measured only the spread layout's throughput; the
+			// rest of phase 10 has provenance of its own below.
+			r.Provenance[labelsThroughputPart] = provenanceOf(prev)
 		} else {
 			r.Provenance[key] = provenanceOf(prev)
 		}
@@ -151,7 +155,18 @@ func (r *results) keepEarlierLayouts(prev *results) {
 			pv = provenanceOf(prev)
 		}
 		r.Provenance["10 ("+l.Layout+")"] = pv
+		if l.Layout != layoutSpread {
+			continue
+		}
+		// The spread layout's throughput, when a throughput-only run
+		// measured it.
+		if pv, ok := prev.Provenance[labelsThroughputPart]; ok {
+			r.Provenance[labelsThroughputPart] = pv
+		} else if labelsPartsOf(prev) == labelsPartsThroughput {
+			r.Provenance[labelsThroughputPart] = provenanceOf(prev)
+		}
 	}
+	r.keepEarlierLabelsParts(prev)
 	if r.Labels != nil {
 		order := defaultParams(false).LabelsLayouts
 		slices.SortStableFunc(r.Labels.Layouts, func(a, b labelsLayout) int {
@@ -206,7 +221,7 @@ func mergeTarget(p params, out string, merge bool) string {
 			return filepath.Join(out, "results.json")
 		}
 	}
-	if len(p.LabelsLayouts) < len(layoutFlags) {
+	if len(p.LabelsLayouts) < len(layoutFlags) || p.LabelsParts != "" {
 		return filepath.Join(out, "results.json")
 	}
 	return ""
@@ -248,13 +263,14 @@ func (r *results) phaseRuns() []phaseRun {
 		key := strconv.Itoa(ph)
 		switch {
 		case r.Params.Phases[ph] && r.measured(ph):
+			name := key
 			switch {
 			case ph == 10 && r.Params.LabelsParts == labelsPartsThroughput:
-				key = labelsThroughputPart
+				name = labelsThroughputPart
 			case ph == 10 && len(r.Params.LabelsLayouts) == 1:
-				key += " (" + r.Params.LabelsLayouts[0] + ")"
+				name += " (" + r.Params.LabelsLayouts[0] + ")"
 			}
-			out = append(out, own(key))
+			out = append(out, own(name))
 		case r.Provenance[key].Date != "" || r.Provenance[key].Command != "":
 			out = append(out, kept(key, r.Provenance[key]))
 		}
@@ -319,4 +335,39 @@ func dirtyBeyondOutput(porcelain string) bool {
 		return true
 	}
 	return false
+}
+
+// labelsPartsOf reads -labels-parts from a loaded file ("" for all).
+func labelsPartsOf(r *results) string {
+	parts, _ := r.ParamsView["labels_parts"].(string)
+	return parts
+}
+
+// keepEarlierLabelsParts: a run of the spread layout's throughput alone
+// (-labels-parts throughput) keeps the earlier file's other figures of
+// that layout (first starts, memory rounds, handoff, failover), named by
+// the run that measured them under "10 (spread)".
+func (r *results) keepEarlierLabelsParts(prev *results) {
+	if r.Params.LabelsParts != labelsPartsThroughput || r.Labels == nil || prev.Labels == nil {
+		return
+	}
+	i := slices.IndexFunc(r.Labels.Layouts, func(l labelsLayout) bool { return l.Layout == layoutSpread })
+	j := slices.IndexFunc(prev.Labels.Layouts, func(l labelsLayout) bool { return l.Layout == layoutSpread })
+	if i < 0 || j < 0 {
+		return
+	}
+	cur, old := &r.Labels.Layouts[i], prev.Labels.Layouts[j]
+	cur.Namespaces, cur.FirstStarts, cur.Runs, cur.Handoff, cur.Failover = old.Namespaces, old.FirstStarts, old.Runs, old.Handoff, old.Failover
+	key := "10 (" + layoutSpread + ")"
+	pv, ok := prev.Provenance[key]
+	if !ok {
+		pv, ok = prev.Provenance["10"]
+	}
+	if !ok {
+		pv = provenanceOf(prev)
+	}
+	if r.Provenance == nil {
+		r.Provenance = map[string]provenance{}
+	}
+	r.Provenance[key] = pv
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -260,5 +261,84 @@ func TestDirtyBeyondOutput(t *testing.T) {
 		if got := dirtyBeyondOutput(c.porcelain); got != c.dirty {
 			t.Errorf("dirtyBeyondOutput(%q) = %t, want %t", c.porcelain, got, c.dirty)
 		}
+	}
+}
+
+// -labels-parts throughput measures the spread layout's throughput alone
+// and keeps the rest of phase 10, each part named by the run that measured
+// it, also through a later run that keeps phase 10 whole.
+func TestLabelsThroughputPartKeepsTheRestOfPhase10(t *testing.T) {
+	dir := t.TempDir()
+	full := defaultParams(false)
+	first := &results{Params: full, Command: "go run ./e2e/bench", Env: env{Date: "2026-11-29", Commit: "1111111"}, Labels: labelsFixture()}
+	if err := first.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := defaultParams(false)
+	p.Phases, p.LabelsParts, p.LabelsLayouts = map[int]bool{10: true}, labelsPartsThroughput, []string{layoutSpread}
+	if mergeTarget(p, dir, true) == "" {
+		t.Fatal("a throughput-only run of phase 10 does not merge into results.json")
+	}
+	r := &results{Params: p, Command: "go run ./e2e/bench -phases 10 -labels-parts throughput", Env: env{Date: "2026-12-06", Commit: "2222222"}}
+	spread := labelsLayout{Layout: layoutSpread, Namespaces: 1, LabelledFirst: true, Ceiling: []ceilingResult{{Round: 1, Goroutines: 16, WritesPerSec: 600}}}
+	spread.Throughput.Samples = []throughputResult{
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 55, LatencyMS: 70},
+		{Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 209, LatencyMS: 70, Objects: 2000, MachineBusy: 0.5}}
+	r.Labels = &labelsResults{Layouts: []labelsLayout{spread}}
+	if _, err := r.keepEarlier(prev); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Labels.Layouts); n != 2 || r.Labels.Layouts[0].Layout != layoutSpread || r.Labels.Layouts[1].Layout != layoutSingle {
+		t.Fatalf("layouts %d, want spread then single namespace", n)
+	}
+	got := r.Labels.Layouts[0]
+	old := prev.Labels.Layouts[0]
+	if len(got.Runs) != len(old.Runs) || len(got.FirstStarts) != len(old.FirstStarts) || got.Handoff == nil || got.Failover == nil || got.Namespaces != 500 {
+		t.Errorf("spread layout lost its memory rounds, first starts, handoff or failover: %d runs, %d first starts", len(got.Runs), len(got.FirstStarts))
+	}
+	if len(got.Throughput.Samples) != 2 || got.Throughput.Samples[1].ObjectsPerSec != 209 {
+		t.Errorf("spread throughput %+v, want this run's", got.Throughput.Samples)
+	}
+	if g := r.ShardedGateOff; g == nil || g.ThroughputRatio4 == nil || math.Abs(*g.ThroughputRatio4-3.8) > 1e-9 || g.RSSRatio == nil {
+		t.Errorf("sharded_gate_off %+v: want this run's throughput ratio 3.8 and the kept memory ratios", g)
+	}
+	want := map[string]string{labelsThroughputPart: "2222222", "10 (spread)": "1111111", "10 (single namespace)": "1111111"}
+	for k, c := range want {
+		if r.PhaseCommits[k] != c {
+			t.Errorf("phase_commits[%q] = %q, want %q (all %v)", k, r.PhaseCommits[k], c, r.PhaseCommits)
+		}
+	}
+	if _, ok := r.PhaseCommits["10"]; ok {
+		t.Errorf("phase_commits names all of phase 10 (%v) though this run measured its spread throughput only", r.PhaseCommits)
+	}
+
+	// A later run of phase 2 keeps phase 10 whole, each part's run named.
+	merged, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := defaultParams(false)
+	p2.Phases = map[int]bool{2: true}
+	r2 := &results{Params: p2, Command: "go run ./e2e/bench -phases 2", Env: env{Date: "2026-12-07", Commit: "3333333"}}
+	if _, err := r2.keepEarlier(merged); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range want {
+		if r2.PhaseCommits[k] != c {
+			t.Errorf("after a later run: phase_commits[%q] = %q, want %q (all %v)", k, r2.PhaseCommits[k], c, r2.PhaseCommits)
+		}
+	}
+	if r2.Provenance[labelsThroughputPart].Command != r.Command {
+		t.Errorf("provenance of %s = %+v, want the throughput-only run", labelsThroughputPart, r2.Provenance[labelsThroughputPart])
 	}
 }
