@@ -145,3 +145,14 @@ func TestRatioJudgedOnlyBelowTheBusyLimit(t *testing.T) {
 		t.Error("an old file's ratio is not rendered as not judged for want of load")
 	}
 }
+
+// A phase kept from an earlier run says the latency it ran at, not this
+// run's.
+func TestSamplesLatency(t *testing.T) {
+	if got := samplesLatency(70*time.Millisecond, []throughputResult{{LatencyMS: 20}, {LatencyMS: 20}, {LatencyMS: 0}}); got != 20*time.Millisecond {
+		t.Errorf("samplesLatency = %s, want the samples' 20ms", got)
+	}
+	if got := samplesLatency(70*time.Millisecond, nil); got != 70*time.Millisecond {
+		t.Errorf("samplesLatency without samples = %s, want the default 70ms", got)
+	}
+}
