@@ -432,6 +432,7 @@ func run(p params, out string, keep, merge bool) (err error) {
 	}
 	res := &results{Params: p, Env: environment(ctx, cp, client, bl.baseline), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
 	res.Env.Commit = gitCommit(ctx, root)
+	b.warnIfNiced()
 	if n, err := changedLines(ctx, root); err != nil {
 		b.warn("counting the adapter conversion's changed lines: %v", err)
 	} else {

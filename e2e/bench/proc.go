@@ -337,3 +337,30 @@ func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineB
 	}
 	return kshardBin, baselineBin, adapterBin, errors.Join(errs...)
 }
+
+// niceOf reads a process's nice value from its /proc/<pid>/stat (field
+// 19 of the whole line).
+func niceOf(stat []byte) (int, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected stat line %q", stat)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 17 {
+		return 0, fmt.Errorf("unexpected stat line %q", stat)
+	}
+	return strconv.Atoi(fields[16])
+}
+
+// warnIfNiced warns when the benchmark itself runs at a positive nice
+// value: its operators, API server and etcd then count as background
+// (niced) time, which machine_busy leaves out.
+func (b *bench) warnIfNiced() {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return
+	}
+	if n, err := niceOf(stat); err == nil && n > 0 {
+		b.warn("the benchmark ran at nice %d: its own processes' CPU counts as background_busy, not machine_busy, so the busy shares understate the load; run measured runs at nice 0", n)
+	}
+}

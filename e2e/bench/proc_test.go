@@ -80,3 +80,15 @@ func TestParseProcStatCountsIdleAndIOWaitAsNotBusy(t *testing.T) {
 		}
 	}
 }
+
+func TestNiceOf(t *testing.T) {
+	// pid (comm with ") " inside) state ppid ... priority nice ...
+	stat := []byte("4242 (a) b) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 39 19 1 0 100 1000 50 18446744073709551615\n")
+	n, err := niceOf(stat)
+	if err != nil || n != 19 {
+		t.Errorf("niceOf = %d, %v; want 19", n, err)
+	}
+	if _, err := niceOf([]byte("4242 (a) S 1")); err == nil {
+		t.Error("niceOf of a short line: no error")
+	}
+}
