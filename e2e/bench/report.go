@@ -551,6 +551,25 @@ func (r *results) save(dir string) error {
 // recorded, for RESULTS.md only: results.json keeps its figures.
 func (r *results) gateStored() {
 	s := &r.Summary
+	// The per-configuration medians again from the samples, for the
+	// busy share and CPU per object files before them did not hold.
+	summariseSet(&r.Throughput, ceilingsByRound(r.Ceiling))
+	summariseSet(&r.WriteBound, ceilingsByRound(r.Ceiling))
+	if r.Labels != nil {
+		for i := range r.Labels.Layouts {
+			l := &r.Labels.Layouts[i]
+			summariseSet(&l.Throughput, ceilingsByRound(l.Ceiling))
+			summariseSet(&l.WriteBound, ceilingsByRound(l.Ceiling))
+			if g := s.ShardedGateOff; g != nil && g.WriteBoundCPUMsPerObject == nil {
+				if c := l.WriteBound.config(nativeName, 4); c != nil {
+					g.WriteBoundCPUMsPerObject = c.CPUMsPerObject
+				}
+				if c := l.WriteBound.config(baselineName, 0); c != nil {
+					g.WriteBoundCPUMsPerObjectBaseline = c.CPUMsPerObject
+				}
+			}
+		}
+	}
 	if s.ThroughputRatio4Measured == nil {
 		s.ThroughputRatio4, s.ratioGate = gateRatio(s.ThroughputRatio4, r.Throughput.Samples, nativeName, nil)
 	}
