@@ -29,8 +29,8 @@ const (
 	// Advisory like AnnotationWarm: an undecodable one is read as absent.
 	AnnotationWeights = "kshard.io/weights"
 	// AnnotationCacheMode and AnnotationCachedObjects are the writer's
-	// CacheStatus (SetCacheStatus): how its cache runs and how many
-	// objects it holds, for `kshard status`. Advisory like
+	// cache status, written with its renewals: how its cache runs and how
+	// many objects it holds, for `kshard status`. Advisory like
 	// AnnotationWarm: absent on writers that publish none, and a value
 	// that does not parse is read as absent.
 	AnnotationCacheMode     = "kshard.io/cache-mode"
