@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/kshard/kshard/internal/cache/labelled"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -132,9 +133,9 @@ type partitionedInformer interface {
 	ByIndex(name, value string) ([]any, error)
 	GetByKey(key string) (any, bool, error)
 	ObjectsListed() int64
-	countPartitions(counts []int)
-	// describe says what informers it runs, for KindMode.Informers.
-	describe() string
+	CountPartitions(counts []int)
+	// Describe says what informers it runs, for KindMode.Informers.
+	Describe() string
 }
 
 // asInformer is e's informer as sources use it.
@@ -427,7 +428,7 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	}
 	if e.part != nil {
 		e.part.Hold(c.held)
-		if lab, ok := e.part.(*Labelled); ok {
+		if lab, ok := e.part.(*labelled.Labelled); ok {
 			lab.SetActive(c.active)
 		}
 		c.signalLocked() // a kind that has synced nothing yet narrows SyncedPartitions

@@ -244,3 +244,16 @@ func (m *refreshingMapper) RESTMappings(gk schema.GroupKind, versions ...string)
 	m.Reset()
 	return m.DeferredDiscoveryRESTMapper.RESTMappings(gk, versions...)
 }
+
+// checkList is the self-check's LIST of a labelled kind: metadata only,
+// whatever the kind's cached type, in the cache's namespace. It is not
+// patient (patient): a check that cannot list is skipped, not held up.
+func (c *Cache) checkList(mapping *meta.RESTMapping) (func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error), error) {
+	client, err := c.metadataResource(mapping)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.List(ctx, o)
+	}, nil
+}
