@@ -80,7 +80,7 @@ func (c *Cache) typedListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMa
 				Watch(ctx)
 		},
 	}
-	return typedListWatch{patient(lw), rc}, example, nil
+	return typedListWatch{patient(c.clock, lw), rc}, example, nil
 }
 
 // newMetadataInformer builds an informer holding only object metadata
@@ -149,7 +149,7 @@ func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RES
 			}), nil
 		},
 	}
-	return patient(lw), nil
+	return patient(c.clock, lw), nil
 }
 
 // speaksProtobuf reports whether obj's Go type has a protobuf encoding, as

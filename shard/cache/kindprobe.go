@@ -22,7 +22,7 @@ func (c *Cache) probeKind(ctx context.Context, mapping *meta.RESTMapping) shardp
 		var probe shardprobe.Result
 		// Patient like the informers: a replica started while the API
 		// server is unreachable must not settle for the fallback.
-		probe, err = retryUnreachable(ctx, func() (shardprobe.Result, error) {
+		probe, err = retryUnreachable(ctx, c.clock, func() (shardprobe.Result, error) {
 			return shardprobe.Filtering(ctx, dc, mapping.Resource, ns, c.sharding.Partitioner)
 		})
 		if err == nil {

@@ -248,7 +248,7 @@ func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string 
 			Namespace: ns, Verb: "patch", Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
 		},
 	}}
-	got, err := retryUnreachable(ctx, func() (*authzv1.SelfSubjectAccessReview, error) {
+	got, err := retryUnreachable(ctx, c.clock, func() (*authzv1.SelfSubjectAccessReview, error) {
 		return cs.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	})
 	if err != nil || got.Status.Allowed {
@@ -280,6 +280,7 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		Reprobe:     c.reprobeFor(gvk, mapping, mode),
 		Indexers:    indexers,
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
+		Clock:       c.clock,
 	})
 }
 
@@ -345,6 +346,7 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
 		Client: labelled.NewObjectClient(get, writer.Resource(mapping.Resource)), CheckInterval: ls.CheckInterval, CheckList: checkList,
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
+		Clock:  c.clock,
 	})
 }
 

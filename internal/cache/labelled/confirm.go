@@ -15,18 +15,18 @@ import (
 // deleted for the users' handlers; still there, it stays served and is
 // labelled again, and read again later.
 func (l *Labelled) confirmLoop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
+	timer := l.opts.Clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		next := l.confirmDue(ctx)
 		if next.IsZero() {
-			next = time.Now().Add(time.Minute)
+			next = l.opts.Clock.Now().Add(time.Minute)
 		}
-		timer.Reset(time.Until(next))
+		timer.Reset(next.Sub(l.opts.Clock.Now()))
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-timer.C():
 		case <-l.confirm:
 		}
 	}
@@ -39,7 +39,7 @@ const confirmReread = 5 * time.Second
 // confirmDue checks the pending objects that are due and returns when the
 // next one is.
 func (l *Labelled) confirmDue(ctx context.Context) time.Time {
-	now := time.Now()
+	now := l.opts.Clock.Now()
 	type due struct {
 		key string
 		uid types.UID
@@ -94,7 +94,7 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 		case gone, inView:
 			delete(l.pending, d.key)
 		case err != nil:
-			p.nextCheck = time.Now().Add(confirmReread)
+			p.nextCheck = l.opts.Clock.Now().Add(confirmReread)
 		default:
 			if l.opts.Transform != nil {
 				if t, terr := l.opts.Transform(live); terr == nil {
@@ -106,7 +106,7 @@ func (l *Labelled) confirmDue(ctx context.Context) time.Time {
 			if !newer(p.obj, live) {
 				p.obj = live // else a view's leaving saw a later state while the read ran
 			}
-			p.nextCheck = time.Now().Add(confirmReread)
+			p.nextCheck = l.opts.Clock.Now().Add(confirmReread)
 		}
 		if !gone && !inView && (next.IsZero() || p.nextCheck.Before(next)) {
 			next = p.nextCheck

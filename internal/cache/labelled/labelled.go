@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
 	"github.com/kshard/kshard/internal/cache/segmented"
@@ -78,6 +79,10 @@ type Options struct {
 	CheckList func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
+	// Clock decides when pending objects are confirmed, checks run and
+	// label patches are forgotten (its label segments take it too).
+	// Defaults to the real clock; tests pass a fake one.
+	Clock clock.WithTicker
 }
 
 // Labelled is the gate-free sharded informer of one resource: it holds the
@@ -216,6 +221,9 @@ func New(opts Options) (*Labelled, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	n := opts.Partitioner.Count()
 	l := &Labelled{
 		opts: opts, log: opts.Logger,
@@ -226,6 +234,7 @@ func New(opts Options) (*Labelled, error) {
 	segs, err := segmented.New(segmented.Options{
 		LabelKey: opts.LabelKey, Partitions: n, ListWatch: opts.ListWatch, Example: opts.Example,
 		MaxSegments: opts.MaxSegments, Transform: opts.Transform, Indexers: opts.Indexers, Logger: opts.Logger,
+		Clock: opts.Clock,
 		// The label segments tell l of every object leaving them before
 		// their stores drop it: l keeps serving it until it knows where
 		// it went.
@@ -339,7 +348,7 @@ func (l *Labelled) strand(released, kept shard.PartitionSet) {
 	if released.IsEmpty() {
 		return
 	}
-	now := time.Now()
+	now := l.opts.Clock.Now()
 	for _, obj := range l.segs.List() {
 		labelled, ok := l.segs.PartitionOf(obj)
 		if !ok || !released.Has(labelled) {

@@ -56,10 +56,10 @@ func newLabeller(l *Labelled, qps float64) *labeller {
 		l: l, written: map[string]writtenLabel{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: ""}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "", Clock: l.opts.Clock}),
 	}
 	if qps > 0 {
-		lb.limiter = flowcontrol.NewTokenBucketRateLimiter(float32(qps), max(1, int(qps)))
+		lb.limiter = flowcontrol.NewTokenBucketRateLimiterWithClock(float32(qps), max(1, int(qps)), l.opts.Clock)
 	}
 	return lb
 }
@@ -106,7 +106,7 @@ func (lb *labeller) pendingWrite(key string, rv uint64) bool {
 	switch {
 	case !ok:
 		return false
-	case rv >= w.rv || time.Since(w.at) > writtenTTL:
+	case rv >= w.rv || lb.l.opts.Clock.Since(w.at) > writtenTTL:
 		delete(lb.written, key)
 		return false
 	}
@@ -120,7 +120,7 @@ func (lb *labeller) wrote(key, rv string) {
 	if err != nil {
 		return
 	}
-	now := time.Now()
+	now := lb.l.opts.Clock.Now()
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if len(lb.written) > 1024 {

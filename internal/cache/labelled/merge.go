@@ -79,7 +79,7 @@ func (l *Labelled) arrived(v *unlabelledView, obj any) {
 		// it out again. The arrival proves it exists but no view keeps
 		// it: pending, it stays served until a view shows it or a live
 		// read finds it gone.
-		l.markPending(key, uid, obj, time.Now())
+		l.markPending(key, uid, obj, l.opts.Clock.Now())
 	}
 	l.mu.Unlock()
 	switch {
@@ -131,7 +131,7 @@ func (l *Labelled) leaving(v *unlabelledView, obj runtime.Object) {
 		return
 	}
 	key, uid := keyAndUID(obj)
-	now := time.Now()
+	now := l.opts.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held.Has(p) || (v != nil && l.speaker() != v) {
@@ -193,7 +193,7 @@ func (l *Labelled) left(v *unlabelledView, obj any) {
 		return
 	}
 	if other := l.otherView(key, v); other != nil && uidOf(other) == uid {
-		l.moved[key] = movedObject{obj: obj, uid: uid, at: time.Now()}
+		l.moved[key] = movedObject{obj: obj, uid: uid, at: l.opts.Clock.Now()}
 	}
 }
 

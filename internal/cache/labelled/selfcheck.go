@@ -98,14 +98,14 @@ type suspect struct {
 // waits an interval: partitions sync at the start, and a check compares
 // only those that have.
 func (l *Labelled) checkLoop(ctx context.Context) {
-	t := time.NewTicker(l.opts.CheckInterval)
+	t := l.opts.Clock.NewTicker(l.opts.CheckInterval)
 	defer t.Stop()
 	var st checkState
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		l.checkOnce(ctx, &st)
 	}
@@ -114,7 +114,7 @@ func (l *Labelled) checkLoop(ctx context.Context) {
 // checkOnce runs one check against st, the previous one's state, and
 // records its report; a check whose LIST fails leaves st as it was.
 func (l *Labelled) checkOnce(ctx context.Context, st *checkState) {
-	start := time.Now()
+	start := l.opts.Clock.Now()
 	synced := l.SyncedPartitions()
 	found := map[string]suspect{}
 	checked, requests := 0, 0
@@ -189,13 +189,13 @@ func (l *Labelled) checkOnce(ctx context.Context, st *checkState) {
 	l.checked.Checks++
 	l.checked.Missing, l.checked.Examples = len(missing), examples
 	l.checked.Checked, l.checked.Requests = checked, requests
-	l.checked.Took, l.checked.At = time.Since(start), time.Now()
+	l.checked.Took, l.checked.At = l.opts.Clock.Since(start), l.opts.Clock.Now()
 	if relist {
 		l.checked.Relists++
 	}
 	l.checkMu.Unlock()
 
-	l.log.V(1).Info("cache self-check", "checked", checked, "missing", len(missing), "requests", requests, "took", time.Since(start).Round(time.Millisecond).String())
+	l.log.V(1).Info("cache self-check", "checked", checked, "missing", len(missing), "requests", requests, "took", l.opts.Clock.Since(start).Round(time.Millisecond).String())
 	switch {
 	case relist:
 		l.log.Error(nil, "objects of partitions this replica holds and reports synced exist on the API server, unchanged for at least a check interval, but are missing from its cache; listing the kind again",

@@ -3,7 +3,6 @@ package labelled
 import (
 	"context"
 	"slices"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +95,7 @@ func (l *Labelled) takeOver(old, next *unlabelledView) {
 	if old == nil || old == next {
 		return
 	}
-	now := time.Now()
+	now := l.opts.Clock.Now()
 	for _, obj := range old.inf.GetStore().List() {
 		ro, ok := obj.(runtime.Object)
 		if !ok {

@@ -35,12 +35,12 @@ func (s *Segmented) reprobe(ctx context.Context) {
 			return
 		}
 		s.log.V(1).Info("the probe at the kind's first object could not decide; probing again later", "reason", probe.Reason, "after", delay)
-		timer := time.NewTimer(delay)
+		timer := s.opts.Clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-timer.C:
+		case <-timer.C():
 		}
 		delay = min(2*delay, reprobeMaxDelay)
 		if s.cachesAnObject() {

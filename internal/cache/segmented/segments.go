@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
 	"github.com/kshard/kshard/internal/cache/shardprobe"
@@ -69,6 +70,9 @@ type Options struct {
 	Indexers toolscache.Indexers
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
+	// Clock times the reprobe's backoff and a compaction's takeover.
+	// Defaults to the real clock; tests pass a fake one.
+	Clock clock.WithTicker
 
 	// leaving, when set, is told of every object that leaves a segment (a
 	// DELETED event, or a relist without it) before the segment's store
@@ -149,6 +153,9 @@ func New(opts Options) (*Segmented, error) {
 	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.LabelKey != "" {
 		opts.Filtered = true

@@ -35,8 +35,8 @@ const (
 // objects a replaced segment still holds that seg has seen go are passed
 // on as deletions: seg's LIST showed their absence, not the DELETED.
 func (s *Segmented) takeOver(ctx context.Context, seg *segment) {
-	deadline := time.Now().Add(takeoverLimit)
-	tick := time.NewTicker(takeoverPoll)
+	deadline := s.opts.Clock.Now().Add(takeoverLimit)
+	tick := s.opts.Clock.NewTicker(takeoverPoll)
 	defer tick.Stop()
 	told := map[string]bool{} // vanished objects leaving was told of
 	for {
@@ -45,7 +45,7 @@ func (s *Segmented) takeOver(ctx context.Context, seg *segment) {
 			s.mu.Unlock()
 			return // stopped by Hold meanwhile
 		}
-		if ready := s.caughtUp(seg); ready || time.Now().After(deadline) {
+		if ready := s.caughtUp(seg); ready || s.opts.Clock.Now().After(deadline) {
 			gone := s.vanished(seg)
 			if untold := s.untold(gone, told); len(untold) > 0 {
 				// They vanish from reads with the replaced segments, and
@@ -84,7 +84,7 @@ func (s *Segmented) takeOver(ctx context.Context, seg *segment) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
