@@ -87,7 +87,7 @@ func (c *Cache) ModeReport() []KindMode {
 		if lab, ok := e.part.(*labelled.Labelled); ok {
 			st := lab.Stats()
 			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
-			m.SelfCheck = lab.CheckReport()
+			m.SelfCheck = checkReportOf(lab.CheckReport())
 			m.LabelBacklog = lab.LabelBacklog()
 			if f := lab.Forbidden(); f != "" {
 				m.Reason = f

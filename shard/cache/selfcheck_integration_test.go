@@ -139,7 +139,16 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 	// Healthy, under churn: the labeller moves the unlabelled objects of
 	// the active partitions into their label segments, and a writer
 	// changes, creates and deletes objects, while checks run.
-	report := func() cache.CheckReport { return *lab.CheckReport() }
+	// The report as users read it: the kind's ModeReport.
+	report := func() cache.CheckReport {
+		for _, m := range c.ModeReport() {
+			if m.Kind.Kind == "ConfigMap" && m.SelfCheck != nil {
+				return *m.SelfCheck
+			}
+		}
+		t.Fatal("ModeReport has no self-check report of ConfigMaps")
+		return cache.CheckReport{}
+	}
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var churn sync.WaitGroup
 	churn.Go(func() {

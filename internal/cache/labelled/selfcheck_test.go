@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kshard/kshard/shard"
 )
@@ -222,5 +223,39 @@ func TestSelfCheckInterval(t *testing.T) {
 		if l.opts.CheckInterval != tc.want || (l.CheckReport() == nil) != (tc.want < 0) {
 			t.Errorf("CheckInterval %v: %v, report %v; want %v, a report unless off", tc.set, l.opts.CheckInterval, l.CheckReport(), tc.want)
 		}
+	}
+}
+
+// The self-check runs on the cache's clock: none before the clock has moved
+// an interval, one once it has, dated by that clock.
+func TestSelfCheckRunsOnTheCachesClock(t *testing.T) {
+	srv := &selectorServer{objs: map[string]*corev1.ConfigMap{}}
+	start := time.Unix(1_000_000, 0)
+	clk := clocktesting.NewFakeClock(start)
+	l, err := New(Options{
+		LabelKey: checkLabelKey, Partitioner: shard.NewPartitioner(8), ListWatch: srv.listWatch(), Example: &corev1.ConfigMap{},
+		Client: serverClient{srv}, LabelQPS: -1, CheckInterval: time.Minute, Clock: clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	held := shard.NewPartitionSet(8, 3)
+	l.Hold(held)
+	await(t, "the held partition to sync", func() bool { return l.SyncedPartitions().Equal(held) })
+	if n := l.CheckReport().Checks; n != 0 {
+		t.Fatalf("%d checks before the clock moved, want none", n)
+	}
+	// Each poll moves the clock an interval: the check loop's ticker may
+	// register with the clock after the first step.
+	await(t, "a check after the clock moved", func() bool {
+		clk.Step(time.Minute)
+		return l.CheckReport().Checks > 0
+	})
+	if r := l.CheckReport(); r.At.Before(start.Add(time.Minute)) || r.At.After(clk.Now()) || r.Missing != 0 {
+		t.Errorf("report %+v; want it dated by the fake clock (%v to %v), nothing missing", r, start.Add(time.Minute), clk.Now())
 	}
 }
