@@ -74,11 +74,11 @@ type Options struct {
 	// Defaults to the real clock; tests pass a fake one.
 	Clock clock.WithTicker
 
-	// leaving, when set, is told of every object that leaves a segment (a
+	// Leaving, when set, is told of every object that leaves a segment (a
 	// DELETED event, or a relist without it) before the segment's store
 	// drops it, and of every object whose label moves it, within one
 	// segment, to another partition or to one no longer held (a MODIFIED
-	// event, or a relist), before the store changes: a Labelled keeps
+	// event, or a relist), before the store changes: the labelled cache keeps
 	// serving an object that left a label selector, or that its segment
 	// now hides, until it knows where it went.
 	Leaving func(obj runtime.Object)
