@@ -11,7 +11,7 @@ import (
 )
 
 // probeKind asks the API server whether it filters the resource of mapping
-// by shard selector (ProbeShardFiltering), in the cache's namespace,
+// by shard selector (shardprobe.Filtering), in the cache's namespace,
 // retrying while the server is unreachable. A probe that fails otherwise
 // (forbidden, a refused selector) reads as not filtered, with the error as
 // its reason.
@@ -50,7 +50,7 @@ func modeOfProbe(p shardprobe.Result) KindMode {
 
 // reprobeFor returns, for a kind in fallback only because its probe could
 // not decide (no object to test with), what its Segmented calls once it
-// caches an object (SegmentedOptions.Reprobe): the probe again, whose mode
+// caches an object (segmented.Options.Reprobe): the probe again, whose mode
 // becomes the kind's in ModeReport (and so in kshard_cache_mode and
 // /readyz?verbose) before the Segmented acts on it. Nil for any other mode:
 // those are final.

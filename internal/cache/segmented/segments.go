@@ -45,7 +45,7 @@ type Options struct {
 	// Required.
 	Example runtime.Object
 	// Filtered: the API server applies shard selectors to this resource
-	// (ProbeShardFiltering said so). Otherwise the Segmented falls back to
+	// (shardprobe.Filtering said so). Otherwise the Segmented falls back to
 	// one informer of the whole resource, filtered on the client only.
 	Filtered bool
 	// Reprobe, for a Segmented that starts unfiltered because the probe
