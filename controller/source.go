@@ -45,7 +45,7 @@ type Informers interface {
 
 // Informer is what a source uses of an informer: a client-go
 // SharedIndexInformer satisfies it, and so does the manager's sharded cache
-// of a kind (shard/cache.Segmented), whose handler registrations report
+// of a kind (internal/cache/segmented), whose handler registrations report
 // synced at once because it syncs per partition, before the ring activates
 // each. An alias of an interface literal, identical to shard/cache's.
 type Informer = interface {

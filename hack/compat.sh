@@ -51,7 +51,7 @@ toolsDir() {
 
 # The ring's integration tests are the manager's on a real API server
 # (shard/ring's own tests use a fake clientset); the labels-mode cache's
-# are shard/cache's labelled-cache tests and the manager's label-patch
+# are the labelled cache's tests (internal/cache/labelled, shard/cache) and the manager's label-patch
 # permission tests.
 ring_tests='TestTwoReplicasShareKeysAndHandOffOnLeave|TestOtherRingConfigurationRefusesToJoin|TestUnreachableAPIServerAtStartIsNotReadyAndRetries|TestGarbageLeaseBlocksUntilItExpires|TestRefusingReplicaDoesNotStallTheRing|TestOwnLeaseDeletedOrRelabelledRecovers|TestMissingLeaseNamespaceIsNamedInReadyz'
 labels_cache_tests='TestLabelledCache|TestForeignLabelValuesAreRelabelledAndCounted|TestSelfCheckFindsAnObjectMissingFromTheStore'
@@ -131,7 +131,7 @@ for v in "${versions[@]}"; do
     fails=$((fails + 1))
   fi
   step ring . go test -race -count=1 -v -run "$ring_tests" ./manager/
-  step labels-cache . go test -race -count=1 -v -run "$labels_cache_tests" ./shard/cache/
+  step labels-cache . go test -race -count=1 -v -run "$labels_cache_tests" ./shard/cache/ ./internal/cache/labelled/
   step labels-manager . go test -race -count=1 -v -run "$labels_manager_tests" ./manager/
   rm -f "$logs/$v-chaos.summary" "$logs/$v-adapter.summary" "$logs/$v-list-cost.summary"
   step list-cost . env KSHARD_COMPAT_SUMMARY="$logs/$v-list-cost.summary" \

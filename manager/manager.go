@@ -550,7 +550,6 @@ func (m *Manager) listenMetrics() (*httpServer, error) {
 // active partitions to.
 var (
 	_ ring.PartitionCache = (*cache.Cache)(nil)
-	_ ring.PartitionCache = (*cache.Segmented)(nil)
 	_ ring.ObjectCounter  = (*cache.Cache)(nil)
 	_ ring.ActiveObserver = (*cache.Cache)(nil)
 )

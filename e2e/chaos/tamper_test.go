@@ -25,7 +25,7 @@ import (
 // relabelTimeout bounds how long after the tampering stops every object
 // must carry its own partition's label again. The cache relabels an object
 // it sees within a label patch, and one that left every view after its
-// confirmation read (cache.DefaultConfirmAfter); the rest is a loaded
+// confirmation read (the labelled cache's DefaultConfirmAfter); the rest is a loaded
 // machine's watch and scheduling lag.
 const relabelTimeout = time.Minute
 

@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
+	"github.com/kshard/kshard/internal/cache/labelled"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -60,6 +62,11 @@ type Options struct {
 	// (ModeSharded) and filtered on the client where it does not
 	// (ModeFallback). Default nil: every kind cached whole.
 	Sharding *Sharding
+
+	// Clock times the retries while the API server is unreachable and the
+	// sharded kinds' backoffs, self-checks and confirmations. Defaults to
+	// the real clock; tests pass a fake one (k8s.io/utils/clock/testing).
+	Clock clock.WithTicker
 }
 
 // Cache holds one shared informer per GroupVersionKind (and one per
@@ -76,6 +83,7 @@ type Cache struct {
 	mapper    meta.RESTMapper
 	namespace string
 	resync    time.Duration
+	clock     clock.WithTicker
 	sharding  *Sharding
 	fullKinds []schema.GroupVersionKind // Sharding.Full, resolved
 	shared    shard.PartitionSet        // partitions of Sharding.SharedNamespaces, always held
@@ -132,9 +140,9 @@ type partitionedInformer interface {
 	ByIndex(name, value string) ([]any, error)
 	GetByKey(key string) (any, bool, error)
 	ObjectsListed() int64
-	countPartitions(counts []int)
-	// describe says what informers it runs, for KindMode.Informers.
-	describe() string
+	CountPartitions(counts []int)
+	// Describe says what informers it runs, for KindMode.Informers.
+	Describe() string
 }
 
 // asInformer is e's informer as sources use it.
@@ -225,6 +233,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		mapper:      mapper,
 		namespace:   opts.Namespace,
 		resync:      opts.ResyncPeriod,
+		clock:       opts.Clock,
 		informers:   map[informerKey]*entry{},
 		restClients: map[restClientKey]*rest.RESTClient{},
 	}, nil
@@ -234,6 +243,9 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 func (o Options) withDefaults() Options {
 	if o.Scheme == nil {
 		o.Scheme = clientgoscheme.Scheme
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -427,7 +439,7 @@ func (c *Cache) informerFor(ctx context.Context, key informerKey) (*entry, error
 	}
 	if e.part != nil {
 		e.part.Hold(c.held)
-		if lab, ok := e.part.(*Labelled); ok {
+		if lab, ok := e.part.(*labelled.Labelled); ok {
 			lab.SetActive(c.active)
 		}
 		c.signalLocked() // a kind that has synced nothing yet narrows SyncedPartitions

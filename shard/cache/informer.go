@@ -80,7 +80,7 @@ func (c *Cache) typedListWatch(gvk schema.GroupVersionKind, mapping *meta.RESTMa
 				Watch(ctx)
 		},
 	}
-	return typedListWatch{patient(lw), rc}, example, nil
+	return typedListWatch{patient(c.clock, lw), rc}, example, nil
 }
 
 // newMetadataInformer builds an informer holding only object metadata
@@ -149,7 +149,7 @@ func (c *Cache) metadataListWatch(gvk schema.GroupVersionKind, mapping *meta.RES
 			}), nil
 		},
 	}
-	return patient(lw), nil
+	return patient(c.clock, lw), nil
 }
 
 // speaksProtobuf reports whether obj's Go type has a protobuf encoding, as
@@ -243,4 +243,17 @@ func (m *refreshingMapper) RESTMappings(gk schema.GroupKind, versions ...string)
 	}
 	m.Reset()
 	return m.DeferredDiscoveryRESTMapper.RESTMappings(gk, versions...)
+}
+
+// checkList is the self-check's LIST of a labelled kind: metadata only,
+// whatever the kind's cached type, in the cache's namespace. It is not
+// patient (patient): a check that cannot list is skipped, not held up.
+func (c *Cache) checkList(mapping *meta.RESTMapping) (func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error), error) {
+	client, err := c.metadataResource(mapping)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return client.List(ctx, o)
+	}, nil
 }

@@ -4,31 +4,32 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kshard/kshard/internal/cache/shardprobe"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
 // probeKind asks the API server whether it filters the resource of mapping
-// by shard selector (ProbeShardFiltering), in the cache's namespace,
+// by shard selector (shardprobe.Filtering), in the cache's namespace,
 // retrying while the server is unreachable. A probe that fails otherwise
 // (forbidden, a refused selector) reads as not filtered, with the error as
 // its reason.
-func (c *Cache) probeKind(ctx context.Context, mapping *meta.RESTMapping) ShardProbe {
+func (c *Cache) probeKind(ctx context.Context, mapping *meta.RESTMapping) shardprobe.Result {
 	dc, err := dynamic.NewForConfigAndClient(c.config, c.httpClient)
 	if err == nil {
 		ns, _ := c.namespaceFor(mapping)
-		var probe ShardProbe
+		var probe shardprobe.Result
 		// Patient like the informers: a replica started while the API
 		// server is unreachable must not settle for the fallback.
-		probe, err = retryUnreachable(ctx, func() (ShardProbe, error) {
-			return ProbeShardFiltering(ctx, dc, mapping.Resource, ns, c.sharding.Partitioner)
+		probe, err = retryUnreachable(ctx, c.clock, func() (shardprobe.Result, error) {
+			return shardprobe.Filtering(ctx, dc, mapping.Resource, ns, c.sharding.Partitioner)
 		})
 		if err == nil {
 			return probe
 		}
 	}
-	return ShardProbe{Reason: fmt.Sprintf("probing the API server's sharded list failed (%v); listing the whole kind and filtering on the client", err)}
+	return shardprobe.Result{Reason: fmt.Sprintf("probing the API server's sharded list failed (%v); listing the whole kind and filtering on the client", err)}
 }
 
 // probeServer asks the API server whether it filters the kind of mapping
@@ -40,7 +41,7 @@ func (c *Cache) probeServer(ctx context.Context, mapping *meta.RESTMapping) Kind
 }
 
 // modeOfProbe is the cache mode a probe calls for.
-func modeOfProbe(p ShardProbe) KindMode {
+func modeOfProbe(p shardprobe.Result) KindMode {
 	if p.Filtered {
 		return KindMode{Mode: ModeSharded}
 	}
@@ -49,15 +50,15 @@ func modeOfProbe(p ShardProbe) KindMode {
 
 // reprobeFor returns, for a kind in fallback only because its probe could
 // not decide (no object to test with), what its Segmented calls once it
-// caches an object (SegmentedOptions.Reprobe): the probe again, whose mode
+// caches an object (segmented.Options.Reprobe): the probe again, whose mode
 // becomes the kind's in ModeReport (and so in kshard_cache_mode and
 // /readyz?verbose) before the Segmented acts on it. Nil for any other mode:
 // those are final.
-func (c *Cache) reprobeFor(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode) func(context.Context) ShardProbe {
+func (c *Cache) reprobeFor(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode) func(context.Context) shardprobe.Result {
 	if !mode.reprobe {
 		return nil
 	}
-	return func(ctx context.Context) ShardProbe {
+	return func(ctx context.Context) shardprobe.Result {
 		probe := c.probeKind(ctx, mapping)
 		if ctx.Err() != nil {
 			return probe // stopping: the probe failed for that alone

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/cache/cachetest"
+	"github.com/kshard/kshard/internal/cache/labelled"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
@@ -65,10 +67,10 @@ func TestLabelledCacheStartedBeforeTheRing(t *testing.T) {
 	// Objects of every kind of label state, 12 of each.
 	labelFor := map[string]func(key string) map[string]string{
 		"none":    func(string) map[string]string { return nil },
-		"garbled": func(string) map[string]string { return map[string]string{labelledTestKey: "abc"} },
-		"outside": func(string) map[string]string { return map[string]string{labelledTestKey: "9999"} },
+		"garbled": func(string) map[string]string { return map[string]string{cachetest.LabelKey: "abc"} },
+		"outside": func(string) map[string]string { return map[string]string{cachetest.LabelKey: "9999"} },
 		"right": func(key string) map[string]string {
-			return map[string]string{labelledTestKey: shard.PartitionLabelValue(p.Partition(key))}
+			return map[string]string{cachetest.LabelKey: shard.PartitionLabelValue(p.Partition(key))}
 		},
 	}
 	var all []string
@@ -89,10 +91,10 @@ func TestLabelledCacheStartedBeforeTheRing(t *testing.T) {
 	}
 
 	cfg := rest.CopyConfig(cp.Config())
-	spy := &watchSpy{want: labelledTestKey + " notin", seen: make(chan struct{})}
+	spy := &watchSpy{want: cachetest.LabelKey + " notin", seen: make(chan struct{})}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { spy.next = rt; return spy })
 	c, err := cache.New(cfg, cache.Options{Namespace: ns, Sharding: &cache.Sharding{
-		Labels: &cache.LabelSharding{Key: labelledTestKey, Partitioner: p, QPS: -1},
+		Labels: &cache.LabelSharding{Key: cachetest.LabelKey, Partitioner: p, QPS: -1},
 		Logger: testr.New(t),
 	}})
 	if err != nil {
@@ -142,7 +144,7 @@ func TestLabelledCacheStartedBeforeTheRing(t *testing.T) {
 		slices.Sort(keys)
 		return keys
 	}
-	awaitCond(t, "the held partitions to sync", time.Minute, func() bool { return c.SyncedPartitions().Equal(held) })
+	cachetest.Await(t, "the held partitions to sync", time.Minute, func() bool { return c.SyncedPartitions().Equal(held) })
 	// Synced means complete: every object of the held partitions, whatever
 	// its label, is served at once.
 	if got := cached(); !slices.Equal(got, want) {
@@ -157,14 +159,14 @@ func TestLabelledCacheStartedBeforeTheRing(t *testing.T) {
 	}
 
 	c.SetActive(held)
-	awaitCond(t, "the active partitions' objects to carry their partition label", time.Minute, func() bool {
+	cachetest.Await(t, "the active partitions' objects to carry their partition label", time.Minute, func() bool {
 		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
 		}
 		for _, cm := range list.Items {
 			key := shard.KeyOf(cm.Namespace, cm.Name)
-			if part := p.Partition(key); held.Has(part) && cm.Labels[labelledTestKey] != shard.PartitionLabelValue(part) {
+			if part := p.Partition(key); held.Has(part) && cm.Labels[cachetest.LabelKey] != shard.PartitionLabelValue(part) {
 				return false
 			}
 		}
@@ -181,14 +183,14 @@ func TestLabelledCacheStartedBeforeTheRing(t *testing.T) {
 	}
 	var managers []string
 	for _, mf := range relabelled.ManagedFields {
-		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), labelledTestKey) {
+		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), cachetest.LabelKey) {
 			managers = append(managers, mf.Manager)
 		}
 	}
-	if !slices.Contains(managers, cache.LabelFieldManager) {
-		t.Errorf("the partition label of %s is managed by %v, want %q among them", want[i], managers, cache.LabelFieldManager)
+	if !slices.Contains(managers, labelled.LabelFieldManager) {
+		t.Errorf("the partition label of %s is managed by %v, want %q among them", want[i], managers, labelled.LabelFieldManager)
 	}
-	awaitCond(t, "the cache to hold exactly the held partitions' objects after labelling", 30*time.Second, func() bool {
+	cachetest.Await(t, "the cache to hold exactly the held partitions' objects after labelling", 30*time.Second, func() bool {
 		return slices.Equal(cached(), want)
 	}, func() string { return fmt.Sprintf("cached %v, want %v", cached(), want) })
 }

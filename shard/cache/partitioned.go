@@ -14,18 +14,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/kshard/kshard/internal/cache/labelled"
+	"github.com/kshard/kshard/internal/cache/segmented"
 	"github.com/kshard/kshard/shard"
 )
 
 // Informer is what sources use of a kind's informer: a client-go
-// SharedIndexInformer for a kind cached whole, a *Segmented for a sharded
+// SharedIndexInformer for a kind cached whole, a *segmented.Segmented for a sharded
 // kind. An alias of an interface literal, so that package controller's
 // identical alias is the same type.
 type Informer = interface {
@@ -74,7 +75,7 @@ type Sharding struct {
 
 // LabelSharding configures the gate-free sharded cache: every object of a
 // sharded kind carries the ring's partition label, and a replica lists and
-// watches only the labels of the partitions it holds (see Labelled).
+// watches only the labels of the partitions it holds.
 type LabelSharding struct {
 	// Key is the ring's partition label (shard.PartitionLabelKey).
 	// Required.
@@ -97,7 +98,7 @@ type LabelSharding struct {
 	// CheckInterval is how often each labelled kind checks that its cache
 	// holds every object of the partitions it reports synced: a paged
 	// metadata-only LIST of the replica's share and of the unlabelled
-	// objects (LabelledOptions.CheckInterval, KindMode.SelfCheck).
+	// objects (KindMode.SelfCheck).
 	// Defaults to DefaultCheckInterval; negative: off.
 	CheckInterval time.Duration
 }
@@ -247,7 +248,7 @@ func (c *Cache) canPatch(ctx context.Context, mapping *meta.RESTMapping) string 
 			Namespace: ns, Verb: "patch", Group: mapping.Resource.Group, Resource: mapping.Resource.Resource,
 		},
 	}}
-	got, err := retryUnreachable(ctx, func() (*authzv1.SelfSubjectAccessReview, error) {
+	got, err := retryUnreachable(ctx, c.clock, func() (*authzv1.SelfSubjectAccessReview, error) {
 		return cs.SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	})
 	if err != nil || got.Status.Allowed {
@@ -266,12 +267,12 @@ func (c *Cache) labelWriteConfig() *rest.Config {
 }
 
 // newSegmented builds the sharded informer of a typed kind.
-func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode, indexers toolscache.Indexers) (*Segmented, error) {
+func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, mode KindMode, indexers toolscache.Indexers) (*segmented.Segmented, error) {
 	lw, example, err := c.typedListWatch(gvk, mapping)
 	if err != nil {
 		return nil, err
 	}
-	return NewSegmented(SegmentedOptions{
+	return segmented.New(segmented.Options{
 		Partitioner: c.sharding.Partitioner,
 		ListWatch:   lw.ListWatch,
 		Example:     example,
@@ -279,11 +280,12 @@ func (c *Cache) newSegmented(gvk schema.GroupVersionKind, mapping *meta.RESTMapp
 		Reprobe:     c.reprobeFor(gvk, mapping, mode),
 		Indexers:    indexers,
 		Logger:      c.sharding.Logger.WithValues("kind", gvk.String()),
+		Clock:       c.clock,
 	})
 }
 
 // newLabelled builds the label-sharded informer of a kind.
-func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route, indexers toolscache.Indexers) (*Labelled, error) {
+func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route shard.Route, indexers toolscache.Indexers) (*labelled.Labelled, error) {
 	ls := c.sharding.Labels
 	var lw toolscache.ListerWatcherWithContext
 	var example runtime.Object
@@ -333,46 +335,19 @@ func (c *Cache) newLabelled(key informerKey, mapping *meta.RESTMapping, route sh
 	}
 	var transform toolscache.TransformFunc
 	if !ls.KeepManagedFields {
-		transform = stripManagedFields
+		transform = labelled.StripManagedFields
 	}
 	checkList, err := c.checkList(mapping)
 	if err != nil {
 		return nil, err
 	}
-	return NewLabelled(LabelledOptions{
+	return labelled.New(labelled.Options{
 		LabelKey: ls.Key, Partitioner: ls.Partitioner, Route: route,
 		ListWatch: lw, Example: example, Transform: transform, LabelQPS: ls.QPS, Indexers: indexers,
-		Client: objectClient{get: get, writer: writer.Resource(mapping.Resource)}, CheckInterval: ls.CheckInterval, CheckList: checkList,
+		Client: labelled.NewObjectClient(get, writer.Resource(mapping.Resource)), CheckInterval: ls.CheckInterval, CheckList: checkList,
 		Logger: c.sharding.Logger.WithValues("kind", key.gvk.String()),
+		Clock:  c.clock,
 	})
-}
-
-// LabelFieldManager is the field manager of the cache's label patches, as
-// an object's metadata.managedFields names it (client-go's default is the
-// program's name, "Go-http-client" for most).
-const LabelFieldManager = "kshard"
-
-// objectClient is a Labelled's ObjectClient: typed (or metadata) reads
-// through the cache's clients, label patches through the writer.
-type objectClient struct {
-	get    func(ctx context.Context, namespace, name string) (runtime.Object, error)
-	writer metadata.Getter
-}
-
-func (o objectClient) Get(ctx context.Context, namespace, name string) (runtime.Object, error) {
-	return o.get(ctx, namespace, name)
-}
-
-func (o objectClient) PatchLabels(ctx context.Context, namespace, name string, labels map[string]string) (string, error) {
-	patch, err := labelPatch(labels)
-	if err != nil {
-		return "", err
-	}
-	got, err := o.writer.Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: LabelFieldManager})
-	if err != nil {
-		return "", err
-	}
-	return got.ResourceVersion, nil
 }
 
 // Hold sets the partitions whose objects the sharded kinds hold: the ring's
@@ -408,15 +383,6 @@ func (c *Cache) ringSized(op string, set shard.PartitionSet) shard.PartitionSet 
 	panic(fmt.Sprintf("cache: %s of a set of %d partitions, but the ring has %d: a programming error; build the set with the ring's partition count", op, set.Size(), c.partitions))
 }
 
-// mustBeSized panics unless set ranges over exactly partitions, the count
-// a partitioned informer was built for: a set of another size would make
-// it drop objects of partitions it then reports synced.
-func mustBeSized(op string, set shard.PartitionSet, partitions int) {
-	if set.Size() != partitions {
-		panic(fmt.Sprintf("cache: %s of a set of %d partitions on an informer of %d: a programming error; build the set with the ring's partition count", op, set.Size(), partitions))
-	}
-}
-
 // SetActive tells the labelled kinds which partitions are active on this
 // replica: their owner labels their unlabelled objects. The coordinator
 // calls it whenever the active set changes. Sizes as in Hold.
@@ -428,7 +394,7 @@ func (c *Cache) SetActive(set shard.PartitionSet) {
 	}
 	c.active = c.ringSized("SetActive", set).Clone()
 	for _, e := range c.informers {
-		if lab, ok := e.part.(*Labelled); ok {
+		if lab, ok := e.part.(*labelled.Labelled); ok {
 			lab.SetActive(c.active)
 		}
 	}

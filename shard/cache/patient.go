@@ -12,6 +12,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // Retry bounds for calls that fail because the API server is unreachable.
@@ -27,31 +28,31 @@ const (
 // event for up to a minute although its Lease, and so its ownership, had
 // recovered within seconds. Other errors (forbidden, gone, not found) still
 // reach the reflector, which reports and handles them.
-func patient(lw *toolscache.ListWatch) *toolscache.ListWatch {
+func patient(clk clock.Clock, lw *toolscache.ListWatch) *toolscache.ListWatch {
 	list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return retryUnreachable(ctx, func() (runtime.Object, error) { return list(ctx, opts) })
+			return retryUnreachable(ctx, clk, func() (runtime.Object, error) { return list(ctx, opts) })
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return retryUnreachable(ctx, func() (watch.Interface, error) { return watchFn(ctx, opts) })
+			return retryUnreachable(ctx, clk, func() (watch.Interface, error) { return watchFn(ctx, opts) })
 		},
 	}
 }
 
-func retryUnreachable[T any](ctx context.Context, call func() (T, error)) (T, error) {
+func retryUnreachable[T any](ctx context.Context, clk clock.Clock, call func() (T, error)) (T, error) {
 	delay := unreachableRetryFirst
 	for {
 		v, err := call()
 		if err == nil || !unreachable(err) || ctx.Err() != nil {
 			return v, err
 		}
-		timer := time.NewTimer(delay)
+		timer := clk.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return v, err
-		case <-timer.C:
+		case <-timer.C():
 		}
 		delay = min(2*delay, unreachableRetryMax)
 	}

@@ -9,12 +9,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 )
 
 func TestUnreachableCallsAreRetriedOthersReturned(t *testing.T) {
 	refused := &refusedError{err: syscall.ECONNREFUSED}
 	calls := 0
-	v, err := retryUnreachable(context.Background(), func() (int, error) {
+	v, err := retryUnreachable(context.Background(), clock.RealClock{}, func() (int, error) {
 		calls++
 		if calls < 3 {
 			return 0, refused
@@ -27,7 +28,7 @@ func TestUnreachableCallsAreRetriedOthersReturned(t *testing.T) {
 
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no"))
 	calls = 0
-	_, err = retryUnreachable(context.Background(), func() (int, error) { calls++; return 0, forbidden })
+	_, err = retryUnreachable(context.Background(), clock.RealClock{}, func() (int, error) { calls++; return 0, forbidden })
 	if !apierrors.IsForbidden(err) || calls != 1 {
 		t.Fatalf("forbidden: %v after %d calls; want it returned after 1", err, calls)
 	}
@@ -36,7 +37,7 @@ func TestUnreachableCallsAreRetriedOthersReturned(t *testing.T) {
 	calls = 0
 	done := make(chan error, 1)
 	go func() {
-		_, err := retryUnreachable(ctx, func() (int, error) {
+		_, err := retryUnreachable(ctx, clock.RealClock{}, func() (int, error) {
 			calls++
 			if calls == 2 {
 				cancel()

@@ -3,6 +3,7 @@ package cache
 import (
 	"sort"
 
+	"github.com/kshard/kshard/internal/cache/labelled"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -15,7 +16,7 @@ const (
 	// ModeFallback: sharding was asked for, but the API server does not
 	// filter the kind (no feature gate, an old server, or the probe
 	// failed), or the kind has no object yet to prove it does (probed
-	// again at its first, ProbeShardFiltering): one informer lists,
+	// again at its first): one informer lists,
 	// watches and stores the whole kind, as a full cache does (the memory
 	// is not saved), and reads and events are filtered on the client, so
 	// the cache still answers only for held partitions.
@@ -36,16 +37,16 @@ type KindMode struct {
 	Mode   string // ModeSharded, ModeFallback or ModeFull
 	Reason string // why not ModeSharded; "" when sharded
 	// ObjectsListed counts the objects the API server returned to the
-	// kind's LISTs (sharded and fallback kinds; see Segmented).
+	// kind's LISTs (sharded and fallback kinds).
 	ObjectsListed int64
 	// LabelPatches counts the label patches sent and ConfirmReads the live
 	// reads of objects that left a label selector (ModeLabels).
 	LabelPatches, ConfirmReads int64
 	// ForeignLabels counts the objects relabelled whose label carried a
-	// value naming no partition (LabelStats.ForeignValues).
+	// value naming no partition.
 	ForeignLabels int64
 	// SelfCheck is the self-check's report of a kind cached by labels
-	// (Labelled.CheckReport); nil in other modes, or when the check is off.
+	// ; nil in other modes, or when the check is off.
 	SelfCheck *CheckReport
 	// LabelBacklog is how many objects of a kind cached by labels wait
 	// for this replica to write their partition label (queued, retries
@@ -81,13 +82,13 @@ func (c *Cache) ModeReport() []KindMode {
 		if e.part != nil {
 			m.ObjectsListed = e.part.ObjectsListed()
 			m.HeldPartitions, m.SyncedPartitions = e.part.Held().Len(), e.part.SyncedPartitions().Len()
-			m.Informers = e.part.describe()
+			m.Informers = e.part.Describe()
 		}
-		if lab, ok := e.part.(*Labelled); ok {
+		if lab, ok := e.part.(*labelled.Labelled); ok {
 			st := lab.Stats()
 			m.LabelPatches, m.ConfirmReads, m.ForeignLabels = st.Patches.Load(), st.ConfirmReads.Load(), st.ForeignValues.Load()
-			m.SelfCheck = lab.CheckReport()
-			m.LabelBacklog = lab.labelBacklog()
+			m.SelfCheck = checkReportOf(lab.CheckReport())
+			m.LabelBacklog = lab.LabelBacklog()
 			if f := lab.Forbidden(); f != "" {
 				m.Reason = f
 			}
@@ -166,7 +167,7 @@ func (c *Cache) ObjectsPerPartition() []int {
 	// Segmented guards its own, and Hold and Get must not wait for a walk.
 	counts := make([]int, c.sharding.partitions())
 	for _, seg := range segs {
-		seg.countPartitions(counts)
+		seg.CountPartitions(counts)
 	}
 	return counts
 }

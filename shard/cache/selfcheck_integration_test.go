@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/cache/cachetest"
+	"github.com/kshard/kshard/internal/cache/labelled"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
@@ -78,7 +80,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 	create := func(name string, labelled bool) error {
 		var labels map[string]string
 		if labelled {
-			labels = map[string]string{labelledTestKey: shard.PartitionLabelValue(p.Partition(shard.KeyOf(ns, name)))}
+			labels = map[string]string{cachetest.LabelKey: shard.PartitionLabelValue(p.Partition(shard.KeyOf(ns, name)))}
 		}
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Data: map[string]string{"v": "0"},
@@ -108,7 +110,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 	lists := &metadataLists{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { lists.next = rt; return lists })
 	c, err := cache.New(cfg, cache.Options{Namespace: ns, Sharding: &cache.Sharding{
-		Labels: &cache.LabelSharding{Key: labelledTestKey, Partitioner: p, QPS: -1, CheckInterval: interval},
+		Labels: &cache.LabelSharding{Key: cachetest.LabelKey, Partitioner: p, QPS: -1, CheckInterval: interval},
 		Logger: testr.New(t),
 	}})
 	if err != nil {
@@ -125,19 +127,28 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lab, ok := inf.(*cache.Labelled)
+	lab, ok := inf.(*labelled.Labelled)
 	if !ok {
-		t.Fatalf("ConfigMaps are cached by %T, want a *cache.Labelled", inf)
+		t.Fatalf("ConfigMaps are cached by %T, want a *labelled.Labelled", inf)
 	}
 	held := shard.NewPartitionSet(partitions, 0, 1, 2, 4, 5, 7)
 	c.Hold(held)
 	c.SetActive(held)
-	awaitCond(t, "the held partitions to sync", time.Minute, func() bool { return c.SyncedPartitions().Equal(held) })
+	cachetest.Await(t, "the held partitions to sync", time.Minute, func() bool { return c.SyncedPartitions().Equal(held) })
 
 	// Healthy, under churn: the labeller moves the unlabelled objects of
 	// the active partitions into their label segments, and a writer
 	// changes, creates and deletes objects, while checks run.
-	report := func() cache.CheckReport { return *lab.CheckReport() }
+	// The report as users read it: the kind's ModeReport.
+	report := func() cache.CheckReport {
+		for _, m := range c.ModeReport() {
+			if m.Kind.Kind == "ConfigMap" && m.SelfCheck != nil {
+				return *m.SelfCheck
+			}
+		}
+		t.Fatal("ModeReport has no self-check report of ConfigMaps")
+		return cache.CheckReport{}
+	}
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var churn sync.WaitGroup
 	churn.Go(func() {
@@ -159,7 +170,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 	})
 	start := report().Checks
 	worst := 0
-	awaitCond(t, "five checks under churn", time.Minute, func() bool {
+	cachetest.Await(t, "five checks under churn", time.Minute, func() bool {
 		r := report()
 		worst = max(worst, r.Missing)
 		return r.Checks >= start+5
@@ -172,7 +183,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 
 	// Steady: what a check costs.
 	r0, req0, bytes0 := report(), lists.requests.Load(), lists.bytes.Load()
-	awaitCond(t, "three more checks", 30*time.Second, func() bool { return report().Checks >= r0.Checks+3 })
+	cachetest.Await(t, "three more checks", 30*time.Second, func() bool { return report().Checks >= r0.Checks+3 })
 	r1 := report()
 	if r1.Missing != 0 {
 		t.Fatalf("a check of a healthy cache found %d objects missing: %v", r1.Missing, r1.Examples)
@@ -192,7 +203,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 		}
 	}
 	before := report()
-	if n := cache.DropFromViewsForTest(lab, victim); n != 1 {
+	if n := lab.DropForTest(victim); n != 1 {
 		t.Fatalf("%s was in %d stores, want 1", victim, n)
 	}
 	getVictim := func() error {
@@ -203,7 +214,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 		t.Fatalf("Get(%s) found the object dropped from its store", victim)
 	}
 	var found cache.CheckReport
-	awaitCond(t, "a check to report the missing object", 30*time.Second, func() bool {
+	cachetest.Await(t, "a check to report the missing object", 30*time.Second, func() bool {
 		found = report()
 		return found.Missing > 0 || found.Checks > before.Checks+2
 	})
@@ -215,7 +226,7 @@ func TestSelfCheckFindsAnObjectMissingFromTheStore(t *testing.T) {
 		t.Errorf("ModeReport does not carry the finding: %+v", modes)
 	}
 	t.Logf("reported missing %d check(s) after the loss", found.Checks-before.Checks)
-	awaitCond(t, "the relist to serve it again and a check to find nothing missing", 30*time.Second, func() bool {
+	cachetest.Await(t, "the relist to serve it again and a check to find nothing missing", 30*time.Second, func() bool {
 		r := report()
 		return getVictim() == nil && r.Missing == 0 && r.Checks > found.Checks
 	}, func() string { return fmt.Sprintf("Get: %v; report %+v", getVictim(), report()) })

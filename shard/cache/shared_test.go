@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/kshard/kshard/internal/cache/segmented"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -24,7 +25,7 @@ func TestSharedNamespacesAreAlwaysHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A sharded kind's informer, not run: Hold only records its set.
-	seg, err := NewSegmented(SegmentedOptions{Partitioner: rp, ListWatch: &toolscache.ListWatch{}, Example: &corev1.ConfigMap{}})
+	seg, err := segmented.New(segmented.Options{Partitioner: rp, ListWatch: &toolscache.ListWatch{}, Example: &corev1.ConfigMap{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (c *Cache) unstructuredListWatch(mapping *meta.RESTMapping) (*toolscache.Li
 			return res.Namespace(ns).Watch(ctx, opts)
 		},
 	}
-	return patient(lw), res, nil
+	return patient(c.clock, lw), res, nil
 }
 
 // newUnstructuredInformer builds the informer of a kind cached whole as
