@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // Replica is what one run of a replica is given: its identity and the
@@ -31,7 +31,7 @@ type Replica struct {
 	Incarnation string
 	Config      *rest.Config
 	Options     manager.Options
-	Recorder    *recorder.Writer
+	Recorder    *Recorder
 }
 
 // RunFunc builds the operator's manager for r and runs it until ctx ends,
@@ -186,7 +186,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 		defer logMu.Unlock()
 		fmt.Fprintln(logFile, obj)
 	}, funcr.Options{LogTimestamp: true})
-	r := Replica{Identity: identity, Incarnation: m.incarnation, Config: cfg, Options: opts, Recorder: rec}
+	r := Replica{Identity: identity, Incarnation: m.incarnation, Config: cfg, Options: opts, Recorder: &Recorder{w: rec}}
 	go func() {
 		defer close(m.done)
 		defer logFile.Close()
@@ -348,13 +348,10 @@ func (e *Env) RollingRestart(timeout time.Duration, start func(identity string),
 	}
 }
 
-// Environment variables through which StartProcess hands a replica its
-// setup to ReplicaFromEnv.
-const (
-	envRecordDir   = "KSHARDTEST_RECORD_DIR"
-	envIncarnation = "KSHARDTEST_INCARNATION"
-	envOptions     = "KSHARDTEST_OPTIONS"
-)
+// envOptions is the environment variable through which StartProcess hands
+// a replica its manager options for ReplicaFromEnv; the recorder's file is
+// named by recorder's Env variables.
+const envOptions = "KSHARDTEST_OPTIONS"
 
 // processOptions are the manager options a process replica receives.
 type processOptions struct {
@@ -380,8 +377,9 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 		"KUBECONFIG=" + e.cp.KubeconfigPath(),
 		manager.EnvPodName + "=" + m.identity,
 		manager.EnvPodNamespace + "=" + o.LeaseNamespace,
-		envRecordDir + "=" + e.RecordDir(),
-		envIncarnation + "=" + m.incarnation,
+		recorder.EnvDir + "=" + e.RecordDir(),
+		recorder.EnvReplica + "=" + m.identity,
+		recorder.EnvIncarnation + "=" + m.incarnation,
 		envOptions + "=" + string(raw),
 	}, nil
 }
@@ -391,9 +389,9 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 // closes r.Recorder at the end. It fails when the process was not started
 // by StartProcess.
 func ReplicaFromEnv() (Replica, error) {
-	raw, dir, inc := os.Getenv(envOptions), os.Getenv(envRecordDir), os.Getenv(envIncarnation)
-	if raw == "" || dir == "" || inc == "" {
-		return Replica{}, fmt.Errorf("kshardtest: %s, %s and %s must be set: run this binary through kshardtest's Env.StartProcess", envOptions, envRecordDir, envIncarnation)
+	raw := os.Getenv(envOptions)
+	if raw == "" {
+		return Replica{}, fmt.Errorf("kshardtest: %s must be set: run this binary through kshardtest's Env.StartProcess", envOptions)
 	}
 	var o processOptions
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
@@ -403,13 +401,13 @@ func ReplicaFromEnv() (Replica, error) {
 	if err != nil {
 		return Replica{}, err
 	}
-	rec, err := recorder.Open(dir, recorder.Process{Replica: o.Identity, Incarnation: inc})
+	rec, err := recorder.OpenFromEnv()
 	if err != nil {
-		return Replica{}, err
+		return Replica{}, fmt.Errorf("kshardtest: %w", err)
 	}
 	return Replica{
 		Identity:    o.Identity,
-		Incarnation: inc,
+		Incarnation: rec.Process().Incarnation,
 		Config:      cfg,
 		Options: manager.Options{
 			Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
@@ -417,7 +415,7 @@ func ReplicaFromEnv() (Replica, error) {
 			GracefulShutdownTimeout: o.GracefulShutdownTimeout, KeepPlaceOnLeave: o.KeepPlaceOnLeave,
 			MetricsBindAddress: o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
 		},
-		Recorder: rec,
+		Recorder: &Recorder{w: rec},
 	}, nil
 }
 

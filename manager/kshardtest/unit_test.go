@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 func TestGateOpenHoldCut(t *testing.T) {
@@ -120,7 +120,7 @@ func TestRecordReconciles(t *testing.T) {
 		}
 		return controller.Result{}, nil // also for "cancelled": a reconciler that hides its early stop
 	})
-	r := RecordReconciles(w, gen, inner)
+	r := RecordReconciles(&Recorder{w: w}, gen, inner)
 	req := func(name string) controller.Request {
 		var q controller.Request
 		q.Namespace, q.Name = "ns", name

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
 )

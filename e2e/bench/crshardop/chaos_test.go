@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -199,7 +198,7 @@ func (f *fleet) start(id string) {
 // (kshardtest.Options.LivenessBound: LeaseDuration + DrainGracePeriod +
 // kshardtest.LivenessAllowance, extended by an outage), existing object
 // read as NotFound, or object not cached as the cache mode says.
-func (f *fleet) check(t *testing.T, scenario string, ids []string) recorder.Report {
+func (f *fleet) check(t *testing.T, scenario string, ids []string) kshardtest.Report {
 	t.Helper()
 	writes, failures, lastErr := f.writer.Stop()
 	report := f.env.Check(time.Minute)
@@ -369,19 +368,19 @@ var totals struct {
 	worstWait, worstNet                                                      time.Duration
 }
 
-func (f *fleet) count(r recorder.Report, misplaced int) {
+func (f *fleet) count(r kshardtest.Report, misplaced int) {
 	totals.Lock()
 	defer totals.Unlock()
 	totals.rounds++
-	totals.reconciles += r.Intervals
+	totals.reconciles += r.Reconciles
 	totals.writes += r.Writes
-	totals.overlaps += len(r.Overlaps) + len(r.SelfOverlaps) + len(r.PartitionOverlaps)
-	totals.lost += len(r.Lost)
-	totals.vanished += len(r.Vanished)
-	totals.overdue += len(r.Liveness.Overdue)
+	totals.overlaps += r.Overlaps
+	totals.lost += r.Lost
+	totals.vanished += r.NotFound
+	totals.overdue += r.Late
 	totals.misplaced += misplaced
-	totals.worstWait = max(totals.worstWait, r.Liveness.Worst)
-	totals.worstNet = max(totals.worstNet, r.Liveness.WorstNet)
+	totals.worstWait = max(totals.worstWait, r.LongestWait)
+	totals.worstNet = max(totals.worstNet, r.LongestNetWait)
 }
 
 type scenario struct {
