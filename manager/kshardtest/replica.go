@@ -24,8 +24,12 @@ import (
 
 // Replica is what one run of a replica is given: its identity and the
 // incarnation naming this run in the records, a rest config for the
-// control plane, the manager options the Env chose (see
-// Env.ManagerOptions) and the recorder for its reconciles.
+// control plane, the manager options the Env chose and the recorder for
+// its reconciles. The options carry the Env's ring, namespace (as
+// LeaseNamespace and WatchNamespace: clear WatchNamespace for PartitionBy
+// namespace, which refuses one), timings and KeepPlaceOnLeave, the
+// identity, a 10s GracefulShutdownTimeout, and probe and metrics servers
+// on free loopback ports.
 type Replica struct {
 	Identity    string
 	Incarnation string
@@ -167,7 +171,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 		e.t.Fatal(err)
 	}
 	m.rec = rec
-	logPath := filepath.Join(e.LogDir(), identity+"-"+m.incarnation+".log")
+	logPath := filepath.Join(e.logDir(), identity+"-"+m.incarnation+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -178,7 +182,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.done = make(chan struct{})
-	opts := e.ManagerOptions(identity)
+	opts := e.managerOptions(identity)
 	// JSON lines as a process replica writes, into a file of its own.
 	var logMu sync.Mutex
 	opts.Logger = funcr.NewJSON(func(obj string) {
@@ -203,7 +207,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 }
 
 // StartProcess starts a new incarnation of identity as a process running
-// cmd, with its output in LogDir. identity must not be running. The process
+// cmd, with its output in the Env's logs (under Dir). identity must not be running. The process
 // finds its Replica through ReplicaFromEnv.
 func (e *Env) StartProcess(identity string, cmd Command) {
 	e.t.Helper()
@@ -217,7 +221,7 @@ func (e *Env) StartProcess(identity string, cmd Command) {
 		Path:    cmd.Path,
 		Args:    cmd.Args,
 		Env:     append(env, cmd.Env...),
-		LogPath: filepath.Join(e.LogDir(), identity+"-"+m.incarnation+".log"),
+		LogPath: filepath.Join(e.logDir(), identity+"-"+m.incarnation+".log"),
 		// Recorded on the reaping goroutine, before anyone sees the exit.
 		OnExit: func(x process.Exit) {
 			_ = e.events.Append(recorder.Record{Kind: recorder.KindExit, Process: m.process(), At: x.At.UnixNano(), Code: x.Code})
@@ -363,7 +367,7 @@ type processOptions struct {
 }
 
 func (e *Env) replicaEnv(m *member) ([]string, error) {
-	o := e.ManagerOptions(m.identity)
+	o := e.managerOptions(m.identity)
 	raw, err := json.Marshal(processOptions{
 		Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 		LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,

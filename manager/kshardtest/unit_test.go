@@ -172,15 +172,6 @@ func TestReplicaFromEnvOutsideTheKit(t *testing.T) {
 	}
 }
 
-func TestStartWriterRejectsNothingToWrite(t *testing.T) {
-	if _, err := StartWriter(nil, "ns", nil, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), "0 objects") {
-		t.Fatalf("no objects: err = %v", err)
-	}
-	if _, err := StartWriter(nil, "ns", []string{"a"}, 0, t.TempDir()); err == nil || !strings.Contains(err.Error(), "rate 0") {
-		t.Fatalf("rate 0: err = %v", err)
-	}
-}
-
 func TestCacheReportRoundTrip(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

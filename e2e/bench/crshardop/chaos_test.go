@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kshard/kshard/internal/kitwriter"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/shard"
 )
@@ -123,7 +124,7 @@ func operatorBinary(t *testing.T, pkg string) string {
 // and the kit's writer bumping generations in ConfigMaps.
 type fleet struct {
 	env    *kshardtest.Env
-	writer *kshardtest.Writer
+	writer *kitwriter.Writer
 	bin    string
 	// mapped: the operator is ./mapped, which has controller-runtime's
 	// own cache and no --cache-mode.
@@ -160,12 +161,12 @@ func newFleet(t *testing.T, ring, pkg string, stagger bool, ids ...string) *flee
 	f.env.AwaitConverged(2*time.Minute, ids...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	names, err := kshardtest.CreateConfigMaps(ctx, f.env.Client(), ring,
-		map[string]string{kshardtest.Label: kshardtest.LabelValue, labelKey: labelObject}, 60, f.env.RecordDir())
+	names, err := kitwriter.CreateConfigMaps(ctx, f.env.Client(), ring,
+		map[string]string{kitwriter.Label: kitwriter.LabelValue, labelKey: labelObject}, 60, f.env.RecordDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.writer, err = kshardtest.StartWriter(f.env.Client(), ring, names, 40, f.env.RecordDir()); err != nil {
+	if f.writer, err = kitwriter.Start(f.env.Client(), ring, names, 40, f.env.RecordDir()); err != nil {
 		t.Fatal(err)
 	}
 	return f

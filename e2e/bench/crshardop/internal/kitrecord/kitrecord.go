@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kshard/kshard/controller/crshard"
+	"github.com/kshard/kshard/internal/kitwriter"
 	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/shard"
@@ -107,12 +108,12 @@ func kitGen(ctx context.Context, cache client.Reader, req reconcile.Request) (in
 	if err := cache.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return 0, false, err
 	}
-	if cm.Labels[kshardtest.Label] != kshardtest.LabelValue {
+	if cm.Labels[kitwriter.Label] != kitwriter.LabelValue {
 		return 0, false, nil
 	}
-	gen, err := strconv.ParseInt(cm.Data[kshardtest.GenKey], 10, 64)
+	gen, err := strconv.ParseInt(cm.Data[kitwriter.GenKey], 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q: %w", req.NamespacedName, kshardtest.GenKey, cm.Data[kshardtest.GenKey], err)
+		return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q: %w", req.NamespacedName, kitwriter.GenKey, cm.Data[kitwriter.GenKey], err)
 	}
 	return gen, true, nil
 }
