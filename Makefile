@@ -113,13 +113,15 @@ bench-quick: binaries
 	$(GO) run ./e2e/bench -quick -out e2e/bench/out
 	$(MAKE) charts BENCH_OUT=$(CURDIR)/e2e/bench/out
 
-## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=5h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs: on 2 cores a layout takes about 25 min per round (controller-runtime, kshard with its rolling restart, the adapter) plus 10 min for the first start and the throughput rounds (83 min for the spread layout's 3 rounds). LAYOUTS=single (or spread) runs one of phase 10's layouts and keeps the other's figures; BENCH_ROUNDS=1 sets the rounds (default 3).
+## bench: the full benchmark (~1 h on 2 cores: kshard, the crshard adapter and controller-runtime; phases 7 and 8, the sharded cache, on control planes of their own); regenerates e2e/bench/results.json, RESULTS.md and its charts (make charts). PHASES=4,6 runs only those phases and keeps the other phases' figures from the committed results.json (each kept phase names the run that measured it). BENCH_TIMEOUT=5h raises the whole run's deadline (80 min), which phase 10 at 100,000 objects needs: on 2 cores a layout takes about 25 min per round (controller-runtime, kshard with its rolling restart, the adapter) plus 10 min for the first start and the throughput rounds (83 min for the spread layout's 3 rounds). LAYOUTS=single (or spread) runs one of phase 10's layouts and keeps the other's figures; LABELS_PARTS=throughput (with PHASES=10) runs only the spread layout's throughput rounds of phase 10 (ceiling, latency-bound and write-bound on 2,000 BenchObjects, about 15 min) and keeps its memory rounds, handoff and failover and the single layout; BENCH_ROUNDS=1 sets the rounds (default 3). A full run chooses the latency-bound phases' latency from the machine's measured capacity unless BENCH_LATENCY is given, and repeats each write-bound run for 30 s.
 PHASES ?=
 BENCH_TIMEOUT ?=
 LAYOUTS ?=
 BENCH_ROUNDS ?=
+LABELS_PARTS ?=
+BENCH_LATENCY ?=
 bench: binaries
-	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES)) $(if $(BENCH_TIMEOUT),-timeout $(BENCH_TIMEOUT)) $(if $(LAYOUTS),-labels-layouts $(LAYOUTS)) $(if $(BENCH_ROUNDS),-rounds $(BENCH_ROUNDS))
+	$(GO) run ./e2e/bench $(if $(PHASES),-phases $(PHASES)) $(if $(BENCH_TIMEOUT),-timeout $(BENCH_TIMEOUT)) $(if $(LAYOUTS),-labels-layouts $(LAYOUTS)) $(if $(LABELS_PARTS),-labels-parts $(LABELS_PARTS)) $(if $(BENCH_ROUNDS),-rounds $(BENCH_ROUNDS)) $(if $(BENCH_LATENCY),-latency $(BENCH_LATENCY))
 	$(MAKE) charts
 
 ## bench-scale: phase 9 alone, the scale envelope (kshard at SCALE_REPLICAS=3,16,32,64 replicas, 1021 partitions, SCALE_OBJECTS=10000,100000 objects on the sharded cache, and start → formed against controller-runtime at 10,000, replicas started together and one after the other; LEASE_DURATION fixes one LeaseDuration for every size, default the recommendation per size in docs/configuration.md); about 24 min on 2 cores (rolling restarts wait for make before break), never in CI; keeps the other phases' figures in e2e/bench/results.json.

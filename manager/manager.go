@@ -88,7 +88,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	writesRefused := fence.NewWritesRefused()
-	if err := opts.Registry.Register(writesRefused); err != nil {
+	if err := opts.Registerer.Register(writesRefused); err != nil {
 		return nil, fmt.Errorf("manager: registering metrics: %w", err)
 	}
 	// Allocated first: the user's clients read its lease validity.
@@ -102,7 +102,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	replica, err := ring.NewReplica(ring.ReplicaOptions{
 		Config: cfgs.own, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
 		RingConfig: ringCfg, Timing: opts.timing(), KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
-		Logger: opts.Logger, Registerer: opts.Registry,
+		Logger: opts.Logger, Registerer: opts.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -144,7 +144,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
-		if err := opts.Registry.Register(m.cacheCounts); err != nil {
+		if err := opts.Registerer.Register(m.cacheCounts); err != nil {
 			return nil, fmt.Errorf("manager: registering metrics: %w", err)
 		}
 		m.readyz.addInfo("cache", m.cacheModes)
@@ -238,7 +238,7 @@ func (m *Manager) GetControllerOptions() controller.Options {
 		StartInactive:    true,
 		LeaseValidity:    m.LeaseValidity,
 		Logger:           m.log,
-		Registerer:       m.opts.Registry,
+		Registerer:       m.opts.Registerer,
 		DrainGracePeriod: m.opts.DrainGracePeriod,
 	}
 }
@@ -331,7 +331,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	coord, err := ring.New(ring.Options{
 		Handoff: m.handoff, Membership: m.member, Participants: participants,
-		Logger: m.log.WithName("ring"), Registerer: m.opts.Registry, Exit: m.exit,
+		Logger: m.log.WithName("ring"), Registerer: m.opts.Registerer, Exit: m.exit,
 		Cache: partitionCache,
 	})
 	if err != nil {
@@ -525,7 +525,7 @@ func (m *Manager) listen() ([]*httpServer, error) {
 // MetricsSecure HTTPS behind the API server's authentication and
 // authorization.
 func (m *Manager) listenMetrics() (*httpServer, error) {
-	handler := metricsHandler(m.opts.Registry)
+	handler := metricsHandler(m.opts.gatherer())
 	if !m.opts.MetricsSecure {
 		return listen("metrics", m.opts.MetricsBindAddress, handler)
 	}

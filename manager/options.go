@@ -236,8 +236,16 @@ type Options struct {
 
 	// Logger is the root logger. Defaults to JSON lines on stderr.
 	Logger logr.Logger
-	// Registry receives every metric. Defaults to a new registry with the Go
-	// and process collectors.
+	// Registerer receives every metric, and the metrics server serves
+	// what it gathers, so it must also be a prometheus.Gatherer (a
+	// *prometheus.Registry is) unless MetricsBindAddress is "0". The same
+	// option, with the same name and type, as crshard.Options.Registerer.
+	// Defaults to a new registry with the Go and process collectors.
+	Registerer prometheus.Registerer
+	// Registry is the former name of Registerer, used only when Registerer
+	// is nil; setting both to different registries is an error.
+	//
+	// Deprecated: use Registerer, as the controller-runtime adapter does.
 	Registry *prometheus.Registry
 }
 
@@ -321,8 +329,11 @@ func (o *Options) applyDefaults() {
 	if o.Logger.GetSink() == nil {
 		o.Logger = defaultLogger()
 	}
-	if o.Registry == nil {
-		o.Registry = newDefaultRegistry()
+	if o.Registerer == nil && o.Registry != nil {
+		o.Registerer = o.Registry
+	}
+	if o.Registerer == nil {
+		o.Registerer = newDefaultRegistry()
 	}
 }
 
@@ -371,6 +382,12 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("CacheMode %q supports at most %d Partitions, not %d: a replica's selector of unlabelled objects names every partition", CacheLabels, shard.MaxLabelPartitions, p))
 		}
 	}
+	if o.Registry != nil && o.Registerer != prometheus.Registerer(o.Registry) {
+		errs = append(errs, errors.New("Registry (deprecated) and Registerer are different registries; set only Registerer"))
+	}
+	if _, ok := o.Registerer.(prometheus.Gatherer); !ok && o.MetricsBindAddress != "0" {
+		errs = append(errs, fmt.Errorf("Registerer %T is not a prometheus.Gatherer, so the metrics server at MetricsBindAddress %q could not serve it: pass a *prometheus.Registry (or anything that gathers), or set MetricsBindAddress to \"0\" and serve the metrics yourself", o.Registerer, o.MetricsBindAddress))
+	}
 	if (o.MetricsCertFile == "") != (o.MetricsKeyFile == "") {
 		errs = append(errs, fmt.Errorf("MetricsCertFile %q and MetricsKeyFile %q: set both, or neither for a self-signed certificate", o.MetricsCertFile, o.MetricsKeyFile))
 	}
@@ -411,4 +428,11 @@ func (o *Options) ringConfig() shard.Config {
 func (o *Options) timing() shard.Timing {
 	return shard.Timing{LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RenewPeriod: o.RenewPeriod,
 		DrainGracePeriod: o.DrainGracePeriod, GracefulShutdownTimeout: o.GracefulShutdownTimeout}
+}
+
+// gatherer is what the metrics server serves: Registerer, which validate
+// made sure gathers whenever the server runs.
+func (o *Options) gatherer() prometheus.Gatherer {
+	g, _ := o.Registerer.(prometheus.Gatherer)
+	return g
 }

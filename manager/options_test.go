@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/shard"
@@ -90,6 +91,71 @@ func TestLeaseNamespace(t *testing.T) {
 			}
 			if tc.opts.WatchNamespace != "" && m.opts.WatchNamespace != tc.opts.WatchNamespace {
 				t.Errorf("WatchNamespace %q, want %q untouched", m.opts.WatchNamespace, tc.opts.WatchNamespace)
+			}
+		})
+	}
+}
+
+// registererOnly registers but cannot be gathered from.
+type registererOnly struct{ prometheus.Registerer }
+
+// TestRegisterer: Registerer is the metrics option (crshard's name and
+// type); the deprecated Registry is used when Registerer is unset and
+// refused when it names another registry; a Registerer the metrics server
+// cannot gather from is refused unless that server is off.
+func TestRegisterer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// opts builds the case's options on fresh registries (a manager
+		// registers its metrics in them); want is the Registerer to end up.
+		opts           func() (opts Options, want prometheus.Registerer)
+		wantErrContain string
+	}{
+		{name: "Registerer", opts: func() (Options, prometheus.Registerer) {
+			reg := prometheus.NewRegistry()
+			return Options{Registerer: reg}, reg
+		}},
+		{name: "deprecated Registry alone", opts: func() (Options, prometheus.Registerer) {
+			reg := prometheus.NewRegistry()
+			return Options{Registry: reg}, reg
+		}},
+		{name: "both the same", opts: func() (Options, prometheus.Registerer) {
+			reg := prometheus.NewRegistry()
+			return Options{Registry: reg, Registerer: reg}, reg
+		}},
+		{name: "both differ", opts: func() (Options, prometheus.Registerer) {
+			return Options{Registry: prometheus.NewRegistry(), Registerer: prometheus.NewRegistry()}, nil
+		}, wantErrContain: "Registry (deprecated) and Registerer are different registries"},
+		{name: "cannot gather", opts: func() (Options, prometheus.Registerer) {
+			return Options{Registerer: registererOnly{prometheus.NewRegistry()}}, nil
+		}, wantErrContain: "is not a prometheus.Gatherer"},
+		{name: "cannot gather, metrics off", opts: func() (Options, prometheus.Registerer) {
+			only := registererOnly{prometheus.NewRegistry()}
+			return Options{Registerer: only, MetricsBindAddress: "0"}, only
+		}},
+		{name: "default", opts: func() (Options, prometheus.Registerer) { return Options{}, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, want := tc.opts()
+			opts.Ring, opts.Identity = "ring", "r-0"
+			m, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
+			if tc.wantErrContain != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
+					t.Fatalf("New: error %v, want one containing %q", err, tc.wantErrContain)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				if _, ok := m.opts.Registerer.(*prometheus.Registry); !ok {
+					t.Errorf("default Registerer %T, want a new *prometheus.Registry", m.opts.Registerer)
+				}
+				return
+			}
+			if m.opts.Registerer != want {
+				t.Errorf("Registerer %v, want %v", m.opts.Registerer, want)
 			}
 		})
 	}

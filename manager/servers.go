@@ -135,7 +135,7 @@ func (s *httpServer) shutdown(timeout time.Duration) {
 	_ = s.server.Shutdown(ctx)
 }
 
-func metricsHandler(reg *prometheus.Registry) http.Handler {
+func metricsHandler(reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	return mux

@@ -133,7 +133,7 @@ func startCacheReplica(t *testing.T, cfg *rest.Config, id string, rs *reconciles
 	cfg = rest.CopyConfig(cfg)
 	reg := prometheus.NewRegistry()
 	ring, err := New(cfg, Options{
-		Ring: "cachetest", Namespace: cacheTestLeaseNS, Identity: id, Partitions: cacheTestPartitions,
+		Ring: "cachetest", LeaseNamespace: cacheTestLeaseNS, Identity: id, Partitions: cacheTestPartitions,
 		LeaseDuration: 4 * time.Second, RenewPeriod: 500 * time.Millisecond, DrainGracePeriod: time.Second,
 		GracefulShutdownTimeout: 20 * time.Second, CacheMode: CacheLabels, Registerer: reg, CacheCheckInterval: time.Second,
 		Exit:   func(code int) { t.Errorf("replica %s asked to exit with %d", id, code) },

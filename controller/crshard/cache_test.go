@@ -21,7 +21,7 @@ import (
 
 func newLabelsRing(t *testing.T) *Ring {
 	t.Helper()
-	r, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", CacheMode: CacheLabels, Registerer: prometheus.NewRegistry()})
+	r, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-0", CacheMode: CacheLabels, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCacheModeMismatchesAreRefused(t *testing.T) {
 	if err := r.SetupWithManager(mgr); err == nil || !strings.Contains(err.Error(), "NewCache: ring.NewCache") {
 		t.Fatalf("a labels ring on a manager with its own cache: %v, want an error naming NewCache", err)
 	}
-	if _, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", CacheMode: "server", Registerer: prometheus.NewRegistry()}); err == nil || !strings.Contains(err.Error(), `CacheMode "server"`) {
+	if _, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-0", CacheMode: "server", Registerer: prometheus.NewRegistry()}); err == nil || !strings.Contains(err.Error(), `CacheMode "server"`) {
 		t.Fatalf("CacheMode server: %v, want a refusal", err)
 	}
 	// The ring's cache is accepted.

@@ -24,8 +24,18 @@ type Options struct {
 	// Ring names the ring: every replica of the operator uses the same
 	// name. Required; a DNS-1123 label (lease.ValidateRing).
 	Ring string
-	// Namespace holds the ring's Leases. Defaults to $POD_NAMESPACE, then
-	// the service account's namespace, then "default".
+	// LeaseNamespace holds the ring's Leases (not the objects the
+	// controllers watch: that is the manager's cache options). It must
+	// exist. Defaults to $POD_NAMESPACE, then the service account's
+	// namespace, then "default". The same option as
+	// manager.Options.LeaseNamespace.
+	LeaseNamespace string
+	// Namespace is the former name of LeaseNamespace, used only when
+	// LeaseNamespace is empty; setting both to different values is an
+	// error.
+	//
+	// Deprecated: use LeaseNamespace, as kshard's manager does.
+	// "Namespace" read like the namespace the cache watches.
 	Namespace string
 	// Identity names this replica, unique and stable: the pod name of a
 	// StatefulSet, a DNS-1123 subdomain (lease.ValidateIdentity). Defaults
@@ -112,13 +122,16 @@ type Options struct {
 	// update on that Lease.
 	LeaderElectionID string
 	// LeaderElectionNamespace is the namespace of LeaderElectionID's
-	// Lease. Defaults to Namespace.
+	// Lease. Defaults to LeaseNamespace.
 	LeaderElectionNamespace string
 }
 
 func (o *Options) applyDefaults() {
-	if o.Namespace == "" {
-		o.Namespace = lease.DefaultNamespace()
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = o.Namespace
+	}
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = lease.DefaultNamespace()
 	}
 	if o.Identity == "" {
 		o.Identity = lease.DefaultIdentity()
@@ -148,7 +161,7 @@ func (o *Options) applyDefaults() {
 		o.TerminationMessagePath = lease.DefaultTerminationMessagePath
 	}
 	if o.LeaderElectionNamespace == "" {
-		o.LeaderElectionNamespace = o.Namespace
+		o.LeaderElectionNamespace = o.LeaseNamespace
 	}
 }
 
@@ -167,8 +180,11 @@ func (o *Options) validate() error {
 	if err := lease.ValidateRing(o.Ring); err != nil {
 		errs = append(errs, fmt.Errorf("Ring %w", err))
 	}
-	if err := lease.ValidateNamespace(o.Namespace); err != nil {
-		errs = append(errs, fmt.Errorf("Namespace %w", err))
+	if err := lease.ValidateNamespace(o.LeaseNamespace); err != nil {
+		errs = append(errs, fmt.Errorf("LeaseNamespace %w", err))
+	}
+	if o.Namespace != "" && o.Namespace != o.LeaseNamespace {
+		errs = append(errs, fmt.Errorf("Namespace %q (deprecated) and LeaseNamespace %q differ; set only LeaseNamespace", o.Namespace, o.LeaseNamespace))
 	}
 	if err := lease.ValidateIdentity(o.Ring, o.Identity); err != nil {
 		errs = append(errs, fmt.Errorf("Identity %w", err))

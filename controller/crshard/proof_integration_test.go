@@ -75,7 +75,7 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 		}
 		rcfg := rest.CopyConfig(cfg)
 		ring, err := New(rcfg, Options{
-			Ring: "prooftest", Namespace: ns, Identity: identity, Partitions: 8,
+			Ring: "prooftest", LeaseNamespace: ns, Identity: identity, Partitions: 8,
 			LeaseDuration: leaseDuration, PodNamespace: ns, TerminationMessagePath: path,
 			Registerer: prometheus.NewRegistry(),
 			Exit:       func(code int) { t.Errorf("%s asked to exit with %d", run, code) },

@@ -35,7 +35,7 @@ func BenchmarkQueueAddGetDone(b *testing.B) {
 		run(b, priorityqueue.New[reconcile.Request]("bench"))
 	})
 	b.Run("gated", func(b *testing.B) {
-		r, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", DrainGracePeriod: time.Second, Registerer: prometheus.NewRegistry()})
+		r, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-0", DrainGracePeriod: time.Second, Registerer: prometheus.NewRegistry()})
 		if err != nil {
 			b.Fatal(err)
 		}

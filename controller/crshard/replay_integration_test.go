@@ -44,7 +44,7 @@ func startCopyReplica(t *testing.T, cp *controlplane.ControlPlane, ns, identity 
 	cfg := cp.Config()
 	reg := prometheus.NewRegistry()
 	ring, err := New(cfg, Options{
-		Ring: "replay", Namespace: ns, Identity: identity, Registerer: reg,
+		Ring: "replay", LeaseNamespace: ns, Identity: identity, Registerer: reg,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RenewPeriod: time.Second,
 		GracefulShutdownTimeout: 10 * time.Second,
 	})

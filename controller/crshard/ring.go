@@ -103,7 +103,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	own := rest.CopyConfig(cfg)
 	ringCfg := shard.Config{Partitions: opts.Partitions, Load: opts.Load}.WithDefaults()
 	replica, err := ring.NewReplica(ring.ReplicaOptions{
-		Config: own, Namespace: opts.Namespace, Ring: opts.Ring, Identity: opts.Identity,
+		Config: own, Namespace: opts.LeaseNamespace, Ring: opts.Ring, Identity: opts.Identity,
 		RingConfig: ringCfg, Timing: opts.timing(), KeepPlaceOnLeave: opts.KeepPlaceOnLeave,
 		Logger: log, Registerer: opts.Registerer,
 	})

@@ -36,7 +36,7 @@ func unreachable() *rest.Config { return &rest.Config{Host: "https://127.0.0.1:1
 
 func newTestRing(t *testing.T, grace time.Duration) *Ring {
 	t.Helper()
-	r, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", DrainGracePeriod: grace, Registerer: prometheus.NewRegistry()})
+	r, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-0", DrainGracePeriod: grace, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +249,8 @@ func TestRefusedSetups(t *testing.T) {
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		_, err := New(unreachable(), Options{Namespace: "Bad_NS", Identity: "Pod 0", RenewPeriod: time.Minute, CacheCheckInterval: time.Millisecond, Registerer: prometheus.NewRegistry()})
-		for _, want := range []string{"Ring is empty", `Namespace "Bad_NS" is not a namespace name`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline", "CacheCheckInterval 1ms is below a second"} {
+		_, err := New(unreachable(), Options{LeaseNamespace: "Bad_NS", Namespace: "other", Identity: "Pod 0", RenewPeriod: time.Minute, CacheCheckInterval: time.Millisecond, Registerer: prometheus.NewRegistry()})
+		for _, want := range []string{"Ring is empty", `LeaseNamespace "Bad_NS" is not a namespace name`, `Namespace "other" (deprecated) and LeaseNamespace "Bad_NS" differ`, `Identity "Pod 0" is not a DNS-1123 subdomain`, "RenewPeriod (1m0s) must be less than RenewDeadline", "CacheCheckInterval 1ms is below a second"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("err = %v, want it to say %q", err, want)
 			}
@@ -451,7 +451,7 @@ func (s *singleton) running() bool {
 // controller-runtime's).
 func TestMetricsInTheGivenRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	r, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-0", Registerer: reg})
+	r, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-0", Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestMetricsInTheGivenRegistry(t *testing.T) {
 			t.Errorf("metric %s missing from the registry (have %v)", name, have)
 		}
 	}
-	if _, err := New(unreachable(), Options{Ring: "test", Namespace: "ns", Identity: "r-1", Registerer: reg}); err == nil {
+	if _, err := New(unreachable(), Options{Ring: "test", LeaseNamespace: "ns", Identity: "r-1", Registerer: reg}); err == nil {
 		t.Error("a second ring registered into the same registry without an error")
 	}
 }
@@ -503,8 +503,17 @@ func TestDefaultsAreTheManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := r.opts
-	if o.Namespace != "from-pod" || o.Identity != "op-0" {
-		t.Errorf("Namespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.Namespace, o.Identity)
+	if o.LeaseNamespace != "from-pod" || o.Identity != "op-0" {
+		t.Errorf("LeaseNamespace %q, Identity %q; want $POD_NAMESPACE and $POD_NAME", o.LeaseNamespace, o.Identity)
+	}
+	// The deprecated Namespace, alone, still names the Leases' namespace,
+	// as manager.Options.Namespace does.
+	old, err := New(unreachable(), Options{Ring: "test", Namespace: "old", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.opts.LeaseNamespace != "old" || old.opts.LeaderElectionNamespace != "old" {
+		t.Errorf("deprecated Namespace: LeaseNamespace %q, LeaderElectionNamespace %q; want both %q", old.opts.LeaseNamespace, old.opts.LeaderElectionNamespace, "old")
 	}
 	want := shard.Timing{RenewDeadline: time.Second, GracefulShutdownTimeout: shard.DefaultEmbeddedShutdownTimeout}.WithDefaults()
 	if o.LeaseDuration != want.LeaseDuration || o.RenewPeriod != 500*time.Millisecond || o.DrainGracePeriod != want.DrainGracePeriod {

@@ -20,6 +20,7 @@ func TestAdapterSummaryIsAgainstBaselineAndNative(t *testing.T) {
 			throughputResult{Round: round, System: adapterName, Replicas: 1, ObjectsPerSec: 180 * scale},
 			throughputResult{Round: round, System: adapterName, Replicas: 4, ObjectsPerSec: 720 * scale})
 	}
+	loadedAt(0.5, r.Throughput.Samples)
 	r.Handoff = []handoffResult{
 		{System: nativeName, Rollout: delayStats{Updates: 5, P99Seconds: 0.1}},
 		{System: adapterName, Rollout: delayStats{Updates: 5, P99Seconds: 0.3}},

@@ -102,6 +102,14 @@ type firstStart struct {
 	FleetCPU      float64            `json:"fleet_cpu_seconds"`
 }
 
+// -labels-parts: labelsPartsThroughput runs only the spread layout's
+// throughput rounds (ceiling, latency-bound and write-bound, on p.Objects
+// BenchObjects), whose provenance is labelsThroughputPart.
+const (
+	labelsPartsThroughput = "throughput"
+	labelsThroughputPart  = "10 (" + layoutSpread + " throughput)"
+)
+
 // labelsArgs are kshard's flags for phase 10.
 var labelsArgs = []string{"--kind=" + benchObjects.Name, "--cache-mode=labels"}
 
@@ -188,6 +196,11 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 		}
 		if err := tb.labelsThroughput(ctx, kshard, baseline, &res); err != nil {
 			return res, err
+		}
+		if b.p.LabelsParts == labelsPartsThroughput {
+			// The layout's other figures are kept from results.json
+			// (keepEarlierLayouts).
+			return res, nil
 		}
 	}
 
@@ -501,8 +514,13 @@ type labelsSummary struct {
 	// write-bound rate ÷ the ceiling of BenchObject patches (goal ≥ 0.8)
 	// and ÷ the leader's.
 	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	ratioGate
 	CeilingFraction4 *float64 `json:"ceiling_fraction_4"`
 	WriteBoundRatio4 *float64 `json:"write_bound_ratio_4"`
+	// The write-bound rounds' operator CPU per object reconciled, median:
+	// kshard's 4 replicas and the controller-runtime fleet (reported).
+	WriteBoundCPUMsPerObject         *float64 `json:"write_bound_cpu_ms_per_object,omitempty"`
+	WriteBoundCPUMsPerObjectBaseline *float64 `json:"write_bound_cpu_ms_per_object_baseline,omitempty"`
 	// Graceful handoff p99 in a rolling restart under a writer, and crash
 	// failover.
 	HandoffP99Seconds *float64 `json:"handoff_p99_seconds"`
@@ -713,10 +731,13 @@ func summariseLabels(lr *labelsResults) *labelsSummary {
 		summariseSet(&l.Throughput, ceilingsByRound(l.Ceiling))
 		summariseSet(&l.WriteBound, ceilingsByRound(l.Ceiling))
 		if c := l.Throughput.config(nativeName, 4); c != nil {
-			s.ThroughputRatio4 = c.Ratio
+			s.ThroughputRatio4, s.ratioGate = gateRatio(c.Ratio, l.Throughput.Samples, nativeName, nil)
 		}
 		if c := l.WriteBound.config(nativeName, 4); c != nil {
-			s.CeilingFraction4, s.WriteBoundRatio4 = c.CeilingFraction, c.Ratio
+			s.CeilingFraction4, s.WriteBoundRatio4, s.WriteBoundCPUMsPerObject = c.CeilingFraction, c.Ratio, c.CPUMsPerObject
+		}
+		if c := l.WriteBound.config(baselineName, 0); c != nil {
+			s.WriteBoundCPUMsPerObjectBaseline = c.CPUMsPerObject
 		}
 		if h := l.Handoff; h != nil && h.Rollout.Updates > 0 {
 			s.HandoffP99Seconds = ptr(h.Rollout.P99Seconds)

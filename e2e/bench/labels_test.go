@@ -150,9 +150,10 @@ func labelsFixture() *labelsResults {
 		Failover: &failoverResult{System: nativeName, Seconds: 9.5, Killed: "r-1"},
 	}
 	spread.Throughput.Samples = []throughputResult{
-		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 100}, {Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 370}}
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 100, LatencyMS: 70}, {Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 370, LatencyMS: 70, Objects: 2000, MachineBusy: 0.55}}
 	spread.WriteBound.Samples = []throughputResult{
-		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 300}, {Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 420}}
+		{Round: 1, System: baselineName, Replicas: 2, ObjectsPerSec: 300, Objects: 2000, Passes: 5, MachineBusy: 0.95, FleetCPUSeconds: 30},
+		{Round: 1, System: nativeName, Replicas: 4, ObjectsPerSec: 420, Objects: 2000, Passes: 6, MachineBusy: 0.97, FleetCPUSeconds: 48}}
 	single := labelsLayout{Layout: layoutSingle, Namespaces: 1,
 		FirstStarts: []firstStart{{Count: 1000, Objects: 1000, Unlabelled: 1000, LabelPatches: 1100, MaxPeakRSSMiB: 70}},
 		Runs:        []shardedResult{labelsRun(baselineName, 1, 100, 0, 50, 80, 10), labelsRun(nativeName, 1, 37, 45, 16, 31, 12, 500, 500)},

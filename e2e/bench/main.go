@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,16 @@ const baselineName = "controller-runtime"
 
 // params are the benchmark's knobs; RESULTS.md prints them all.
 type params struct {
-	Quick            bool          `json:"quick"`
-	Objects          int           `json:"objects"`
-	Latency          time.Duration `json:"latency"`
+	Quick   bool          `json:"quick"`
+	Objects int           `json:"objects"`
+	Latency time.Duration `json:"latency"`
+	// ChooseLatency: Latency is chosen from the machine's measured
+	// capacity before the first round (latency.go); set in full runs that
+	// run phase 2, 8 or 10 without -latency.
+	ChooseLatency bool `json:"-"`
+	// WriteBoundMin: a write-bound throughput run repeats new epochs back
+	// to back until this long has passed (0: one pass, quick runs).
+	WriteBoundMin    time.Duration `json:"write_bound_min"`
 	Workers          int           `json:"workers_per_replica"`
 	QPS              float64       `json:"client_qps"`
 	Burst            int           `json:"client_burst"`
@@ -81,6 +89,10 @@ type params struct {
 	// --keep-place-on-leave, so that their rolling restart moves nothing
 	// (default on).
 	LabelsKeepPlace bool `json:"labels_keep_place"`
+	// LabelsParts: labelsPartsThroughput runs only the spread layout's
+	// throughput rounds of phase 10, and keeps its other figures and the
+	// single layout from results.json; "" runs all of phase 10.
+	LabelsParts string `json:"labels_parts,omitempty"`
 	// Phase 9 (scale.go): fleet sizes, object counts, partitions and the
 	// namespaces the objects are spread over.
 	ScaleReplicas   []int `json:"scale_replicas"`
@@ -101,7 +113,7 @@ func defaultParams(quick bool) params {
 		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
 		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 10: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
-		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second,
+		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second, WriteBoundMin: 30 * time.Second,
 		LeaseDuration: 10 * time.Second, RenewDeadline: 6666 * time.Millisecond, RenewPeriod: 2 * time.Second,
 		DrainGrace: 5 * time.Second, HandoffReplicas: 2, WriterRate: 100, Settle: 3 * time.Second,
 		ResourceObjects: 10000, ResourceReplicas: 2, SteadyWindow: 30 * time.Second,
@@ -118,6 +130,7 @@ func defaultParams(quick bool) params {
 		// its other phases would add a minute for little news.
 		p.AdapterReplicas = []int{4}
 		p.CeilingWorkers, p.CeilingDuration = []int{16}, 2*time.Second
+		p.WriteBoundMin = 0
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = 4*time.Second, 2600*time.Millisecond, 500*time.Millisecond
 		p.DrainGrace, p.Settle, p.SteadyWindow = 2*time.Second, time.Second, 5*time.Second
 		p.WriterRate = 50
@@ -200,7 +213,8 @@ func main() {
 	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
 	resummarise := flag.Bool("summarise", false, "with -report-only, derive results.json's headline figures again from the runs it holds (after a fix to how they are derived)")
 	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
-	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases (default 20ms)")
+	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases of 2, 8 and 10 (default: chosen from the machine's measured capacity in a full run, so that 4 replicas' ideal rate stays below half of it; 20ms with -quick)")
+	writeBoundMin := flag.Duration("write-bound-min", -1, "a write-bound throughput run repeats new epochs back to back until this long has passed (default 30s; one pass with -quick)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
 	phases := flag.String("phases", "1,2,3,4,5,6,7,8,10", "phases to run: 1 ceiling, 2 throughput, 3 handoff, 4 failover, 5 resources, 6 restart-in-place failover, 7 sharded cache resources, 8 sharded cache throughput, handoff and failover, 9 the scale envelope (never by default: about 24 minutes), 10 the gate-free sharded cache (CacheMode labels) on custom resources")
 	resReplicas := flag.Int("resource-replicas", 0, "replicas of each system in phase 5 (default 2)")
@@ -210,6 +224,7 @@ func main() {
 	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
 	labelsKeepPlace := flag.Bool("labels-keep-place", true, "phase 10's kshard replicas keep their place on a graceful leave (--keep-place-on-leave): their rolling restart moves no partition to a peer")
 	labelsLayouts := flag.String("labels-layouts", "spread,single", "phase 10's object layouts, comma-separated: spread (over -sharded-namespaces namespaces, with the gate-off throughput, handoff and failover) and single (one namespace); a run of one keeps the other's figures from results.json")
+	labelsParts := flag.String("labels-parts", "all", "phase 10's parts: all, or throughput (only the spread layout's throughput rounds: ceiling, latency-bound and write-bound on -objects BenchObjects; the memory rounds, handoff and failover and the single layout are kept from results.json)")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
@@ -276,6 +291,18 @@ func main() {
 		os.Exit(2)
 	}
 	p.LabelsLayouts, p.LabelsKeepPlace = layouts, *labelsKeepPlace
+	switch *labelsParts {
+	case "all":
+	case labelsPartsThroughput:
+		if !slices.Equal(layouts, []string{layoutSpread}) && !slices.Equal(layouts, defaultParams(false).LabelsLayouts) {
+			fmt.Fprintln(os.Stderr, "bench: -labels-parts throughput measures the spread layout only: leave -labels-layouts out or give spread")
+			os.Exit(2)
+		}
+		p.LabelsParts, p.LabelsLayouts = labelsPartsThroughput, []string{layoutSpread}
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -labels-parts: %q is not all or throughput\n", *labelsParts)
+		os.Exit(2)
+	}
 	if *leaseDuration > 0 {
 		p.LeaseDuration, p.RenewDeadline, p.RenewPeriod = *leaseDuration, *leaseDuration*2/3, *leaseDuration/5
 		p.ScaleLeaseFixed = true
@@ -285,6 +312,10 @@ func main() {
 	}
 	if *latency > 0 {
 		p.Latency = *latency
+	}
+	p.ChooseLatency = !p.Quick && *latency <= 0 && (p.Phases[2] || p.Phases[8] || p.Phases[10])
+	if *writeBoundMin >= 0 {
+		p.WriteBoundMin = *writeBoundMin
 	}
 	if err := run(p, *out, *keep, *merge); err != nil {
 		progress("FAILED: %v", err)
@@ -400,6 +431,8 @@ func run(p params, out string, keep, merge bool) (err error) {
 		systems = systems[:2]
 	}
 	res := &results{Params: p, Env: environment(ctx, cp, client, bl.baseline), Command: strings.Join(append([]string{"go run ./e2e/bench"}, os.Args[1:]...), " ")}
+	res.Env.Commit = gitCommit(ctx, root)
+	b.warnIfNiced()
 	if n, err := changedLines(ctx, root); err != nil {
 		b.warn("counting the adapter conversion's changed lines: %v", err)
 	} else {
@@ -433,6 +466,15 @@ func run(p params, out string, keep, merge bool) (err error) {
 	}
 	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= p.Objects }); err != nil {
 		return err
+	}
+
+	choice, err := b.chooseLatency(ctx, baseline)
+	if err != nil {
+		return fmt.Errorf("choosing the latency: %w", err)
+	}
+	if res.LatencyChoice = choice; choice != nil && choice.Source == latencyFromCapacity {
+		p.Latency = b.p.Latency
+		res.Params.Latency = b.p.Latency
 	}
 
 	// Phases 1 and 2 run in rounds, every configuration once per round,

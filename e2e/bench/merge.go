@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +29,9 @@ type provenance struct {
 	Date    string         `json:"date"`
 	Load    string         `json:"loadavg_start"`
 	Params  map[string]any `json:"params"`
+	// Commit is the kshard commit that run measured (env.Commit); files
+	// from before it was recorded have none.
+	Commit string `json:"commit,omitempty"`
 	// Error: that run failed or was cut short so (its figures are what it
 	// measured before).
 	Error string `json:"error,omitempty"`
@@ -32,7 +39,7 @@ type provenance struct {
 
 // provenanceOf names prev as the run that measured a kept phase.
 func provenanceOf(prev *results) provenance {
-	return provenance{Command: prev.Command, Date: prev.Env.Date, Load: prev.Env.LoadStart, Params: prev.ParamsView, Error: prev.Error}
+	return provenance{Command: prev.Command, Date: prev.Env.Date, Load: prev.Env.LoadStart, Params: prev.ParamsView, Commit: prev.Env.Commit, Error: prev.Error}
 }
 
 // loadResults reads a results.json written earlier; a missing file is not
@@ -97,6 +104,10 @@ func (r *results) keepEarlier(prev *results) ([]int, error) {
 		key := strconv.Itoa(ph)
 		if pv, ok := prev.Provenance[key]; ok {
 			r.Provenance[key] = pv
+		} else if ph == 10 && labelsPartsOf(prev) == labelsPartsThroughput {
+			// That run measured only the spread layout's throughput; the
+			// rest of phase 10 has provenance of its own below.
+			r.Provenance[labelsThroughputPart] = provenanceOf(prev)
 		} else {
 			r.Provenance[key] = provenanceOf(prev)
 		}
@@ -144,7 +155,18 @@ func (r *results) keepEarlierLayouts(prev *results) {
 			pv = provenanceOf(prev)
 		}
 		r.Provenance["10 ("+l.Layout+")"] = pv
+		if l.Layout != layoutSpread {
+			continue
+		}
+		// The spread layout's throughput, when a throughput-only run
+		// measured it.
+		if pv, ok := prev.Provenance[labelsThroughputPart]; ok {
+			r.Provenance[labelsThroughputPart] = pv
+		} else if labelsPartsOf(prev) == labelsPartsThroughput {
+			r.Provenance[labelsThroughputPart] = provenanceOf(prev)
+		}
 	}
+	r.keepEarlierLabelsParts(prev)
 	if r.Labels != nil {
 		order := defaultParams(false).LabelsLayouts
 		slices.SortStableFunc(r.Labels.Layouts, func(a, b labelsLayout) int {
@@ -199,7 +221,7 @@ func mergeTarget(p params, out string, merge bool) string {
 			return filepath.Join(out, "results.json")
 		}
 	}
-	if len(p.LabelsLayouts) < len(layoutFlags) {
+	if len(p.LabelsLayouts) < len(layoutFlags) || p.LabelsParts != "" {
 		return filepath.Join(out, "results.json")
 	}
 	return ""
@@ -214,4 +236,138 @@ func phaseList(phases map[int]bool) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// notRecorded stands for a commit that a run from before commits were
+// recorded did not write down.
+const notRecorded = "not recorded"
+
+// phaseRun is the run behind one phase (or one part of a phase, "10
+// (spread)") of a results file: its commit, date and load at start.
+type phaseRun struct {
+	Phase, Commit, Date, Load string
+}
+
+// phaseRuns lists, for every phase the file holds, the run that measured
+// it: this run for the phases it measured, the provenance of the others
+// (and of parts kept from other runs), in phase order.
+func (r *results) phaseRuns() []phaseRun {
+	own := func(phase string) phaseRun {
+		return phaseRun{Phase: phase, Commit: cmp.Or(r.Env.Commit, notRecorded), Date: r.Env.Date, Load: r.Env.LoadStart}
+	}
+	kept := func(phase string, pv provenance) phaseRun {
+		return phaseRun{Phase: phase, Commit: cmp.Or(pv.Commit, notRecorded), Date: pv.Date, Load: pv.Load}
+	}
+	var out []phaseRun
+	for _, ph := range allPhases {
+		key := strconv.Itoa(ph)
+		switch {
+		case r.Params.Phases[ph] && r.measured(ph):
+			name := key
+			switch {
+			case ph == 10 && r.Params.LabelsParts == labelsPartsThroughput:
+				name = labelsThroughputPart
+			case ph == 10 && len(r.Params.LabelsLayouts) == 1:
+				name += " (" + r.Params.LabelsLayouts[0] + ")"
+			}
+			out = append(out, own(name))
+		case r.Provenance[key].Date != "" || r.Provenance[key].Command != "":
+			out = append(out, kept(key, r.Provenance[key]))
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Provenance)) {
+			if strings.HasPrefix(k, key+" (") {
+				out = append(out, kept(k, r.Provenance[k]))
+			}
+		}
+	}
+	return out
+}
+
+// phaseCommits is phase_commits in results.json: each phase's (or part's)
+// commit.
+func (r *results) phaseCommits() map[string]string {
+	out := map[string]string{}
+	for _, pr := range r.phaseRuns() {
+		out[pr.Phase] = pr.Commit
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// gitCommit is the checkout's commit, "abc1234", with "+dirty" when a
+// tracked file differs from it other than the benchmark's own output
+// (results.json, RESULTS.md, the charts), which a run rewrites; "" when git
+// cannot tell.
+func gitCommit(ctx context.Context, root string) string {
+	head, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	commit := strings.TrimSpace(string(head))
+	status, err := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
+	if err != nil {
+		return commit + "+unknown"
+	}
+	if dirtyBeyondOutput(string(status)) {
+		commit += "+dirty"
+	}
+	return commit
+}
+
+// dirtyBeyondOutput reports whether `git status --porcelain` lists a
+// changed file other than the benchmark's committed output.
+func dirtyBeyondOutput(porcelain string) bool {
+	for _, line := range strings.Split(porcelain, "\n") {
+		if len(line) < 4 {
+			continue
+		}
+		path := line[3:]
+		if _, to, ok := strings.Cut(path, " -> "); ok {
+			path = to
+		}
+		path = strings.Trim(path, `"`)
+		dir, file := filepath.Split(path)
+		if dir == "e2e/bench/" && (file == "results.json" || file == "RESULTS.md" || strings.HasSuffix(file, ".png")) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// labelsPartsOf reads -labels-parts from a loaded file ("" for all).
+func labelsPartsOf(r *results) string {
+	parts, _ := r.ParamsView["labels_parts"].(string)
+	return parts
+}
+
+// keepEarlierLabelsParts: a run of the spread layout's throughput alone
+// (-labels-parts throughput) keeps the earlier file's other figures of
+// that layout (first starts, memory rounds, handoff, failover), named by
+// the run that measured them under "10 (spread)".
+func (r *results) keepEarlierLabelsParts(prev *results) {
+	if r.Params.LabelsParts != labelsPartsThroughput || r.Labels == nil || prev.Labels == nil {
+		return
+	}
+	i := slices.IndexFunc(r.Labels.Layouts, func(l labelsLayout) bool { return l.Layout == layoutSpread })
+	j := slices.IndexFunc(prev.Labels.Layouts, func(l labelsLayout) bool { return l.Layout == layoutSpread })
+	if i < 0 || j < 0 {
+		return
+	}
+	cur, old := &r.Labels.Layouts[i], prev.Labels.Layouts[j]
+	cur.Namespaces, cur.FirstStarts, cur.Runs, cur.Handoff, cur.Failover = old.Namespaces, old.FirstStarts, old.Runs, old.Handoff, old.Failover
+	key := "10 (" + layoutSpread + ")"
+	pv, ok := prev.Provenance[key]
+	if !ok {
+		pv, ok = prev.Provenance["10"]
+	}
+	if !ok {
+		pv = provenanceOf(prev)
+	}
+	if r.Provenance == nil {
+		r.Provenance = map[string]provenance{}
+	}
+	r.Provenance[key] = pv
 }

@@ -127,10 +127,11 @@ func (r *replica) stats() (procStats, error) {
 }
 
 // cpuSample is, at one moment, the machine's CPU time in clock ticks over
-// every core (busy, and in all) and a fleet's processes' CPU seconds: two
-// samples bound a window whose share of busy time says whether the run was
-// bound by the CPU that the API server, etcd and the operators share.
-type cpuSample struct{ busy, total, fleet float64 }
+// every core (busy but for niced user time; niced user time; in all) and a
+// fleet's processes' CPU seconds: two samples bound a window whose share of
+// busy time says whether the run was bound by the CPU that the API server,
+// etcd and the operators share.
+type cpuSample struct{ busy, nice, total, fleet float64 }
 
 // sampleCPU reads /proc/stat's first line and f's processes.
 func sampleCPU(f *fleet) (cpuSample, error) {
@@ -138,7 +139,7 @@ func sampleCPU(f *fleet) (cpuSample, error) {
 	if err != nil {
 		return cpuSample{}, err
 	}
-	busy, total, err := parseProcStat(stat)
+	busy, nice, total, err := parseProcStat(stat)
 	if err != nil {
 		return cpuSample{}, err
 	}
@@ -146,7 +147,7 @@ func sampleCPU(f *fleet) (cpuSample, error) {
 	if err != nil {
 		return cpuSample{}, err
 	}
-	s := cpuSample{busy: busy, total: total}
+	s := cpuSample{busy: busy, nice: nice, total: total}
 	for _, st := range stats {
 		s.fleet += st.CPUSeconds
 	}
@@ -155,21 +156,24 @@ func sampleCPU(f *fleet) (cpuSample, error) {
 
 // parseProcStat reads the "cpu" line of /proc/stat: user, nice, system,
 // idle, iowait, irq, softirq and steal ticks (guest time is already counted
-// in user). Idle and iowait are not busy.
-func parseProcStat(stat []byte) (busy, total float64, err error) {
+// in user). Idle and iowait are not busy; nice (user time of processes at a
+// positive nice value) is returned apart from busy: such processes (builds
+// run with nice -n 19) yield the CPU to the benchmark's nice-0 processes,
+// so they do not take it from the run they share the machine with.
+func parseProcStat(stat []byte) (busy, nice, total float64, err error) {
 	line, _, _ := strings.Cut(string(stat), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("unexpected first line of /proc/stat: %q", line)
+		return 0, 0, 0, fmt.Errorf("unexpected first line of /proc/stat: %q", line)
 	}
 	var v [8]float64
 	for i := range v {
 		if v[i], err = strconv.ParseFloat(f[i+1], 64); err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat field %d: %w", i+1, err)
+			return 0, 0, 0, fmt.Errorf("/proc/stat field %d: %w", i+1, err)
 		}
 		total += v[i]
 	}
-	return total - v[3] - v[4], total, nil
+	return total - v[1] - v[3] - v[4], v[1], total, nil
 }
 
 // statusBytes reads the field named by prefix (kB) from /proc/<pid>/status
@@ -332,4 +336,31 @@ func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineB
 		<-done
 	}
 	return kshardBin, baselineBin, adapterBin, errors.Join(errs...)
+}
+
+// niceOf reads a process's nice value from its /proc/<pid>/stat (field
+// 19 of the whole line).
+func niceOf(stat []byte) (int, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected stat line %q", stat)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 17 {
+		return 0, fmt.Errorf("unexpected stat line %q", stat)
+	}
+	return strconv.Atoi(fields[16])
+}
+
+// warnIfNiced warns when the benchmark itself runs at a positive nice
+// value: its operators, API server and etcd then count as background
+// (niced) time, which machine_busy leaves out.
+func (b *bench) warnIfNiced() {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return
+	}
+	if n, err := niceOf(stat); err == nil && n > 0 {
+		b.warn("the benchmark ran at nice %d: its own processes' CPU counts as background_busy, not machine_busy, so the busy shares understate the load; run measured runs at nice 0", n)
+	}
 }

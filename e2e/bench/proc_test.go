@@ -66,16 +66,29 @@ func TestParseProcStatCountsIdleAndIOWaitAsNotBusy(t *testing.T) {
 	// user nice system idle iowait irq softirq steal guest guest_nice:
 	// guest time is inside user already, so it is not added again.
 	stat := []byte("cpu  100 5 40 800 20 3 2 1 50 0\ncpu0 50 2 20 400 10 1 1 0 25 0\nintr 12345\n")
-	busy, total, err := parseProcStat(stat)
+	busy, nice, total, err := parseProcStat(stat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if total != 971 || busy != 151 {
-		t.Errorf("busy, total = %v, %v; want 151, 971", busy, total)
+	// Busy leaves out nice (5) as well as idle and iowait.
+	if total != 971 || busy != 146 || nice != 5 {
+		t.Errorf("busy, nice, total = %v, %v, %v; want 146, 5, 971", busy, nice, total)
 	}
 	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu 1 2 x 4 5 6 7 8\n"} {
-		if _, _, err := parseProcStat([]byte(bad)); err == nil {
+		if _, _, _, err := parseProcStat([]byte(bad)); err == nil {
 			t.Errorf("parseProcStat(%q) = nil error, want one naming the line", bad)
 		}
+	}
+}
+
+func TestNiceOf(t *testing.T) {
+	// pid (comm with ") " inside) state ppid ... priority nice ...
+	stat := []byte("4242 (a) b) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 39 19 1 0 100 1000 50 18446744073709551615\n")
+	n, err := niceOf(stat)
+	if err != nil || n != 19 {
+		t.Errorf("niceOf = %d, %v; want 19", n, err)
+	}
+	if _, err := niceOf([]byte("4242 (a) S 1")); err == nil {
+		t.Error("niceOf of a short line: no error")
 	}
 }

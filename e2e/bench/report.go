@@ -57,9 +57,16 @@ type results struct {
 	// Provenance names, per phase kept from earlier runs (a run of some
 	// phases merges into results.json, merge.go), the run that measured it.
 	Provenance map[string]provenance `json:"phases_from_earlier_runs,omitempty"`
-	Warnings   []string              `json:"warnings,omitempty"`
-	Failed     bool                  `json:"failed"`
-	Error      string                `json:"error,omitempty"`
+	// PhaseCommits names, for every phase the file holds (and each part
+	// of one kept from another run, "10 (spread)"), the commit that
+	// measured it; "not recorded" for runs from before commits were.
+	PhaseCommits map[string]string `json:"phase_commits,omitempty"`
+	// LatencyChoice: where the latency-bound phases' latency came from
+	// (latency.go); absent from runs before it was recorded.
+	LatencyChoice *latencyChoice `json:"latency_choice,omitempty"`
+	Warnings      []string       `json:"warnings,omitempty"`
+	Failed        bool           `json:"failed"`
+	Error         string         `json:"error,omitempty"`
 }
 
 // throughputSet is every throughput run of one workload and, per
@@ -82,6 +89,11 @@ type tpSummary struct {
 	SecondsMedian   float64  `json:"seconds_median"`
 	Ratio           *float64 `json:"ratio_to_baseline_median"`
 	CeilingFraction *float64 `json:"ceiling_fraction_median"`
+	// MachineBusy and CPUMsPerObject are the rounds' medians of
+	// machine_busy and of the operators' CPU per object reconciled (nil
+	// when not recorded).
+	MachineBusy    *float64 `json:"machine_busy_median,omitempty"`
+	CPUMsPerObject *float64 `json:"cpu_ms_per_object_median,omitempty"`
 }
 
 func median(v []float64) float64 {
@@ -126,8 +138,11 @@ func summariseSet(set *throughputSet, ceilings map[int]float64) {
 	set.Configs = nil
 	for _, k := range order {
 		g := groups[k]
-		var rates, secs, ratios, fractions []float64
+		var rates, secs, ratios, fractions, busy, cpu []float64
 		for _, t := range g {
+			if t.cpuMeasured() {
+				busy, cpu = append(busy, t.MachineBusy), append(cpu, t.cpuMsPerObject())
+			}
 			rates = append(rates, t.ObjectsPerSec)
 			secs = append(secs, t.Seconds)
 			if b := base[t.Round]; b > 0 {
@@ -141,6 +156,7 @@ func summariseSet(set *throughputSet, ceilings map[int]float64) {
 			System: k.system, Replicas: k.replicas, ActiveReplicas: g[0].ActiveReplicas, Rounds: len(g),
 			ObjectsPerSec: median(rates), MinObjectsPerS: slices.Min(rates), MaxObjectsPerS: slices.Max(rates),
 			SecondsMedian: median(secs), Ratio: medianPtr(ratios), CeilingFraction: medianPtr(fractions),
+			MachineBusy: medianPtr(busy), CPUMsPerObject: medianPtr(cpu),
 		})
 	}
 }
@@ -176,9 +192,13 @@ func (set throughputSet) perRoundRatio(a, b string, n int) *float64 {
 // Summary holds the headline figures; absent ones (a phase that did not
 // run) are null.
 type Summary struct {
-	ThroughputRatio1          *float64 `json:"throughput_ratio_1"`
-	ThroughputRatio2          *float64 `json:"throughput_ratio_2"`
-	ThroughputRatio4          *float64 `json:"throughput_ratio_4"`
+	ThroughputRatio1 *float64 `json:"throughput_ratio_1"`
+	ThroughputRatio2 *float64 `json:"throughput_ratio_2"`
+	// ThroughputRatio4 is judged only where the machine was not the limit
+	// (ratioGate: null, with the reason, when the kshard 4-replica rounds'
+	// median machine_busy was 0.7 or more).
+	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	ratioGate
 	WriteBoundRatio4          *float64 `json:"write_bound_ratio_4"`
 	CeilingWritesPerSec       *float64 `json:"ceiling_writes_per_second"`
 	CeilingFraction4          *float64 `json:"ceiling_fraction_4"`
@@ -219,6 +239,7 @@ type Summary struct {
 type adapterSummary struct {
 	ThroughputRatio1 *float64 `json:"throughput_ratio_1"`
 	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	ratioGate
 	// NativeRatio4 is the adapter's 4-replica throughput ÷ kshard-native's
 	// (median of per-round ratios); the goal is within 10 %.
 	NativeRatio4      *float64 `json:"throughput_ratio_4_to_native"`
@@ -254,6 +275,10 @@ type env struct {
 	Date          string `json:"date"`
 	LoadStart     string `json:"loadavg_start"`
 	LoadEnd       string `json:"loadavg_end"`
+	// Commit is the kshard checkout the run measured (gitCommit): "+dirty"
+	// when tracked files differed from it. Absent from files before it was
+	// recorded.
+	Commit string `json:"commit,omitempty"`
 }
 
 // loadavg is /proc/loadavg's 1, 5 and 15 minute load averages: other
@@ -400,6 +425,8 @@ func (r *results) summarise() {
 			*dst = c.Ratio
 		}
 	}
+	s.ThroughputRatio4, s.ratioGate = gateRatio(s.ThroughputRatio4, r.Throughput.Samples, nativeName, nil)
+	r.warnNotJudged("throughput_ratio_4", s.ratioGate)
 	if c := r.WriteBound.config(nativeName, 4); c != nil {
 		s.CeilingFraction4, s.WriteBoundRatio4 = c.CeilingFraction, c.Ratio
 	}
@@ -451,7 +478,8 @@ func (r *results) summarise() {
 		ad.ThroughputRatio1 = c.Ratio
 	}
 	if c := r.Throughput.config(adapterName, 4); c != nil {
-		ad.ThroughputRatio4 = c.Ratio
+		ad.ThroughputRatio4, ad.ratioGate = gateRatio(c.Ratio, r.Throughput.Samples, adapterName, nil)
+		r.warnNotJudged("adapter.throughput_ratio_4", ad.ratioGate)
 		ad.NativeRatio4 = r.Throughput.perRoundRatio(adapterName, nativeName, 4)
 	}
 	ad.ShardedGateOff = summariseAdapterLabels(r.Labels)
@@ -464,6 +492,16 @@ func (r *results) summarise() {
 	}
 	s.Sharded, s.ShardedFallback = summariseSharded(r.ShardedRuns, r.ShardedHandoff)
 	s.ShardedGateOff = summariseLabels(r.Labels)
+	for name, sum := range map[string]*shardedSummary{"sharded.throughput_ratio_4": s.Sharded, "sharded_fallback.throughput_ratio_4": s.ShardedFallback} {
+		if sum != nil {
+			r.warnNotJudged(name, sum.ratioGate)
+		}
+	}
+	if g := s.ShardedGateOff; g != nil {
+		r.warnNotJudged("sharded_gate_off.throughput_ratio_4", g.ratioGate)
+	}
+	r.PhaseCommits = r.phaseCommits()
+	r.checkLeaders()
 	if s.Scale != nil {
 		s.Scale.summarise()
 	}
@@ -508,6 +546,50 @@ func (r *results) save(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }
 
+// gateStored judges the 4-replica throughput ratios of a file written
+// before they were gated (ratioGate) by the busy share its samples
+// recorded, for RESULTS.md only: results.json keeps its figures.
+func (r *results) gateStored() {
+	s := &r.Summary
+	// The per-configuration medians again from the samples, for the
+	// busy share and CPU per object files before them did not hold.
+	summariseSet(&r.Throughput, ceilingsByRound(r.Ceiling))
+	summariseSet(&r.WriteBound, ceilingsByRound(r.Ceiling))
+	if r.Labels != nil {
+		for i := range r.Labels.Layouts {
+			l := &r.Labels.Layouts[i]
+			summariseSet(&l.Throughput, ceilingsByRound(l.Ceiling))
+			summariseSet(&l.WriteBound, ceilingsByRound(l.Ceiling))
+			if g := s.ShardedGateOff; g != nil && g.WriteBoundCPUMsPerObject == nil {
+				if c := l.WriteBound.config(nativeName, 4); c != nil {
+					g.WriteBoundCPUMsPerObject = c.CPUMsPerObject
+				}
+				if c := l.WriteBound.config(baselineName, 0); c != nil {
+					g.WriteBoundCPUMsPerObjectBaseline = c.CPUMsPerObject
+				}
+			}
+		}
+	}
+	if s.ThroughputRatio4Measured == nil {
+		s.ThroughputRatio4, s.ratioGate = gateRatio(s.ThroughputRatio4, r.Throughput.Samples, nativeName, nil)
+	}
+	if a := s.Adapter; a != nil && a.ThroughputRatio4Measured == nil {
+		a.ThroughputRatio4, a.ratioGate = gateRatio(a.ThroughputRatio4, r.Throughput.Samples, adapterName, nil)
+	}
+	for gate, sum := range map[bool]*shardedSummary{true: s.Sharded, false: s.ShardedFallback} {
+		if m := shardedHandoffRun(r.ShardedHandoff, gate); m != nil && sum != nil && sum.ThroughputRatio4Measured == nil {
+			sum.ThroughputRatio4, sum.ratioGate = gateRatio(sum.ThroughputRatio4, m.Throughput, nativeName, func(t throughputResult) bool { return t.Epochs == epochsName(true) })
+		}
+	}
+	if g := s.ShardedGateOff; g != nil && g.ThroughputRatio4Measured == nil && r.Labels != nil {
+		for _, l := range r.Labels.Layouts {
+			if len(l.Throughput.Samples) > 0 {
+				g.ThroughputRatio4, g.ratioGate = gateRatio(g.ThroughputRatio4, l.Throughput.Samples, nativeName, nil)
+			}
+		}
+	}
+}
+
 // rewriteReport renders RESULTS.md again from the results.json in dir and
 // measures nothing: for a change to the report's text. results.json stays
 // as it is, headline figures included, unless summarise: then the headline
@@ -534,6 +616,7 @@ func rewriteReport(dir string, summarise bool) error {
 		r.summarise()
 		return r.save(dir)
 	}
+	r.gateStored()
 	return os.WriteFile(filepath.Join(dir, "RESULTS.md"), []byte(r.markdown()), 0o644)
 }
 
@@ -644,15 +727,43 @@ func (r *results) markdown() string {
 	p("| controller-runtime | %s (baseline, e2e/bench/baseline) |", r.Env.CtrlRuntime)
 	p("| run time | %.0f s |", r.Seconds)
 	p("| load average (1/5/15 min) | %s at start, %s at end |", r.Env.LoadStart, r.Env.LoadEnd)
+	p("| commit | %s |", cmp.Or(r.Env.Commit, notRecorded))
+	if runs := r.phaseRuns(); len(runs) > 0 {
+		p("")
+		p("Each phase's figures and the run that measured them (`phase_commits` in results.json):")
+		p("")
+		p("| phase | commit | date | load at start |")
+		p("|---|---|---|---|")
+		for _, pr := range runs {
+			p("| %s | %s | %s | %s |", pr.Phase, pr.Commit, pr.Date, pr.Load)
+		}
+	}
 	p("")
 	p("## Parameters")
 	p("")
 	pr := r.Params
 	p("- Objects W: %d ConfigMaps (resources phase: %d). Reconcile = cache read of the object and of an epoch ConfigMap + simulated latency %s + one merge patch of an annotation; a reconcile with nothing to do (annotation current) returns at once. Identical code in both operators.", pr.Objects, pr.ResourceObjects, pr.Latency)
+	switch lc := r.LatencyChoice; {
+	case lc == nil:
+		p("- Latency %s: how it was chosen is not recorded (runs before the capacity rule used 20 ms unless -latency was given).", pr.Latency)
+	case lc.Source == latencyFromCapacity:
+		var checks []string
+		for _, c := range lc.Checks {
+			below := "below"
+			if !c.BelowHalfOfTheCapacity {
+				below = "**not below**"
+			}
+			checks = append(checks, fmt.Sprintf("phase %s 4 × %.0f = %.0f/s, %s", c.Phase, c.LeaderObjectsPerSec, c.FourLeaders, below))
+		}
+		p("- Latency %s, chosen before the first round from the machine's capacity, %.0f objects/s (not part of any ratio): %s. After the runs, 4 × the leader's median latency-bound rate against half of it: %s.",
+			lc.Latency, lc.CapacityObjectsPerSec, lc.Rule, cmp.Or(strings.Join(checks, "; "), "not measured"))
+	default:
+		p("- Latency %s, %s.", lc.Latency, lc.Source)
+	}
 	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
 	p("- Leases (both systems): LeaseDuration %s, RenewDeadline %s, renew/retry period %s. kshard DrainGracePeriod %s, P=271.", pr.LeaseDuration, pr.RenewDeadline, pr.RenewPeriod, pr.DrainGrace)
-	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object.")
+	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object. Machine busy leaves out user time at a positive nice value (recorded apart as `background_busy`; `machine_busy_all` counts it), since background work run with `nice -n 19` yields the CPU to the benchmark's nice-0 processes.")
 	p("- Handoff: %d replicas each, writer bumping one object every %.0f ms; rolling restart highest identity first (SIGTERM, wait exit, start, wait formed). Delay = update sent → harness sees its reconcile.", pr.HandoffReplicas, 1000/pr.WriterRate)
 	p("- Failover: %d replicas; SIGKILL the process that last reconciled the key, then update the key; time from the kill until its reconcile is seen.", pr.HandoffReplicas)
 	p("- Resources: %d replicas each at %d objects, one write-bound pass over all, then a %s steady-state window; API requests from apiserver_request_total (resource requests only).", pr.ResourceReplicas, pr.ResourceObjects, pr.SteadyWindow)
@@ -662,8 +773,16 @@ func (r *results) markdown() string {
 	p("| goal | measured | result |")
 	p("|---|---|---|")
 	p("| 1 replica ≥ 0.95× controller-runtime throughput | %s× | %s |", f2(s.ThroughputRatio1), goal(check(s.ThroughputRatio1, func(v float64) bool { return v >= 0.95 })))
-	p("| 4 replicas ≥ 3.6× on the latency-bound workload | %s× | %s |", f2(s.ThroughputRatio4), goal(check(s.ThroughputRatio4, func(v float64) bool { return v >= 3.6 })))
-	p("| write-bound 4 replicas ≥ 0.8 of the API-server ceiling | %s | %s |", f2(s.CeilingFraction4), goal(check(s.CeilingFraction4, func(v float64) bool { return v >= 0.8 })))
+	p("| 4 replicas ≥ 3.6× on the latency-bound workload (judged only with the machine below %.0f %% busy) | %s×%s | %s |", 100*busyLimit, f2(s.measured(s.ThroughputRatio4)), s.describe(), judgedGoal(s.ThroughputRatio4, s.ratioGate, 3.6))
+	for _, sh := range []struct {
+		name string
+		s    *shardedSummary
+	}{{"sharded cache (phase 8, gate on)", s.Sharded}, {"sharded cache fallback (phase 8, gate off)", s.ShardedFallback}} {
+		if sh.s != nil && sh.s.measured(sh.s.ThroughputRatio4) != nil {
+			p("| %s: 4 replicas ≥ 3.6× on the latency-bound workload | %s×%s | %s |", sh.name, f2(sh.s.measured(sh.s.ThroughputRatio4)), sh.s.describe(), judgedGoal(sh.s.ThroughputRatio4, sh.s.ratioGate, 3.6))
+		}
+	}
+	p("| write-bound 4 replicas ÷ the API-server ceiling (full caches: every replica decodes every event on the same cores) | %s (÷ the leader %s×) | reported, not judged |", f2(s.CeilingFraction4), f2(s.WriteBoundRatio4))
 	drain := 0.0
 	for _, h := range r.Handoff {
 		if h.System != baselineName {
@@ -706,11 +825,15 @@ func (r *results) markdown() string {
 	tpTable := func(title string, set throughputSet) {
 		p("%s", title)
 		p("")
-		p("| system | replicas (active) | rounds | objects/s median (min–max) | seconds median | ratio to baseline (median of per-round ratios) | ÷ ceiling |")
-		p("|---|---|---|---|---|---|---|")
+		p("| system | replicas (active) | rounds | objects/s median (min–max) | seconds median | ratio to baseline (median of per-round ratios) | ÷ ceiling | machine busy median | operators' CPU ms per object median |")
+		p("|---|---|---|---|---|---|---|---|---|")
 		for _, c := range set.Configs {
-			p("| %s | %d (%d) | %d | %.0f (%.0f–%.0f) | %.2f | %s | %s |", c.System, c.Replicas, c.ActiveReplicas, c.Rounds, c.ObjectsPerSec, c.MinObjectsPerS, c.MaxObjectsPerS,
-				c.SecondsMedian, f2(c.Ratio), f2(c.CeilingFraction))
+			busy := "—"
+			if c.MachineBusy != nil {
+				busy = fmt.Sprintf("%.0f %%", 100**c.MachineBusy)
+			}
+			p("| %s | %d (%d) | %d | %.0f (%.0f–%.0f) | %.2f | %s | %s | %s | %s |", c.System, c.Replicas, c.ActiveReplicas, c.Rounds, c.ObjectsPerSec, c.MinObjectsPerS, c.MaxObjectsPerS,
+				c.SecondsMedian, f2(c.Ratio), f2(c.CeilingFraction), busy, f2(c.CPUMsPerObject))
 		}
 		p("")
 		p("<details><summary>every run</summary>")
@@ -721,16 +844,25 @@ func (r *results) markdown() string {
 			busy, perObject := "—", "—"
 			if t.cpuMeasured() {
 				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
+				if t.MachineBusyAll == 0 {
+					// Recorded before niced time was told apart.
+					busy += " (niced included)"
+				}
 				perObject = fmt.Sprintf("%.2f", t.cpuMsPerObject())
 			}
-			p("| %d | %s | %d | %.2f | %.0f | %.1f | %s | %s |", t.Round, t.System, t.Replicas, t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy, perObject)
+			secs := fmt.Sprintf("%.2f", t.Seconds)
+			if t.Passes > 1 {
+				secs += fmt.Sprintf(" (%d passes)", t.Passes)
+			}
+			p("| %d | %s | %d | %s | %.0f | %.1f | %s | %s |", t.Round, t.System, t.Replicas, secs, t.ObjectsPerSec, t.StartupSeconds, busy, perObject)
 		}
 		p("")
 		p("</details>")
 		p("")
 	}
-	tpTable(fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", pr.Latency, pr.Workers, pr.Latency, float64(pr.Workers)/pr.Latency.Seconds()), r.Throughput)
-	tpTable("Write-bound (no simulated latency): one patch per object.", r.WriteBound)
+	lat := samplesLatency(pr.Latency, r.Throughput.Samples)
+	tpTable(fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", lat, pr.Workers, lat, float64(pr.Workers)/lat.Seconds()), r.Throughput)
+	tpTable(fmt.Sprintf("Write-bound (no simulated latency): one patch per object; %s. Full caches: every replica decodes every event on the same cores, so these are reported, not judged.", writeBoundWindow(pr, r.WriteBound)), r.WriteBound)
 	p("![Latency-bound throughput: objects/s per replica count for controller-runtime's leader, kshard and the adapter, against n × the leader; phase 8's sharded-cache runs at 4 replicas beside them](throughput.png)")
 	p("")
 	p("## 3. Graceful handoff (rolling restart)")
@@ -792,8 +924,8 @@ func (r *results) markdown() string {
 	p("Ratios (kshard ÷ controller-runtime, highest replica of each): peak RSS %s×, CPU %s×, API requests/min %s×.", f2(s.RSSRatio), f2(s.CPURatio), f2(s.APIRequestsRatio))
 	if a := s.Adapter; a != nil {
 		p("")
-		p("**Adapter** (the controller-runtime baseline converted with controller/crshard, e2e/bench/crshardop): throughput %s× (1 replica) and %s× (4 replicas) of the leader-elected baseline, %s× of kshard-native at 4 replicas; handoff p99 %s s; failover %s s; peak RSS %s× the baseline's.",
-			f2(a.ThroughputRatio1), f2(a.ThroughputRatio4), f2(a.NativeRatio4), f3(a.HandoffP99Seconds), f2(a.FailoverSeconds), f2(a.RSSRatio))
+		p("**Adapter** (the controller-runtime baseline converted with controller/crshard, e2e/bench/crshardop): throughput %s× (1 replica) and %s× (4 replicas; %s)%s of the leader-elected baseline, %s× of kshard-native at 4 replicas; handoff p99 %s s; failover %s s; peak RSS %s× the baseline's.",
+			f2(a.ThroughputRatio1), f2(a.measured(a.ThroughputRatio4)), judgedGoal(a.ThroughputRatio4, a.ratioGate, 3.6), a.describe(), f2(a.NativeRatio4), f3(a.HandoffP99Seconds), f2(a.FailoverSeconds), f2(a.RSSRatio))
 	}
 	if len(r.ShardedRuns) > 0 {
 		sh := orEmpty(s.Sharded)
@@ -838,7 +970,7 @@ func (r *results) markdown() string {
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")
 		p("")
 		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects spread over %d namespaces, on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run of the same layout), with two epoch layouts: **one epoch** — phase 2's workload, one epoch ConfigMap (in the bench namespace, which every kshard replica caches: `SharedNamespaces`) maps to every object, a new epoch is one write; and **epoch per namespace** — an epoch ConfigMap in each object namespace, a new epoch is one write per namespace, 32 at a time, whose burst competes with the fleet's reconciles at the API server. Shares: each replica's objects and when its last one was seen, from the epoch write. Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
-			r.Params.Objects, r.Params.ShardedNamespaces, r.Params.Latency, shardedHandoffRounds(r.ShardedHandoff), r.Params.ShardedReplicas, r.Params.WriterRate)
+			r.Params.Objects, r.Params.ShardedNamespaces, samplesLatency(r.Params.Latency, slices.Concat(shardedHandoffRun(r.ShardedHandoff, true).throughputOrNil(), shardedHandoffRun(r.ShardedHandoff, false).throughputOrNil())), shardedHandoffRounds(r.ShardedHandoff), r.Params.ShardedReplicas, r.Params.WriterRate)
 		p("")
 		p("| gate | kshard cache | 4-replica throughput ratio: one epoch (epoch per namespace) | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
 		p("|---|---|---|---|---|---|---|---|---|")
@@ -972,7 +1104,8 @@ func labelsGoals(p func(string, ...any), g *labelsSummary) {
 	p("| gate off, labels: peak RSS through a rolling restart ≤ 0.40× | %s× (one namespace %s×) | %s |",
 		f2(g.RSSRatioRollout), f2(g.RSSRatioSingleNamespaceRollout), goal(both(g.RSSRatioRollout, g.RSSRatioSingleNamespaceRollout, 0.40)))
 	p("| gate off, labels: fleet CPU ≤ 1.2× | %s× (one namespace %s×) | %s |", f2(g.FleetCPURatio), f2(g.FleetCPURatioSingleNamespace), goal(both(g.FleetCPURatio, g.FleetCPURatioSingleNamespace, 1.2)))
-	p("| gate off, labels: 4 replicas ≥ 3.6× on the latency-bound workload | %s× | %s |", f2(g.ThroughputRatio4), goal(check(g.ThroughputRatio4, func(v float64) bool { return v >= 3.6 })))
+	p("| gate off, labels: 4 replicas ≥ 3.6× on the latency-bound workload | %s×%s | %s |", f2(g.measured(g.ThroughputRatio4)), g.describe(), judgedGoal(g.ThroughputRatio4, g.ratioGate, 3.6))
+	p("| gate off, labels: write-bound, 4 replicas ÷ the leader; operators' CPU ms per object, kshard / controller-runtime | %s× ; %s / %s ms | reported |", f2(g.WriteBoundRatio4), f2(g.WriteBoundCPUMsPerObject), f2(g.WriteBoundCPUMsPerObjectBaseline))
 	p("| gate off, labels: write-bound 4 replicas ≥ 0.8 of the API-server ceiling | %s | %s |", f2(g.CeilingFraction4), goal(check(g.CeilingFraction4, func(v float64) bool { return v >= 0.8 })))
 	p("| gate off, labels: objects written per move = 0 | %s | %s |", f3(g.WritesPerMove), goal(check(g.WritesPerMove, atMost(0))))
 	p("| gate off, labels: label writes per object ≤ 1 | %s | %s |", f2(g.LabelWritesPerObject), goal(check(g.LabelWritesPerObject, atMost(1))))
@@ -1039,8 +1172,8 @@ func (r *results) labelsSection(p func(string, ...any), tpTable func(string, thr
 		p("**Throughput** (%s layout's control plane, %d BenchObjects in the bench namespace, kshard at 4 replicas with the gate-free sharded cache; %s): phase 2's workloads, and the ceiling of BenchObject patches from a plain client-go loop before each round (round's best: %s writes/s median).",
 			l.Layout, pr.Objects, labelling, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
 		p("")
-		tpTable(fmt.Sprintf("Latency-bound (%s per reconcile), custom resources.", pr.Latency), l.Throughput)
-		tpTable("Write-bound (no simulated latency), custom resources: one patch per object.", l.WriteBound)
+		tpTable(fmt.Sprintf("Latency-bound (%s per reconcile), custom resources.", samplesLatency(pr.Latency, l.Throughput.Samples)), l.Throughput)
+		tpTable(fmt.Sprintf("Write-bound (no simulated latency), custom resources: one patch per object; %s. Reported as kshard's rate ÷ controller-runtime's and each fleet's CPU per object.", writeBoundWindow(pr, l.WriteBound)), l.WriteBound)
 		if h, f := l.Handoff, l.Failover; h != nil || f != nil {
 			hf, ff := orZero(h), orZero(f)
 			p("**Handoff and failover** (%d kshard replicas on those objects): a rolling restart under a writer at %.0f updates/s — %d updates, p50 %.3f s, p99 %.3f s, max %.3f s, rollout %.1f s, %.0f label patches and %.0f objects listed in it; crash failover %.2f s (%s killed).",
@@ -1056,4 +1189,33 @@ func orZero[T any](v *T) T {
 		return zero
 	}
 	return *v
+}
+
+// writeBoundWindow says how long set's write-bound runs lasted: runs from
+// before they were repeated recorded no passes.
+func writeBoundWindow(p params, set throughputSet) string {
+	passes := 0
+	for _, t := range set.Samples {
+		passes = max(passes, t.Passes)
+	}
+	if p.WriteBoundMin <= 0 || passes == 0 {
+		return "one pass per run"
+	}
+	return fmt.Sprintf("new epochs back to back, each awaited, until %s had passed (rate = every object reconciled ÷ the whole window; machine busy and the operators' CPU over it too)", p.WriteBoundMin)
+}
+
+// samplesLatency is the latency the samples were measured at (their
+// median; a phase kept from an earlier run may have run at another than
+// this run's), or def when they recorded none.
+func samplesLatency(def time.Duration, samples []throughputResult) time.Duration {
+	var ms []float64
+	for _, t := range samples {
+		if t.LatencyMS > 0 {
+			ms = append(ms, t.LatencyMS)
+		}
+	}
+	if len(ms) == 0 {
+		return def
+	}
+	return time.Duration(median(ms) * float64(time.Millisecond))
 }

@@ -13,6 +13,14 @@ import (
 	"time"
 )
 
+// loadedAt marks latency-bound samples as measured at 20 ms with the
+// machine busy at busy.
+func loadedAt(busy float64, samples []throughputResult) {
+	for i := range samples {
+		samples[i].LatencyMS, samples[i].MachineBusy, samples[i].Objects = 20, busy, max(samples[i].Objects, 200)
+	}
+}
+
 func TestSummaryTakesRatiosWithinRounds(t *testing.T) {
 	r := &results{Params: defaultParams(false)}
 	// Round 2 ran on a machine twice as loaded: every rate halves, the
@@ -27,6 +35,7 @@ func TestSummaryTakesRatiosWithinRounds(t *testing.T) {
 			throughputResult{Round: round, System: baselineName, Replicas: 2, ObjectsPerSec: 600 * scale},
 			throughputResult{Round: round, System: "kshard", Replicas: 4, ObjectsPerSec: 900 * scale})
 	}
+	loadedAt(0.5, r.Throughput.Samples)
 	r.summarise()
 	for name, c := range map[string]struct {
 		got  *float64
@@ -51,7 +60,9 @@ func TestWriteProducesEveryFile(t *testing.T) {
 	r := &results{Params: defaultParams(true)}
 	r.Throughput.Samples = []throughputResult{
 		{Round: 1, System: baselineName, Replicas: 2, ActiveReplicas: 1, ObjectsPerSec: 150, Seconds: 1},
-		{Round: 1, System: "kshard", Replicas: 4, ActiveReplicas: 4, ObjectsPerSec: 500, Seconds: 0.3, Objects: 200, MachineBusy: 0.974, FleetCPUSeconds: 0.5},
+		{Round: 1, System: "kshard", Replicas: 4, ActiveReplicas: 4, ObjectsPerSec: 500, Seconds: 0.3, Objects: 200, MachineBusy: 0.974, MachineBusyAll: 0.99, BackgroundBusy: 0.016, FleetCPUSeconds: 0.5},
+		// Recorded before niced time was told apart: machine_busy counted it.
+		{Round: 1, System: nativeName, Replicas: 1, ActiveReplicas: 1, ObjectsPerSec: 150, Seconds: 1.33, Objects: 200, MachineBusy: 0.5, FleetCPUSeconds: 0.2},
 	}
 	r.Handoff = []handoffResult{{System: "kshard", Replicas: 2, Rollout: delayStats{Updates: 3, P99Seconds: 0.1}}}
 	if err := r.write(dir); err != nil {
@@ -80,7 +91,7 @@ func TestWriteProducesEveryFile(t *testing.T) {
 	}
 	// Every run says how busy the machine was and what the operators spent
 	// per object; a run without the measurement (older results) says so.
-	for _, row := range []string{"| 1 | kshard | 4 | 0.30 | 500 | 0.0 | 97 % | 2.50 |", "| 1 | controller-runtime | 2 | 1.00 | 150 | 0.0 | — | — |"} {
+	for _, row := range []string{"| 1 | kshard | 4 | 0.30 | 500 | 0.0 | 97 % | 2.50 |", "| 1 | kshard | 1 | 1.33 | 150 | 0.0 | 50 % (niced included) | 1.00 |", "| 1 | controller-runtime | 2 | 1.00 | 150 | 0.0 | — | — |"} {
 		if !strings.Contains(string(md), row) {
 			t.Errorf("RESULTS.md lacks the run %q", row)
 		}
@@ -208,8 +219,11 @@ func TestShardedSummary(t *testing.T) {
 		{System: nativeName, Gate: false, Objects: 50, MaxPeakRSSMiB: 420, FleetCPU: 90},
 	}
 	moves := []shardedHandoffResult{
-		{Gate: true, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.7), Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.25}, ObjectsListed: 210}, Failover: failoverResult{Seconds: 9.5}},
-		{Gate: false, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.1), Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.5}, ObjectsListed: 400}, Failover: failoverResult{Seconds: 9.75}},
+		{Gate: true, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.7), Throughput: []throughputResult{
+			{System: nativeName, Replicas: 4, Epochs: epochsName(true), LatencyMS: 70, Objects: 100, MachineBusy: 0.6},
+			{System: nativeName, Replicas: 4, Epochs: epochsName(false), LatencyMS: 70, Objects: 100, MachineBusy: 0.9}}, Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.25}, ObjectsListed: 210}, Failover: failoverResult{Seconds: 9.5}},
+		{Gate: false, Objects: 100, ConfigMaps: 100, ThroughputRatio4: ptr(3.1), Throughput: []throughputResult{
+			{System: nativeName, Replicas: 4, Epochs: epochsName(true), LatencyMS: 70, Objects: 100, MachineBusy: 0.8}}, Handoff: handoffResult{Rollout: delayStats{Updates: 9, P99Seconds: 0.5}, ObjectsListed: 400}, Failover: failoverResult{Seconds: 9.75}},
 	}
 	s, fb := summariseSharded(runs, moves)
 	if s == nil || fb == nil {
@@ -229,12 +243,18 @@ func TestShardedSummary(t *testing.T) {
 		"objects_listed_per_move":          {s.ObjectsListedPerMove, 1.05},
 		"sharded_fallback.rss_ratio":       {fb.RSSRatio, 1.05},
 		"sharded_fallback.fleet_cpu_ratio": {fb.FleetCPURatio, 2.25},
-		"sharded_fallback.throughput_4":    {fb.ThroughputRatio4, 3.1},
+		"sharded_fallback.throughput_4":    {fb.ThroughputRatio4Measured, 3.1},
+		"throughput_ratio_4_machine_busy":  {s.ThroughputRatio4MachineBusy, 0.6},
+		"throughput_ratio_4_latency_ms":    {s.ThroughputRatio4LatencyMS, 70},
 		"sharded_fallback.listed_per_move": {fb.ObjectsListedPerMove, 2},
 	} {
 		if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
 			t.Errorf("%s = %v, want %v", name, c.got, c.want)
 		}
+	}
+	// The fallback's rounds ran on a machine 80 % busy: not judged.
+	if fb.ThroughputRatio4 != nil || fb.ThroughputRatio4NotJudged != "machine 80 % busy" {
+		t.Errorf("sharded_fallback.throughput_ratio_4 = %v (%q), want null, not judged: machine 80 %% busy", fb.ThroughputRatio4, fb.ThroughputRatio4NotJudged)
 	}
 	if s.Objects != 50 {
 		t.Errorf("objects %d, want the largest count 50", s.Objects)

@@ -139,6 +139,7 @@ type shardedSummary struct {
 	// rolling restart, crash failover, and objects listed per moved object
 	// in the rolling restart (shardedMoveSummary).
 	ThroughputRatio4 *float64 `json:"throughput_ratio_4"`
+	ratioGate
 	// ThroughputRatio4PerNamespace: the same with an epoch ConfigMap per
 	// object namespace (a new epoch is a burst of writes, not one).
 	ThroughputRatio4PerNamespace *float64 `json:"throughput_ratio_4_epoch_per_namespace,omitempty"`
@@ -537,7 +538,8 @@ func summariseSharded(runs []shardedResult, moves []shardedHandoffResult) (shard
 		}
 		if m := shardedHandoffRun(moves, gate); m != nil {
 			ms := summariseShardedMoves(m)
-			s.ThroughputRatio4, s.HandoffP99Seconds, s.FailoverSeconds, s.ObjectsListedPerMove = ms.ThroughputRatio4, ms.HandoffP99Seconds, ms.FailoverSeconds, ms.ListedPerMove
+			s.HandoffP99Seconds, s.FailoverSeconds, s.ObjectsListedPerMove = ms.HandoffP99Seconds, ms.FailoverSeconds, ms.ListedPerMove
+			s.ThroughputRatio4, s.ratioGate = gateRatio(ms.ThroughputRatio4, m.Throughput, nativeName, func(t throughputResult) bool { return t.Epochs == epochsName(true) })
 			s.ThroughputRatio4PerNamespace = m.ThroughputRatio4PerNamespace
 		}
 		if *s == (shardedSummary{Objects: hi}) {

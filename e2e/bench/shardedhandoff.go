@@ -227,3 +227,11 @@ func shardedHandoffRounds(hrs []shardedHandoffResult) int {
 	}
 	return n
 }
+
+// throughputOrNil is r's throughput runs, none when r is nil.
+func (r *shardedHandoffResult) throughputOrNil() []throughputResult {
+	if r == nil {
+		return nil
+	}
+	return r.Throughput
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -185,15 +186,12 @@ func startCoordinatorTimed(t *testing.T, identity string, member Membership, tim
 	return c
 }
 
+// waitFor is testwait.True with this package's bound: the coordinator's
+// states follow a fake clientset's writes within milliseconds, so 10 s
+// allows a loaded machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising
-	}
+	testwait.True(t, 10*time.Second, what, cond)
 }
 
 // keepRenewing renews the own Lease every 20ms while it exists, as

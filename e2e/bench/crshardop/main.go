@@ -103,7 +103,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
+	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, LeaseNamespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
 		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace, CacheMode: crshard.CacheMode(*cacheMode),
 		PodNamespace: *podNamespace, TerminationMessagePath: *terminationMessagePath})
 	if err != nil {

@@ -64,7 +64,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, Namespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
+	ring, err := crshard.New(cfg, crshard.Options{Ring: *name, LeaseNamespace: *namespace, Identity: *identity, LeaseDuration: *leaseDuration,
 		RenewDeadline: *renewDeadline, RenewPeriod: *renewPeriod, DrainGracePeriod: *drainGrace})
 	if err != nil {
 		return err
