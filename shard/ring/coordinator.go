@@ -12,9 +12,9 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 // coordinator is the I/O shell around the pure handoff core: it feeds the
@@ -595,7 +595,7 @@ func (c *coordinator) logPending(now time.Time, target shard.PartitionSet) {
 
 // observeHealth sets the ring's health gauges from the Leases in this
 // replica's view, by the rules `kshard status` counts with
-// (ringstatus.ViewHealth): no read of its own. A Lease is live as the
+// (ringhealth.ViewHealth): no read of its own. A Lease is live as the
 // core judges peers: changed within LeaseDuration of this replica's clock.
 func (c *coordinator) observeHealth(now time.Time, view []lease.Observed) {
 	if c.ringCfg.Partitions == 0 {
@@ -604,7 +604,7 @@ func (c *coordinator) observeHealth(now time.Time, view []lease.Observed) {
 	live := func(l lease.Observed) bool {
 		return !l.LastChange.IsZero() && !handoff.Expired(now.Sub(l.LastChange), c.timing.LeaseDuration)
 	}
-	c.metrics.setHealth(ringstatus.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
+	c.metrics.setHealth(ringhealth.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
 }
 
 // observePending sets kshard_ring_oldest_pending_seconds: the age of the

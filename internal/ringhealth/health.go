@@ -1,4 +1,9 @@
-package ringstatus
+// Package ringhealth is the rule by which kshard counts a ring's unclaimed
+// and overlapping partitions and its malformed and foreign Leases, shared by
+// the replicas' own kshard_ring_* gauges (shard/ring, from a replica's view
+// of the Leases) and the one-shot reader of ring state (shard/ringstatus),
+// so the two always count alike.
+package ringhealth
 
 import (
 	"github.com/kshard/kshard/lease"
@@ -7,11 +12,11 @@ import (
 
 // Health is what a set of Leases says of a ring's health in the three
 // numbers that must be 0 in a settled ring, and the count of Leases
-// written with another ring configuration. Analyze reports the same
-// numbers in Ring (Unclaimed, Overlapping, Malformed, Foreign) from a
-// one-shot read; ViewHealth computes them from a replica's own view of the
-// Leases, for its kshard_ring_* gauges. Both count claims by the same rule
-// (countsClaim, tallyClaims).
+// written with another ring configuration. ringstatus.Analyze reports the
+// same numbers in its Ring (Unclaimed, Overlapping, Malformed, Foreign)
+// from a one-shot read; ViewHealth computes them from a replica's own view
+// of the Leases, for its kshard_ring_* gauges. Both count claims by the
+// same rule (CountsClaim, TallyClaims).
 type Health struct {
 	// Unclaimed: partitions no live Lease claims. Nobody reconciles their
 	// keys until one does; brief after a replica dies without a proof of
@@ -50,33 +55,33 @@ func ViewHealth(fingerprint string, partitions int, leases []lease.Observed, liv
 		case foreign && isLive:
 			// Its claim is over its own configuration: read with this
 			// one's partition count it may look malformed, which it is
-			// not (Analyze re-reads it under its own params).
+			// not (ringstatus.Analyze re-reads it under its own params).
 			h.Foreign++
 		case !foreign && l.Problem != "":
 			h.Malformed++
 		}
-		if countsClaim(isLive, l.Fingerprint, fingerprint, l.ClaimUnknown) {
+		if CountsClaim(isLive, l.Fingerprint, fingerprint, l.ClaimUnknown) {
 			claims = append(claims, l.Claim)
 		}
 	}
-	unclaimed, overlapping := tallyClaims(partitions, claims)
+	unclaimed, overlapping := TallyClaims(partitions, claims)
 	h.Unclaimed, h.Overlapping = len(unclaimed), len(overlapping)
 	return h
 }
 
-// countsClaim reports whether a Lease's claim counts towards the unclaimed
+// CountsClaim reports whether a Lease's claim counts towards the unclaimed
 // and overlapping partitions: a live Lease of the ring's configuration (or
 // one that names none) whose claim can be read. A Lease of another
 // configuration claims over another partition count, and one whose claim
 // is unreadable is reported on its own (replicas treat it as claiming
 // everything).
-func countsClaim(live bool, params, ringParams string, claimUnknown bool) bool {
+func CountsClaim(live bool, params, ringParams string, claimUnknown bool) bool {
 	return live && (params == ringParams || params == "") && !claimUnknown
 }
 
-// tallyClaims returns the partitions of [0, partitions) that no claim holds
+// TallyClaims returns the partitions of [0, partitions) that no claim holds
 // and those more than one holds, in ascending order.
-func tallyClaims(partitions int, claims []shard.PartitionSet) (unclaimed, overlapping []int) {
+func TallyClaims(partitions int, claims []shard.PartitionSet) (unclaimed, overlapping []int) {
 	claimers := make([]int, partitions)
 	for _, c := range claims {
 		for p := range c.All() {
