@@ -13,7 +13,7 @@ import (
 )
 
 // Manager is what a Builder needs from the manager that will run its
-// controller. kshard's manager implements it; controllertest.Manager is a
+// controller. kshard's manager implements it; internal/controllertest's Manager is
 // small double for tests.
 //
 // Add receives the built Controller (a Runnable): the manager starts it with

@@ -18,7 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/controller/controllertest"
+	"github.com/kshard/kshard/internal/controllertest"
 	"github.com/kshard/kshard/shard"
 )
 

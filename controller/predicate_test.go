@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/controller/controllertest"
+	"github.com/kshard/kshard/internal/controllertest"
 	"github.com/kshard/kshard/internal/testwait"
 )
 

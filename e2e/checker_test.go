@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // TestCheckerCatchesDoubleReconciles runs the checker on a run that breaks

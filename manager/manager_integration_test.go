@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/testwait"
@@ -482,13 +483,19 @@ func TestOwnLeaseDeletedOrRelabelledRecovers(t *testing.T) {
 	}{
 		{"delete", func() error { return leases.Delete(ctx, "it-r-0", metav1.DeleteOptions{}) }},
 		{"relabel", func() error {
-			l, err := leases.Get(ctx, "it-r-0", metav1.GetOptions{})
-			if err != nil {
+			// The member renews the Lease every RenewPeriod: a renewal
+			// between the read and the write is a conflict to retry,
+			// as any writer of a live object does (it failed a 1.35
+			// compat run on a loaded machine).
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				l, err := leases.Get(ctx, "it-r-0", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				l.Labels["kshard.io/ring"] = "other"
+				_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 				return err
-			}
-			l.Labels["kshard.io/ring"] = "other"
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
-			return err
+			})
 		}},
 	} {
 		updateConfigMaps(t, cs, ns, objects) // reconciles in flight on both replicas

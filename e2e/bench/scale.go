@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 // Phase 9 (never in a default or -quick run: `-phases 9`, make bench-scale)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/internal/testwait"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 

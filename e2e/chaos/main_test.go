@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 // rounds is how often each scenario runs, each round with new random timing

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // schedulingSlack is what a fence may exceed RenewDeadline by: the

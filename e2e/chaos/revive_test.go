@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/internal/testwait"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // fenceExitMessage is what the manager logs (shard/ring/coordinator.go)

@@ -9,7 +9,7 @@
 // recording of its writes.
 //
 // Every replica, the writer and the harness itself record into one directory
-// (see manager/kshardtest/recorder), which a test checks at the end. Use
+// (see internal/recorder), which a test checks at the end. Use
 // Main in TestMain so the operator binary is built once per test binary and
 // removed afterwards.
 package harness

@@ -10,10 +10,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // Replica is one run (incarnation) of a replica process.

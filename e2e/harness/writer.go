@@ -10,16 +10,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kshard/kshard/manager/kshardtest"
+	"github.com/kshard/kshard/internal/kitwriter"
 )
 
 // labelKey marks the ConfigMaps the test operator reconciles (a mirror of
 // e2e/testoperator's constant, which a main package cannot export); the
-// generation it reads is data[kshardtest.GenKey].
+// generation it reads is data[kitwriter.GenKey].
 const labelKey = "kshard-e2e"
 
-// Writer is the test kit's writer (kshardtest.Writer).
-type Writer = kshardtest.Writer
+// Writer is the test kit's writer (internal/kitwriter).
+type Writer = kitwriter.Writer
 
 // CreateConfigMaps creates n labelled ConfigMaps cm-0000… at generation 1
 // (recorded as writes) and returns their names; with PartitionBy
@@ -38,9 +38,9 @@ func (h *Harness) CreateConfigMaps(n int) []string {
 				h.t.Fatalf("creating namespace %s: %v", ns, err)
 			}
 		}
-		names, err = kshardtest.CreateConfigMapsAcross(ctx, h.client, namespaces, labels, n, h.RecordDir())
+		names, err = kitwriter.CreateConfigMapsAcross(ctx, h.client, namespaces, labels, n, h.RecordDir())
 	} else {
-		names, err = kshardtest.CreateConfigMaps(ctx, h.client, h.opts.Namespace, labels, n, h.RecordDir())
+		names, err = kitwriter.CreateConfigMaps(ctx, h.client, h.opts.Namespace, labels, n, h.RecordDir())
 	}
 	if err != nil {
 		h.t.Fatal(err)
@@ -130,7 +130,7 @@ func (h *Harness) objectNamespaces() []string {
 // calls.
 func (h *Harness) StartWriter(names []string, rate float64) *Writer {
 	h.t.Helper()
-	w, err := kshardtest.StartWriter(h.client, h.opts.Namespace, names, rate, h.RecordDir())
+	w, err := kitwriter.Start(h.client, h.opts.Namespace, names, rate, h.RecordDir())
 	if err != nil {
 		h.t.Fatal(err)
 	}

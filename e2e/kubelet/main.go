@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/kitwriter"
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 // objectLabel marks the ConfigMaps the e2e test operator reconciles (its
@@ -81,12 +81,12 @@ func write(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	names, err := kshardtest.CreateConfigMaps(cctx, client, *namespace, objectLabel, *objects, *records)
+	names, err := kitwriter.CreateConfigMaps(cctx, client, *namespace, objectLabel, *objects, *records)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("creating %d ConfigMaps in %s: %w", *objects, *namespace, err)
 	}
-	w, err := kshardtest.StartWriter(client, *namespace, names, *rate, *records)
+	w, err := kitwriter.Start(client, *namespace, names, *rate, *records)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Command testoperator is the shard-aware operator the e2e tests run as OS
 // processes: it reconciles ConfigMaps labelled kshard-e2e=1 by pretending to
 // work for --work, and records every reconcile and ring event with the test
-// kit's recorder (manager/kshardtest/recorder) so the tests can prove no key
+// kit's recorder (internal/recorder) so the tests can prove no key
 // was reconciled twice at once, and every cache read that found no object,
 // so they can prove no existing object was reported gone.
 // With --blind-write every reconcile that did its work ends with a merge

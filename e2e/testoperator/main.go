@@ -22,9 +22,9 @@ import (
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/logging"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
 )
@@ -154,7 +154,7 @@ func run() error {
 	if *blindWrite {
 		r.client = mgr.GetClient()
 	}
-	b := controller.NewControllerManagedBy(kshardtest.RecordRing(mgr, rec)).
+	b := controller.NewControllerManagedBy(recorder.RecordRing(mgr, rec)).
 		For(&corev1.ConfigMap{}).
 		Named("testoperator").
 		WithEventFilter(controller.NewPredicateFuncs(func(o controller.Object) bool {

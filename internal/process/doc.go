@@ -13,6 +13,5 @@
 //
 // It is internal: operator authors' tests run their replicas as processes
 // through the test kit, manager/kshardtest, which builds on it (its
-// MetricsServer and ProbeServer name the servers this package's
-// ServingAddr finds). It is Linux-first: process groups, Pdeathsig and /proc are Linux's.
+// MetricsServer names a server this package's ServingAddr finds). It is Linux-first: process groups, Pdeathsig and /proc are Linux's.
 package process

@@ -19,12 +19,9 @@ import (
 // ServeCacheReport in its "serving" log line; Env.CacheReport finds it so.
 const CacheReportServer = "kshardtest cache"
 
-// Names of the servers a kshard manager reports in its "serving" log line,
-// for Env.ServingAddr: its metrics server and its health probe server.
-const (
-	MetricsServer = process.ServerMetrics
-	ProbeServer   = process.ServerProbe
-)
+// MetricsServer names a kshard manager's metrics server in its "serving"
+// log line, for Env.ServingAddr.
+const MetricsServer = process.ServerMetrics
 
 // cacheReportPath is where ServeCacheReport answers.
 const cacheReportPath = "/cache"
@@ -118,8 +115,7 @@ func (e *Env) CacheReport(ctx context.Context, identity string) ([]CachedObject,
 }
 
 // ServingAddr waits until identity's process has logged the "serving" line
-// of server (MetricsServer, ProbeServer, CacheReportServer
-// or a server of the operator's own that logs one so; ctx bounds the wait)
+// of server (MetricsServer, CacheReportServer or a server of the operator's own that logs one so; ctx bounds the wait)
 // and returns the address to dial. Only process replicas (StartProcess)
 // log to a file the kit reads.
 func (e *Env) ServingAddr(ctx context.Context, identity, server string) (string, error) {

@@ -2,7 +2,7 @@
 // private control plane (package controlplane: real etcd, kube-apiserver and,
 // on request, kube-controller-manager), runs N replicas of the operator's own
 // manager in this process or as OS processes, records every reconcile
-// interval (package recorder), injects faults (graceful leave, crash, pause,
+// interval (Recorder), injects faults (graceful leave, crash, pause,
 // API-server outage) and checks the records for two replicas reconciling a
 // key at once and for updates never reconciled, with the same checker
 // kshard's chaos suite uses.
@@ -55,7 +55,7 @@
 // an update reconciled later than Options.LivenessBound after it was
 // acknowledged (the faults the Env injected extend the bound for the
 // updates they overlap), and on an existing object that a reconcile read
-// from its cache as NotFound (recorded with recorder.Writer.NotFound).
+// from its cache as NotFound (recorded with Recorder.NotFound).
 //
 // A replica binary built for tests can serve what its cache holds
 // (ServeCacheReport); Env.CacheReport reads it and CheckCaches compares the

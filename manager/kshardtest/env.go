@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard/ringstatus"
 )
 
@@ -189,15 +189,15 @@ func (e *Env) Dir() string { return e.dir }
 // RecordDir is where every replica, the writer and the kit record.
 func (e *Env) RecordDir() string { return filepath.Join(e.dir, "records") }
 
-// LogDir holds the logs of process replicas.
-func (e *Env) LogDir() string { return filepath.Join(e.dir, "logs") }
+// logDir holds the replicas' logs.
+func (e *Env) logDir() string { return filepath.Join(e.dir, "logs") }
 
-// ManagerOptions are the manager options a replica named identity gets:
+// managerOptions are the manager options a replica named identity gets:
 // the ring, namespace, identity, timings and KeepPlaceOnLeave of the Env, the namespace as
 // WatchNamespace (clear it for PartitionBy namespace, which refuses one), a
 // 10s GracefulShutdownTimeout, and probe and metrics servers on free
 // loopback ports.
-func (e *Env) ManagerOptions(identity string) manager.Options {
+func (e *Env) managerOptions(identity string) manager.Options {
 	return manager.Options{
 		Ring:             e.opts.Ring,
 		LeaseNamespace:   e.opts.Namespace,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/manager/kshardtest/internal/tinyoperator"
@@ -55,7 +56,7 @@ func TestRollingRestart(t *testing.T) {
 	env.RollingRestart(2*time.Minute, start, identities...)
 
 	assertClean(t, env, w)
-	if r, err := env.Log(); err != nil {
+	if r, err := recorder.Load(env.RecordDir()); err != nil {
 		t.Fatal(err)
 	} else if got := len(r.Processes()); got != 2*len(identities) {
 		t.Fatalf("records name %d replica runs, want %d (each identity twice): %v", got, 2*len(identities), r.Processes())
@@ -78,7 +79,7 @@ func TestRollingRestartKeepingPlaces(t *testing.T) {
 	env.RollingRestart(2*time.Minute, start, identities...)
 
 	assertClean(t, env, w)
-	log, err := env.Log()
+	log, err := recorder.Load(env.RecordDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,26 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/shard"
 )
+
+// Recorder records one replica run's reconciles and ring events for the
+// kit's checker (Env.Check). Every Replica has one; RecordReconciles and
+// RecordRing write into it.
+type Recorder struct {
+	w *recorder.Writer
+}
+
+// NotFound records that a reconcile's cache read of key, begun at start,
+// has just found no object: the checker reports such a read of an object
+// that existed then (an object a sharded cache lost). Record it from a
+// reconciler that reads the kit's objects through its cache.
+func (r *Recorder) NotFound(key string, start time.Time) error { return r.w.NotFound(key, start) }
+
+// Close closes the Recorder's file. A replica binary's main closes its
+// Replica's Recorder after the run returns; StartInProcess closes it.
+func (r *Recorder) Close() error { return r.w.Close() }
 
 // GenFunc reads the generation of the object req names, as the reconcile
 // about to run sees it (typically from the manager's cache); ok is false
@@ -21,7 +37,7 @@ type GenFunc func(ctx context.Context, req controller.Request) (gen int64, ok bo
 // reconcile that returns an error, or whose context ended before it
 // returned, is recorded as not finished, so it cannot count as having
 // reconciled its generation.
-func RecordReconciles(rec *recorder.Writer, gen GenFunc, r controller.Reconciler) controller.Reconciler {
+func RecordReconciles(rec *Recorder, gen GenFunc, r controller.Reconciler) controller.Reconciler {
 	return controller.ReconcilerFunc(func(ctx context.Context, req controller.Request) (controller.Result, error) {
 		start := time.Now()
 		g, ok, err := gen(ctx, req)
@@ -31,7 +47,7 @@ func RecordReconciles(rec *recorder.Writer, gen GenFunc, r controller.Reconciler
 		if !ok {
 			return r.Reconcile(ctx, req)
 		}
-		rc, err := rec.Started(req.Key(), g, start)
+		rc, err := rec.w.Started(req.Key(), g, start)
 		if err != nil {
 			return controller.Result{}, err
 		}
@@ -43,7 +59,7 @@ func RecordReconciles(rec *recorder.Writer, gen GenFunc, r controller.Reconciler
 		if unfinished == nil {
 			unfinished = ctx.Err()
 		}
-		if err := rec.Ended(rc, unfinished); err != nil && failure == nil {
+		if err := rec.w.Ended(rc, unfinished); err != nil && failure == nil {
 			return res, err
 		}
 		return res, failure
@@ -55,49 +71,6 @@ func RecordReconciles(rec *recorder.Writer, gen GenFunc, r controller.Reconciler
 // ownership check. Build controllers on what it returns:
 //
 //	controller.NewControllerManagedBy(kshardtest.RecordRing(mgr, r.Recorder))
-func RecordRing(mgr *manager.Manager, rec *recorder.Writer) controller.Manager {
-	return ringRecorder{Manager: mgr, rec: rec}
-}
-
-type ringRecorder struct {
-	*manager.Manager
-	rec *recorder.Writer
-}
-
-func (m ringRecorder) Add(r controller.Runnable) error {
-	if c, ok := r.(controller.Controller); ok {
-		r = &recordedController{Controller: c, rec: m.rec}
-	}
-	return m.Manager.Add(r)
-}
-
-type recordedController struct {
-	controller.Controller
-	rec *recorder.Writer
-}
-
-func (c *recordedController) Activate(ctx context.Context, set shard.PartitionSet) error {
-	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
-		return err
-	}
-	return c.Controller.Activate(ctx, set)
-}
-
-// Admit is how the manager activates (it replays separately): the
-// partitions are recorded active before their gate opens.
-func (c *recordedController) Admit(ctx context.Context, set shard.PartitionSet) error {
-	if err := c.rec.Ring(recorder.KindActivate, set.Slice()); err != nil {
-		return err
-	}
-	return c.Controller.Admit(ctx, set)
-}
-
-func (c *recordedController) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
-	if err := c.rec.Ring(recorder.KindRevoke, set.Slice()); err != nil {
-		return err
-	}
-	if err := c.Controller.Revoke(ctx, set, fence); err != nil {
-		return err
-	}
-	return c.rec.Ring(recorder.KindRevoked, set.Slice())
+func RecordRing(mgr *manager.Manager, rec *Recorder) controller.Manager {
+	return recorder.RecordRing(mgr, rec.w)
 }

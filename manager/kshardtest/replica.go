@@ -18,20 +18,24 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/internal/process"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 )
 
 // Replica is what one run of a replica is given: its identity and the
 // incarnation naming this run in the records, a rest config for the
-// control plane, the manager options the Env chose (see
-// Env.ManagerOptions) and the recorder for its reconciles.
+// control plane, the manager options the Env chose and the recorder for
+// its reconciles. The options carry the Env's ring, namespace (as
+// LeaseNamespace and WatchNamespace: clear WatchNamespace for PartitionBy
+// namespace, which refuses one), timings and KeepPlaceOnLeave, the
+// identity, a 10s GracefulShutdownTimeout, and probe and metrics servers
+// on free loopback ports.
 type Replica struct {
 	Identity    string
 	Incarnation string
 	Config      *rest.Config
 	Options     manager.Options
-	Recorder    *recorder.Writer
+	Recorder    *Recorder
 }
 
 // RunFunc builds the operator's manager for r and runs it until ctx ends,
@@ -167,7 +171,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 		e.t.Fatal(err)
 	}
 	m.rec = rec
-	logPath := filepath.Join(e.LogDir(), identity+"-"+m.incarnation+".log")
+	logPath := filepath.Join(e.logDir(), identity+"-"+m.incarnation+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -178,7 +182,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.done = make(chan struct{})
-	opts := e.ManagerOptions(identity)
+	opts := e.managerOptions(identity)
 	// JSON lines as a process replica writes, into a file of its own.
 	var logMu sync.Mutex
 	opts.Logger = funcr.NewJSON(func(obj string) {
@@ -186,7 +190,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 		defer logMu.Unlock()
 		fmt.Fprintln(logFile, obj)
 	}, funcr.Options{LogTimestamp: true})
-	r := Replica{Identity: identity, Incarnation: m.incarnation, Config: cfg, Options: opts, Recorder: rec}
+	r := Replica{Identity: identity, Incarnation: m.incarnation, Config: cfg, Options: opts, Recorder: &Recorder{w: rec}}
 	go func() {
 		defer close(m.done)
 		defer logFile.Close()
@@ -203,7 +207,7 @@ func (e *Env) StartInProcess(identity string, run RunFunc) {
 }
 
 // StartProcess starts a new incarnation of identity as a process running
-// cmd, with its output in LogDir. identity must not be running. The process
+// cmd, with its output in the Env's logs (under Dir). identity must not be running. The process
 // finds its Replica through ReplicaFromEnv.
 func (e *Env) StartProcess(identity string, cmd Command) {
 	e.t.Helper()
@@ -217,7 +221,7 @@ func (e *Env) StartProcess(identity string, cmd Command) {
 		Path:    cmd.Path,
 		Args:    cmd.Args,
 		Env:     append(env, cmd.Env...),
-		LogPath: filepath.Join(e.LogDir(), identity+"-"+m.incarnation+".log"),
+		LogPath: filepath.Join(e.logDir(), identity+"-"+m.incarnation+".log"),
 		// Recorded on the reaping goroutine, before anyone sees the exit.
 		OnExit: func(x process.Exit) {
 			_ = e.events.Append(recorder.Record{Kind: recorder.KindExit, Process: m.process(), At: x.At.UnixNano(), Code: x.Code})
@@ -348,13 +352,10 @@ func (e *Env) RollingRestart(timeout time.Duration, start func(identity string),
 	}
 }
 
-// Environment variables through which StartProcess hands a replica its
-// setup to ReplicaFromEnv.
-const (
-	envRecordDir   = "KSHARDTEST_RECORD_DIR"
-	envIncarnation = "KSHARDTEST_INCARNATION"
-	envOptions     = "KSHARDTEST_OPTIONS"
-)
+// envOptions is the environment variable through which StartProcess hands
+// a replica its manager options for ReplicaFromEnv; the recorder's file is
+// named by recorder's Env variables.
+const envOptions = "KSHARDTEST_OPTIONS"
 
 // processOptions are the manager options a process replica receives.
 type processOptions struct {
@@ -366,7 +367,7 @@ type processOptions struct {
 }
 
 func (e *Env) replicaEnv(m *member) ([]string, error) {
-	o := e.ManagerOptions(m.identity)
+	o := e.managerOptions(m.identity)
 	raw, err := json.Marshal(processOptions{
 		Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
 		LeaseDuration: o.LeaseDuration, RenewPeriod: o.RenewPeriod, RenewDeadline: o.RenewDeadline, DrainGracePeriod: o.DrainGracePeriod,
@@ -380,8 +381,9 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 		"KUBECONFIG=" + e.cp.KubeconfigPath(),
 		manager.EnvPodName + "=" + m.identity,
 		manager.EnvPodNamespace + "=" + o.LeaseNamespace,
-		envRecordDir + "=" + e.RecordDir(),
-		envIncarnation + "=" + m.incarnation,
+		recorder.EnvDir + "=" + e.RecordDir(),
+		recorder.EnvReplica + "=" + m.identity,
+		recorder.EnvIncarnation + "=" + m.incarnation,
 		envOptions + "=" + string(raw),
 	}, nil
 }
@@ -391,9 +393,9 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 // closes r.Recorder at the end. It fails when the process was not started
 // by StartProcess.
 func ReplicaFromEnv() (Replica, error) {
-	raw, dir, inc := os.Getenv(envOptions), os.Getenv(envRecordDir), os.Getenv(envIncarnation)
-	if raw == "" || dir == "" || inc == "" {
-		return Replica{}, fmt.Errorf("kshardtest: %s, %s and %s must be set: run this binary through kshardtest's Env.StartProcess", envOptions, envRecordDir, envIncarnation)
+	raw := os.Getenv(envOptions)
+	if raw == "" {
+		return Replica{}, fmt.Errorf("kshardtest: %s must be set: run this binary through kshardtest's Env.StartProcess", envOptions)
 	}
 	var o processOptions
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
@@ -403,13 +405,13 @@ func ReplicaFromEnv() (Replica, error) {
 	if err != nil {
 		return Replica{}, err
 	}
-	rec, err := recorder.Open(dir, recorder.Process{Replica: o.Identity, Incarnation: inc})
+	rec, err := recorder.OpenFromEnv()
 	if err != nil {
-		return Replica{}, err
+		return Replica{}, fmt.Errorf("kshardtest: %w", err)
 	}
 	return Replica{
 		Identity:    o.Identity,
-		Incarnation: inc,
+		Incarnation: rec.Process().Incarnation,
 		Config:      cfg,
 		Options: manager.Options{
 			Ring: o.Ring, LeaseNamespace: o.LeaseNamespace, Identity: o.Identity, WatchNamespace: o.WatchNamespace,
@@ -417,7 +419,7 @@ func ReplicaFromEnv() (Replica, error) {
 			GracefulShutdownTimeout: o.GracefulShutdownTimeout, KeepPlaceOnLeave: o.KeepPlaceOnLeave,
 			MetricsBindAddress: o.MetricsBindAddress, HealthProbeBindAddress: o.HealthProbeBindAddress,
 		},
-		Recorder: rec,
+		Recorder: &Recorder{w: rec},
 	}, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 func TestGateOpenHoldCut(t *testing.T) {
@@ -120,7 +120,7 @@ func TestRecordReconciles(t *testing.T) {
 		}
 		return controller.Result{}, nil // also for "cancelled": a reconciler that hides its early stop
 	})
-	r := RecordReconciles(w, gen, inner)
+	r := RecordReconciles(&Recorder{w: w}, gen, inner)
 	req := func(name string) controller.Request {
 		var q controller.Request
 		q.Namespace, q.Name = "ns", name
@@ -169,15 +169,6 @@ func TestReplicaFromEnvOutsideTheKit(t *testing.T) {
 	_, err := ReplicaFromEnv()
 	if err == nil || !strings.Contains(err.Error(), "StartProcess") {
 		t.Fatalf("err = %v, want one pointing at Env.StartProcess", err)
-	}
-}
-
-func TestStartWriterRejectsNothingToWrite(t *testing.T) {
-	if _, err := StartWriter(nil, "ns", nil, 10, t.TempDir()); err == nil || !strings.Contains(err.Error(), "0 objects") {
-		t.Fatalf("no objects: err = %v", err)
-	}
-	if _, err := StartWriter(nil, "ns", []string{"a"}, 0, t.TempDir()); err == nil || !strings.Contains(err.Error(), "rate 0") {
-		t.Fatalf("rate 0: err = %v", err)
 	}
 }
 

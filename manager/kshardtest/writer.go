@@ -2,31 +2,15 @@ package kshardtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
-	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/internal/kitwriter"
 	"github.com/kshard/kshard/shard/cache"
-)
-
-// The kit's objects: ConfigMaps labelled Label=LabelValue whose
-// data[GenKey] is the generation the writer last wrote.
-const (
-	Label      = "kshardtest.kshard.io/object"
-	LabelValue = "1"
-	GenKey     = "gen"
 )
 
 // ConfigMapGen is a GenFunc for the kit's ConfigMaps, read from c (the
@@ -40,9 +24,9 @@ func ConfigMapGen(c *cache.Cache) GenFunc {
 			}
 			return 0, false, err
 		}
-		gen, err := strconv.ParseInt(cm.Data[GenKey], 10, 64)
+		gen, err := strconv.ParseInt(cm.Data[kitwriter.GenKey], 10, 64)
 		if err != nil {
-			return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q is not a generation: %w", req.NamespacedName, GenKey, cm.Data[GenKey], err)
+			return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q is not a generation: %w", req.NamespacedName, kitwriter.GenKey, cm.Data[kitwriter.GenKey], err)
 		}
 		return gen, true, nil
 	}
@@ -50,197 +34,55 @@ func ConfigMapGen(c *cache.Cache) GenFunc {
 
 // IsObject is a predicate function selecting the kit's ConfigMaps, for
 // controller.NewPredicateFuncs.
-func IsObject(o controller.Object) bool { return o.GetLabels()[Label] == LabelValue }
+func IsObject(o controller.Object) bool {
+	return o.GetLabels()[kitwriter.Label] == kitwriter.LabelValue
+}
 
-// CreateConfigMaps creates n ConfigMaps cm-0000… labelled Label=LabelValue
-// at generation 1 in the Env's namespace, records the creations as writes
-// and returns their names.
+// CreateConfigMaps creates n of the kit's ConfigMaps at generation 1 in
+// the Env's namespace, records the creations as writes and returns their
+// names.
 func (e *Env) CreateConfigMaps(n int) []string {
 	e.t.Helper()
-	names, err := CreateConfigMaps(context.Background(), e.client, e.opts.Namespace, map[string]string{Label: LabelValue}, n, e.RecordDir())
+	names, err := kitwriter.CreateConfigMaps(context.Background(), e.client, e.opts.Namespace, map[string]string{kitwriter.Label: kitwriter.LabelValue}, n, e.RecordDir())
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return names
 }
 
-// StartWriter starts bumping the generation of names, round robin, at
-// about rate updates per second until Writer.Stop or the end of the test.
-func (e *Env) StartWriter(names []string, rate float64) *Writer {
-	e.t.Helper()
-	w, err := StartWriter(e.client, e.opts.Namespace, names, rate, e.RecordDir())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { w.Stop() })
-	return w
-}
-
-// CreateConfigMaps creates n ConfigMaps cm-0000… with labels in namespace
-// at generation 1, records the creations as writes into recordDir (file
-// "create") and returns their names. Env.CreateConfigMaps is the usual
-// entry; this one serves harnesses of their own.
-func CreateConfigMaps(ctx context.Context, client kubernetes.Interface, namespace string, labels map[string]string, n int, recordDir string) ([]string, error) {
-	return createConfigMaps(ctx, client, []string{namespace}, false, labels, n, recordDir)
-}
-
 // CreateConfigMapsAcross is CreateConfigMaps spreading the n ConfigMaps
 // round robin over namespaces (which must exist), for rings that partition
 // by namespace. It returns their keys "namespace/name", which StartWriter
 // takes in place of names.
-func CreateConfigMapsAcross(ctx context.Context, client kubernetes.Interface, namespaces []string, labels map[string]string, n int, recordDir string) ([]string, error) {
-	if len(namespaces) == 0 {
-		return nil, fmt.Errorf("kshardtest: CreateConfigMapsAcross needs at least one namespace")
-	}
-	return createConfigMaps(ctx, client, namespaces, true, labels, n, recordDir)
-}
-
-func createConfigMaps(ctx context.Context, client kubernetes.Interface, namespaces []string, qualified bool, labels map[string]string, n int, recordDir string) ([]string, error) {
-	rec, err := recorder.OpenNamed(recordDir, "create")
+func (e *Env) CreateConfigMapsAcross(namespaces []string, n int) []string {
+	e.t.Helper()
+	keys, err := kitwriter.CreateConfigMapsAcross(context.Background(), e.client, namespaces, map[string]string{kitwriter.Label: kitwriter.LabelValue}, n, e.RecordDir())
 	if err != nil {
-		return nil, err
+		e.t.Fatal(err)
 	}
-	defer rec.Close()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	names := make([]string, n)
-	for i := range names {
-		namespace, name := namespaces[i%len(namespaces)], fmt.Sprintf("cm-%04d", i)
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-			Data:       map[string]string{GenKey: "1"},
-		}
-		sent := time.Now()
-		if _, err := client.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("creating ConfigMap %s/%s: %w", namespace, name, err)
-		}
-		if err := rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(namespace, name), Gen: 1, Start: sent.UnixNano(), At: time.Now().UnixNano()}); err != nil {
-			return nil, err
-		}
-		names[i] = name
-		if qualified {
-			names[i] = namespace + "/" + name
-		}
-	}
-	return names, nil
+	return keys
 }
 
-// Writer keeps bumping data[GenKey] of a set of ConfigMaps, round robin,
-// and records every acknowledged update.
+// Writer is the kit's writer that StartWriter started: it keeps bumping
+// the generation of its ConfigMaps, round robin, and records every
+// acknowledged update.
 type Writer struct {
-	client    kubernetes.Interface
-	namespace string
-	names     []string
-	interval  time.Duration
-	rec       *recorder.Writer
-
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu       sync.Mutex // guards the counters below
-	writes   int
-	failures int
-	lastErr  error
+	w *kitwriter.Writer
 }
 
-// StartWriter starts updating names (from CreateConfigMaps) in namespace
-// at about rate updates per second until Stop, recording into recordDir
-// (file "writer"). A name "ns/name" (from CreateConfigMapsAcross) names
-// its own namespace.
-func StartWriter(client kubernetes.Interface, namespace string, names []string, rate float64, recordDir string) (*Writer, error) {
-	if len(names) == 0 || rate <= 0 {
-		return nil, fmt.Errorf("kshardtest: a writer needs objects and a positive rate (got %d objects, rate %v)", len(names), rate)
-	}
-	rec, err := recorder.OpenNamed(recordDir, "writer")
+// StartWriter starts bumping the generation of names (from
+// CreateConfigMaps, or keys from CreateConfigMapsAcross), round robin, at
+// about rate updates per second until Writer.Stop or the end of the test.
+func (e *Env) StartWriter(names []string, rate float64) *Writer {
+	e.t.Helper()
+	w, err := kitwriter.Start(e.client, e.opts.Namespace, names, rate, e.RecordDir())
 	if err != nil {
-		return nil, err
+		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &Writer{
-		client: client, namespace: namespace, names: names,
-		interval: time.Duration(float64(time.Second) / rate), rec: rec,
-		cancel: cancel, done: make(chan struct{}),
-	}
-	go w.run(ctx)
-	return w, nil
+	e.t.Cleanup(func() { w.Stop() })
+	return &Writer{w: w}
 }
 
 // Stop stops the writer, waits for it, and returns how many updates were
 // acknowledged and how many failed. Calling it again returns the same.
-func (w *Writer) Stop() (writes, failures int, lastErr error) {
-	w.cancel()
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.writes, w.failures, w.lastErr
-}
-
-func (w *Writer) run(ctx context.Context) {
-	defer close(w.done)
-	defer w.rec.Close()
-	// The object each last update returned; absent until read, and dropped
-	// after a failure so the next bump reads the server's state again.
-	latest := make(map[string]*corev1.ConfigMap, len(w.names))
-	ticker := time.NewTicker(w.interval)
-	defer ticker.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		name := w.names[i%len(w.names)]
-		err := w.bump(ctx, name, latest)
-		w.mu.Lock()
-		if err == nil {
-			w.writes++
-		} else if ctx.Err() == nil {
-			w.failures++
-			w.lastErr = err
-		}
-		w.mu.Unlock()
-	}
-}
-
-// bump writes name back with data[GenKey] incremented, starting from the
-// object its last update returned or, after a failure, from a fresh GET: a
-// write whose outcome was unknown (a timeout) is then never undone.
-func (w *Writer) bump(ctx context.Context, entry string, latest map[string]*corev1.ConfigMap) error {
-	namespace, name := w.namespace, entry
-	if ns, n, ok := strings.Cut(entry, "/"); ok {
-		namespace, name = ns, n
-	}
-	cms := w.client.CoreV1().ConfigMaps(namespace)
-	cm, ok := latest[entry]
-	delete(latest, entry)
-	if !ok {
-		var err error
-		if cm, err = cms.Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return err
-		}
-	}
-	gen, _ := strconv.ParseInt(cm.Data[GenKey], 10, 64)
-	gen++
-	// A JSON patch that tests the generation it read: as safe as an
-	// Update conditioned on the resourceVersion for the writer's own
-	// field, but not refused when an operator wrote other fields
-	// (annotations) meanwhile, as a blind-writing one does after each
-	// reconcile.
-	patch, err := json.Marshal([]map[string]string{
-		{"op": "test", "path": "/data/" + GenKey, "value": cm.Data[GenKey]},
-		{"op": "replace", "path": "/data/" + GenKey, "value": strconv.FormatInt(gen, 10)},
-	})
-	if err != nil {
-		return err
-	}
-	sent := time.Now()
-	updated, err := cms.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
-			return fmt.Errorf("%s changed under the writer: %w", name, err)
-		}
-		return err
-	}
-	latest[entry] = updated
-	return w.rec.Append(recorder.Record{Kind: recorder.KindWrite, Key: shard.KeyOf(namespace, name), Gen: gen, Start: sent.UnixNano(), At: time.Now().UnixNano()})
-}
+func (w *Writer) Stop() (writes, failures int, lastErr error) { return w.w.Stop() }

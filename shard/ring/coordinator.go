@@ -8,11 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	"github.com/go-logr/logr"
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/internal/membership"
+	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -594,7 +596,7 @@ func (c *coordinator) logPending(now time.Time, target shard.PartitionSet) {
 
 // observeHealth sets the ring's health gauges from the Leases in this
 // replica's view, by the rules `kshard status` counts with
-// (membership.ViewHealth): no read of its own. A Lease is live as the
+// (ringhealth.ViewHealth): no read of its own. A Lease is live as the
 // core judges peers: changed within LeaseDuration of this replica's clock.
 func (c *coordinator) observeHealth(now time.Time, view []membership.Observed) {
 	if c.ringCfg.Partitions == 0 {
@@ -603,7 +605,7 @@ func (c *coordinator) observeHealth(now time.Time, view []membership.Observed) {
 	live := func(l membership.Observed) bool {
 		return !l.LastChange.IsZero() && !handoff.Expired(now.Sub(l.LastChange), c.timing.LeaseDuration)
 	}
-	c.metrics.setHealth(membership.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
+	c.metrics.setHealth(ringhealth.ViewHealth(c.fingerprint, c.ringCfg.Partitions, view, live))
 }
 
 // observePending sets kshard_ring_oldest_pending_seconds: the age of the

@@ -3,7 +3,7 @@ package ring
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kshard/kshard/internal/membership"
+	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -23,7 +23,7 @@ type ringMetrics struct {
 	step   prometheus.Histogram
 	replay prometheus.Histogram
 	// The ring's health in this replica's view of the Leases
-	// (membership.ViewHealth), and the age of the oldest partition move
+	// (ringhealth.ViewHealth), and the age of the oldest partition move
 	// under way here, by phase (see pendingPhases).
 	unclaimed   prometheus.Gauge
 	overlapping prometheus.Gauge
@@ -112,7 +112,7 @@ func (m *ringMetrics) setPartitions(state string, s shard.PartitionSet) {
 	m.partitions.WithLabelValues(state).Set(float64(s.Len()))
 }
 
-func (m *ringMetrics) setHealth(h membership.Health) {
+func (m *ringMetrics) setHealth(h ringhealth.Health) {
 	m.unclaimed.Set(float64(h.Unclaimed))
 	m.overlapping.Set(float64(h.Overlapping))
 	m.malformed.Set(float64(h.Malformed))

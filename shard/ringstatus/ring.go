@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/internal/membership"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/internal/membership"
+	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -248,11 +249,11 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 		if m.claimUnknown {
 			r.Problems = append(r.Problems, fmt.Sprintf("live Lease %s has an unreadable claim; replicas treat it as claiming every partition, so nothing is activated until it expires or is fixed", m.Lease))
 		}
-		if membership.CountsClaim(true, m.Params, r.Params, m.claimUnknown) {
+		if ringhealth.CountsClaim(true, m.Params, r.Params, m.claimUnknown) {
 			claims = append(claims, m.claim)
 		}
 	}
-	r.UnclaimedPartitions, r.OverlappingPartitions = membership.TallyClaims(r.Partitions, claims)
+	r.UnclaimedPartitions, r.OverlappingPartitions = ringhealth.TallyClaims(r.Partitions, claims)
 	r.Unclaimed, r.Overlapping = len(r.UnclaimedPartitions), len(r.OverlappingPartitions)
 
 	if r.cfgErr == nil {

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/internal/membership"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kshard/kshard/internal/membership"
+	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
@@ -105,12 +106,12 @@ func only(t *testing.T, leases []coordinationv1.Lease) Ring {
 // viewOf reads leases as a replica of the ring does: parsed with the
 // ring's partition count, live by renewTime on the test's clock (a
 // replica's Lease member uses the time it saw each change instead).
-func viewOf(leases []coordinationv1.Lease) membership.Health {
+func viewOf(leases []coordinationv1.Lease) ringhealth.Health {
 	view := make([]membership.Observed, 0, len(leases))
 	for i := range leases {
 		view = append(view, membership.Parse(&leases[i], ringName, P))
 	}
-	return membership.ViewHealth(params, P, view, func(o membership.Observed) bool {
+	return ringhealth.ViewHealth(params, P, view, func(o membership.Observed) bool {
 		return o.LeaseDuration > 0 && now.Sub(o.RenewTime) < o.LeaseDuration
 	})
 }
@@ -258,7 +259,7 @@ func TestStatus(t *testing.T) {
 			// (kshard_ring_* gauges), but for a Lease of another
 			// configuration malformed under its own: the replica cannot
 			// re-read it with its params, so it counts as foreign only.
-			want := membership.Health{Unclaimed: r.Unclaimed, Overlapping: r.Overlapping, Malformed: r.Malformed, Foreign: r.Foreign}
+			want := ringhealth.Health{Unclaimed: r.Unclaimed, Overlapping: r.Overlapping, Malformed: r.Malformed, Foreign: r.Foreign}
 			if tc.viewMalformed != nil {
 				want.Malformed = *tc.viewMalformed
 			}
@@ -697,7 +698,7 @@ func TestViewHealthUnhealthyRing(t *testing.T) {
 		spec{id: "g", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97), renewAgo: time.Minute},
 	)
 	got := viewOf(leases)
-	want := membership.Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}
+	want := ringhealth.Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}
 	if got != want {
 		t.Fatalf("ViewHealth = %+v, want %+v", got, want)
 	}

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kshard/kshard/internal/kitwriter"
 	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -124,7 +124,7 @@ func operatorBinary(t *testing.T, pkg string) string {
 // and the kit's writer bumping generations in ConfigMaps.
 type fleet struct {
 	env    *kshardtest.Env
-	writer *kshardtest.Writer
+	writer *kitwriter.Writer
 	bin    string
 	// mapped: the operator is ./mapped, which has controller-runtime's
 	// own cache and no --cache-mode.
@@ -161,12 +161,12 @@ func newFleet(t *testing.T, ring, pkg string, stagger bool, ids ...string) *flee
 	f.env.AwaitConverged(2*time.Minute, ids...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	names, err := kshardtest.CreateConfigMaps(ctx, f.env.Client(), ring,
-		map[string]string{kshardtest.Label: kshardtest.LabelValue, labelKey: labelObject}, 60, f.env.RecordDir())
+	names, err := kitwriter.CreateConfigMaps(ctx, f.env.Client(), ring,
+		map[string]string{kitwriter.Label: kitwriter.LabelValue, labelKey: labelObject}, 60, f.env.RecordDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.writer, err = kshardtest.StartWriter(f.env.Client(), ring, names, 40, f.env.RecordDir()); err != nil {
+	if f.writer, err = kitwriter.Start(f.env.Client(), ring, names, 40, f.env.RecordDir()); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -199,7 +199,7 @@ func (f *fleet) start(id string) {
 // (kshardtest.Options.LivenessBound: LeaseDuration + DrainGracePeriod +
 // kshardtest.LivenessAllowance, extended by an outage), existing object
 // read as NotFound, or object not cached as the cache mode says.
-func (f *fleet) check(t *testing.T, scenario string, ids []string) recorder.Report {
+func (f *fleet) check(t *testing.T, scenario string, ids []string) kshardtest.Report {
 	t.Helper()
 	writes, failures, lastErr := f.writer.Stop()
 	report := f.env.Check(time.Minute)
@@ -369,19 +369,19 @@ var totals struct {
 	worstWait, worstNet                                                      time.Duration
 }
 
-func (f *fleet) count(r recorder.Report, misplaced int) {
+func (f *fleet) count(r kshardtest.Report, misplaced int) {
 	totals.Lock()
 	defer totals.Unlock()
 	totals.rounds++
-	totals.reconciles += r.Intervals
+	totals.reconciles += r.Reconciles
 	totals.writes += r.Writes
-	totals.overlaps += len(r.Overlaps) + len(r.SelfOverlaps) + len(r.PartitionOverlaps)
-	totals.lost += len(r.Lost)
-	totals.vanished += len(r.Vanished)
-	totals.overdue += len(r.Liveness.Overdue)
+	totals.overlaps += r.Overlaps
+	totals.lost += r.Lost
+	totals.vanished += r.NotFound
+	totals.overdue += r.Late
 	totals.misplaced += misplaced
-	totals.worstWait = max(totals.worstWait, r.Liveness.Worst)
-	totals.worstNet = max(totals.worstNet, r.Liveness.WorstNet)
+	totals.worstWait = max(totals.worstWait, r.LongestWait)
+	totals.worstNet = max(totals.worstNet, r.LongestNetWait)
 }
 
 type scenario struct {

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/kshard/kshard/internal/recorder"
 )
 
 // TestConvertedOperatorHandsOff runs three replicas of the converted
@@ -24,7 +26,7 @@ func TestConvertedOperatorHandsOff(t *testing.T) {
 	f.env.AwaitConverged(2*time.Minute, ids...)
 	f.check(t, "rolling restart and a kill", ids)
 	t.Logf("took %s", time.Since(began).Round(time.Second))
-	log, err := f.env.Log()
+	log, err := recorder.Load(f.env.RecordDir())
 	if err != nil {
 		t.Fatal(err)
 	}

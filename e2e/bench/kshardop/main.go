@@ -27,9 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
-	"github.com/kshard/kshard/manager/kshardtest"
-	"github.com/kshard/kshard/manager/kshardtest/recorder"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
 )
@@ -135,7 +134,7 @@ func run() error {
 			return err
 		}
 		defer rec.Close()
-		r.rec, built = rec, kshardtest.RecordRing(mgr, rec)
+		r.rec, built = rec, recorder.RecordRing(mgr, rec)
 	}
 	err = controller.NewControllerManagedBy(built).
 		Named("bench").

@@ -21,12 +21,12 @@ import (
 
 // Environment variables that steer where binaries come from.
 const (
-	// EnvBinDir names a directory holding prebuilt kube-apiserver, etcd and
+	// envBinDir names a directory holding prebuilt kube-apiserver, etcd and
 	// kube-controller-manager binaries; when set, nothing is built.
-	EnvBinDir = "KSHARD_BIN_DIR"
-	// EnvCacheDir overrides the cache root (default $XDG_CACHE_HOME/kshard or
+	envBinDir = "KSHARD_BIN_DIR"
+	// envCacheDir overrides the cache root (default $XDG_CACHE_HOME/kshard or
 	// ~/.cache/kshard).
-	EnvCacheDir = "KSHARD_CACHE_DIR"
+	envCacheDir = "KSHARD_CACHE_DIR"
 	// EnvToolsDir names a tools module directory (like kshard's hack/tools)
 	// to build from instead of the module this package carries; for trying
 	// other pins.
@@ -72,11 +72,11 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	if dir := os.Getenv(EnvBinDir); dir != "" {
+	if dir := os.Getenv(envBinDir); dir != "" {
 		b := binariesIn(dir, manifestVersion(dir))
 		for _, p := range []string{b.APIServer, b.Etcd, b.ControllerManager} {
 			if err := checkExecutable(p); err != nil {
-				return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", EnvBinDir, dir, err)
+				return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", envBinDir, dir, err)
 			}
 		}
 		return b, nil
@@ -89,12 +89,12 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
-	root, err := CacheDir()
+	root, err := cacheDir()
 	if err != nil {
 		return Binaries{}, err
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("creating binary cache %s: %w (set %s to a writable directory)", root, err, EnvCacheDir)
+		return Binaries{}, fmt.Errorf("creating binary cache %s: %w (set %s to a writable directory)", root, err, envCacheDir)
 	}
 	// One lock per cache entry: a build of one pin (make compat's extra
 	// versions take 10-20 minutes each) must not hold up tests that only
@@ -136,9 +136,9 @@ func binariesIn(dir, version string) Binaries {
 	}
 }
 
-// CacheDir is the root of kshard's binary cache.
-func CacheDir() (string, error) {
-	if d := os.Getenv(EnvCacheDir); d != "" {
+// cacheDir is the root of kshard's binary cache.
+func cacheDir() (string, error) {
+	if d := os.Getenv(envCacheDir); d != "" {
 		return d, nil
 	}
 	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
@@ -146,7 +146,7 @@ func CacheDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("finding a cache directory: %w (set %s)", err, EnvCacheDir)
+		return "", fmt.Errorf("finding a cache directory: %w (set %s)", err, envCacheDir)
 	}
 	return filepath.Join(home, ".cache", "kshard"), nil
 }

@@ -31,9 +31,9 @@ type pki struct {
 
 // Identities served by the static token file.
 const (
-	AdminUser       = "kshard-admin"
+	adminUser       = "kshard-admin"
 	RestrictedUser  = "kshard-restricted"
-	RestrictedGroup = "kshard:restricted"
+	restrictedGroup = "kshard:restricted"
 )
 
 // newPKI writes a CA, a serving certificate for loopback, a service-account
@@ -108,7 +108,7 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	tokens := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n%s,%s,%s,\"%s\"\n",
-		p.adminToken, AdminUser, AdminUser, p.restrictToken, RestrictedUser, RestrictedUser, RestrictedGroup)
+		p.adminToken, adminUser, adminUser, p.restrictToken, RestrictedUser, RestrictedUser, restrictedGroup)
 	files := map[string][]byte{
 		p.caFile:         p.caPEM,
 		p.serverCertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}),

@@ -18,8 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/kshard/kshard/internal/process"
 )
 
 // Options configure a control plane. The zero value is usable.
@@ -339,23 +337,6 @@ func (cp *ControlPlane) KubeconfigPath() string { return cp.adminCfg }
 // RestrictedKubeconfigPath is a kubeconfig file for RestrictedUser.
 func (cp *ControlPlane) RestrictedKubeconfigPath() string { return cp.restrCfg }
 
-// LogPaths names each component's log file.
-func (cp *ControlPlane) LogPaths() map[string]string {
-	out := map[string]string{}
-	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
-		p := filepath.Join(cp.dir, n+".log")
-		if _, err := os.Stat(p); err == nil {
-			out[n] = p
-		}
-	}
-	return out
-}
-
-// APIServerLogTail returns the API server log's last n lines.
-func (cp *ControlPlane) APIServerLogTail(n int) string {
-	return process.TailFile(filepath.Join(cp.dir, "kube-apiserver.log"), n)
-}
-
 func (cp *ControlPlane) config(token string) *rest.Config {
 	return &rest.Config{
 		Host:            cp.Host(),
@@ -370,7 +351,7 @@ func (cp *ControlPlane) writeKubeconfigs() error {
 	cp.adminCfg = filepath.Join(cp.dir, "admin.kubeconfig")
 	cp.restrCfg = filepath.Join(cp.dir, "restricted.kubeconfig")
 	for path, user := range map[string]struct{ name, token string }{
-		cp.adminCfg: {AdminUser, cp.pki.adminToken},
+		cp.adminCfg: {adminUser, cp.pki.adminToken},
 		cp.restrCfg: {RestrictedUser, cp.pki.restrictToken},
 	} {
 		cfg := clientcmdapi.NewConfig()

@@ -200,7 +200,7 @@ func TestCorruptCachedBinaryIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := t.TempDir()
-	t.Setenv(EnvCacheDir, cache)
+	t.Setenv(envCacheDir, cache)
 	src := filepath.Dir(good.APIServer)
 	dst := filepath.Join(cache, filepath.Base(src))
 	if err := os.MkdirAll(dst, 0o755); err != nil {

@@ -52,11 +52,11 @@ func loadTools() (toolsModule, error) {
 // previous, interrupted write may have left.
 func (t toolsModule) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing the tools module: %w (set %s to a writable directory)", err, EnvCacheDir)
+		return fmt.Errorf("writing the tools module: %w (set %s to a writable directory)", err, envCacheDir)
 	}
 	for name, data := range map[string][]byte{"go.mod": t.mod, "go.sum": t.sum} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return fmt.Errorf("writing the tools module: %w (set %s to a writable directory)", err, EnvCacheDir)
+			return fmt.Errorf("writing the tools module: %w (set %s to a writable directory)", err, envCacheDir)
 		}
 	}
 	return nil

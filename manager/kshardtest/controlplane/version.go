@@ -96,5 +96,5 @@ func checkVersion(opts Options, b Binaries) error {
 		return nil
 	}
 	return fmt.Errorf("controlplane: Options.ShardedListAndWatch needs Kubernetes 1.%d or later, but %s is %s (feature gate ShardedListAndWatch does not exist there): %w; run this test against 1.%d+ binaries (unset %s, or point it at them)",
-		shardedListAndWatchMinor, b.APIServer, b.KubernetesVersion, ErrUnsupportedVersion, shardedListAndWatchMinor, EnvBinDir)
+		shardedListAndWatchMinor, b.APIServer, b.KubernetesVersion, ErrUnsupportedVersion, shardedListAndWatchMinor, envBinDir)
 }

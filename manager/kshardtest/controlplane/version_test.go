@@ -37,7 +37,7 @@ func TestCheckVersionRefusesTheGateBefore136(t *testing.T) {
 		if !errors.Is(err, ErrUnsupportedVersion) {
 			t.Fatalf("%s: err = %v, want ErrUnsupportedVersion", v, err)
 		}
-		for _, want := range []string{v, "ShardedListAndWatch", "1.36", EnvBinDir} {
+		for _, want := range []string{v, "ShardedListAndWatch", "1.36", envBinDir} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: error %q does not name %q", v, err, want)
 			}

@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kshard/kshard/controller/crshard"
-	"github.com/kshard/kshard/manager/kshardtest"
+	"github.com/kshard/kshard/internal/kitwriter"
 )
 
 const annObserved = "mapped.kshard.io/observed"
@@ -104,7 +104,7 @@ func toKey(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 func isKit(o client.Object) bool {
-	return o != nil && o.GetLabels()[kshardtest.Label] == kshardtest.LabelValue
+	return o != nil && o.GetLabels()[kitwriter.Label] == kitwriter.LabelValue
 }
 
 func data(o client.Object) map[string]string {
@@ -126,7 +126,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.client.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	gen := cm.Data[kshardtest.GenKey]
+	gen := cm.Data[kitwriter.GenKey]
 	if cm.Annotations[annObserved] == gen {
 		return reconcile.Result{}, nil
 	}

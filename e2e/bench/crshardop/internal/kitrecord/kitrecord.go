@@ -1,8 +1,9 @@
 // Package kitrecord records the reconciles, the cache reads that found no
 // object, and the ring events of a converted operator built for the test
-// kit (-tags kshardtest), through crshard.Observe and manager/kshardtest's
-// recorder, so the kit's checker can look for overlapping reconciles, lost
-// or late updates and existing objects read as NotFound; and it serves the
+// kit (-tags kshardtest), through crshard.Observe and the kit's recorder
+// (internal/recorder), so the kit's checker can look for overlapping
+// reconciles, lost or late updates and existing objects read as NotFound;
+// and it serves the
 // kit's cache report (kshardtest.ServeCacheReport), so a test can check
 // that every object is cached by exactly one replica. The operators'
 // kshardtest-tagged files install it; it is not part of a conversion.
@@ -23,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kshard/kshard/controller/crshard"
+	"github.com/kshard/kshard/internal/kitwriter"
+	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/shard"
 )
@@ -34,11 +37,10 @@ import (
 // picks, for the life of the process (main knows nothing of it, so nothing
 // could stop it earlier; the recorder file stays open as long).
 func Install() error {
-	r, err := kshardtest.ReplicaFromEnv()
+	rec, err := recorder.OpenFromEnv()
 	if err != nil {
 		return err
 	}
-	rec := r.Recorder
 	// The manager's cache, as the first reconcile passes it: crshard
 	// shows it to an observer only there.
 	var seen atomic.Pointer[client.Reader]
@@ -65,7 +67,7 @@ func Install() error {
 			if apierrors.IsNotFound(err) {
 				// The kit's tests delete no object while replicas
 				// run: the checker compares this read with the
-				// object's creation (recorder.Report.Vanished).
+				// object's creation (kshardtest.Report.NotFound).
 				if err := rec.NotFound(shard.KeyOf(req.Namespace, req.Name), start); err != nil {
 					return reconcile.Result{}, err
 				}
@@ -106,12 +108,12 @@ func kitGen(ctx context.Context, cache client.Reader, req reconcile.Request) (in
 	if err := cache.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return 0, false, err
 	}
-	if cm.Labels[kshardtest.Label] != kshardtest.LabelValue {
+	if cm.Labels[kitwriter.Label] != kitwriter.LabelValue {
 		return 0, false, nil
 	}
-	gen, err := strconv.ParseInt(cm.Data[kshardtest.GenKey], 10, 64)
+	gen, err := strconv.ParseInt(cm.Data[kitwriter.GenKey], 10, 64)
 	if err != nil {
-		return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q: %w", req.NamespacedName, kshardtest.GenKey, cm.Data[kshardtest.GenKey], err)
+		return 0, false, fmt.Errorf("ConfigMap %s: data[%q] = %q: %w", req.NamespacedName, kitwriter.GenKey, cm.Data[kitwriter.GenKey], err)
 	}
 	return gen, true, nil
 }

@@ -1,6 +1,12 @@
-package membership
+// Package ringhealth is the rule by which kshard counts a ring's unclaimed
+// and overlapping partitions and its malformed and foreign Leases, shared by
+// the replicas' own kshard_ring_* gauges (shard/ring, from a replica's view
+// of the Leases) and the one-shot reader of ring state (shard/ringstatus),
+// so the two always count alike.
+package ringhealth
 
 import (
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -31,12 +37,12 @@ type Health struct {
 }
 
 // ViewHealth reads one replica's view of its ring: leases are the ring's
-// Leases as its Lease member parsed them (Member.Snapshot, claims
+// Leases as its Lease member parsed them (membership.Member.Snapshot, claims
 // over partitions), live says which of them that replica judges live (by
 // its own clock: the time it saw each change, never a remote timestamp),
 // and fingerprint is its own ring configuration's (shard.Config.Fingerprint).
 // It is pure: no API call, no clock.
-func ViewHealth(fingerprint string, partitions int, leases []Observed, live func(Observed) bool) Health {
+func ViewHealth(fingerprint string, partitions int, leases []membership.Observed, live func(membership.Observed) bool) Health {
 	var h Health
 	claims := make([]shard.PartitionSet, 0, len(leases))
 	for _, l := range leases {
