@@ -17,14 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kshard/kshard/internal/cache/cachetest"
 	"github.com/kshard/kshard/shard"
 )
 
-// checkFixture is a Labelled over a selectorServer whose self-check the
+// checkFixture is a Labelled over a cachetest.SelectorServer whose self-check the
 // test runs by hand (checkOnce), one check at a time.
 type checkFixture struct {
 	t     *testing.T
-	srv   *selectorServer
+	srv   *cachetest.SelectorServer
 	l     *Labelled
 	st    checkState
 	rv    int
@@ -36,9 +37,9 @@ type checkFixture struct {
 const checkLabelKey = "c.kshard.io/xx1-key-p8"
 
 func newCheckFixture(t *testing.T) *checkFixture {
-	f := &checkFixture{t: t, srv: &selectorServer{objs: map[string]*corev1.ConfigMap{}}, part: shard.NewPartitioner(8), own: 3, other: 5}
+	f := &checkFixture{t: t, srv: cachetest.NewSelectorServer(), part: shard.NewPartitioner(8), own: 3, other: 5}
 	l, err := New(Options{
-		LabelKey: checkLabelKey, Partitioner: f.part, ListWatch: f.srv.listWatch(), Example: &corev1.ConfigMap{},
+		LabelKey: checkLabelKey, Partitioner: f.part, ListWatch: f.srv.ListWatch(), Example: &corev1.ConfigMap{},
 		Client: serverClient{f.srv}, LabelQPS: -1,
 		CheckInterval: time.Hour, // the test checks by hand
 	})
@@ -49,15 +50,13 @@ func newCheckFixture(t *testing.T) *checkFixture {
 	return f
 }
 
-// serverClient reads objects from a selectorServer; it labels nothing
+// serverClient reads objects from a cachetest.SelectorServer; it labels nothing
 // (no partition is active in these tests).
-type serverClient struct{ srv *selectorServer }
+type serverClient struct{ srv *cachetest.SelectorServer }
 
 func (c serverClient) Get(_ context.Context, ns, name string) (runtime.Object, error) {
-	c.srv.mu.Lock()
-	defer c.srv.mu.Unlock()
-	if obj, ok := c.srv.objs[shard.KeyOf(ns, name)]; ok {
-		return obj.DeepCopy(), nil
+	if obj, ok := c.srv.Get(ns, name); ok {
+		return obj, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
@@ -99,7 +98,7 @@ func (f *checkFixture) put(name, label string) {
 	if label != "" {
 		cm.Labels = map[string]string{checkLabelKey: label}
 	}
-	f.srv.apply(cm)
+	f.srv.Apply(cm)
 }
 
 func (f *checkFixture) check() CheckReport {
@@ -150,7 +149,7 @@ func TestSelfCheckCountsOnlyWhatStaysMissing(t *testing.T) {
 	}
 
 	// The label segment's watch lags: a new object is not in the store.
-	f.srv.pause(map[string]string{checkLabelKey: own})
+	f.srv.Pause(map[string]string{checkLabelKey: own})
 	late := f.name("late", f.own, 0)
 	f.put(late, own)
 	f.expect(f.check(), 0, nil, 0) // new since the last check
@@ -214,7 +213,7 @@ func TestSelfCheckInterval(t *testing.T) {
 		set, want time.Duration
 	}{{0, DefaultCheckInterval}, {time.Minute, time.Minute}, {-1, -1}} {
 		l, err := New(Options{
-			LabelKey: checkLabelKey, Partitioner: shard.NewPartitioner(8), ListWatch: (&selectorServer{}).listWatch(),
+			LabelKey: checkLabelKey, Partitioner: shard.NewPartitioner(8), ListWatch: cachetest.NewSelectorServer().ListWatch(),
 			Example: &corev1.ConfigMap{}, Client: serverClient{}, CheckInterval: tc.set,
 		})
 		if err != nil {
@@ -229,11 +228,11 @@ func TestSelfCheckInterval(t *testing.T) {
 // The self-check runs on the cache's clock: none before the clock has moved
 // an interval, one once it has, dated by that clock.
 func TestSelfCheckRunsOnTheCachesClock(t *testing.T) {
-	srv := &selectorServer{objs: map[string]*corev1.ConfigMap{}}
+	srv := cachetest.NewSelectorServer()
 	start := time.Unix(1_000_000, 0)
 	clk := clocktesting.NewFakeClock(start)
 	l, err := New(Options{
-		LabelKey: checkLabelKey, Partitioner: shard.NewPartitioner(8), ListWatch: srv.listWatch(), Example: &corev1.ConfigMap{},
+		LabelKey: checkLabelKey, Partitioner: shard.NewPartitioner(8), ListWatch: srv.ListWatch(), Example: &corev1.ConfigMap{},
 		Client: serverClient{srv}, LabelQPS: -1, CheckInterval: time.Minute, Clock: clk,
 	})
 	if err != nil {

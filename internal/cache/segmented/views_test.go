@@ -11,133 +11,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
+	"github.com/kshard/kshard/internal/cache/cachetest"
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
-// selectorServer is the part of an API server a Labelled's views see: LISTs
-// and watches by label selector, where a change that takes an object out of
-// a selector reaches that watch as DELETED with its last matching content at
-// the change's resourceVersion, as the watch cache sends it. The test sets
-// every resourceVersion itself.
-type selectorServer struct {
-	mu       sync.Mutex
-	objs     map[string]*corev1.ConfigMap
-	rv       int // the newest resourceVersion applied; a LIST's
-	watchers []*selectorWatcher
-}
-
-type selectorWatcher struct {
-	sel    labels.Selector
-	w      *watch.FakeWatcher
-	paused bool // its events are not sent: the watch lags
-}
-
-// send delivers ev to the watcher unless it is paused or stopped.
-func (w *selectorWatcher) send(ev watch.Event) {
-	if w.w.IsStopped() || w.paused {
-		return
-	}
-	w.w.Action(ev.Type, ev.Object)
-}
-
-// pause stops sending events to the watches whose selector matches
-// labelled, as if they lagged until their informers stop.
-func (s *selectorServer) pause(labelled map[string]string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.watchers {
-		if w.sel.Matches(labels.Set(labelled)) {
-			w.paused = true
-		}
-	}
-}
-
-func (s *selectorServer) listWatch() *toolscache.ListWatch {
-	return &toolscache.ListWatch{
-		ListWithContextFunc: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			sel, err := labels.Parse(o.LabelSelector)
-			if err != nil {
-				return nil, err
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(max(s.rv, 1))}}
-			for _, obj := range s.objs {
-				if sel.Matches(labels.Set(obj.Labels)) {
-					list.Items = append(list.Items, *obj.DeepCopy())
-				}
-			}
-			return list, nil
-		},
-		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			sel, err := labels.Parse(o.LabelSelector)
-			if err != nil {
-				return nil, err
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			w := watch.NewFakeWithChanSize(16, false)
-			s.watchers = append(s.watchers, &selectorWatcher{sel: sel, w: w})
-			return w, nil
-		},
-	}
-}
-
-// apply stores obj and sends every watch what the change means to it.
-func (s *selectorServer) apply(obj *corev1.ConfigMap) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := shard.KeyOf(obj.Namespace, obj.Name)
-	old := s.objs[key]
-	s.objs[key] = obj.DeepCopy()
-	rv, _ := strconv.Atoi(obj.ResourceVersion)
-	s.rv = max(s.rv, rv)
-	for _, w := range s.watchers {
-		wasIn := old != nil && w.sel.Matches(labels.Set(old.Labels))
-		isIn := w.sel.Matches(labels.Set(obj.Labels))
-		switch {
-		case wasIn && isIn:
-			w.send(watch.Event{Type: watch.Modified, Object: obj.DeepCopy()})
-		case isIn:
-			w.send(watch.Event{Type: watch.Added, Object: obj.DeepCopy()})
-		case wasIn:
-			last := old.DeepCopy()
-			last.ResourceVersion = obj.ResourceVersion
-			w.send(watch.Event{Type: watch.Deleted, Object: last})
-		}
-	}
-}
-
-// remove deletes the object of key at resourceVersion rv.
-func (s *selectorServer) remove(key string, rv int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.objs[key]
-	delete(s.objs, key)
-	s.rv = max(s.rv, rv)
-	for _, w := range s.watchers {
-		if old != nil && w.sel.Matches(labels.Set(old.Labels)) {
-			last := old.DeepCopy()
-			last.ResourceVersion = strconv.Itoa(rv)
-			w.send(watch.Event{Type: watch.Deleted, Object: last})
-		}
-	}
-}
-
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testwait.True(t, 10*time.Second, what, cond)
 }
 
 // A partition released and gained again while its segment still lists it
@@ -153,12 +38,12 @@ func TestRegainedPartitionStaysWithItsSegment(t *testing.T) {
 			Labels: map[string]string{labelKey: shard.PartitionLabelValue(p)},
 		}, Data: map[string]string{"v": data}}
 	}
-	srv := &selectorServer{objs: map[string]*corev1.ConfigMap{}}
+	var objs []*corev1.ConfigMap
 	for p := range 4 {
-		obj := labelled(fmt.Sprintf("in-%d", p), p, "a")
-		srv.objs[shard.KeyOf("ns", obj.Name)] = obj
+		objs = append(objs, labelled(fmt.Sprintf("in-%d", p), p, "a"))
 	}
-	s, err := New(Options{LabelKey: labelKey, Partitions: part.Count(), ListWatch: srv.listWatch(), Example: &corev1.ConfigMap{}})
+	srv := cachetest.NewSelectorServer(objs...)
+	s, err := New(Options{LabelKey: labelKey, Partitions: part.Count(), ListWatch: srv.ListWatch(), Example: &corev1.ConfigMap{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +62,7 @@ func TestRegainedPartitionStaysWithItsSegment(t *testing.T) {
 	}
 	changed := labelled("in-1", 1, "b")
 	changed.ResourceVersion = "2"
-	srv.apply(changed) // while hidden
+	srv.Apply(changed) // while hidden
 	await(t, "the hidden change cached", func() bool {
 		obj, ok, _ := s.segments[0].inf.GetStore().GetByKey("ns/in-1")
 		return ok && obj.(*corev1.ConfigMap).Data["v"] == "b"
@@ -202,7 +87,7 @@ func TestRegainedPartitionStaysWithItsSegment(t *testing.T) {
 // second segment, over a fake server, with a handler that records what it
 // is told and can be held up at one resourceVersion.
 type compactionFixture struct {
-	srv *selectorServer
+	srv *cachetest.SelectorServer
 	s   *Segmented
 
 	mu     sync.Mutex
@@ -224,11 +109,8 @@ func compactionObject(name string, p, rv int) *corev1.ConfigMap {
 
 func newCompactionFixture(t *testing.T, blockAt string, objs ...*corev1.ConfigMap) *compactionFixture {
 	t.Helper()
-	f := &compactionFixture{srv: &selectorServer{objs: map[string]*corev1.ConfigMap{}}, blockAt: blockAt, blocked: make(chan struct{}), release: make(chan struct{})}
-	for _, obj := range objs {
-		f.srv.objs[shard.KeyOf(obj.Namespace, obj.Name)] = obj
-	}
-	s, err := New(Options{LabelKey: compactionLabelKey, Partitions: 8, ListWatch: f.srv.listWatch(), Example: &corev1.ConfigMap{}, MaxSegments: 1})
+	f := &compactionFixture{srv: cachetest.NewSelectorServer(objs...), blockAt: blockAt, blocked: make(chan struct{}), release: make(chan struct{})}
+	s, err := New(Options{LabelKey: compactionLabelKey, Partitions: 8, ListWatch: f.srv.ListWatch(), Example: &corev1.ConfigMap{}, MaxSegments: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,9 +159,9 @@ func TestCompactionWaitsForTheEventsOfTheSegmentItReplaces(t *testing.T) {
 	p0 := shard.NewPartitionSet(8, 0)
 	f.s.Hold(p0)
 	await(t, "the first segment synced", func() bool { return f.s.SyncedPartitions().Equal(p0) })
-	f.srv.apply(compactionObject("a", 0, 5))
+	f.srv.Apply(compactionObject("a", 0, 5))
 	<-f.blocked
-	f.srv.apply(compactionObject("a", 0, 6)) // queued behind the held-up event
+	f.srv.Apply(compactionObject("a", 0, 6)) // queued behind the held-up event
 	await(t, "the first segment to store a@6", func() bool {
 		obj, ok, _ := f.s.segments[0].inf.GetStore().GetByKey("ns/a")
 		return ok && cachekit.ResourceVersion(obj) == 6
@@ -320,8 +202,8 @@ func TestCompactionPassesOnADeletionOnlyItsListShowed(t *testing.T) {
 	p0 := shard.NewPartitionSet(8, 0)
 	f.s.Hold(p0)
 	await(t, "the first segment synced", func() bool { return f.s.SyncedPartitions().Equal(p0) })
-	f.srv.pause(compactionObject("c", 0, 0).Labels) // the first segment's watch lags
-	f.srv.remove("ns/c", 7)
+	f.srv.Pause(compactionObject("c", 0, 0).Labels) // the first segment's watch lags
+	f.srv.Remove("ns/c", 7)
 	both := shard.NewPartitionSet(8, 0, 1)
 	f.s.Hold(both)
 	await(t, "the compaction to take over", func() bool { return f.s.Segments() == 1 && f.s.SyncedPartitions().Equal(both) })
