@@ -21,7 +21,7 @@
 //	label kshard.io/ring          <ring>
 //	label kshard.io/state         joining | active | leaving
 //	label kshard.io/partitions    number of claimed partitions
-//	annotation kshard.io/claim        claimed partitions, shard.PartitionSet.Encode
+//	annotation kshard.io/claim        claimed partitions: v1:<count>:<bitmap, base64url> (docs/operations.md)
 //	annotation kshard.io/incarnation  random id of the writing process
 //	annotation kshard.io/epoch        the Record's generation, unsigned decimal (the key keeps its first name)
 //	annotation kshard.io/params       fingerprint of the writer's ring parameters

@@ -34,7 +34,7 @@ type Ring struct {
 	own    *rest.Config // the config New was given, without the fencing transport: for the ring's own clients
 	parts  gate.Partitions
 	gate   *gate.Gate // one for all the ring's controllers: a partition drains when none of them runs it
-	member member
+	member ring.Member
 	coord  *ring.Coordinator
 	pods   typedcorev1.PodInterface // the pods of PodNamespace, for the proof of death
 	// leader holds the replaced operator's leader-election Lease
@@ -64,16 +64,6 @@ type Ring struct {
 	// base is the context singletons run under: the ring's run, which
 	// outlives the manager's context until the ring has left.
 	base context.Context
-}
-
-// member is what the ring uses of its Lease membership (ring.Replica.Member,
-// whose type is the root module's own): the coordinator's Membership, and
-// the running, the incarnation and the cache status of the own Lease.
-type member interface {
-	ring.Membership
-	Run(ctx context.Context) error
-	Incarnation() string
-	SetCacheStatus(mode string, objects int)
 }
 
 // rings remembers which manager has a ring, to refuse a second one and

@@ -100,7 +100,7 @@ func TestMovementOnScaleIsNearIdeal(t *testing.T) {
 // TestSweepReplicationFactor reruns the measurement behind
 // DefaultReplicationFactor. It takes about 15 s, so it is opt-in:
 //
-//	KSHARD_SWEEP=1 go test -run TestSweepReplicationFactor -v ./shard/
+//	KSHARD_SWEEP=1 go test -run TestSweepReplicationFactor -v ./internal/assign/
 func TestSweepReplicationFactor(t *testing.T) {
 	if os.Getenv("KSHARD_SWEEP") == "" {
 		t.Skip("set KSHARD_SWEEP=1 to rerun the sweep behind DefaultReplicationFactor")
@@ -126,7 +126,7 @@ func TestSweepReplicationFactor(t *testing.T) {
 // partitions move when one replica joins or leaves. Opt-in, like
 // TestSweepReplicationFactor:
 //
-//	KSHARD_SWEEP=1 go test -run TestSweepLoad -v ./shard/
+//	KSHARD_SWEEP=1 go test -run TestSweepLoad -v ./internal/assign/
 func TestSweepLoad(t *testing.T) {
 	if os.Getenv("KSHARD_SWEEP") == "" {
 		t.Skip("set KSHARD_SWEEP=1 to rerun the sweep behind the advice on Load")

@@ -54,4 +54,22 @@ type Membership interface {
 	Finalize(ctx context.Context, version string) error
 }
 
-var _ Membership = (*membership.Member)(nil)
+// Member is what a runtime uses of a replica's Lease membership
+// (Replica.Member): the coordinator's Membership, and running the own
+// Lease, its incarnation and the cache status it publishes. The
+// controller-runtime adapter holds Replica.Member as a Member, so these
+// methods are part of the published API (api/kshard.txt), and the
+// assertion below keeps *membership.Member to them.
+type Member interface {
+	Membership
+	// Run creates and renews the own Lease and watches the ring's until
+	// ctx ends or the member leaves.
+	Run(ctx context.Context) error
+	// Incarnation is this process's incarnation, published on its Lease.
+	Incarnation() string
+	// SetCacheStatus publishes the cache's mode and object count on the
+	// own Lease.
+	SetCacheStatus(mode string, objects int)
+}
+
+var _ Member = (*membership.Member)(nil)

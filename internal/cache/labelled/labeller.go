@@ -221,7 +221,7 @@ func (lb *labeller) noteForeign(m metav1.Object) {
 	}
 	l.stats.ForeignValues.Add(1)
 	lb.foreignOnce.Do(func() {
-		l.log.Info("relabelled an object whose partition label names no partition of the ring; something else writes this label key (logged once per kind; Stats.ForeignValues counts them)",
+		l.log.Info("relabelled an object whose partition label names no partition of the ring; something else writes this label key (logged once per kind; the cache's mode report, KindMode.ForeignLabels, counts them)",
 			"object", shard.KeyOf(m.GetNamespace(), m.GetName()), "label", l.opts.LabelKey, "value", old)
 	})
 }
