@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -103,6 +104,15 @@ func startController(t *testing.T, r Reconciler, opts Options, extra ...Source) 
 		}
 	})
 	<-h.src.readyCh()
+	// h.src is started first; the extra sources after it. A Replay before
+	// they are started skips them (a source not started yet delivers its
+	// whole cache when it starts), so wait until every one is.
+	sources := 1 + len(extra)
+	testwait.True(t, 10*time.Second, "every source started", func() bool {
+		h.c.mu.Lock()
+		defer h.c.mu.Unlock()
+		return len(h.c.started) == sources
+	})
 	return h
 }
 
