@@ -172,7 +172,7 @@ func gateRatio(ratio *float64, samples []throughputResult, system string, keep f
 		}
 		latency = append(latency, t.LatencyMS)
 		if t.cpuMeasured() {
-			busy = append(busy, t.MachineBusy)
+			busy = append(busy, t.busy())
 		}
 	}
 	g := ratioGate{ThroughputRatio4Measured: ratio, ThroughputRatio4LatencyMS: medianPtr(latency), ThroughputRatio4MachineBusy: medianPtr(busy)}

@@ -110,6 +110,16 @@ func TestRatioJudgedOnlyBelowTheBusyLimit(t *testing.T) {
 			t.Errorf("busy %v: gate %+v, want the measured ratio and 70 ms beside it", c.busy, g)
 		}
 	}
+	// Runs of 5aeb9a8 recorded machine_busy without niced time and
+	// machine_busy_all with it: the gate reads the whole machine, since
+	// niced work did not yield to the benchmark.
+	niced := samples(0.42, 0.45, 0.5)
+	for i := range niced {
+		niced[i].MachineBusyAll = niced[i].MachineBusy + 0.5
+	}
+	if got, g := gateRatio(ratio, niced, nativeName, nil); got != nil || g.ThroughputRatio4NotJudged != "machine 95 % busy" {
+		t.Errorf("niced background of 50 %%: ratio %v, reason %q; want not judged, machine 95 %% busy", got, g.ThroughputRatio4NotJudged)
+	}
 	if got, g := gateRatio(nil, samples(0.5), nativeName, nil); got != nil || g != (ratioGate{}) {
 		t.Errorf("no ratio: %v, %+v; want nothing recorded", got, g)
 	}

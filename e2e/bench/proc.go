@@ -157,9 +157,9 @@ func sampleCPU(f *fleet) (cpuSample, error) {
 // parseProcStat reads the "cpu" line of /proc/stat: user, nice, system,
 // idle, iowait, irq, softirq and steal ticks (guest time is already counted
 // in user). Idle and iowait are not busy; nice (user time of processes at a
-// positive nice value) is returned apart from busy: such processes (builds
-// run with nice -n 19) yield the CPU to the benchmark's nice-0 processes,
-// so they do not take it from the run they share the machine with.
+// positive nice value) is returned apart from busy, so that a report can
+// say how much of the load was niced background work; it takes the CPU
+// from the run all the same (throughputResult.MachineBusy).
 func parseProcStat(stat []byte) (busy, nice, total float64, err error) {
 	line, _, _ := strings.Cut(string(stat), "\n")
 	f := strings.Fields(line)
@@ -354,13 +354,13 @@ func niceOf(stat []byte) (int, error) {
 
 // warnIfNiced warns when the benchmark itself runs at a positive nice
 // value: its operators, API server and etcd then count as background
-// (niced) time, which machine_busy leaves out.
+// (niced) time.
 func (b *bench) warnIfNiced() {
 	stat, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
 		return
 	}
 	if n, err := niceOf(stat); err == nil && n > 0 {
-		b.warn("the benchmark ran at nice %d: its own processes' CPU counts as background_busy, not machine_busy, so the busy shares understate the load; run measured runs at nice 0", n)
+		b.warn("the benchmark ran at nice %d: its own processes' CPU counts as background_busy; run measured runs at nice 0 on a machine left alone", n)
 	}
 }

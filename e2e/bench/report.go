@@ -141,7 +141,7 @@ func summariseSet(set *throughputSet, ceilings map[int]float64) {
 		var rates, secs, ratios, fractions, busy, cpu []float64
 		for _, t := range g {
 			if t.cpuMeasured() {
-				busy, cpu = append(busy, t.MachineBusy), append(cpu, t.cpuMsPerObject())
+				busy, cpu = append(busy, t.busy()), append(cpu, t.cpuMsPerObject())
 			}
 			rates = append(rates, t.ObjectsPerSec)
 			secs = append(secs, t.Seconds)
@@ -763,7 +763,7 @@ func (r *results) markdown() string {
 	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
 	p("- Leases (both systems): LeaseDuration %s, RenewDeadline %s, renew/retry period %s. kshard DrainGracePeriod %s, P=271.", pr.LeaseDuration, pr.RenewDeadline, pr.RenewPeriod, pr.DrainGrace)
-	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object. Machine busy leaves out user time at a positive nice value (recorded apart as `background_busy`; `machine_busy_all` counts it), since background work run with `nice -n 19` yields the CPU to the benchmark's nice-0 processes.")
+	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object. Machine busy counts niced work too, shown apart as \"niced\" (`background_busy`): it does not yield the CPU to the benchmark on this machine.")
 	p("- Handoff: %d replicas each, writer bumping one object every %.0f ms; rolling restart highest identity first (SIGTERM, wait exit, start, wait formed). Delay = update sent → harness sees its reconcile.", pr.HandoffReplicas, 1000/pr.WriterRate)
 	p("- Failover: %d replicas; SIGKILL the process that last reconciled the key, then update the key; time from the kill until its reconcile is seen.", pr.HandoffReplicas)
 	p("- Resources: %d replicas each at %d objects, one write-bound pass over all, then a %s steady-state window; API requests from apiserver_request_total (resource requests only).", pr.ResourceReplicas, pr.ResourceObjects, pr.SteadyWindow)
@@ -843,10 +843,9 @@ func (r *results) markdown() string {
 		for _, t := range set.Samples {
 			busy, perObject := "—", "—"
 			if t.cpuMeasured() {
-				busy = fmt.Sprintf("%.0f %%", 100*t.MachineBusy)
-				if t.MachineBusyAll == 0 {
-					// Recorded before niced time was told apart.
-					busy += " (niced included)"
+				busy = fmt.Sprintf("%.0f %%", 100*t.busy())
+				if t.BackgroundBusy >= 0.005 {
+					busy += fmt.Sprintf(" (niced %.0f %%)", 100*t.BackgroundBusy)
 				}
 				perObject = fmt.Sprintf("%.2f", t.cpuMsPerObject())
 			}
