@@ -75,7 +75,9 @@ for v in "${versions[@]}"; do
   fi
   echo "compat: Kubernetes $v from $tools"
   t0=$(date +%s)
-  if ! bin=$("$ensure" -tools-dir "$tools" -print-dir 2> >(tee "$logs/$v-build.log" >&2)); then
+  # The kit takes KSHARD_BIN_DIR over the tools module when it is set: the
+  # previous version's export made a run of "1.36 1.37" test 1.36 twice.
+  if ! bin=$(env -u KSHARD_BIN_DIR "$ensure" -tools-dir "$tools" -print-dir 2> >(tee "$logs/$v-build.log" >&2)); then
     echo "compat: building the $v control plane failed (log: $logs/$v-build.log)" >&2
     status=1
     continue
@@ -83,6 +85,11 @@ for v in "${versions[@]}"; do
   build_s=$(( $(date +%s) - t0 ))
   kube=$("$bin/kube-apiserver" --version | awk '{print $2}')
   etcdv=$("$bin/etcd" --version | awk '/etcd Version/{print $3}')
+  if [[ $kube != "v$v."* ]]; then
+    echo "compat: the binaries in $bin are kube-apiserver $kube, not Kubernetes $v: check the pin in $tools" >&2
+    status=1
+    continue
+  fi
   export KSHARD_BIN_DIR=$bin
   block=$(mktemp)
   {
