@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/e2e/harness"
 	"github.com/kshard/kshard/internal/process"
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -108,8 +109,8 @@ func TestShardedCacheHandOffWithoutOverlap(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if warm, claim := l.Annotations[lease.AnnotationWarm], l.Annotations[lease.AnnotationClaim]; warm != claim {
-				return fmt.Errorf("%s: %s=%q, claim %q", id, lease.AnnotationWarm, warm, claim)
+			if warm, claim := l.Annotations[membership.AnnotationWarm], l.Annotations[membership.AnnotationClaim]; warm != claim {
+				return fmt.Errorf("%s: %s=%q, claim %q", id, membership.AnnotationWarm, warm, claim)
 			}
 		}
 		return nil

@@ -1,12 +1,12 @@
-// Package lease names what a kshard ring keeps in coordination.k8s.io/v1
-// Leases, for the operators and tools that read them: the labels,
-// annotations and finalizer of a member Lease and its name, the defaults
-// and the validation of the ring, identity and namespace a replica's
-// Lease is made of, the errors a replica reports about its Lease, and the
-// leader-election Lease a converted operator keeps holding (LeaderLease).
-// The replica's own membership machinery, which writes and watches these
-// Leases, is internal to kshard; kshard's manager and the
-// controller-runtime adapter run it.
+// Package lease describes the coordination.k8s.io/v1 Leases a kshard ring
+// is kept in, for the operators and tools that read them: the format of a
+// member Lease (below), its name and ring label, the defaults and the
+// validation of the ring, identity and namespace a replica's Lease is made
+// of, and the leader-election Lease a converted operator keeps holding
+// (LeaderLease). The replica's own membership machinery, which writes and
+// watches these Leases and names their other labels and annotations, is
+// internal to kshard; kshard's manager and the controller-runtime adapter
+// run it, and package ringstatus reads a ring for tools.
 //
 // # Lease format
 //
@@ -37,12 +37,12 @@
 //	annotation kshard.io/cache-mode   the writer's cache mode and how many objects
 //	annotation kshard.io/cached-objects  its cache holds (optional;
 //	                                  written with the renewals, never on its own)
-//	finalizer kshard.io/member        FinalizerMember, on every Lease this version writes
+//	finalizer kshard.io/member        on every Lease this version writes
 //
 // A Lease carrying the ring label that does not follow this format is
 // reported by `kshard status` and counted in kshard_lease_invalid_total; it
 // is never trusted as a member. A member Lease deleted by hand stays,
 // terminating, until its holder has stopped everything under it and removed
-// FinalizerMember; `kshard release` removes the finalizer of Leases nobody
+// the finalizer; `kshard release` removes the finalizer of Leases nobody
 // renews.
 package lease

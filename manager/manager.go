@@ -26,7 +26,6 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/membership"
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
 	"github.com/kshard/kshard/shard/cache/cachemetrics"
@@ -301,7 +300,7 @@ func (m *Manager) NotReadyReason() string {
 	// The lease member knows why its own Lease is not held (a missing
 	// namespace, a refused create); the coordinator sees only that it is not.
 	if err := m.member.AcquireError(); err != nil {
-		if nf := (*lease.NamespaceNotFoundError)(nil); errors.As(err, &nf) {
+		if nf := (*membership.NamespaceNotFoundError)(nil); errors.As(err, &nf) {
 			return nf.Error()
 		}
 		return fmt.Sprintf("cannot hold this replica's Lease %s/%s: %v", m.opts.LeaseNamespace, m.member.Name(), err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -344,7 +346,7 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 	}
 	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "it-r-1", metav1.GetOptions{})
 	if err == nil {
-		if st := l.Labels[lease.LabelState]; st == "active" {
+		if st := l.Labels[membership.LabelState]; st == "active" {
 			t.Fatalf("r-1's Lease says %s", st)
 		}
 	}
@@ -386,8 +388,8 @@ func TestGarbageLeaseBlocksUntilItExpires(t *testing.T) {
 	holder := "ghost"
 	ghost := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "it-ghost", Namespace: ns,
-			Labels:      map[string]string{lease.LabelRing: "it", lease.LabelState: "active"},
-			Annotations: map[string]string{lease.AnnotationClaim: "v1:271:not-base64!", lease.AnnotationIncarnation: "x", lease.AnnotationGeneration: "1"}},
+			Labels:      map[string]string{lease.LabelRing: "it", membership.LabelState: "active"},
+			Annotations: map[string]string{membership.AnnotationClaim: "v1:271:not-base64!", membership.AnnotationIncarnation: "x", membership.AnnotationGeneration: "1"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
 	}
 	if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, ghost, metav1.CreateOptions{}); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -95,8 +97,8 @@ func TestRingHealthGauges(t *testing.T) {
 	holder := "bogus"
 	bogus := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "it-bogus", Namespace: ns,
-			Labels:      map[string]string{lease.LabelRing: "it", lease.LabelState: "sleeping"},
-			Annotations: map[string]string{lease.AnnotationIncarnation: "x", lease.AnnotationGeneration: "1"}},
+			Labels:      map[string]string{lease.LabelRing: "it", membership.LabelState: "sleeping"},
+			Annotations: map[string]string{membership.AnnotationIncarnation: "x", membership.AnnotationGeneration: "1"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder},
 	}
 	if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, bogus, metav1.CreateOptions{}); err != nil {

@@ -414,8 +414,8 @@ func TestShardedCacheInControllerRuntime(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		n, _ := strconv.Atoi(l.Annotations[lease.AnnotationCachedObjects])
-		return l.Annotations[lease.AnnotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
+		n, _ := strconv.Atoi(l.Annotations[annotationCachedObjects])
+		return l.Annotations[annotationCacheMode] == string(CacheLabels) && n >= len(itemsB), fmt.Sprintf("annotations %v", l.Annotations)
 	})
 	// The kshard_cache_* metrics, as the native manager's.
 	gather := func() map[string]float64 {

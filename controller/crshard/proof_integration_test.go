@@ -22,7 +22,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -116,8 +115,8 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 		if l == nil {
 			return false, "no Lease yet"
 		}
-		return first.Ready() && l.Annotations[lease.AnnotationPod] == string(pod.UID) && l.Annotations[lease.AnnotationIncarnation] == incarnation,
-			"annotations " + strings.Join([]string{l.Annotations[lease.AnnotationPod], l.Annotations[lease.AnnotationIncarnation]}, ", ")
+		return first.Ready() && l.Annotations[annotationPod] == string(pod.UID) && l.Annotations[annotationIncarnation] == incarnation,
+			"annotations " + strings.Join([]string{l.Annotations[annotationPod], l.Annotations[annotationIncarnation]}, ", ")
 	})
 	marker, err := os.ReadFile(firstPath)
 	if err != nil {
@@ -158,8 +157,8 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 		if l == nil {
 			return false, "no Lease"
 		}
-		return second.Ready() && l.Annotations[lease.AnnotationIncarnation] == second.member.Incarnation(),
-			"incarnation " + l.Annotations[lease.AnnotationIncarnation] + ", not ready: " + second.coord.NotReadyReason()
+		return second.Ready() && l.Annotations[annotationIncarnation] == second.member.Incarnation(),
+			"incarnation " + l.Annotations[annotationIncarnation] + ", not ready: " + second.coord.NotReadyReason()
 	})
 	// Waiting the crashed incarnation's Lease out takes LeaseDuration (30s)
 	// from its last renewal; the proof of death takes a start and a read
@@ -171,3 +170,14 @@ func TestRestartInPlaceProvesTheCrash(t *testing.T) {
 		t.Errorf("the restart in place took %s, not under LeaseDuration/2 (%s): the kubelet's proof of death was not used", gap.Round(time.Millisecond), leaseDuration/2)
 	}
 }
+
+// The member Lease's annotations these tests read, spelled as the Lease
+// format (package lease's doc) spells them: the adapter's module sees
+// only the root's published API, where the format is documented, not
+// named.
+const (
+	annotationPod           = "kshard.io/pod-uid"
+	annotationIncarnation   = "kshard.io/incarnation"
+	annotationCacheMode     = "kshard.io/cache-mode"
+	annotationCachedObjects = "kshard.io/cached-objects"
+)

@@ -250,10 +250,10 @@ func liveLabellingLease(ns string) *coordinationv1.Lease {
 	now := metav1.NewMicroTime(time.Now())
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(ring, holder), Namespace: ns,
-			Labels: map[string]string{lease.LabelRing: ring, lease.LabelState: "active", lease.LabelPartitions: "0"},
-			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(shard.NewPartitionSet(271)), lease.AnnotationIncarnation: "i-0",
-				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint(),
-				lease.AnnotationCacheMode: "labels", lease.AnnotationCachedObjects: "3"}},
+			Labels: map[string]string{lease.LabelRing: ring, membership.LabelState: "active", membership.LabelPartitions: "0"},
+			Annotations: map[string]string{membership.AnnotationClaim: membership.EncodeClaim(shard.NewPartitionSet(271)), membership.AnnotationIncarnation: "i-0",
+				membership.AnnotationGeneration: "1", membership.AnnotationParams: shard.Config{}.Fingerprint(),
+				membership.AnnotationCacheMode: "labels", membership.AnnotationCachedObjects: "3"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now},
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/kshard/kshard/internal/handoff"
 )
 
-// The member finalizer (lease.FinalizerMember), in a world whose fleet
+// The member finalizer (membership.FinalizerMember), in a world whose fleet
 // writes it (simParams.finalizers): a Lease deleted by hand stays,
 // terminating, until its holder has stopped everything and removes the
 // finalizer (Ready.Finalize) or a peer collects it once expired; a peer

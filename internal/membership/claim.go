@@ -33,7 +33,7 @@ var (
 )
 
 // EncodeClaim returns s as a versioned, compact text for a Lease annotation
-// (lease.AnnotationClaim, lease.AnnotationWarm): "v1:<size>:<bitmap>",
+// (AnnotationClaim, AnnotationWarm): "v1:<size>:<bitmap>",
 // where the bitmap holds partition p in bit p%8 of byte p/8 and is written
 // in unpadded URL-safe base64. An empty set still carries its size. At the
 // default 271 partitions the text is 53 bytes.

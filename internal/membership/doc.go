@@ -3,9 +3,9 @@
 // every Lease of the ring with locally observed change times, and performs
 // the confirming reads and deletes the handoff core asks for. It makes no
 // decision about partitions; the only thing it decides is whether it may
-// write its own Lease. The Lease format it writes and reads, and the names
-// users and operators see, are package lease's (its doc describes the
-// format).
+// write its own Lease. Package lease's doc describes the Lease format it
+// writes and reads and names the Lease and its ring label; the other
+// labels, annotations and the finalizer are named here (keys.go).
 //
 // A Lease carrying the ring label that does not follow the format is
 // reported with Observed.Problem and counted in kshard_lease_invalid_total;

@@ -32,8 +32,8 @@ func TestIntegrationFinalizerKeepsAHandDeletedLeaseVisible(t *testing.T) {
 		return l
 	}
 	first := get()
-	if !slices.Contains(first.Finalizers, lease.FinalizerMember) {
-		t.Fatalf("own Lease finalizers %v; want %s", first.Finalizers, lease.FinalizerMember)
+	if !slices.Contains(first.Finalizers, FinalizerMember) {
+		t.Fatalf("own Lease finalizers %v; want %s", first.Finalizers, FinalizerMember)
 	}
 	testwait.True(t, waitTimeout, "the join scan of a ring of finalized Leases to come out clean", a.JoinScanClean)
 
@@ -60,7 +60,7 @@ func TestIntegrationFinalizerKeepsAHandDeletedLeaseVisible(t *testing.T) {
 	}
 	testwait.True(t, waitTimeout, "the Lease to be created afresh, finalized", func() bool {
 		l, err := leases.Get(ctx, "demo-a", metav1.GetOptions{})
-		return err == nil && l.UID != first.UID && l.DeletionTimestamp == nil && slices.Contains(l.Finalizers, lease.FinalizerMember)
+		return err == nil && l.UID != first.UID && l.DeletionTimestamp == nil && slices.Contains(l.Finalizers, FinalizerMember)
 	})
 
 	if err := a.Delete(ctx); err != nil {
@@ -78,9 +78,9 @@ func TestIntegrationDeletePeerOfAFinalizedLease(t *testing.T) {
 	ctx := context.Background()
 	leases := e.admin.CoordinationV1().Leases(e.ns)
 	peer, err := leases.Create(ctx, peerLease(e.ns, "demo", "b", "inc-b", func(l *coordinationv1.Lease) {
-		l.Finalizers = []string{lease.FinalizerMember}
-		l.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, 0, 1, 2))
-		l.Labels[lease.LabelPartitions] = "3"
+		l.Finalizers = []string{FinalizerMember}
+		l.Annotations[AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, 0, 1, 2))
+		l.Labels[LabelPartitions] = "3"
 	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestIntegrationJoinScan(t *testing.T) {
 	e := newRealEnv(t)
 	ctx := context.Background()
 	leases := e.admin.CoordinationV1().Leases(e.ns)
-	other := peerLease(e.ns, "other", "x", "inc-x", func(l *coordinationv1.Lease) { l.Finalizers = []string{lease.FinalizerMember} })
+	other := peerLease(e.ns, "other", "x", "inc-x", func(l *coordinationv1.Lease) { l.Finalizers = []string{FinalizerMember} })
 	if _, err := leases.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestIntegrationJoinScan(t *testing.T) {
 	}
 
 	relabelled := peerLease(e.ns, "demo", "b", "inc-b", func(l *coordinationv1.Lease) {
-		l.Finalizers = []string{lease.FinalizerMember}
+		l.Finalizers = []string{FinalizerMember}
 		delete(l.Labels, lease.LabelRing) // kubectl label lease demo-b kshard.io/ring-
 	})
 	if _, err := leases.Create(ctx, relabelled, metav1.CreateOptions{}); err != nil {

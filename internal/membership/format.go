@@ -85,11 +85,11 @@ func (s CacheStatus) valid() bool {
 // parseCacheStatus reads the CacheStatus of a Lease's annotations, nil when
 // they carry none that parses.
 func parseCacheStatus(annotations map[string]string) *CacheStatus {
-	n, err := strconv.ParseUint(annotations[lease.AnnotationCachedObjects], 10, 31)
+	n, err := strconv.ParseUint(annotations[AnnotationCachedObjects], 10, 31)
 	if err != nil {
 		return nil
 	}
-	s := CacheStatus{Mode: annotations[lease.AnnotationCacheMode], Objects: int(n)}
+	s := CacheStatus{Mode: annotations[AnnotationCacheMode], Objects: int(n)}
 	if !s.valid() {
 		return nil
 	}
@@ -109,7 +109,7 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	o := Observed{Name: l.Name}
 	o.Version = l.ResourceVersion
 	o.UID = string(l.UID)
-	o.Finalized = slices.Contains(l.Finalizers, lease.FinalizerMember)
+	o.Finalized = slices.Contains(l.Finalizers, FinalizerMember)
 	o.Terminating = l.DeletionTimestamp != nil
 	o.Claim = shard.NewPartitionSet(partitions)
 	var problems, reasons []string
@@ -140,45 +140,45 @@ func parse(l *coordinationv1.Lease, ring string, partitions int) (Observed, []st
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		o.LeaseDuration = time.Duration(*d) * time.Second
 	}
-	o.Fingerprint = l.Annotations[lease.AnnotationParams]
-	o.Pod = l.Annotations[lease.AnnotationPod] // optional: absent on writers outside a pod
-	if o.Incarnation = l.Annotations[lease.AnnotationIncarnation]; o.Incarnation == "" {
-		fault(reasonNoIncarnation, "annotation %s is missing", lease.AnnotationIncarnation)
+	o.Fingerprint = l.Annotations[AnnotationParams]
+	o.Pod = l.Annotations[AnnotationPod] // optional: absent on writers outside a pod
+	if o.Incarnation = l.Annotations[AnnotationIncarnation]; o.Incarnation == "" {
+		fault(reasonNoIncarnation, "annotation %s is missing", AnnotationIncarnation)
 	}
-	switch o.State = handoff.State(l.Labels[lease.LabelState]); o.State {
+	switch o.State = handoff.State(l.Labels[LabelState]); o.State {
 	case handoff.StateJoining, handoff.StateActive, handoff.StateLeaving:
 	default:
-		fault(reasonBadState, "label %s=%q is not one of %s, %s, %s", lease.LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
+		fault(reasonBadState, "label %s=%q is not one of %s, %s, %s", LabelState, o.State, handoff.StateJoining, handoff.StateActive, handoff.StateLeaving)
 	}
-	if text, ok := l.Annotations[lease.AnnotationGeneration]; !ok {
-		fault(reasonBadGeneration, "annotation %s is missing", lease.AnnotationGeneration)
+	if text, ok := l.Annotations[AnnotationGeneration]; !ok {
+		fault(reasonBadGeneration, "annotation %s is missing", AnnotationGeneration)
 	} else if e, err := strconv.ParseUint(text, 10, 64); err != nil {
-		fault(reasonBadGeneration, "annotation %s=%q is not an unsigned decimal", lease.AnnotationGeneration, text)
+		fault(reasonBadGeneration, "annotation %s=%q is not an unsigned decimal", AnnotationGeneration, text)
 	} else {
 		o.Generation = e
 	}
 	claimOK := false
-	if text, ok := l.Annotations[lease.AnnotationClaim]; !ok {
-		fault(reasonBadClaim, "annotation %s is missing", lease.AnnotationClaim)
+	if text, ok := l.Annotations[AnnotationClaim]; !ok {
+		fault(reasonBadClaim, "annotation %s is missing", AnnotationClaim)
 	} else if set, err := DecodeClaim(text, partitions); err != nil {
-		fault(reasonBadClaim, "annotation %s: %v", lease.AnnotationClaim, err)
+		fault(reasonBadClaim, "annotation %s: %v", AnnotationClaim, err)
 		o.ClaimEmpty = isEmptyClaim(text)
 	} else {
 		o.Claim, claimOK = set, true
 		o.ClaimEmpty = set.IsEmpty()
 	}
 	o.ClaimUnknown = memberShaped && !claimOK
-	if text, ok := l.Annotations[lease.AnnotationWarm]; ok {
+	if text, ok := l.Annotations[AnnotationWarm]; ok {
 		if set, err := DecodeClaim(text, partitions); err == nil {
 			o.Warm = set
 		}
 	}
-	if text, ok := l.Annotations[lease.AnnotationWeights]; ok {
+	if text, ok := l.Annotations[AnnotationWeights]; ok {
 		if w, err := assign.DecodeWeights(text, partitions); err == nil {
 			o.Weights = w
 		}
 	}
-	o.Returning = l.Annotations[lease.AnnotationReturning] == "true"
+	o.Returning = l.Annotations[AnnotationReturning] == "true"
 	o.Cache = parseCacheStatus(l.Annotations)
 	o.Problem = strings.Join(problems, "; ")
 	return o, reasons
@@ -216,47 +216,47 @@ func (m *Member) render(base *coordinationv1.Lease, r handoff.Record, now time.T
 	// A terminating Lease must not gain a finalizer (the API server refuses
 	// it); one without ours otherwise gets it (written by an earlier
 	// kshard, or edited by hand).
-	if l.DeletionTimestamp == nil && !slices.Contains(l.Finalizers, lease.FinalizerMember) {
-		l.Finalizers = append(l.Finalizers, lease.FinalizerMember)
+	if l.DeletionTimestamp == nil && !slices.Contains(l.Finalizers, FinalizerMember) {
+		l.Finalizers = append(l.Finalizers, FinalizerMember)
 	}
 	l.Labels[lease.LabelRing] = m.opts.Ring
-	l.Labels[lease.LabelState] = string(r.State)
-	l.Labels[lease.LabelPartitions] = strconv.Itoa(r.Claim.Len())
-	l.Annotations[lease.AnnotationClaim] = EncodeClaim(r.Claim)
-	l.Annotations[lease.AnnotationIncarnation] = m.opts.Incarnation
-	l.Annotations[lease.AnnotationGeneration] = strconv.FormatUint(r.Generation, 10)
-	l.Annotations[lease.AnnotationParams] = m.opts.Params
+	l.Labels[LabelState] = string(r.State)
+	l.Labels[LabelPartitions] = strconv.Itoa(r.Claim.Len())
+	l.Annotations[AnnotationClaim] = EncodeClaim(r.Claim)
+	l.Annotations[AnnotationIncarnation] = m.opts.Incarnation
+	l.Annotations[AnnotationGeneration] = strconv.FormatUint(r.Generation, 10)
+	l.Annotations[AnnotationParams] = m.opts.Params
 	if r.Warm.Size() > 0 {
-		l.Annotations[lease.AnnotationWarm] = EncodeClaim(r.Warm)
+		l.Annotations[AnnotationWarm] = EncodeClaim(r.Warm)
 	} else {
-		delete(l.Annotations, lease.AnnotationWarm)
+		delete(l.Annotations, AnnotationWarm)
 	}
 	if len(r.Weights) > 0 {
-		l.Annotations[lease.AnnotationWeights] = r.Weights.Encode()
+		l.Annotations[AnnotationWeights] = r.Weights.Encode()
 	} else {
-		delete(l.Annotations, lease.AnnotationWeights)
+		delete(l.Annotations, AnnotationWeights)
 	}
 	if r.Returning {
-		l.Annotations[lease.AnnotationReturning] = "true"
+		l.Annotations[AnnotationReturning] = "true"
 	} else {
-		delete(l.Annotations, lease.AnnotationReturning)
+		delete(l.Annotations, AnnotationReturning)
 	}
 	m.mu.Lock()
 	cs := m.cacheStatus
 	m.mu.Unlock()
 	if cs != nil {
-		l.Annotations[lease.AnnotationCacheMode] = cs.Mode
-		l.Annotations[lease.AnnotationCachedObjects] = strconv.Itoa(cs.Objects)
+		l.Annotations[AnnotationCacheMode] = cs.Mode
+		l.Annotations[AnnotationCachedObjects] = strconv.Itoa(cs.Objects)
 	} else {
-		delete(l.Annotations, lease.AnnotationCacheMode)
-		delete(l.Annotations, lease.AnnotationCachedObjects)
+		delete(l.Annotations, AnnotationCacheMode)
+		delete(l.Annotations, AnnotationCachedObjects)
 	}
 	if r.Pod != "" {
-		l.Annotations[lease.AnnotationPod] = r.Pod
+		l.Annotations[AnnotationPod] = r.Pod
 	} else {
 		// Taken over from an incarnation that had a pod: its UID must not
 		// stay next to this incarnation's id.
-		delete(l.Annotations, lease.AnnotationPod)
+		delete(l.Annotations, AnnotationPod)
 	}
 
 	holder := m.opts.Identity
@@ -321,15 +321,15 @@ func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 	if u.Labels == nil {
 		u.Labels = map[string]string{}
 	}
-	u.Labels[lease.LabelState] = string(handoff.StateLeaving)
-	delete(u.Annotations, lease.AnnotationReturning)
-	delete(u.Annotations, lease.AnnotationWarm)
-	delete(u.Annotations, lease.AnnotationWeights)
-	delete(u.Annotations, lease.AnnotationCacheMode)
-	delete(u.Annotations, lease.AnnotationCachedObjects)
-	if _, ok := u.Annotations[lease.AnnotationClaim]; ok && partitions > 0 {
-		u.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(partitions))
-		u.Labels[lease.LabelPartitions] = "0"
+	u.Labels[LabelState] = string(handoff.StateLeaving)
+	delete(u.Annotations, AnnotationReturning)
+	delete(u.Annotations, AnnotationWarm)
+	delete(u.Annotations, AnnotationWeights)
+	delete(u.Annotations, AnnotationCacheMode)
+	delete(u.Annotations, AnnotationCachedObjects)
+	if _, ok := u.Annotations[AnnotationClaim]; ok && partitions > 0 {
+		u.Annotations[AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(partitions))
+		u.Labels[LabelPartitions] = "0"
 	}
 	return u
 }
@@ -337,6 +337,6 @@ func Released(l *coordinationv1.Lease, partitions int) *coordinationv1.Lease {
 // withoutFinalizer returns a copy of l without the member finalizer.
 func withoutFinalizer(l *coordinationv1.Lease) *coordinationv1.Lease {
 	out := l.DeepCopy()
-	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == lease.FinalizerMember })
+	out.Finalizers = slices.DeleteFunc(out.Finalizers, func(f string) bool { return f == FinalizerMember })
 	return out
 }

@@ -11,16 +11,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"github.com/kshard/kshard/internal/handoff"
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
 
 func TestParse(t *testing.T) {
 	claim := shard.NewPartitionSet(7, 2, 5)
 	wellFormed := func(l *coordinationv1.Lease) {
-		l.Annotations[lease.AnnotationClaim] = EncodeClaim(claim)
-		l.Annotations[lease.AnnotationGeneration] = "42"
-		l.Annotations[lease.AnnotationParams] = "p7"
+		l.Annotations[AnnotationClaim] = EncodeClaim(claim)
+		l.Annotations[AnnotationGeneration] = "42"
+		l.Annotations[AnnotationParams] = "p7"
 	}
 	tests := []struct {
 		name         string
@@ -30,20 +29,20 @@ func TestParse(t *testing.T) {
 		claim        []int
 	}{
 		{name: "well formed", claim: []int{2, 5}},
-		{name: "garbage claim", mutate: func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationClaim] = "v1:7:!!" },
+		{name: "garbage claim", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v1:7:!!" },
 			reasons: []string{reasonBadClaim}, claimUnknown: true},
-		{name: "claim of a newer format", mutate: func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationClaim] = "v2:7:AA" },
+		{name: "claim of a newer format", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "v2:7:AA" },
 			reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "claim over another partition count", mutate: func(l *coordinationv1.Lease) {
-			l.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(11, 1))
+			l.Annotations[AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(11, 1))
 		}, reasons: []string{reasonBadClaim}, claimUnknown: true},
-		{name: "claim missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, lease.AnnotationClaim) },
+		{name: "claim missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationClaim) },
 			reasons: []string{reasonBadClaim}, claimUnknown: true},
 		{name: "no holder", mutate: func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil },
 			reasons: []string{reasonNoHolder}, claim: []int{2, 5}},
 		{name: "no holder and garbage claim is not member-shaped", mutate: func(l *coordinationv1.Lease) {
 			l.Spec.HolderIdentity = nil
-			l.Annotations[lease.AnnotationClaim] = "junk"
+			l.Annotations[AnnotationClaim] = "junk"
 		}, reasons: []string{reasonNoHolder, reasonBadClaim}},
 		{name: "holder differs from name", mutate: func(l *coordinationv1.Lease) { h := "c"; l.Spec.HolderIdentity = &h },
 			reasons: []string{reasonHolderMismatch}, claim: []int{2, 5}},
@@ -51,13 +50,13 @@ func TestParse(t *testing.T) {
 			reasons: []string{reasonBadName}, claim: []int{2, 5}},
 		{name: "name is only the prefix", mutate: func(l *coordinationv1.Lease) { l.Name = "r-" },
 			reasons: []string{reasonBadName}, claim: []int{2, 5}},
-		{name: "no incarnation", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, lease.AnnotationIncarnation) },
+		{name: "no incarnation", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationIncarnation) },
 			reasons: []string{reasonNoIncarnation}, claim: []int{2, 5}},
-		{name: "unknown state", mutate: func(l *coordinationv1.Lease) { l.Labels[lease.LabelState] = "expired" },
+		{name: "unknown state", mutate: func(l *coordinationv1.Lease) { l.Labels[LabelState] = "expired" },
 			reasons: []string{reasonBadState}, claim: []int{2, 5}},
-		{name: "negative generation", mutate: func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationGeneration] = "-1" },
+		{name: "negative generation", mutate: func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "-1" },
 			reasons: []string{reasonBadGeneration}, claim: []int{2, 5}},
-		{name: "generation missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, lease.AnnotationGeneration) },
+		{name: "generation missing", mutate: func(l *coordinationv1.Lease) { delete(l.Annotations, AnnotationGeneration) },
 			reasons: []string{reasonBadGeneration}, claim: []int{2, 5}},
 	}
 	for _, tc := range tests {
@@ -96,7 +95,7 @@ func TestParse(t *testing.T) {
 func TestProblemNamesTheFault(t *testing.T) {
 	l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
 		l.Spec.HolderIdentity = nil
-		l.Annotations[lease.AnnotationGeneration] = "x"
+		l.Annotations[AnnotationGeneration] = "x"
 	})
 	o := Parse(l, "r", 7)
 	for _, want := range []string{"holderIdentity is empty", `kshard.io/epoch="x"`} {
@@ -118,13 +117,13 @@ func TestRenderPublishesRecord(t *testing.T) {
 	l := m.render(base, rec, base.Spec.RenewTime.Time, true)
 	got := Parse(l, "r", 7)
 	if got.Problem != "" || got.Incarnation != m.Incarnation() || !got.Claim.Equal(rec.Claim) || got.Generation != 9 ||
-		got.State != handoff.StateActive || got.Fingerprint != "fp" || l.Labels[lease.LabelPartitions] != "2" || l.Labels["team"] != "x" {
+		got.State != handoff.StateActive || got.Fingerprint != "fp" || l.Labels[LabelPartitions] != "2" || l.Labels["team"] != "x" {
 		t.Errorf("rendered %+v from %+v", l, rec)
 	}
 	if *l.Spec.LeaseTransitions != 1 {
 		t.Errorf("leaseTransitions %d after a takeover, want 1", *l.Spec.LeaseTransitions)
 	}
-	if base.Annotations[lease.AnnotationIncarnation] != "old" {
+	if base.Annotations[AnnotationIncarnation] != "old" {
 		t.Error("render mutated its base")
 	}
 }
@@ -148,7 +147,7 @@ func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 	}
 	rec.Warm, rec.Weights, rec.Returning = shard.PartitionSet{}, nil, false
 	l = m.render(l, rec, time.Unix(1001, 0), false)
-	for _, a := range []string{lease.AnnotationWarm, lease.AnnotationWeights, lease.AnnotationReturning} {
+	for _, a := range []string{AnnotationWarm, AnnotationWeights, AnnotationReturning} {
 		if _, ok := l.Annotations[a]; ok {
 			t.Fatalf("annotation %s kept after it stopped being reported", a)
 		}
@@ -156,17 +155,17 @@ func TestAdvisoryAnnotationsRoundTrip(t *testing.T) {
 	if got := Parse(l, "r", 7); got.Warm.Size() != 0 || got.Weights != nil {
 		t.Fatalf("warm %v, weights %v read from a Lease without them; want not reported", got.Warm, got.Weights)
 	}
-	l.Annotations[lease.AnnotationWarm] = "v1:11:AA"
-	l.Annotations[lease.AnnotationWeights] = assign.Weights{1, 2, 3}.Encode() // another partition count
-	l.Annotations[lease.AnnotationReturning] = "yes"
+	l.Annotations[AnnotationWarm] = "v1:11:AA"
+	l.Annotations[AnnotationWeights] = assign.Weights{1, 2, 3}.Encode() // another partition count
+	l.Annotations[AnnotationReturning] = "yes"
 	if got := Parse(l, "r", 7); got.Problem != "" || got.Warm.Size() != 0 || got.Weights != nil || got.Returning {
 		t.Fatalf("undecodable annotations: problem %q, warm %v, weights %v, returning %v; want no problem and not reported", got.Problem, got.Warm, got.Weights, got.Returning)
 	}
-	l.Annotations[lease.AnnotationWarm] = EncodeClaim(shard.NewPartitionSet(7, 1))
-	l.Annotations[lease.AnnotationWeights] = assign.Weights{1, 1, 1, 1, 1, 1, 1}.Encode()
-	l.Annotations[lease.AnnotationReturning] = "true"
+	l.Annotations[AnnotationWarm] = EncodeClaim(shard.NewPartitionSet(7, 1))
+	l.Annotations[AnnotationWeights] = assign.Weights{1, 1, 1, 1, 1, 1, 1}.Encode()
+	l.Annotations[AnnotationReturning] = "true"
 	released := Released(l, 7)
-	for _, a := range []string{lease.AnnotationWarm, lease.AnnotationWeights, lease.AnnotationReturning} {
+	for _, a := range []string{AnnotationWarm, AnnotationWeights, AnnotationReturning} {
 		if _, ok := released.Annotations[a]; ok {
 			t.Fatalf("Released kept %s", a)
 		}
@@ -192,10 +191,10 @@ func TestCacheStatusAnnotations(t *testing.T) {
 	} {
 		l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
 			if tc.mode != "" {
-				l.Annotations[lease.AnnotationCacheMode] = tc.mode
+				l.Annotations[AnnotationCacheMode] = tc.mode
 			}
 			if tc.objects != "" {
-				l.Annotations[lease.AnnotationCachedObjects] = tc.objects
+				l.Annotations[AnnotationCachedObjects] = tc.objects
 			}
 		})
 		got := Parse(l, "r", 7)
@@ -222,7 +221,7 @@ func TestCacheStatusAnnotations(t *testing.T) {
 		t.Fatalf("rendered cache %+v, want server/42", got)
 	}
 	released := Released(l, 7)
-	for _, a := range []string{lease.AnnotationCacheMode, lease.AnnotationCachedObjects} {
+	for _, a := range []string{AnnotationCacheMode, AnnotationCachedObjects} {
 		if _, ok := released.Annotations[a]; ok {
 			t.Errorf("Released kept %s", a)
 		}
@@ -241,7 +240,7 @@ func TestClaimEmptyIsReadAtAnyPartitionCount(t *testing.T) {
 		{"v2:1021:whatever", false},                            // unreadable: may claim anything
 		{"garbage", false},
 	} {
-		l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationClaim] = tc.claim })
+		l := peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = tc.claim })
 		if got := Parse(l, "r", 271).ClaimEmpty; got != tc.empty {
 			t.Errorf("claim %q: ClaimEmpty = %v, want %v", tc.claim, got, tc.empty)
 		}

@@ -302,10 +302,10 @@ func peerLease(ns, ring, identity, incarnation string, mutate ...func(*coordinat
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: lease.LeaseName(ring, identity), Namespace: ns,
-			Labels: map[string]string{lease.LabelRing: ring, lease.LabelState: string(handoff.StateActive), lease.LabelPartitions: "0"},
+			Labels: map[string]string{lease.LabelRing: ring, LabelState: string(handoff.StateActive), LabelPartitions: "0"},
 			Annotations: map[string]string{
-				lease.AnnotationIncarnation: incarnation, lease.AnnotationGeneration: "0", lease.AnnotationParams: "",
-				lease.AnnotationClaim: EncodeClaim(shard.NewPartitionSet(7)),
+				AnnotationIncarnation: incarnation, AnnotationGeneration: "0", AnnotationParams: "",
+				AnnotationClaim: EncodeClaim(shard.NewPartitionSet(7)),
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now, AcquireTime: &now},

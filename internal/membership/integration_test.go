@@ -23,7 +23,6 @@ import (
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/testkubectl"
 	"github.com/kshard/kshard/internal/testwait"
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 )
@@ -102,7 +101,7 @@ func TestIntegrationLeaseFormatHeartbeatAndKubectl(t *testing.T) {
 	}
 	o := Parse(l, "demo", 7)
 	if o.Problem != "" || o.Identity != "r-0" || o.State != handoff.StateJoining || o.Incarnation != m.Incarnation() ||
-		o.Fingerprint != "p7" || !o.Claim.IsEmpty() || l.Labels[lease.LabelPartitions] != "0" || *l.Spec.LeaseDurationSeconds != 2 {
+		o.Fingerprint != "p7" || !o.Claim.IsEmpty() || l.Labels[LabelPartitions] != "0" || *l.Spec.LeaseDurationSeconds != 2 {
 		t.Fatalf("Lease as written: %+v", l)
 	}
 	testwait.True(t, waitTimeout, "renewTime to advance", func() bool {
@@ -312,9 +311,9 @@ func TestIntegrationSameIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := writes(t, regA) - stoppedAt; n != 0 || l.Annotations[lease.AnnotationIncarnation] != mb.Incarnation() || a.returned() || !b.Synced() {
+	if n := writes(t, regA) - stoppedAt; n != 0 || l.Annotations[AnnotationIncarnation] != mb.Incarnation() || a.returned() || !b.Synced() {
 		t.Fatalf("after the takeover: a wrote %v times more, holder incarnation %q (b is %q), a returned %v, b synced %v",
-			n, l.Annotations[lease.AnnotationIncarnation], mb.Incarnation(), a.returned(), b.Synced())
+			n, l.Annotations[AnnotationIncarnation], mb.Incarnation(), a.returned(), b.Synced())
 	}
 }
 
@@ -525,7 +524,7 @@ func TestIntegrationForbiddenNamesThePermission(t *testing.T) {
 
 	m, _ := e.member(restricted, "r-0")
 	err := run(t, m).wait(t)
-	var fe *lease.ForbiddenError
+	var fe *ForbiddenError
 	if !errors.As(err, &fe) || !apierrors.IsForbidden(err) {
 		t.Fatalf("Run returned %v, want a ForbiddenError", err)
 	}

@@ -332,7 +332,7 @@ func (m *Member) Delete(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("lease: deleting own Lease %s/%s: re-reading it after a conflict: %w", m.opts.Namespace, m.name, err)
 		}
-		if inc := l.Annotations[lease.AnnotationIncarnation]; inc != m.opts.Incarnation {
+		if inc := l.Annotations[AnnotationIncarnation]; inc != m.opts.Incarnation {
 			m.released()
 			return fmt.Errorf("lease: not deleting own Lease %s/%s: another process (incarnation %q) wrote it since; it is not this process's (%q) to delete",
 				m.opts.Namespace, m.name, inc, m.opts.Incarnation)
@@ -350,7 +350,7 @@ func (m *Member) Delete(ctx context.Context) error {
 // at once. It returns the version the failing or last request was
 // conditioned on, and that request's verb.
 func (m *Member) deleteOwn(ctx context.Context, cur *coordinationv1.Lease) (version, verb string, err error) {
-	if slices.Contains(cur.Finalizers, lease.FinalizerMember) {
+	if slices.Contains(cur.Finalizers, FinalizerMember) {
 		out, err := m.leases.Update(ctx, withoutFinalizer(cur), metav1.UpdateOptions{})
 		if err != nil {
 			return cur.ResourceVersion, "update", err
@@ -428,7 +428,7 @@ func (m *Member) releasePeer(ctx context.Context, name, version string) (next st
 	case l.ResourceVersion != version:
 		m.log.Info("not deleting a peer's Lease: it changed since it was judged expired", "peer", name, "version", version)
 		return "", true, nil
-	case !slices.Contains(l.Finalizers, lease.FinalizerMember):
+	case !slices.Contains(l.Finalizers, FinalizerMember):
 		return version, false, nil
 	}
 	u := Released(l, m.opts.Partitions)
@@ -466,7 +466,7 @@ func (m *Member) Finalize(ctx context.Context, version string) error {
 		return fmt.Errorf("lease: reading own Lease %s/%s to remove its finalizer: %w", m.opts.Namespace, m.name, err)
 	case l.ResourceVersion != version:
 		return fmt.Errorf("lease: own Lease %s/%s changed (version %s, expected %s) before its finalizer could be removed", m.opts.Namespace, m.name, l.ResourceVersion, version)
-	case !slices.Contains(l.Finalizers, lease.FinalizerMember):
+	case !slices.Contains(l.Finalizers, FinalizerMember):
 		return nil
 	}
 	out, err := m.leases.Update(ctx, withoutFinalizer(l), metav1.UpdateOptions{})

@@ -99,10 +99,10 @@ func TestCreatesLeaseAndRenewsOncePerPeriod(t *testing.T) {
 		t.Fatalf("LastRenew = %v, %v; want the send time of the create, %v", sent, ok, t0)
 	}
 	l := u.get("r-a")
-	wantLabels := map[string]string{lease.LabelRing: "r", lease.LabelState: string(handoff.StateJoining), lease.LabelPartitions: "0"}
+	wantLabels := map[string]string{lease.LabelRing: "r", LabelState: string(handoff.StateJoining), LabelPartitions: "0"}
 	wantAnnotations := map[string]string{
-		lease.AnnotationClaim: EncodeClaim(shard.NewPartitionSet(7)), lease.AnnotationIncarnation: m.Incarnation(),
-		lease.AnnotationGeneration: "0", lease.AnnotationParams: "fp",
+		AnnotationClaim: EncodeClaim(shard.NewPartitionSet(7)), AnnotationIncarnation: m.Incarnation(),
+		AnnotationGeneration: "0", AnnotationParams: "fp",
 	}
 	for k, v := range wantLabels {
 		if l.Labels[k] != v {
@@ -149,7 +149,7 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 	m.SetDesired(handoff.Record{Generation: 3}) // before Run: published by the create
 	run(t, m)
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
-	if got := u.get("r-a").Annotations[lease.AnnotationGeneration]; got != "3" {
+	if got := u.get("r-a").Annotations[AnnotationGeneration]; got != "3" {
 		t.Fatalf("created with generation %q, want 3", got)
 	}
 
@@ -171,8 +171,8 @@ func TestSetDesiredPublishesPromptly(t *testing.T) {
 		t.Fatal("no Changes signal after the write")
 	}
 	l := u.get("r-a")
-	if l.Labels[lease.LabelState] != string(handoff.StateActive) || l.Labels[lease.LabelPartitions] != "3" ||
-		l.Annotations[lease.AnnotationClaim] != EncodeClaim(shard.NewPartitionSet(7, 1, 2, 3)) || l.Annotations[lease.AnnotationGeneration] != "4" {
+	if l.Labels[LabelState] != string(handoff.StateActive) || l.Labels[LabelPartitions] != "3" ||
+		l.Annotations[AnnotationClaim] != EncodeClaim(shard.NewPartitionSet(7, 1, 2, 3)) || l.Annotations[AnnotationGeneration] != "4" {
 		t.Errorf("lease after SetDesired: labels %v annotations %v", l.Labels, l.Annotations)
 	}
 	testwait.True(t, waitTimeout, "lastWritten to catch up", func() bool { _, v := m.lastWritten(); return v == l.ResourceVersion })
@@ -230,7 +230,7 @@ func TestLastChangeIsLocalObservationTime(t *testing.T) {
 	}
 
 	changed := u.clk.Now()
-	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationGeneration] = "1" })
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	testwait.True(t, waitTimeout, "the new version to be observed", func() bool {
 		o, _ := observedByName(m.Snapshot(), "r-b")
 		return o.Version == next.ResourceVersion
@@ -260,17 +260,17 @@ func TestTakeOverOnlyWhenAllowed(t *testing.T) {
 	for range 3 {
 		step(t, u.clk, time.Second)
 	}
-	if m.Synced() || u.get("r-a").Annotations[lease.AnnotationIncarnation] != "crashed" {
+	if m.Synced() || u.get("r-a").Annotations[AnnotationIncarnation] != "crashed" {
 		t.Fatal("took over a Lease it was not allowed to")
 	}
 	if n := u.log.count("is held by another process"); n != 1 {
 		t.Errorf("the wait was logged %d times, want once", n)
 	}
 	m.TakeOver(old.ResourceVersion)
-	testwait.True(t, waitTimeout, "the takeover", func() bool { return u.get("r-a").Annotations[lease.AnnotationIncarnation] == m.Incarnation() })
+	testwait.True(t, waitTimeout, "the takeover", func() bool { return u.get("r-a").Annotations[AnnotationIncarnation] == m.Incarnation() })
 	l := u.get("r-a")
-	if *l.Spec.LeaseTransitions != 1 || l.Labels[lease.LabelState] != string(handoff.StateJoining) || l.Spec.AcquireTime == nil {
-		t.Errorf("taken over with transitions %d state %q acquire %v; want 1, joining, set", *l.Spec.LeaseTransitions, l.Labels[lease.LabelState], l.Spec.AcquireTime)
+	if *l.Spec.LeaseTransitions != 1 || l.Labels[LabelState] != string(handoff.StateJoining) || l.Spec.AcquireTime == nil {
+		t.Errorf("taken over with transitions %d state %q acquire %v; want 1, joining, set", *l.Spec.LeaseTransitions, l.Labels[LabelState], l.Spec.AcquireTime)
 	}
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
 }
@@ -303,8 +303,8 @@ func TestSameIdentityWritesOnlyWhenAllowed(t *testing.T) {
 	for range 5 {
 		step(t, u.clk, time.Second)
 	}
-	if l := u.get("r-x"); l.Annotations[lease.AnnotationIncarnation] != b.Incarnation() || a.returned() {
-		t.Fatalf("holder %q (b is %q), a returned %v", l.Annotations[lease.AnnotationIncarnation], b.Incarnation(), a.returned())
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != b.Incarnation() || a.returned() {
+		t.Fatalf("holder %q (b is %q), a returned %v", l.Annotations[AnnotationIncarnation], b.Incarnation(), a.returned())
 	}
 }
 
@@ -318,14 +318,14 @@ func TestDuplicateOnConflictStopsWriting(t *testing.T) {
 	})
 	a := run(t, u.member("x"))
 	testwait.True(t, waitTimeout, "Synced", a.Synced)
-	u.write("r-x", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationIncarnation] = "intruder" })
+	u.write("r-x", func(l *coordinationv1.Lease) { l.Annotations[AnnotationIncarnation] = "intruder" })
 	step(t, u.clk, 2*time.Second)
 	testwait.True(t, waitTimeout, "a to stop writing", func() bool { return !a.Synced() })
 	for range 5 {
 		step(t, u.clk, time.Second)
 	}
-	if l := u.get("r-x"); l.Annotations[lease.AnnotationIncarnation] != "intruder" || a.returned() {
-		t.Fatalf("holder %q, returned %v; want the intruder's Lease untouched and Run still running", l.Annotations[lease.AnnotationIncarnation], a.returned())
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "intruder" || a.returned() {
+		t.Fatalf("holder %q, returned %v; want the intruder's Lease untouched and Run still running", l.Annotations[AnnotationIncarnation], a.returned())
 	}
 }
 
@@ -338,7 +338,7 @@ func TestConflictWithOwnNewerVersionIsAdopted(t *testing.T) {
 	u.write("r-x", func(l *coordinationv1.Lease) { l.Labels["team"] = "blue" })
 	step(t, u.clk, 2*time.Second)
 	testwait.True(t, waitTimeout, "the renew after the conflict", func() bool { s, _ := a.LastRenew(); return s.Equal(t0.Add(2 * time.Second)) })
-	if l := u.get("r-x"); l.Labels["team"] != "blue" || l.Annotations[lease.AnnotationIncarnation] != a.Incarnation() {
+	if l := u.get("r-x"); l.Labels["team"] != "blue" || l.Annotations[AnnotationIncarnation] != a.Incarnation() {
 		t.Errorf("after adopting: labels %v", l.Labels)
 	}
 	if a.returned() {
@@ -395,7 +395,7 @@ func TestOwnLeaseDeletedByOthersIsRecreated(t *testing.T) {
 			step(t, u.clk, 2*time.Second) // the renew finds it gone
 			testwait.True(t, waitTimeout, "the Lease to be created again", func() bool {
 				l, err := u.api.CoordinationV1().Leases("ns").Get(context.Background(), "r-x", metav1.GetOptions{})
-				return err == nil && l.Annotations[lease.AnnotationIncarnation] == a.Incarnation()
+				return err == nil && l.Annotations[AnnotationIncarnation] == a.Incarnation()
 			})
 			testwait.True(t, waitTimeout, "a counted renew after the deletion", func() bool { s, _ := a.LastRenew(); return s.After(t0.Add(time.Second)) })
 			if a.returned() {
@@ -449,7 +449,7 @@ func TestReadPeerReadsTheAPIServer(t *testing.T) {
 	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); !got.Found || got.Version != v1 || err != nil {
 		t.Errorf("ReadPeer of b = %+v, %v; want found at version %s", got, err, v1)
 	}
-	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationGeneration] = "1" })
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	if got, err := m.ReadPeer(ctx, handoff.LeaseRef{Identity: "b"}); !got.Found || got.Version == v1 || err != nil {
 		t.Errorf("ReadPeer of a rewritten Lease = %+v, %v; want found at a version other than %s", got, err, v1)
 	}
@@ -476,7 +476,7 @@ func TestDeletePeerIsConditional(t *testing.T) {
 	m := u.member("a")
 	ctx := context.Background()
 	v1 := u.create(peerLease("ns", "r", "b", "inc-b")).ResourceVersion
-	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationGeneration] = "1" })
+	u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "1" })
 	if err := m.DeletePeer(ctx, "b", v1); err != nil {
 		t.Errorf("DeletePeer of a changed Lease: %v, want nil", err)
 	}
@@ -507,9 +507,9 @@ func TestDeletePeerReleasesAFinalizedLeaseFirst(t *testing.T) {
 	m := u.member("a")
 	ctx := context.Background()
 	v1 := u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
-		l.Finalizers = []string{"other.io/keep", lease.FinalizerMember}
-		l.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, 1, 2))
-		l.Labels[lease.LabelPartitions] = "2"
+		l.Finalizers = []string{"other.io/keep", FinalizerMember}
+		l.Annotations[AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, 1, 2))
+		l.Labels[LabelPartitions] = "2"
 	})).ResourceVersion
 	var updated *coordinationv1.Lease
 	var deleted bool
@@ -538,7 +538,7 @@ func TestDeletePeerReleasesAFinalizedLeaseFirst(t *testing.T) {
 		t.Errorf("update conditioned on %q; want the judged version %q", updated.ResourceVersion, v1)
 	case !slices.Equal(updated.Finalizers, []string{"other.io/keep"}):
 		t.Errorf("finalizers after the update %v; want only the other one kept", updated.Finalizers)
-	case updated.Labels[lease.LabelState] != string(handoff.StateLeaving) || updated.Labels[lease.LabelPartitions] != "0":
+	case updated.Labels[LabelState] != string(handoff.StateLeaving) || updated.Labels[LabelPartitions] != "0":
 		t.Errorf("labels after the update %v; want state leaving, 0 partitions", updated.Labels)
 	}
 	if o := Parse(updated, "r", 7); o.Problem != "" || !o.Claim.IsEmpty() || o.Incarnation != "inc-b" {
@@ -555,7 +555,7 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 	run(t, m)
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
 
-	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationClaim] = "garbage" }))
+	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = "garbage" }))
 	u.create(peerLease("ns", "r", "c", "inc-c", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }))
 	testwait.True(t, waitTimeout, "three Leases", func() bool { return len(m.Snapshot()) == 3 })
 
@@ -586,7 +586,7 @@ func TestMalformedLeasesAreReportedOncePerVersion(t *testing.T) {
 		t.Error("a relist reported the same versions again")
 	}
 	// A new malformed version is reported again.
-	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationGeneration] = "2" })
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationGeneration] = "2" })
 	testwait.True(t, waitTimeout, "the new version", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	if invalid(reasonBadClaim) != 2 || u.log.count("malformed") != 3 {
 		t.Error("a new malformed version was not reported")
@@ -604,7 +604,7 @@ func TestLeaseNameTakenByAnotherRing(t *testing.T) {
 		l.Spec.HolderIdentity = &holder
 	}))
 	err := run(t, u.member("x")).wait(t)
-	if err == nil || !errors.Is(err, lease.ErrNameTaken) {
+	if err == nil || !errors.Is(err, ErrNameTaken) {
 		t.Fatalf("Run returned %v, want a name collision error", err)
 	}
 }
@@ -618,8 +618,8 @@ func TestRelabelledOwnLeaseIsPutBack(t *testing.T) {
 	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) { l.Labels[lease.LabelRing] = "elsewhere" }))
 	a := run(t, u.member("x"))
 	testwait.True(t, waitTimeout, "the label to be restored", func() bool { return u.get("r-x").Labels[lease.LabelRing] == "r" })
-	if l := u.get("r-x"); l.Annotations[lease.AnnotationIncarnation] != "other" || a.returned() {
-		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[lease.AnnotationIncarnation], a.returned())
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "other" || a.returned() {
+		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
 	}
 }
 
@@ -633,12 +633,12 @@ func TestRelabelledDamagedOwnLeaseIsPutBack(t *testing.T) {
 	u := newUnit(t)
 	u.create(peerLease("ns", "r", "x", "other", func(l *coordinationv1.Lease) {
 		l.Labels[lease.LabelRing] = "elsewhere"
-		delete(l.Annotations, lease.AnnotationIncarnation)
+		delete(l.Annotations, AnnotationIncarnation)
 	}))
 	a := run(t, u.member("x"))
 	testwait.True(t, waitTimeout, "the label to be restored", func() bool { return u.get("r-x").Labels[lease.LabelRing] == "r" })
-	if l := u.get("r-x"); l.Annotations[lease.AnnotationIncarnation] != "" || a.returned() {
-		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[lease.AnnotationIncarnation], a.returned())
+	if l := u.get("r-x"); l.Annotations[AnnotationIncarnation] != "" || a.returned() {
+		t.Fatalf("after restoring the label: incarnation %q, returned %v", l.Annotations[AnnotationIncarnation], a.returned())
 	}
 }
 
@@ -662,7 +662,7 @@ func TestDepartedLeasesKeepTheirLastState(t *testing.T) {
 	run(t, m)
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	claim := shard.NewPartitionSet(7, 2, 5)
-	setClaim := func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationClaim] = EncodeClaim(claim) }
+	setClaim := func(l *coordinationv1.Lease) { l.Annotations[AnnotationClaim] = EncodeClaim(claim) }
 	u.create(peerLease("ns", "r", "b", "inc-b", setClaim))
 	u.create(peerLease("ns", "r", "c", "inc-c", setClaim))
 	testwait.True(t, waitTimeout, "the watch to show b and c", func() bool {
@@ -701,7 +701,7 @@ func TestDepartedPerObject(t *testing.T) {
 	testwait.True(t, waitTimeout, "Synced", m.Synced)
 	claimOf := func(p ...int) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) {
-			l.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, p...))
+			l.Annotations[AnnotationClaim] = EncodeClaim(shard.NewPartitionSet(7, p...))
 		}
 	}
 	del := func() {
@@ -763,7 +763,7 @@ func TestMissingNamespaceIsNamedAndRetried(t *testing.T) {
 	want := `namespace "ns" not found: create it or set LeaseNamespace`
 	testwait.True(t, waitTimeout, "AcquireError to name the missing namespace", func() bool {
 		err := m.AcquireError()
-		var nf *lease.NamespaceNotFoundError
+		var nf *NamespaceNotFoundError
 		return errors.As(err, &nf) && nf.Namespace == "ns" && strings.HasPrefix(err.Error(), want)
 	})
 	// Several retries (the backoff is at most 5s).
@@ -799,8 +799,8 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 
 	theirs := shard.Config{Partitions: 11}.Fingerprint()
 	u.create(peerLease("ns", "r", "b", "inc-b", func(l *coordinationv1.Lease) {
-		l.Annotations[lease.AnnotationParams] = theirs
-		l.Annotations[lease.AnnotationClaim] = EncodeClaim(shard.FullPartitionSet(11))
+		l.Annotations[AnnotationParams] = theirs
+		l.Annotations[AnnotationClaim] = EncodeClaim(shard.FullPartitionSet(11))
 	}))
 	testwait.True(t, waitTimeout, "the foreign Lease", func() bool { _, ok := observedByName(m.Snapshot(), "r-b"); return ok })
 	// Ten renewals of the foreign peer.
@@ -826,7 +826,7 @@ func TestForeignConfigurationIsReportedOncePerChange(t *testing.T) {
 
 	// Another configuration is a change, reported again.
 	other := shard.Config{Partitions: 11, Load: 2}.Fingerprint()
-	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationParams] = other })
+	next := u.write("r-b", func(l *coordinationv1.Lease) { l.Annotations[AnnotationParams] = other })
 	testwait.True(t, waitTimeout, "the new configuration", func() bool { o, _ := observedByName(m.Snapshot(), "r-b"); return o.Version == next.ResourceVersion })
 	if n := u.log.count("foreign configuration"); n != 2 || invalid(reasonForeignConfig) != 2 {
 		t.Errorf("a changed foreign configuration: logged %d, counted %v; want 2 and 2", n, invalid(reasonForeignConfig))
@@ -857,7 +857,7 @@ func TestCacheStatusRidesOnRenewals(t *testing.T) {
 	step(t, u.clk, time.Second)
 	testwait.True(t, waitTimeout, "the renewal", func() bool { return u.api.writesOf("r-a") == before+1 })
 	l := u.get("r-a")
-	if l.Annotations[lease.AnnotationCacheMode] != "labels" || l.Annotations[lease.AnnotationCachedObjects] != "1234" {
+	if l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
 		t.Fatalf("annotations after the renewal: %v", l.Annotations)
 	}
 	testwait.True(t, waitTimeout, "the informer to read the status back", func() bool {
@@ -872,7 +872,7 @@ func TestCacheStatusRidesOnRenewals(t *testing.T) {
 	}
 	step(t, u.clk, 2*time.Second)
 	testwait.True(t, waitTimeout, "the next renewal", func() bool { return u.api.writesOf("r-a") == before+2 })
-	if l := u.get("r-a"); l.Annotations[lease.AnnotationCacheMode] != "labels" || l.Annotations[lease.AnnotationCachedObjects] != "1234" {
+	if l := u.get("r-a"); l.Annotations[AnnotationCacheMode] != "labels" || l.Annotations[AnnotationCachedObjects] != "1234" {
 		t.Errorf("a refused status replaced the published one: %v", l.Annotations)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // Proof of death (see internal/handoff's proof.go): each process writes
 // handoff.TerminationMarker(incarnation) into its container's termination message
-// file at start and records its pod's UID in its Lease (lease.AnnotationPod); when
+// file at start and records its pod's UID in its Lease (AnnotationPod); when
 // the container ends, the kubelet copies the file into the container's
 // terminated state in the pod's status. Terminated reads that status.
 

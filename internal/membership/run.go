@@ -142,7 +142,7 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 
 		// What the Lease read means is the handoff core's decision
 		// (handoff.JudgeAcquire); this only carries it out.
-		read := handoff.OwnLease{OwnRead: handoff.OwnRead{Found: true, Incarnation: cur.Annotations[lease.AnnotationIncarnation], Version: cur.ResourceVersion},
+		read := handoff.OwnLease{OwnRead: handoff.OwnRead{Found: true, Incarnation: cur.Annotations[AnnotationIncarnation], Version: cur.ResourceVersion},
 			Ring: cur.Labels[lease.LabelRing]}
 		if cur.Spec.HolderIdentity != nil {
 			read.Holder = *cur.Spec.HolderIdentity
@@ -152,7 +152,7 @@ func (m *Member) acquire(ctx context.Context) (immediate bool, err error) {
 		case handoff.AcquireNameTaken:
 			return false, fmt.Errorf("%w: Lease %s/%s exists but is not a member Lease of ring %q (label %s=%q, holder %q): "+
 				"another ring or tool uses this name; choose ring names whose <ring>-<identity> Lease names do not collide",
-				lease.ErrNameTaken, m.opts.Namespace, m.name, m.opts.Ring, lease.LabelRing, read.Ring, read.Holder)
+				ErrNameTaken, m.opts.Namespace, m.name, m.opts.Ring, lease.LabelRing, read.Ring, read.Holder)
 		case handoff.AcquireRestoreLabel:
 			err := m.restoreLabel(ctx, cur)
 			switch {
@@ -347,7 +347,7 @@ func (m *Member) renew(ctx context.Context) (counted bool, err error) {
 		case gerr != nil:
 			return false, fmt.Errorf("re-reading own Lease after a conflict: %w", gerr)
 		default:
-			read.Incarnation, read.Version = cur.Annotations[lease.AnnotationIncarnation], cur.ResourceVersion
+			read.Incarnation, read.Version = cur.Annotations[AnnotationIncarnation], cur.ResourceVersion
 		}
 		switch handoff.JudgeOwnRead(m.opts.Incarnation, m.takeOverVersion(), read) {
 		case handoff.OwnCreate:

@@ -56,13 +56,13 @@ func (m *Member) joinScan(ctx context.Context) {
 	scanned := make([]handoff.ScannedLease, len(list.Items))
 	for i := range list.Items {
 		l := &list.Items[i]
-		scanned[i] = handoff.ScannedLease{Name: l.Name, Ring: l.Labels[lease.LabelRing], Finalized: slices.Contains(l.Finalizers, lease.FinalizerMember)}
+		scanned[i] = handoff.ScannedLease{Name: l.Name, Ring: l.Labels[lease.LabelRing], Finalized: slices.Contains(l.Finalizers, FinalizerMember)}
 	}
 	scan := handoff.JudgeJoinScan(m.opts.Ring, scanned)
 	if scan.Outside >= 0 {
 		l := scanned[scan.Outside]
 		m.log.Info("joining waits LeaseDuration: a member Lease is outside the ring (relabelled by hand?); its holder may still be at work",
-			"outside", l.Name, "label", lease.LabelRing+"="+l.Ring, "finalizer", lease.FinalizerMember)
+			"outside", l.Name, "label", lease.LabelRing+"="+l.Ring, "finalizer", FinalizerMember)
 		return
 	}
 	uids := make([]string, len(scan.Members))

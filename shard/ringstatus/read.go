@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -72,7 +74,7 @@ func (r *Ring) Converged(want ...string) error {
 		case m.Params != r.Params:
 			return fmt.Errorf("%s runs ring params %q, the ring %q", id, m.Params, r.Params)
 		case m.PartitionsLabel != strconv.Itoa(m.Partitions):
-			return fmt.Errorf("%s's %s label is %q but it claims %d", id, lease.LabelPartitions, m.PartitionsLabel, m.Partitions)
+			return fmt.Errorf("%s's %s label is %q but it claims %d", id, membership.LabelPartitions, m.PartitionsLabel, m.Partitions)
 		}
 	}
 	if !slices.Equal(r.RingMembers, want) {

@@ -81,14 +81,14 @@ type Member struct {
 	// member takes over or hands off partitions.
 	Target int `json:"target"`
 	// Warm is how many partitions of its target the member's sharded cache
-	// holds, listed and synced (lease.AnnotationWarm): below Target, it is
+	// holds, listed and synced (membership.AnnotationWarm): below Target, it is
 	// still listing what it takes over, and its predecessors keep those
 	// partitions meanwhile. Absent for a member that publishes no warm set
 	// (a full cache, warm for every partition).
 	Warm *int `json:"warm,omitempty"`
 	// CacheMode is the member's cache mode (full, labels, server) and
 	// CachedObjects how many objects its cache held at its last renewals
-	// (lease.AnnotationCacheMode, AnnotationCachedObjects; refreshed every
+	// (membership.AnnotationCacheMode, AnnotationCachedObjects; refreshed every
 	// few seconds). Both absent for a member that publishes neither (a
 	// kshard without them).
 	CacheMode     string `json:"cacheMode,omitempty"`
@@ -101,7 +101,7 @@ type Member struct {
 	LeaseDurationSeconds float64 `json:"leaseDurationSeconds"`
 	Incarnation          string  `json:"incarnation"`
 	// Generation is the generation of the Record the Lease carries
-	// (lease.AnnotationGeneration). Its JSON name keeps the annotation's
+	// (membership.AnnotationGeneration). Its JSON name keeps the annotation's
 	// word, epoch, for scripts that read `kshard status -o json`.
 	Generation uint64 `json:"epoch"`
 	Params     string `json:"params"`
@@ -114,7 +114,7 @@ type Member struct {
 	// not, or when either carries no params.
 	Foreign string `json:"foreign,omitempty"`
 	// Terminating: the Lease is being deleted and waits for the member
-	// finalizer (lease.FinalizerMember): its holder fences and removes it
+	// finalizer (membership.FinalizerMember): its holder fences and removes it
 	// once nothing of it runs. It is no ring member meanwhile.
 	Terminating bool `json:"terminating,omitempty"`
 	// Returning: the Lease keeps its identity's place in the ring for
@@ -170,7 +170,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	} else {
 		r.Partitions = partitionsFromClaims(leases)
 		if r.Params == "" {
-			r.Problems = append(r.Problems, fmt.Sprintf("no Lease carries the %s annotation, so owners cannot be computed: the replicas run a kshard this CLI does not match", lease.AnnotationParams))
+			r.Problems = append(r.Problems, fmt.Sprintf("no Lease carries the %s annotation, so owners cannot be computed: the replicas run a kshard this CLI does not match", membership.AnnotationParams))
 		} else {
 			r.Problems = append(r.Problems, fmt.Sprintf("ring params %q: %v", r.Params, r.cfgErr))
 		}
@@ -182,7 +182,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			Identity: o.Identity, Lease: o.Name, State: string(o.State), Partitions: o.Claim.Len(),
 			Incarnation: o.Incarnation, Generation: o.Generation, Params: o.Fingerprint, Problem: o.Problem,
 			LeaseDurationSeconds: o.LeaseDuration.Seconds(),
-			PartitionsLabel:      l.Labels[lease.LabelPartitions],
+			PartitionsLabel:      l.Labels[membership.LabelPartitions],
 			Terminating:          o.Terminating,
 			Returning:            o.Returning,
 			claim:                o.Claim, claimUnknown: o.ClaimUnknown, claimEmpty: o.ClaimEmpty,
@@ -231,7 +231,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	var weights assign.Weights // a balanced ring's, gathered as the replicas do
 	for _, m := range r.Members {
 		if m.Terminating && !m.Live() {
-			r.Problems = append(r.Problems, fmt.Sprintf("Lease %s is being deleted but its holder is not renewing it: a peer removes its finalizer %s once it has been expired for long; if no replica of the ring runs, `kshard release` does", m.Lease, lease.FinalizerMember))
+			r.Problems = append(r.Problems, fmt.Sprintf("Lease %s is being deleted but its holder is not renewing it: a peer removes its finalizer %s once it has been expired for long; if no replica of the ring runs, `kshard release` does", m.Lease, membership.FinalizerMember))
 		}
 		if !m.Live() {
 			continue
@@ -279,7 +279,7 @@ func majorityParams(leases []*coordinationv1.Lease) string {
 	count := func(activeOnly bool) string {
 		n := map[string]int{}
 		for _, l := range leases {
-			if p := l.Annotations[lease.AnnotationParams]; p != "" && (!activeOnly || l.Labels[lease.LabelState] == string(handoff.StateActive)) {
+			if p := l.Annotations[membership.AnnotationParams]; p != "" && (!activeOnly || l.Labels[membership.LabelState] == string(handoff.StateActive)) {
 				n[p]++
 			}
 		}
@@ -301,7 +301,7 @@ func majorityParams(leases []*coordinationv1.Lease) string {
 // ("v1:<P>:<bitmap>"), for rings whose params this CLI cannot read.
 func partitionsFromClaims(leases []*coordinationv1.Lease) int {
 	for _, l := range leases {
-		parts := strings.SplitN(l.Annotations[lease.AnnotationClaim], ":", 3)
+		parts := strings.SplitN(l.Annotations[membership.AnnotationClaim], ":", 3)
 		if len(parts) == 3 {
 			if p, err := strconv.Atoi(parts[1]); err == nil && p > 0 && p <= shard.MaxPartitions {
 				return p

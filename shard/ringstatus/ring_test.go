@@ -54,11 +54,11 @@ func build(specs ...spec) []coordinationv1.Lease {
 		l := coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: lease.LeaseName(ringName, s.id), Namespace: "ns",
-				Labels: map[string]string{lease.LabelRing: ringName, lease.LabelState: s.state,
-					lease.LabelPartitions: fmt.Sprint(s.claim.Len())},
-				Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(s.claim),
-					lease.AnnotationIncarnation: "inc-" + s.id, lease.AnnotationGeneration: "3",
-					lease.AnnotationParams: s.params},
+				Labels: map[string]string{lease.LabelRing: ringName, membership.LabelState: s.state,
+					membership.LabelPartitions: fmt.Sprint(s.claim.Len())},
+				Annotations: map[string]string{membership.AnnotationClaim: membership.EncodeClaim(s.claim),
+					membership.AnnotationIncarnation: "inc-" + s.id, membership.AnnotationGeneration: "3",
+					membership.AnnotationParams: s.params},
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 		}
@@ -209,7 +209,7 @@ func TestStatus(t *testing.T) {
 			name: "unreadable claim is reported",
 			leases: build(
 				spec{id: "a", state: "active", claim: full, mutate: func(l *coordinationv1.Lease) {
-					l.Annotations[lease.AnnotationClaim] = "v9:271:zzz"
+					l.Annotations[membership.AnnotationClaim] = "v9:271:zzz"
 				}},
 			),
 			ringMembers:     []string{},
@@ -419,7 +419,7 @@ func TestOwnerInBalancedRings(t *testing.T) {
 	}
 	heavy[7] = assign.WeightBucket(5000)
 	withWeights := func(w assign.Weights) func(*coordinationv1.Lease) {
-		return func(l *coordinationv1.Lease) { l.Annotations[lease.AnnotationWeights] = w.Encode() }
+		return func(l *coordinationv1.Lease) { l.Annotations[membership.AnnotationWeights] = w.Encode() }
 	}
 	r := only(t, build(
 		spec{id: "a", state: "active", params: bcfg.Fingerprint(), mutate: withWeights(heavy)},
@@ -513,7 +513,7 @@ func TestSettled(t *testing.T) {
 func TestConverged(t *testing.T) {
 	ab := func(id string) shard.PartitionSet { return owned(t, id, "a", "b") }
 	relabel := func(v string) func(*coordinationv1.Lease) {
-		return func(l *coordinationv1.Lease) { l.Labels[lease.LabelPartitions] = v }
+		return func(l *coordinationv1.Lease) { l.Labels[membership.LabelPartitions] = v }
 	}
 	tests := []struct {
 		name   string
@@ -557,19 +557,19 @@ func TestConverged(t *testing.T) {
 		{"foreign configuration claiming nothing is harmless", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
 			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
-				l.Annotations[lease.AnnotationClaim] = membership.EncodeClaim(shard.NewPartitionSet(1021))
+				l.Annotations[membership.AnnotationClaim] = membership.EncodeClaim(shard.NewPartitionSet(1021))
 			}},
 		), []string{"a"}, ""},
 		{"foreign configuration claiming partitions blocks", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
 			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
-				l.Annotations[lease.AnnotationClaim] = membership.EncodeClaim(shard.FullPartitionSet(1021))
+				l.Annotations[membership.AnnotationClaim] = membership.EncodeClaim(shard.FullPartitionSet(1021))
 			}},
 		), []string{"a"}, "runs ring params"},
 		{"member whose Lease is being deleted", build(
 			spec{id: "a", state: "active", claim: ab("a"), mutate: func(l *coordinationv1.Lease) {
 				t := metav1.NewTime(now)
-				l.DeletionTimestamp, l.Finalizers = &t, []string{lease.FinalizerMember}
+				l.DeletionTimestamp, l.Finalizers = &t, []string{membership.FinalizerMember}
 			}},
 			spec{id: "b", state: "active", claim: ab("b")},
 		), []string{"a", "b"}, "a's Lease ops-a is being deleted"},
@@ -621,7 +621,7 @@ func TestRead(t *testing.T) {
 func TestTerminatingLeaseIsNoRingMember(t *testing.T) {
 	deleting := func(l *coordinationv1.Lease) {
 		at := metav1.NewTime(now)
-		l.DeletionTimestamp, l.Finalizers = &at, []string{lease.FinalizerMember}
+		l.DeletionTimestamp, l.Finalizers = &at, []string{membership.FinalizerMember}
 	}
 	r := only(t, build(
 		spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
@@ -652,8 +652,8 @@ func TestMemberCacheStatus(t *testing.T) {
 	abc := []string{"a", "b", "c"}
 	withCache := func(mode, objects string) func(*coordinationv1.Lease) {
 		return func(l *coordinationv1.Lease) {
-			l.Annotations[lease.AnnotationCacheMode] = mode
-			l.Annotations[lease.AnnotationCachedObjects] = objects
+			l.Annotations[membership.AnnotationCacheMode] = mode
+			l.Annotations[membership.AnnotationCachedObjects] = objects
 		}
 	}
 	r := only(t, build(

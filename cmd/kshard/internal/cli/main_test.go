@@ -265,9 +265,9 @@ func member(id, state string, claim shard.PartitionSet) coordinationv1.Lease {
 	renew := metav1.NewMicroTime(time.Now().Add(-time.Second))
 	return coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "ops-" + id, Namespace: "from-context",
-			Labels: map[string]string{lease.LabelRing: "ops", lease.LabelState: state},
-			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(claim), lease.AnnotationIncarnation: "i-" + id,
-				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
+			Labels: map[string]string{lease.LabelRing: "ops", membership.LabelState: state},
+			Annotations: map[string]string{membership.AnnotationClaim: membership.EncodeClaim(claim), membership.AnnotationIncarnation: "i-" + id,
+				membership.AnnotationGeneration: "1", membership.AnnotationParams: shard.Config{}.Fingerprint()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 	}
 }
@@ -281,8 +281,8 @@ func TestStatusAgainstFakeAPI(t *testing.T) {
 	// is still listing them. a publishes no warm set (a full cache).
 	b := member("b", "active", ring.Partitions("b").Union(shard.NewPartitionSet(271, 0, 1, 2)))
 	warm := ring.Partitions("b").Difference(shard.NewPartitionSet(271, ring.Partitions("b").Slice()[:3]...))
-	b.Annotations[lease.AnnotationWarm] = membership.EncodeClaim(warm)
-	b.Annotations[lease.AnnotationCacheMode], b.Annotations[lease.AnnotationCachedObjects] = "labels", "48213"
+	b.Annotations[membership.AnnotationWarm] = membership.EncodeClaim(warm)
+	b.Annotations[membership.AnnotationCacheMode], b.Annotations[membership.AnnotationCachedObjects] = "labels", "48213"
 	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{member("a", "active", ring.Partitions("a")), b}, http.StatusOK)
 
 	code, stdout, stderr := run(t, "status", "--kubeconfig", kc)
@@ -366,7 +366,7 @@ func TestStatusForeignConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	foreign := member("b", "active", shard.FullPartitionSet(1021))
-	foreign.Annotations[lease.AnnotationParams] = shard.Config{Partitions: 1021}.Fingerprint()
+	foreign.Annotations[membership.AnnotationParams] = shard.Config{Partitions: 1021}.Fingerprint()
 	kc := fakeAPI(t, "from-context", []coordinationv1.Lease{
 		member("a", "active", ring.Partitions("a")), foreign, member("c", "active", ring.Partitions("c")),
 	}, http.StatusOK)

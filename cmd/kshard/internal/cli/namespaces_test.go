@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	"github.com/kshard/kshard/internal/assign"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -341,7 +343,7 @@ func TestOwnerNamespaces(t *testing.T) {
 func TestUnlabelFindsLabellingReplicas(t *testing.T) {
 	labelling := ringIn(t, "operators")
 	for i := range labelling {
-		labelling[i].Annotations[lease.AnnotationCacheMode], labelling[i].Annotations[lease.AnnotationCachedObjects] = "labels", "10"
+		labelling[i].Annotations[membership.AnnotationCacheMode], labelling[i].Annotations[membership.AnnotationCachedObjects] = "labels", "10"
 	}
 	f := newFakeLeases(t, labelling...)
 	check := func(leaseNS string, given bool) error {

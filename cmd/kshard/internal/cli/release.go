@@ -252,8 +252,8 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 			} else {
 				r.Message = fmt.Sprintf("not a member Lease of ring %q (it has no label %s): not touched", o.ring, lease.LabelRing)
 			}
-		case !slices.Contains(l.Finalizers, lease.FinalizerMember):
-			r.Result, r.Message = releaseNothing, fmt.Sprintf("has no finalizer %s: nothing to do", lease.FinalizerMember)
+		case !slices.Contains(l.Finalizers, membership.FinalizerMember):
+			r.Result, r.Message = releaseNothing, fmt.Sprintf("has no finalizer %s: nothing to do", membership.FinalizerMember)
 		default:
 			todo = append(todo, candidate{index: i, lease: l})
 			wait = max(wait, leaseDuration(l))
@@ -335,7 +335,7 @@ func release(e *env, c *cluster, o releaseOptions) ([]releaseResult, error) {
 			return results, c.releaseAPIError(fmt.Sprintf("updating Lease %q in namespace %q", t.lease.Name, c.leaseNamespace), "update", err)
 		}
 		r.Result = releaseReleased
-		r.Message = fmt.Sprintf("finalizer %s removed%s", lease.FinalizerMember, claimNote)
+		r.Message = fmt.Sprintf("finalizer %s removed%s", membership.FinalizerMember, claimNote)
 		switch {
 		case t.lease.DeletionTimestamp != nil && len(u.Finalizers) > 0:
 			r.Message += fmt.Sprintf("; its deletion still waits for the finalizers %s", strings.Join(u.Finalizers, ", "))
@@ -374,13 +374,13 @@ func (c *cluster) ringIdentities(ctx context.Context, ring string) *string {
 // released returns l as membership.Released writes it, with an empty claim over
 // the partition count of its own claim, and says what it did to the claim.
 func released(l *coordinationv1.Lease) (*coordinationv1.Lease, string) {
-	text, ok := l.Annotations[lease.AnnotationClaim]
+	text, ok := l.Annotations[membership.AnnotationClaim]
 	if !ok {
 		return membership.Released(l, 0), ""
 	}
 	p, ok := membership.ClaimPartitions(text)
 	if !ok {
-		return membership.Released(l, 0), fmt.Sprintf(", claim annotation %s left as it was (it does not decode)", lease.AnnotationClaim)
+		return membership.Released(l, 0), fmt.Sprintf(", claim annotation %s left as it was (it does not decode)", membership.AnnotationClaim)
 	}
 	return membership.Released(l, p), ", claim emptied"
 }

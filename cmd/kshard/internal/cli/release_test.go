@@ -164,8 +164,8 @@ func runFake(t *testing.T, f *fakeLeases, args ...string) (int, string, string) 
 // claim of every partition and, when terminating, a pending deletion.
 func finalized(id string, terminating bool) coordinationv1.Lease {
 	l := member(id, "active", shard.FullPartitionSet(271))
-	l.Labels[lease.LabelPartitions] = "271"
-	l.Finalizers = []string{lease.FinalizerMember}
+	l.Labels[membership.LabelPartitions] = "271"
+	l.Finalizers = []string{membership.FinalizerMember}
 	if terminating {
 		now := metav1.Now()
 		l.DeletionTimestamp = &now
@@ -188,14 +188,14 @@ func contains(t *testing.T, what, s string, want ...string) {
 // partitions 0, conditioned on resourceVersion version.
 func checkReleased(t *testing.T, u *coordinationv1.Lease, version string) {
 	t.Helper()
-	if slices.Contains(u.Finalizers, lease.FinalizerMember) {
+	if slices.Contains(u.Finalizers, membership.FinalizerMember) {
 		t.Errorf("update of %s keeps the finalizer: %v", u.Name, u.Finalizers)
 	}
-	if got, want := u.Annotations[lease.AnnotationClaim], membership.EncodeClaim(shard.NewPartitionSet(271)); got != want {
+	if got, want := u.Annotations[membership.AnnotationClaim], membership.EncodeClaim(shard.NewPartitionSet(271)); got != want {
 		t.Errorf("update of %s: claim %q, want the empty claim %q", u.Name, got, want)
 	}
-	if got := u.Labels[lease.LabelPartitions]; got != "0" {
-		t.Errorf("update of %s: label %s=%q, want 0", u.Name, lease.LabelPartitions, got)
+	if got := u.Labels[membership.LabelPartitions]; got != "0" {
+		t.Errorf("update of %s: label %s=%q, want 0", u.Name, membership.LabelPartitions, got)
 	}
 	if u.ResourceVersion != version {
 		t.Errorf("update of %s conditioned on resourceVersion %q, want the observed %q", u.Name, u.ResourceVersion, version)
@@ -231,7 +231,7 @@ func TestReleaseQuietLease(t *testing.T) {
 		t.Errorf("terminating ops-a still exists: its deletion should have completed")
 	}
 	b := f.stored(t, "ops-b")
-	if b == nil || !slices.Equal(b.Finalizers, []string{"example.com/other"}) || b.Annotations[lease.AnnotationClaim] != membership.EncodeClaim(shard.NewPartitionSet(271)) {
+	if b == nil || !slices.Equal(b.Finalizers, []string{"example.com/other"}) || b.Annotations[membership.AnnotationClaim] != membership.EncodeClaim(shard.NewPartitionSet(271)) {
 		t.Errorf("ops-b stored as %+v, want only the other finalizer and an empty claim", b)
 	}
 }
@@ -267,7 +267,7 @@ func TestReleaseRefusesChangedLease(t *testing.T) {
 		t.Errorf("stderr %q does not end with the failure", stderr)
 	}
 	a := f.stored(t, "ops-a")
-	if a == nil || !slices.Contains(a.Finalizers, lease.FinalizerMember) {
+	if a == nil || !slices.Contains(a.Finalizers, membership.FinalizerMember) {
 		t.Errorf("ops-a lost its finalizer: %+v", a)
 	}
 	for _, u := range f.sentUpdates() {
@@ -314,7 +314,7 @@ func TestReleaseForceLosesRace(t *testing.T) {
 		t.Errorf("exit code %d, want 1", code)
 	}
 	contains(t, "stdout", stdout, "ops-a  changed", "changed since resourceVersion", "not released")
-	if a := f.stored(t, "ops-a"); a == nil || !slices.Contains(a.Finalizers, lease.FinalizerMember) {
+	if a := f.stored(t, "ops-a"); a == nil || !slices.Contains(a.Finalizers, membership.FinalizerMember) {
 		t.Errorf("ops-a lost its finalizer: %+v", a)
 	}
 }
@@ -385,7 +385,7 @@ func TestReleaseAll(t *testing.T) {
 		!strings.HasPrefix(lines[3], "ops-c  nothing-to-do") {
 		t.Errorf("stdout:\n%s", stdout)
 	}
-	if o := f.stored(t, "other-z"); o == nil || !slices.Contains(o.Finalizers, lease.FinalizerMember) {
+	if o := f.stored(t, "other-z"); o == nil || !slices.Contains(o.Finalizers, membership.FinalizerMember) {
 		t.Errorf("the Lease of another ring was touched: %+v", o)
 	}
 	if n := f.getsOf("other-z"); n != 0 {
@@ -402,7 +402,7 @@ func TestReleaseAll(t *testing.T) {
 
 func TestReleaseUndecodableClaim(t *testing.T) {
 	l := finalized("a", false)
-	l.Annotations[lease.AnnotationClaim] = "v9:271:zz"
+	l.Annotations[membership.AnnotationClaim] = "v9:271:zz"
 	f := newFakeLeases(t, l)
 	code, stdout, _ := runFake(t, f, "release", "--ring", "ops", "a", "--force")
 	if code != 0 {
@@ -410,7 +410,7 @@ func TestReleaseUndecodableClaim(t *testing.T) {
 	}
 	contains(t, "stdout", stdout, "claim annotation kshard.io/claim left as it was (it does not decode)")
 	a := f.stored(t, "ops-a")
-	if a.Annotations[lease.AnnotationClaim] != "v9:271:zz" || a.Labels[lease.LabelPartitions] != "271" || len(a.Finalizers) != 0 {
+	if a.Annotations[membership.AnnotationClaim] != "v9:271:zz" || a.Labels[membership.LabelPartitions] != "271" || len(a.Finalizers) != 0 {
 		t.Errorf("ops-a stored as %+v", a)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kshard/kshard/internal/membership"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -488,13 +490,13 @@ func (d *demo) reportCaches(ctx context.Context, res *Results) error {
 	switch agree := cachesAgree(d.opts.CacheMode, res.Cached, replicas, res.Watched); {
 	case d.opts.CacheMode == CacheLabels && agree:
 		d.scr.say("Cached objects (Lease annotation %s): %s; together %d = each of the %d Widgets and ConfigMaps once: every replica holds only its partitions' share.",
-			lease.AnnotationCachedObjects, countSummary(res.Cached), total, res.Watched)
+			membership.AnnotationCachedObjects, countSummary(res.Cached), total, res.Watched)
 	case agree:
 		d.scr.say("Cached objects (Lease annotation %s): %s: every replica holds all %d Widgets and ConfigMaps (--cache-mode %s).",
-			lease.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, d.opts.CacheMode)
+			membership.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, d.opts.CacheMode)
 	default:
 		d.scr.say("Cached objects (Lease annotation %s): %s of %d Widgets and ConfigMaps; the counts had not settled within %s.",
-			lease.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, cacheSettle)
+			membership.AnnotationCachedObjects, countSummary(res.Cached), res.Watched, cacheSettle)
 	}
 	return nil
 }
@@ -546,7 +548,7 @@ The control plane and replicas keep running until Ctrl-C. Try:
   kubectl get widgets -n %[2]s -o custom-columns=NAME:.metadata.name,RECONCILED-BY:.status.reconciledBy
   %[7]s status --kubeconfig %[1]s -n %[2]s
   %[7]s owner widgets %[8]s --kubeconfig %[1]s -n %[2]s
-Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, lease.LabelState, lease.LabelPartitions,
+Replica logs: %[9]s`, kc, Namespace, lease.LabelRing, Ring, membership.LabelState, membership.LabelPartitions,
 		d.opts.Prog, widgetName(0), filepath.Join(cp.Dir(), "replicas"))
 	<-ctx.Done()
 }

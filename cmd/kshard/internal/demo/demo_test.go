@@ -198,9 +198,9 @@ func memberLease(id, state string, claim shard.PartitionSet, renewed time.Durati
 	renew := metav1.NewMicroTime(time.Now().Add(-renewed))
 	return coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: lease.LeaseName(Ring, id), Namespace: Namespace,
-			Labels: map[string]string{lease.LabelRing: Ring, lease.LabelState: state},
-			Annotations: map[string]string{lease.AnnotationClaim: membership.EncodeClaim(claim), lease.AnnotationIncarnation: "i-" + id,
-				lease.AnnotationGeneration: "1", lease.AnnotationParams: shard.Config{}.Fingerprint()}},
+			Labels: map[string]string{lease.LabelRing: Ring, membership.LabelState: state},
+			Annotations: map[string]string{membership.AnnotationClaim: membership.EncodeClaim(claim), membership.AnnotationIncarnation: "i-" + id,
+				membership.AnnotationGeneration: "1", membership.AnnotationParams: shard.Config{}.Fingerprint()}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &renew},
 	}
 }
