@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kshard/kshard/controller"
-	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
@@ -56,7 +55,7 @@ type Manager struct {
 	sharded     bool   // PartitionBy is ranged: the cache holds only the partitions needed
 	fingerprint string // of the ring parameters, as written into the Lease
 	member      *membership.Member
-	handoff     handoff.Config          // of the ring coordinator Start builds
+	replica     *ring.Replica           // the Lease membership and the handoff core's configuration Start builds the ring coordinator from
 	cacheCounts *cachemetrics.Collector // the cache's object counts, for metrics and the Lease
 
 	healthz, readyz checks
@@ -107,7 +106,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	own, member := replica.Client, replica.Member
+	own := replica.Client
+	// NewReplica's member is always a *membership.Member; the manager
+	// reads why it cannot hold its Lease from it (NotReadyReason).
+	member, ok := replica.Member.(*membership.Member)
+	if !ok {
+		return nil, fmt.Errorf("manager: the replica's Lease member is a %T, not kshard's", replica.Member)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfgs.own)
 	if err != nil {
 		return nil, fmt.Errorf("manager: building discovery client: %w", err)
@@ -135,12 +140,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	handoffCfg := replica.Handoff
-	handoffCfg.PartitionCache = cacheOpts.Sharding != nil
 	member.SetCacheStatus(string(opts.CacheMode), 0)
 	m.cfg, m.client, m.own, m.mapper, m.cache = cfgs.user, client, own, mapper, c
 	m.partitioner, m.sharded, m.fingerprint = partitioner, cacheOpts.Sharding != nil, ringCfg.Fingerprint()
-	m.member, m.handoff, m.cacheCounts = member, handoffCfg, cachemetrics.New(c)
+	m.member, m.replica, m.cacheCounts = member, replica, cachemetrics.New(c)
 	_ = m.healthz.add("ping", Ping)
 	_ = m.readyz.add("joined", m.joinedCheck)
 	if m.sharded {
@@ -330,7 +333,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		partitionCache = m.cache
 	}
 	coord, err := ring.New(ring.Options{
-		Handoff: m.handoff, Membership: m.member, Participants: participants,
+		Replica: m.replica, Participants: participants,
 		Logger: m.log.WithName("ring"), Registerer: m.opts.Registerer, Exit: m.exit,
 		Cache: partitionCache,
 	})
@@ -549,6 +552,9 @@ func (m *Manager) listenMetrics() (*httpServer, error) {
 // active partitions to.
 var (
 	_ ring.PartitionCache = (*cache.Cache)(nil)
-	_ ring.ObjectCounter  = (*cache.Cache)(nil)
-	_ ring.ActiveObserver = (*cache.Cache)(nil)
+	// What the coordinator asks of a cache beside PartitionCache: the
+	// object counts a balanced ring is placed by, and the active
+	// partitions a labelled cache labels.
+	_ interface{ ObjectsPerPartition() []int }   = (*cache.Cache)(nil)
+	_ interface{ SetActive(shard.PartitionSet) } = (*cache.Cache)(nil)
 )

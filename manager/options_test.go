@@ -287,7 +287,7 @@ func TestTimingsAndIdentityFromTheOneHome(t *testing.T) {
 		t.Errorf("LeaseDuration %v, RenewPeriod %v, DrainGracePeriod %v; want %v, 500ms (RenewDeadline/2), %v",
 			o.LeaseDuration, o.RenewPeriod, o.DrainGracePeriod, shard.DefaultLeaseDuration, shard.DefaultDrainGracePeriod)
 	}
-	if got := m.handoff.WithDefaults().HandoverTimeout; got != 5*time.Second {
+	if got := m.opts.timing().WithDefaults().HandoverTimeout; got != 5*time.Second {
 		t.Errorf("the core's HandoverTimeout %v; want a third of GracefulShutdownTimeout (5s)", got)
 	}
 }

@@ -138,8 +138,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	}
 	r.coord, err = ring.New(ring.Options{
 		Cache:        partitionCache,
-		Handoff:      replica.Handoff,
-		Membership:   member,
+		Replica:      replica,
 		Participants: []ring.Participant{r},
 		Logger:       log,
 		Registerer:   opts.Registerer,

@@ -29,17 +29,17 @@ type PartitionCache interface {
 	Changed() <-chan struct{}
 }
 
-// ObjectCounter is a PartitionCache that counts the objects it holds per
+// objectCounter is a PartitionCache that counts the objects it holds per
 // partition (a slice indexed by partition): what a balanced ring
 // (shard.Config.Balance) is placed by. shard/cache's Cache implements it.
-type ObjectCounter interface {
+type objectCounter interface {
 	ObjectsPerPartition() []int
 }
 
-// ActiveObserver is a PartitionCache that is told, after every step of the
+// activeObserver is a PartitionCache that is told, after every step of the
 // coordinator, which partitions are active here: a cache sharded by labels
 // labels the unlabelled objects of those partitions (shard/cache's
 // Cache.SetActive).
-type ActiveObserver interface {
+type activeObserver interface {
 	SetActive(active shard.PartitionSet)
 }

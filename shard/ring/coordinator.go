@@ -25,7 +25,7 @@ import (
 // through events, so the core needs no lock.
 type coordinator struct {
 	core         *handoff.Core
-	member       Membership
+	member       memberLeases
 	log          logr.Logger
 	participants []Participant
 	metrics      *ringMetrics
@@ -103,7 +103,7 @@ type coordinator struct {
 	postFn  func(ctx context.Context, f func())
 }
 
-func newCoordinatorWith(core *handoff.Core, member Membership, participants []Participant, metrics *ringMetrics,
+func newCoordinatorWith(core *handoff.Core, member memberLeases, participants []Participant, metrics *ringMetrics,
 	log logr.Logger, timing shard.Timing, exit func(int)) *coordinator {
 	c := &coordinator{
 		core: core, member: member, log: log, participants: participants,
@@ -203,7 +203,7 @@ const (
 // countObjects feeds the core the cache's object counts per partition until
 // ctx ends. The synced partitions are read before counting, so that each
 // of them is counted whole.
-func (c *coordinator) countObjects(ctx context.Context, counter ObjectCounter) {
+func (c *coordinator) countObjects(ctx context.Context, counter objectCounter) {
 	ticker := time.NewTicker(countCheck)
 	defer ticker.Stop()
 	var last shard.PartitionSet
@@ -257,7 +257,7 @@ func (c *coordinator) run(ctx context.Context, synced func(context.Context) bool
 			defer c.async.Done()
 			c.watchCache(watchCtx)
 		}()
-		if counter, ok := c.cache.(ObjectCounter); ok && c.balanced {
+		if counter, ok := c.cache.(objectCounter); ok && c.balanced {
 			c.async.Add(1)
 			go func() {
 				defer c.async.Done()
@@ -406,7 +406,7 @@ func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {
 		}
 	}
 	c.core.Advance(ack)
-	if a, ok := c.cache.(ActiveObserver); ok {
+	if a, ok := c.cache.(activeObserver); ok {
 		a.SetActive(c.core.Active())
 	}
 }

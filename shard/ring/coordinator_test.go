@@ -147,7 +147,7 @@ func (p *flakyParticipant) state() (calls int, activated shard.PartitionSet) {
 }
 
 // startCoordinator runs a real coordinator and core over fake membership.
-func startCoordinator(t *testing.T, identity string, member Membership, parts ...Participant) *coordinator {
+func startCoordinator(t *testing.T, identity string, member memberLeases, parts ...Participant) *coordinator {
 	t.Helper()
 	return startCoordinatorTimed(t, identity, member, shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}, parts...)
 }
@@ -156,7 +156,7 @@ func startCoordinator(t *testing.T, identity string, member Membership, parts ..
 // test that must not see the stop-deadline exit gives it room, since a
 // loaded machine can stall a fenced replica's cancellations past a 300 ms
 // lease and the exit is then the right answer.
-func startCoordinatorTimed(t *testing.T, identity string, member Membership, timing shard.Timing, parts ...Participant) *coordinator {
+func startCoordinatorTimed(t *testing.T, identity string, member memberLeases, timing shard.Timing, parts ...Participant) *coordinator {
 	t.Helper()
 	ring := shard.Config{Partitions: 7}
 	core, err := handoff.New(handoff.Config{Identity: identity, Incarnation: "inc-" + identity, Ring: ring, Timing: timing})

@@ -89,12 +89,12 @@ func (s simParticipant) Revoke(ctx context.Context, set shard.PartitionSet, fenc
 }
 
 var (
-	_ Membership     = (*handoffsim.Process)(nil)
+	_ memberLeases   = (*handoffsim.Process)(nil)
 	_ podReader      = (*handoffsim.Process)(nil)
 	_ PartitionCache = (*handoffsim.Process)(nil)
 	// The simulated cache is told the active partitions, as cache.Cache
 	// is, so that its labeller labels theirs.
-	_ ActiveObserver = (*handoffsim.Process)(nil)
+	_ activeObserver = (*handoffsim.Process)(nil)
 )
 
 // TestCoordinatorSimulation runs the real coordinator, over the real core,

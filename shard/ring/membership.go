@@ -8,11 +8,13 @@ import (
 	"github.com/kshard/kshard/internal/membership"
 )
 
-// Membership is what the ring coordinator needs of the ring's Leases: a
+// memberLeases is what the ring coordinator needs of the ring's Leases: a
 // view of them, the own Lease's renewals and writes, and the reads and
 // deletes the handoff core asks for. *membership.Member implements it, and so
-// does the deterministic simulation's process (internal/handoffsim).
-type Membership interface {
+// does the deterministic simulation's process (internal/handoffsim). It
+// names internal types, so it is unexported: a runtime passes the Replica
+// NewReplica built, and this package's tests set Options.leases.
+type memberLeases interface {
 	// Listed reports that Snapshot holds the ring (the first list is done),
 	// Synced that the own Lease is held as well.
 	Listed() bool
@@ -55,13 +57,10 @@ type Membership interface {
 }
 
 // Member is what a runtime uses of a replica's Lease membership
-// (Replica.Member): the coordinator's Membership, and running the own
-// Lease, its incarnation and the cache status it publishes. The
-// controller-runtime adapter holds Replica.Member as a Member, so these
-// methods are part of the published API (api/kshard.txt), and the
-// assertion below keeps *membership.Member to them.
+// (Replica.Member): running the own Lease, its incarnation and the cache
+// status it publishes. The coordinator reads and writes the same Leases
+// through the Replica passed to New.
 type Member interface {
-	Membership
 	// Run creates and renews the own Lease and watches the ring's until
 	// ctx ends or the member leaves.
 	Run(ctx context.Context) error
@@ -72,4 +71,7 @@ type Member interface {
 	SetCacheStatus(mode string, objects int)
 }
 
-var _ Member = (*membership.Member)(nil)
+var (
+	_ Member       = (*membership.Member)(nil)
+	_ memberLeases = (*membership.Member)(nil)
+)

@@ -65,7 +65,7 @@ type Proof struct {
 	// TerminationMessagePath is the container's termination message file;
 	// empty selects lease.DefaultTerminationMessagePath.
 	TerminationMessagePath string
-	// Incarnation is the incarnation the Membership writes into the own
+	// Incarnation is the incarnation the membership writes into the own
 	// Lease (handoff.Config.Incarnation). Required.
 	Incarnation string
 }
@@ -76,7 +76,7 @@ type Proof struct {
 // pods of peers' and of the previous incarnation's deaths
 // (handoff.Ready.ProveDeath). When any of that is impossible it logs one
 // line saying why and what to do and returns false: crash failover then
-// waits the Lease out. Call it before Run, and before the Membership's
+// waits the Lease out. Call it before Run, and before the membership's
 // first write, so that the Lease carries the pod from the start.
 func (c *Coordinator) SetupProof(ctx context.Context, p Proof) bool {
 	cfg, log := c.cfg, c.c.log

@@ -36,8 +36,8 @@ func proofCoordinator(t *testing.T, objs ...runtime.Object) (*Coordinator, *fake
 		lines = append(lines, args)
 		mu.Unlock()
 	}, funcr.Options{})
-	c, err := New(Options{Handoff: handoff.Config{Identity: "op-0", Incarnation: "inc-0"},
-		Membership: newFakeMembership("op-0"), Logger: log})
+	c, err := New(Options{handoff: handoff.Config{Identity: "op-0", Incarnation: "inc-0"},
+		leases: newFakeMembership("op-0"), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,16 +44,18 @@ type ReplicaOptions struct {
 
 // Replica is one replica's Lease membership and the configuration of its
 // handoff core, matched to each other (identity, incarnation, ring
-// fingerprint, timings): pass Member and Handoff to New.
+// fingerprint, timings): pass it to New as Options.Replica.
 type Replica struct {
 	// Client is the replica's own clientset (protobuf, no fencing), for
 	// its Leases and the pod reads of proofs of death.
 	Client kubernetes.Interface
-	// Member is the ring's Lease membership; run it beside the
-	// Coordinator.
-	Member *membership.Member
-	// Handoff configures the handoff core, validated and defaulted.
-	Handoff handoff.Config
+	// Member is the ring's Lease membership (a *membership.Member); run
+	// it beside the Coordinator.
+	Member Member
+	// member is Member as the coordinator reads and writes the Leases.
+	member *membership.Member
+	// handoff configures the handoff core, validated.
+	handoff handoff.Config
 }
 
 // NewReplica validates opts and assembles a replica's membership: its
@@ -91,5 +93,5 @@ func NewReplica(opts ReplicaOptions) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Replica{Client: client, Member: member, Handoff: handoffCfg}, nil
+	return &Replica{Client: client, Member: member, member: member, handoff: handoffCfg}, nil
 }

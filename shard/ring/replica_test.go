@@ -23,7 +23,7 @@ func TestNewReplica(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewReplica: %v", err)
 	}
-	h := r.Handoff
+	h := r.handoff
 	if h.Identity != "r-0" || h.Incarnation == "" || h.Incarnation != r.Member.Incarnation() {
 		t.Errorf("handoff identity/incarnation = %q/%q, member's incarnation %q", h.Identity, h.Incarnation, r.Member.Incarnation())
 	}
@@ -34,7 +34,7 @@ func TestNewReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Handoff.Incarnation == h.Incarnation {
+	if again.handoff.Incarnation == h.Incarnation {
 		t.Error("two replicas share an incarnation")
 	}
 

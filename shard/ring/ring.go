@@ -15,18 +15,20 @@ import (
 	"github.com/kshard/kshard/internal/logging"
 )
 
-// Options configure New. Membership and Handoff (Identity, Incarnation) are
-// required; zero fields take the defaults documented on each, applied in
-// applyDefaults.
+// Options configure New. Replica is required; zero fields take the
+// defaults documented on each, applied in applyDefaults.
 type Options struct {
-	// Handoff configures the handoff core. Identity, Incarnation and Ring
-	// must be those the Membership writes into the own Lease (for
-	// membership.Member: Options.Identity, Incarnation and Params =
-	// Ring.Fingerprint()); lease timings must match too.
-	Handoff handoff.Config
-	// Membership is the ring's Leases, usually a *membership.Member whose Run
-	// the caller runs alongside Coordinator.Run. Required.
-	Membership Membership
+	// Replica is the replica's Lease membership and its handoff core's
+	// configuration, matched to each other (NewReplica); the caller runs
+	// Replica.Member alongside Coordinator.Run. Required.
+	Replica *Replica
+	// handoff and leases are what Replica holds: the handoff core's
+	// configuration, whose Identity, Incarnation, Ring and lease timings
+	// must be those the Leases are written with, and the ring's Leases.
+	// New sets them from Replica; this package's tests set them instead
+	// (a fake membership, the simulation's process).
+	handoff handoff.Config
+	leases  memberLeases
 	// Participants are activated and revoked together. None is allowed
 	// (the ring is then joined without doing anything).
 	Participants []Participant
@@ -41,7 +43,7 @@ type Options struct {
 	// still stop everything at once: its Lease is about to be voided.
 	Exit func(code int)
 	// Clock is the clock the core decides on; default the real clock. It
-	// must be the Membership's clock (LastRenew is read on it).
+	// must be the membership's clock (LastRenew is read on it).
 	Clock clock.PassiveClock
 	// Cache is a sharded cache that holds only the partitions this
 	// replica needs; a partition then activates only once the cache has
@@ -51,7 +53,10 @@ type Options struct {
 }
 
 func (o *Options) applyDefaults() {
-	o.Handoff = o.Handoff.WithDefaults()
+	if o.Replica != nil {
+		o.handoff, o.leases = o.Replica.handoff, o.Replica.member
+	}
+	o.handoff = o.handoff.WithDefaults()
 	if o.Logger.GetSink() == nil {
 		o.Logger = logging.Default()
 	}
@@ -67,7 +72,7 @@ func (o *Options) applyDefaults() {
 }
 
 // Coordinator is the I/O shell around one replica's handoff core: it feeds
-// the core what the Membership observes, carries out what the core
+// the core what the ring's Leases show, carries out what the core
 // decides (Lease writes, activations and drains of the Participants,
 // confirming reads), and publishes the replica's lease validity. kshard's
 // manager runs one; another runtime (the controller-runtime adapter) runs
@@ -82,29 +87,29 @@ type Coordinator struct {
 // returns a Coordinator that has done nothing yet.
 func New(opts Options) (*Coordinator, error) {
 	opts.applyDefaults()
-	if opts.Membership == nil {
-		return nil, errors.New("ring: Options.Membership is nil; pass the ring's Lease membership (Replica.Member, from NewReplica)")
+	if opts.leases == nil {
+		return nil, errors.New("ring: Options.Replica is nil; pass the replica NewReplica built")
 	}
 	for i, p := range opts.Participants {
 		if p == nil {
 			return nil, fmt.Errorf("ring: Options.Participants[%d] is nil", i)
 		}
 	}
-	opts.Handoff.PartitionCache = opts.Cache != nil
-	core, err := handoff.New(opts.Handoff)
+	opts.handoff.PartitionCache = opts.Cache != nil
+	core, err := handoff.New(opts.handoff)
 	if err != nil {
-		return nil, fmt.Errorf("ring: Options.Handoff: %w", err)
+		return nil, fmt.Errorf("ring: Options.Replica: %w", err)
 	}
 	metrics, err := newRingMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("ring: registering ring metrics: %w", err)
 	}
-	c := newCoordinatorWith(core, opts.Membership, opts.Participants, metrics, opts.Logger, opts.Handoff.Timing, opts.Exit)
+	c := newCoordinatorWith(core, opts.leases, opts.Participants, metrics, opts.Logger, opts.handoff.Timing, opts.Exit)
 	c.now = opts.Clock.Now
 	c.cache = opts.Cache
-	c.ringCfg, c.fingerprint = opts.Handoff.Ring, opts.Handoff.Ring.Fingerprint()
-	c.balanced = opts.Handoff.Ring.Balance > 0
-	return &Coordinator{c: c, cfg: opts.Handoff, ran: make(chan struct{})}, nil
+	c.ringCfg, c.fingerprint = opts.handoff.Ring, opts.handoff.Ring.Fingerprint()
+	c.balanced = opts.handoff.Ring.Balance > 0
+	return &Coordinator{c: c, cfg: opts.handoff, ran: make(chan struct{})}, nil
 }
 
 // Run drives the ring until the replica has left (after Leave), another

@@ -20,11 +20,11 @@ func TestNewValidates(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"no membership", Options{Handoff: good}, "Membership is nil"},
-		{"nil participant", Options{Handoff: good, Membership: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
-		{"no identity", Options{Handoff: handoff.Config{Incarnation: "x"}, Membership: newFakeMembership("a")}, "Identity is empty"},
-		{"renew deadline too long", Options{Handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: shard.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
-			Membership: newFakeMembership("a")}, "RenewDeadline"},
+		{"no membership", Options{handoff: good}, "Replica is nil"},
+		{"nil participant", Options{handoff: good, leases: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
+		{"no identity", Options{handoff: handoff.Config{Incarnation: "x"}, leases: newFakeMembership("a")}, "Identity is empty"},
+		{"renew deadline too long", Options{handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: shard.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
+			leases: newFakeMembership("a")}, "RenewDeadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.opts)
@@ -43,8 +43,8 @@ func TestCoordinatorExportedRunAndLeave(t *testing.T) {
 	member := newFakeMembership("a")
 	part := &revokeRecorder{}
 	c, err := New(Options{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
-		Membership:   member,
+		handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
+		leases:       member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),
 		Exit:         func(code int) { t.Errorf("exit(%d)", code) },
@@ -138,8 +138,8 @@ func TestCoordinatorActivatesOnlyWhatTheCacheSynced(t *testing.T) {
 	part := &revokeRecorder{}
 	cache := newFakePartitionCache(7)
 	c, err := New(Options{
-		Handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
-		Membership:   member,
+		handoff:      handoff.Config{Identity: "a", Incarnation: "inc-a", Ring: shard.Config{Partitions: 7}, Timing: shard.Timing{LeaseDuration: 300 * time.Millisecond, RenewDeadline: 200 * time.Millisecond}},
+		leases:       member,
 		Participants: []Participant{part},
 		Logger:       logr.Discard(),
 		Exit:         func(code int) { t.Errorf("exit(%d)", code) },
