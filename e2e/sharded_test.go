@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kshard/kshard/e2e/harness"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )

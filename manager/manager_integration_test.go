@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/testwait"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard/ringstatus"

@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"strconv"
-	"strings"
 )
 
 // A partition label puts an object's partition on the object itself, so that
@@ -23,10 +22,14 @@ import (
 // several rings, and a ring whose partition function changes (a new partition
 // count, say) finds every object unlabelled under its new key, as at its
 // first start, rather than holding labels that name wrong partitions.
+//
+// Reading labels back (parsing a value, the selectors of a replica's
+// partitions and of the unlabelled objects) is kshard's own business:
+// internal/partitionlabel.
 
-// LabelDomain is the suffix of every partition label's prefix:
-// "<ring>.kshard.io".
-const LabelDomain = "kshard.io"
+// labelDomain is the suffix of every partition label's prefix:
+// "<ring>.kshard.io" (internal/partitionlabel.Domain, for the CLI).
+const labelDomain = "kshard.io"
 
 // PartitionLabelKey returns the key of ring's partition label under cfg
 // (after defaults), e.g. "example.kshard.io/xx1-key-p271". ring must be a
@@ -40,49 +43,11 @@ func PartitionLabelKey(ring string, cfg Config) (string, error) {
 		return "", fmt.Errorf("shard: ring name %q is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters), so it cannot prefix a label key", ring)
 	}
 	cfg = cfg.WithDefaults()
-	return ring + "." + LabelDomain + "/" + hashScheme + "-" + string(cfg.Scheme) + "-p" + strconv.Itoa(cfg.Partitions), nil
+	return ring + "." + labelDomain + "/" + hashScheme + "-" + string(cfg.Scheme) + "-p" + strconv.Itoa(cfg.Partitions), nil
 }
 
 // PartitionLabelValue is the label value naming partition p: its decimal.
 func PartitionLabelValue(p int) string { return strconv.Itoa(p) }
-
-// ParsePartitionLabel returns the partition a label value names, and false
-// when it names none of a ring of partitions partitions (empty, not a
-// canonical decimal, or out of range): such an object is unlabelled for the
-// ring and gets labelled again.
-func ParsePartitionLabel(value string, partitions int) (int, bool) {
-	if value == "" || len(value) > 6 || (len(value) > 1 && value[0] == '0') {
-		return 0, false
-	}
-	p := 0
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		p = p*10 + int(c-'0')
-	}
-	return p, p < partitions
-}
-
-// LabelSelectorIn returns the label selector of the objects labelled with a
-// partition of set: "<key> in (p1,p2,…)". An empty set has no selector
-// (ErrNoPartitions): the caller must not list at all.
-func LabelSelectorIn(key string, set PartitionSet) (string, error) {
-	if set.IsEmpty() {
-		return "", ErrNoPartitions
-	}
-	return key + " in (" + joinPartitions(set) + ")", nil
-}
-
-// LabelSelectorUnlabelled returns the label selector of the objects that
-// carry no valid partition label of a ring of partitions partitions:
-// "<key> notin (0,1,…,P−1)", which matches objects without the key as well
-// as those whose value names no partition (written by hand or by another
-// tool). In steady state it matches nothing.
-func LabelSelectorUnlabelled(key string, partitions int) string {
-	return key + " notin (" + joinPartitions(FullPartitionSet(partitions)) + ")"
-}
 
 // MaxLabelPartitions bounds the partition count of a ring whose cache is
 // sharded by labels: its unlabelled selector names every partition, and at
@@ -90,19 +55,6 @@ func LabelSelectorUnlabelled(key string, partitions int) string {
 // well within what API servers and the proxies in front of them accept for a
 // request line.
 const MaxLabelPartitions = 1024
-
-func joinPartitions(set PartitionSet) string {
-	var b strings.Builder
-	first := true
-	for p := range set.All() {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteString(strconv.Itoa(p))
-	}
-	return b.String()
-}
 
 // isDNSLabel reports whether s is a DNS-1123 label: 1–63 characters of
 // [a-z0-9-], starting and ending with a letter or digit.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -21,7 +22,7 @@ import (
 
 // unlabelled is the label of an object without a valid partition label
 // (none, or a value that names no partition, which the product's
-// shard.ParsePartitionLabel rejects and its unlabelled view selects: every
+// partitionlabel.Parse rejects and its unlabelled view selects: every
 // such value is the same to the views); absent, in a log entry, is the
 // state before a creation.
 const (
@@ -108,7 +109,7 @@ const (
 // object carrying value: the partition it names, by the product's parser,
 // or unlabelled.
 func (lw *labelWorld) parseLabel(value string) int {
-	if q, ok := shard.ParsePartitionLabel(value, lw.partitions); ok {
+	if q, ok := partitionlabel.Parse(value, lw.partitions); ok {
 		return q
 	}
 	return unlabelled

@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kshard/kshard/internal/assign"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kshard/kshard/internal/assign"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"

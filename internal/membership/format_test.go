@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/internal/assign"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/kshard/kshard/internal/assign"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/shard"
 )

@@ -8,12 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	"github.com/go-logr/logr"
 
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/shard"
 )

@@ -8,12 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )

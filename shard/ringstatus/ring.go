@@ -8,12 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kshard/kshard/internal/assign"
-	"github.com/kshard/kshard/internal/membership"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/kshard/kshard/internal/assign"
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"

@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kshard/kshard/internal/assign"
-	"github.com/kshard/kshard/internal/membership"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/ringhealth"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"

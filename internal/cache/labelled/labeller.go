@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -80,7 +81,7 @@ func (lb *labeller) wants(obj any) (key, value string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	current, valid := shard.ParsePartitionLabel(m.GetLabels()[l.opts.LabelKey], l.opts.Partitioner.Count())
+	current, valid := partitionlabel.Parse(m.GetLabels()[l.opts.LabelKey], l.opts.Partitioner.Count())
 	if valid && current == desired {
 		return "", "", false
 	}
@@ -216,7 +217,7 @@ func (lb *labeller) noteForeign(m metav1.Object) {
 	if !has {
 		return
 	}
-	if _, valid := shard.ParsePartitionLabel(old, l.opts.Partitioner.Count()); valid {
+	if _, valid := partitionlabel.Parse(old, l.opts.Partitioner.Count()); valid {
 		return
 	}
 	l.stats.ForeignValues.Add(1)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
-	"github.com/kshard/kshard/shard"
+	"github.com/kshard/kshard/internal/partitionlabel"
 )
 
 // The self-check of a Labelled: every CheckInterval it lists, as metadata,
@@ -151,10 +151,10 @@ func (l *Labelled) checkOnce(ctx context.Context, st *checkState) {
 	}
 	var err error
 	if !synced.IsEmpty() {
-		inHeld, _ := shard.LabelSelectorIn(l.opts.LabelKey, synced)
+		inHeld, _ := partitionlabel.SelectorIn(l.opts.LabelKey, synced)
 		err = cachekit.EachPage(ctx, l.opts.CheckList, metav1.ListOptions{LabelSelector: inHeld}, compare(false))
 		if err == nil {
-			unlabelled := shard.LabelSelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
+			unlabelled := partitionlabel.SelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
 			err = cachekit.EachPage(ctx, l.opts.CheckList, metav1.ListOptions{LabelSelector: unlabelled}, compare(true))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -138,7 +139,7 @@ func (l *Labelled) keep(v *unlabelledView, obj runtime.Object, deleted bool) boo
 // to the view's partitions before the next is read, and watches with the
 // same filter.
 func (l *Labelled) unlabelledListWatch(v *unlabelledView) toolscache.ListerWatcher {
-	selector := shard.LabelSelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
+	selector := partitionlabel.SelectorUnlabelled(l.opts.LabelKey, l.opts.Partitioner.Count())
 	inner := l.opts.ListWatch
 	return cachekit.ListingListWatch{ListWatch: &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

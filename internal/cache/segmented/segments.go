@@ -16,6 +16,7 @@ import (
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
 	"github.com/kshard/kshard/internal/cache/shardprobe"
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -418,7 +419,7 @@ func (s *Segmented) PartitionOf(obj any) (p int, ok bool) {
 		return -1, false
 	}
 	if s.opts.LabelKey != "" {
-		return shard.ParsePartitionLabel(m.GetLabels()[s.opts.LabelKey], s.opts.Partitions)
+		return partitionlabel.Parse(m.GetLabels()[s.opts.LabelKey], s.opts.Partitions)
 	}
 	return s.opts.Partitioner.PartitionOfObject(m.GetNamespace(), string(m.GetUID()))
 }

@@ -12,6 +12,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/internal/cache/cachekit"
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -26,7 +27,7 @@ func (s *Segmented) listWatchFor(parts shard.PartitionSet, seg *segment) toolsca
 	shardSelector, labelSelector := "", ""
 	switch {
 	case s.opts.LabelKey != "":
-		labelSelector, _ = shard.LabelSelectorIn(s.opts.LabelKey, parts)
+		labelSelector, _ = partitionlabel.SelectorIn(s.opts.LabelKey, parts)
 	case s.filtered:
 		shardSelector, _ = s.opts.Partitioner.Selector(parts)
 	}

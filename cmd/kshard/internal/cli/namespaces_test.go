@@ -9,10 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kshard/kshard/internal/membership"
-
-	"github.com/kshard/kshard/internal/assign"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kshard/kshard/internal/assign"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/ringstatus"
 )
@@ -125,7 +126,7 @@ func partitionLabels(ring, params string, labels map[string]string) []partitionL
 		}
 		l := partitionLabel{Key: key, Value: labels[key], Current: key == current}
 		if l.Current {
-			if p, ok := shard.ParsePartitionLabel(l.Value, cfg.WithDefaults().Partitions); ok {
+			if p, ok := partitionlabel.Parse(l.Value, cfg.WithDefaults().Partitions); ok {
 				l.Partition = &p
 			}
 		}
@@ -146,7 +147,7 @@ func partitionLabels(ring, params string, labels map[string]string) []partitionL
 // isRingLabel reports whether key is in ring's label domain,
 // <ring>.kshard.io/…, where its partition labels live.
 func isRingLabel(ring, key string) bool {
-	return strings.HasPrefix(key, ring+"."+shard.LabelDomain+"/")
+	return strings.HasPrefix(key, ring+"."+partitionlabel.Domain+"/")
 }
 
 func runOwner(e *env, g *globals, args []string) error {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/kshard/kshard/shard"
-
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
+	"github.com/kshard/kshard/shard"
 )
 
 func releaseCommand() *command {

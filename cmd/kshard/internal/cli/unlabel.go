@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/ringstatus"
@@ -245,7 +246,7 @@ func runUnlabel(e *env, g *globals, args []string) error {
 func (o *unlabelOptions) validate(prog string, pos []string) error {
 	switch {
 	case o.ring == "":
-		return usagef("unlabel needs --ring: the ring whose partition labels to remove (they are <ring>.%s/...)", shard.LabelDomain)
+		return usagef("unlabel needs --ring: the ring whose partition labels to remove (they are <ring>.%s/...)", partitionlabel.Domain)
 	case len(pos) == 0:
 		return usagef("give the resources to unlabel, e.g. %s unlabel --ring %s widgets configmaps -n team-a (or -A for every namespace)", prog, o.ring)
 	case o.all && len(o.namespaces) > 0:
@@ -263,7 +264,7 @@ func (o *unlabelOptions) validate(prog string, pos []string) error {
 	}
 	if o.key != "" {
 		if !isRingLabel(o.ring, o.key) {
-			return usagef("--key %q is not one of ring %s's partition labels: those are %s.%s/<hash>-<scheme>-p<partitions>", o.key, o.ring, o.ring, shard.LabelDomain)
+			return usagef("--key %q is not one of ring %s's partition labels: those are %s.%s/<hash>-<scheme>-p<partitions>", o.key, o.ring, o.ring, partitionlabel.Domain)
 		}
 		if errs := validation.IsQualifiedName(o.key); len(errs) > 0 {
 			return usagef("--key %q is not a label key: %s", o.key, strings.Join(errs, "; "))

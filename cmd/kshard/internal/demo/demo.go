@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/internal/membership"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
