@@ -45,8 +45,8 @@ type HashRange struct {
 	First, Last uint64
 }
 
-// Contains reports whether h lies in the range.
-func (r HashRange) Contains(h uint64) bool { return r.First <= h && h <= r.Last }
+// contains reports whether h lies in the range.
+func (r HashRange) contains(h uint64) bool { return r.First <= h && h <= r.Last }
 
 // serverHash is the hash the API server's sharded list/watch computes for a
 // field value: 64-bit FNV-1a over its bytes (k8s.io/apimachinery/pkg/sharding
@@ -112,8 +112,8 @@ func newRangePartitioner(scheme Scheme, partitions int) RangePartitioner {
 // Scheme returns the partitioner's scheme.
 func (r RangePartitioner) Scheme() Scheme { return r.scheme }
 
-// Field returns the object field whose hash places an object.
-func (r RangePartitioner) Field() string { return r.scheme.Field() }
+// field returns the object field whose hash places an object.
+func (r RangePartitioner) Field() string { return r.scheme.field() }
 
 // Count returns the number of partitions.
 func (r RangePartitioner) Count() int { return int(r.n) }
@@ -183,8 +183,8 @@ func namespaceOfKey(key string) string {
 	return ""
 }
 
-// Range returns partition p's hash range. ok is false for p outside [0, P).
-func (r RangePartitioner) Range(p int) (hr HashRange, ok bool) {
+// rangeOf returns partition p's hash range. ok is false for p outside [0, P).
+func (r RangePartitioner) rangeOf(p int) (hr HashRange, ok bool) {
 	if p < 0 || uint64(p) >= r.n {
 		return HashRange{}, false
 	}
@@ -208,7 +208,7 @@ func (r RangePartitioner) Ranges(set PartitionSet) ([]HashRange, error) {
 	}
 	var out []HashRange
 	for p := range set.All() {
-		hr, _ := r.Range(p)
+		hr, _ := r.rangeOf(p)
 		if n := len(out); n > 0 && out[n-1].Last+1 == hr.First && hr.First != 0 {
 			out[n-1].Last = hr.Last
 			continue
@@ -279,7 +279,7 @@ func worstCaseSelectorLength(scheme Scheme, partitions int) int {
 		return 0
 	}
 	k := (partitions + 1) / 2
-	return k*rangeLength(scheme.Field()) + (k-1)*len(orSeparator) + 1
+	return k*rangeLength(scheme.field()) + (k-1)*len(orSeparator) + 1
 }
 
 // appendHex appends v as the server writes hash bounds: "0x" and 16

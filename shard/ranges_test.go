@@ -62,12 +62,12 @@ func TestRangeBoundsAreExact(t *testing.T) {
 	for _, tt := range tests {
 		r := mustRanges(t, SchemeUID, tt.p)
 		for p, want := range tt.want {
-			if got, ok := r.Range(p); !ok || got != want {
+			if got, ok := r.rangeOf(p); !ok || got != want {
 				t.Errorf("P=%d: Range(%d) = %#x, %v; want %#x", tt.p, p, got, ok, want)
 			}
 		}
 		for _, p := range []int{-1, tt.p} {
-			if _, ok := r.Range(p); ok {
+			if _, ok := r.rangeOf(p); ok {
 				t.Errorf("P=%d: Range(%d) ok, want out of range", tt.p, p)
 			}
 		}
@@ -84,7 +84,7 @@ func TestRangesTileTheHashSpace(t *testing.T) {
 		r := mustRanges(t, SchemeUID, n)
 		var next uint64
 		for p := range n {
-			hr, ok := r.Range(p)
+			hr, ok := r.rangeOf(p)
 			if !ok {
 				t.Fatalf("P=%d: Range(%d) not ok", n, p)
 			}
@@ -119,7 +119,7 @@ func TestEveryHashIsInExactlyOnePartition(t *testing.T) {
 		r := mustRanges(t, SchemeUID, n)
 		hashes := []uint64{0, 1, math.MaxUint64, math.MaxUint64 - 1}
 		for p := range n {
-			hr, _ := r.Range(p)
+			hr, _ := r.rangeOf(p)
 			hashes = append(hashes, hr.First, hr.First-1, hr.First+1, hr.Last, hr.Last+1, hr.Last-1)
 		}
 		for range 20000 {
@@ -132,7 +132,7 @@ func TestEveryHashIsInExactlyOnePartition(t *testing.T) {
 			}
 			in := 0
 			for q := max(p-1, 0); q <= min(p+1, n-1); q++ {
-				if hr, _ := r.Range(q); hr.Contains(h) {
+				if hr, _ := r.rangeOf(q); hr.contains(h) {
 					in++
 					if q != p {
 						t.Fatalf("P=%d: hash %#x is in partition %d's range, PartitionOfHash says %d", n, h, q, p)

@@ -31,10 +31,10 @@ const (
 	SchemeUID Scheme = "uid"
 )
 
-// Field returns the object field the API server hashes for s, as the shard
+// field returns the object field the API server hashes for s, as the shard
 // selector names it ("object.metadata.namespace", "object.metadata.uid"), or
 // "" for SchemeKey, which the server cannot select on.
-func (s Scheme) Field() string {
+func (s Scheme) field() string {
 	switch s {
 	case SchemeNamespace:
 		return fieldNamespace
