@@ -63,12 +63,12 @@ func TestRangeBoundsAreExact(t *testing.T) {
 		r := mustRanges(t, SchemeUID, tt.p)
 		for p, want := range tt.want {
 			if got, ok := r.rangeOf(p); !ok || got != want {
-				t.Errorf("P=%d: Range(%d) = %#x, %v; want %#x", tt.p, p, got, ok, want)
+				t.Errorf("P=%d: rangeOf(%d) = %#x, %v; want %#x", tt.p, p, got, ok, want)
 			}
 		}
 		for _, p := range []int{-1, tt.p} {
 			if _, ok := r.rangeOf(p); ok {
-				t.Errorf("P=%d: Range(%d) ok, want out of range", tt.p, p)
+				t.Errorf("P=%d: rangeOf(%d) ok, want out of range", tt.p, p)
 			}
 		}
 	}
@@ -86,7 +86,7 @@ func TestRangesTileTheHashSpace(t *testing.T) {
 		for p := range n {
 			hr, ok := r.rangeOf(p)
 			if !ok {
-				t.Fatalf("P=%d: Range(%d) not ok", n, p)
+				t.Fatalf("P=%d: rangeOf(%d) not ok", n, p)
 			}
 			if hr.First != next || hr.Last < hr.First {
 				t.Fatalf("P=%d: partition %d is %#x, want it to start at %#x", n, p, hr, next)
