@@ -269,13 +269,6 @@ const (
 	DefaultBurst int     = 100
 )
 
-// Environment variables read for defaults (set them from the downward API):
-// lease.EnvPodName and lease.EnvPodNamespace.
-const (
-	EnvPodName      = lease.EnvPodName
-	EnvPodNamespace = lease.EnvPodNamespace
-)
-
 // applyDefaults fills every unset field; it is the only place defaults live.
 func (o *Options) applyDefaults() {
 	if o.Scheme == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
 )
 
@@ -59,7 +60,7 @@ func TestClientRateLimits(t *testing.T) {
 // deprecated Namespace still works alone, conflicts are refused, and the pod
 // namespace is the default.
 func TestLeaseNamespace(t *testing.T) {
-	t.Setenv(EnvPodNamespace, "from-pod")
+	t.Setenv(lease.EnvPodNamespace, "from-pod")
 	for _, tc := range []struct {
 		name           string
 		opts           Options

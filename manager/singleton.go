@@ -32,10 +32,6 @@ type singleton struct {
 	base   context.Context
 }
 
-// SingletonKey is the ring key a singleton named name hashes to
-// (shard.SingletonKey).
-func SingletonKey(name string) string { return shard.SingletonKey(name) }
-
 func (s *singleton) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.base = ctx

@@ -23,6 +23,7 @@ import (
 	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/logging"
 	"github.com/kshard/kshard/internal/recorder"
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/manager/kshardtest"
 	"github.com/kshard/kshard/shard"
@@ -53,7 +54,7 @@ func run() error {
 		kubeconfig    = flag.String("kubeconfig", "", "kubeconfig file; empty means in-cluster")
 		ring          = flag.String("ring", "e2e", "ring name")
 		namespace     = flag.String("namespace", "default", "namespace of the ring's Leases and of the ConfigMaps reconciled")
-		identity      = flag.String("identity", os.Getenv(manager.EnvPodName), "replica identity (defaults to $POD_NAME)")
+		identity      = flag.String("identity", os.Getenv(lease.EnvPodName), "replica identity (defaults to $POD_NAME)")
 		incarnation   = flag.String("incarnation", "", "id of this run of the replica in the records (defaults to a random one)")
 		recordDir     = flag.String("record-dir", "", "directory for this process's recorder file (required)")
 		work          = flag.Duration("work", 20*time.Millisecond, "simulated time each reconcile takes")

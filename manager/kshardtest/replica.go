@@ -19,6 +19,7 @@ import (
 
 	"github.com/kshard/kshard/internal/process"
 	"github.com/kshard/kshard/internal/recorder"
+	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager"
 )
 
@@ -379,8 +380,8 @@ func (e *Env) replicaEnv(m *member) ([]string, error) {
 	}
 	return []string{
 		"KUBECONFIG=" + e.cp.KubeconfigPath(),
-		manager.EnvPodName + "=" + m.identity,
-		manager.EnvPodNamespace + "=" + o.LeaseNamespace,
+		lease.EnvPodName + "=" + m.identity,
+		lease.EnvPodNamespace + "=" + o.LeaseNamespace,
 		recorder.EnvDir + "=" + e.RecordDir(),
 		recorder.EnvReplica + "=" + m.identity,
 		recorder.EnvIncarnation + "=" + m.incarnation,
