@@ -65,7 +65,7 @@ func (g *Gate) Drain(ctx context.Context, parts []int, o DrainOptions) error {
 	defer report.Stop()
 	reported := false
 	for {
-		changed := g.Changed() // before the checks, so no wake-up is missed
+		changed := g.changes() // before the checks, so no wake-up is missed
 		for _, p := range parts {
 			if g.Active(p) {
 				stopGrace()

@@ -42,8 +42,8 @@ func New(n int, active bool) *Gate {
 	return g
 }
 
-// Count is the number of partitions.
-func (g *Gate) Count() int { return len(g.words) }
+// count is the number of partitions.
+func (g *Gate) count() int { return len(g.words) }
 
 // Active reports whether p admits work. Out-of-range partitions never do.
 func (g *Gate) Active(p int) bool {
@@ -112,10 +112,10 @@ func (g *Gate) InFlight(p int) int {
 // TotalInFlight is the number of reconciles in flight over all partitions.
 func (g *Gate) TotalInFlight() int { return int(g.inflight.Load()) }
 
-// Changed returns a channel closed at the next drain-relevant change: a
+// changes returns a channel closed at the next drain-relevant change: a
 // revoked partition's count reaching zero, or a partition being activated.
 // Take it before checking state, then wait on it, to never miss a wake-up.
-func (g *Gate) Changed() <-chan struct{} {
+func (g *Gate) changes() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed

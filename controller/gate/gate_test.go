@@ -21,7 +21,7 @@ func TestEnterFailsOnceRevoked(t *testing.T) {
 	if got := g.InFlight(1); got != 1 {
 		t.Fatalf("InFlight(1) = %d, want 1 (the reconcile admitted before Revoke)", got)
 	}
-	changed := g.Changed()
+	changed := g.changes()
 	g.Exit(1)
 	select {
 	case <-changed:
@@ -81,7 +81,7 @@ func TestNoAdmissionAfterDrainObservedZero(t *testing.T) {
 		}
 		g.Revoke(0)
 		for {
-			changed := g.Changed() // before the check, so no wake-up is missed
+			changed := g.changes() // before the check, so no wake-up is missed
 			if g.InFlight(0) == 0 {
 				break
 			}

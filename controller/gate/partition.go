@@ -39,15 +39,15 @@ func NewPartitions(p shard.Partitioner) Partitions {
 	return Partitions{p: p, n: uint64(max(n, 1)), fast: fast}
 }
 
-// Fast reports whether the allocation-free path is in use.
-func (ps Partitions) Fast() bool { return ps.fast }
+// isFast reports whether the allocation-free path is in use.
+func (ps Partitions) isFast() bool { return ps.fast }
 
 // Count is the number of partitions.
 func (ps Partitions) Count() int { return ps.p.Count() }
 
-// Scheme is the scheme of the wrapped partitioner: the RangePartitioner's,
+// scheme is the scheme of the wrapped partitioner: the RangePartitioner's,
 // else shard.SchemeKey (a foreign Partitioner is taken as keyed).
-func (ps Partitions) Scheme() shard.Scheme {
+func (ps Partitions) scheme() shard.Scheme {
 	if ps.ranged {
 		return ps.ranges.Scheme()
 	}

@@ -36,7 +36,7 @@ func TestFastPathMatchesShardPartitioner(t *testing.T) {
 	for _, n := range []int{1, 7, shard.DefaultPartitions, 1021} {
 		sp := shard.NewPartitioner(n)
 		ps := NewPartitions(sp)
-		if !ps.Fast() {
+		if !ps.isFast() {
 			t.Fatalf("P=%d: the allocation-free path is off for shard's own partitioner", n)
 		}
 		if ps.Count() != n {
@@ -65,8 +65,8 @@ func TestFastPathMatchesShardPartitioner(t *testing.T) {
 // NewPartitioner(0) means DefaultPartitions and must still be recognised.
 func TestDefaultPartitionerIsFast(t *testing.T) {
 	ps := NewPartitions(shard.NewPartitioner(0))
-	if !ps.Fast() || ps.Count() != shard.DefaultPartitions {
-		t.Fatalf("NewPartitioner(0): fast=%v count=%d, want fast with %d partitions", ps.Fast(), ps.Count(), shard.DefaultPartitions)
+	if !ps.isFast() || ps.Count() != shard.DefaultPartitions {
+		t.Fatalf("NewPartitioner(0): fast=%v count=%d, want fast with %d partitions", ps.isFast(), ps.Count(), shard.DefaultPartitions)
 	}
 }
 
@@ -81,7 +81,7 @@ type wrapped struct{ shard.Partitioner }
 
 func TestOtherPartitionersAreUsedAsIs(t *testing.T) {
 	ps := NewPartitions(byLength{n: 5})
-	if ps.Fast() {
+	if ps.isFast() {
 		t.Fatal("fast path enabled for a foreign partitioner")
 	}
 	if got := ps.Of("ab", "cd"); got != len("ab/cd")%5 {
@@ -89,11 +89,11 @@ func TestOtherPartitionersAreUsedAsIs(t *testing.T) {
 	}
 	// A pointer type that is not comparable by value is fine too.
 	ps = NewPartitions(&byLength{n: 3})
-	if ps.Fast() || ps.Of("", "abcd") != 1 {
-		t.Fatalf("pointer partitioner: fast=%v Of=%d, want slow path and 1", ps.Fast(), ps.Of("", "abcd"))
+	if ps.isFast() || ps.Of("", "abcd") != 1 {
+		t.Fatalf("pointer partitioner: fast=%v Of=%d, want slow path and 1", ps.isFast(), ps.Of("", "abcd"))
 	}
 	ps = NewPartitions(wrapped{shard.NewPartitioner(7)})
-	if ps.Fast() {
+	if ps.isFast() {
 		t.Fatal("fast path enabled for a type that wraps shard's partitioner")
 	}
 }
@@ -160,8 +160,8 @@ func TestRangedSchemesPlaceObjectsAsTheServer(t *testing.T) {
 		for _, n := range []int{1, 7, shard.DefaultPartitions, 1021} {
 			rp := rangePartitioner(t, scheme, n)
 			ps := NewPartitions(rp)
-			if !ps.Fast() || ps.Count() != n || ps.Scheme() != scheme {
-				t.Fatalf("%s P=%d: fast=%v count=%d scheme=%q", scheme, n, ps.Fast(), ps.Count(), ps.Scheme())
+			if !ps.isFast() || ps.Count() != n || ps.scheme() != scheme {
+				t.Fatalf("%s P=%d: fast=%v count=%d scheme=%q", scheme, n, ps.isFast(), ps.Count(), ps.scheme())
 			}
 			differs := 0
 			for i := range 3000 {
@@ -210,16 +210,16 @@ func TestRangePartitionerPointerIsRanged(t *testing.T) {
 	rp := rangePartitioner(t, shard.SchemeUID, 31)
 	ps := NewPartitions(&rp)
 	want, _ := rp.PartitionOfObject("ns", uid36)
-	if !ps.Fast() || ps.Scheme() != shard.SchemeUID || ps.ofObject("ns", "name", uid36) != want || ps.ofObject("ns", "name", "") != -1 {
-		t.Fatalf("*RangePartitioner: fast=%v scheme=%q OfObject=%d, want ranged routing to %d", ps.Fast(), ps.Scheme(), ps.ofObject("ns", "name", uid36), want)
+	if !ps.isFast() || ps.scheme() != shard.SchemeUID || ps.ofObject("ns", "name", uid36) != want || ps.ofObject("ns", "name", "") != -1 {
+		t.Fatalf("*RangePartitioner: fast=%v scheme=%q OfObject=%d, want ranged routing to %d", ps.isFast(), ps.scheme(), ps.ofObject("ns", "name", uid36), want)
 	}
 }
 
 func TestKeySchemeOfObjectIgnoresUID(t *testing.T) {
 	for _, p := range []shard.Partitioner{shard.NewPartitioner(31), byLength{n: 5}} {
 		ps := NewPartitions(p)
-		if ps.Scheme() != shard.SchemeKey {
-			t.Fatalf("scheme %q, want key", ps.Scheme())
+		if ps.scheme() != shard.SchemeKey {
+			t.Fatalf("scheme %q, want key", ps.scheme())
 		}
 		for _, uid := range []string{"", "0b7e6bb0-5a36-4c8a-9f55-2b1f8a1c9d3e"} {
 			if got, want := ps.ofObject("ns", "name", uid), ps.Of("ns", "name"); got != want {
