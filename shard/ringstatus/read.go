@@ -97,8 +97,8 @@ func (r *Ring) Converged(want ...string) error {
 			if !m.claimEmpty {
 				return fmt.Errorf("live Lease %s runs ring params %q, not the ring's %q, and claims partitions: the replicas activate nothing it may claim", m.Lease, m.Params, r.Params)
 			}
-		case m.claimUnknown || !m.claim.Equal(r.Assigned(m.Identity)):
-			return fmt.Errorf("%s claims %d partitions, the ring assigns it %d", m.Identity, m.Partitions, r.Assigned(m.Identity).Len())
+		case m.claimUnknown || !m.claim.Equal(r.assigned(m.Identity)):
+			return fmt.Errorf("%s claims %d partitions, the ring assigns it %d", m.Identity, m.Partitions, r.assigned(m.Identity).Len())
 		}
 	}
 	return nil

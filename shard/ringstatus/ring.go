@@ -2,7 +2,6 @@ package ringstatus
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,7 +162,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 	r := Ring{Name: name, Namespace: namespace, Members: []Member{}, RingMembers: []string{},
 		UnclaimedPartitions: []int{}, OverlappingPartitions: []int{}, Problems: []string{}}
 	r.Params = majorityParams(leases)
-	r.cfg, r.cfgErr = ParseParams(r.Params)
+	r.cfg, r.cfgErr = membership.ParseParams(r.Params)
 	if r.cfgErr == nil {
 		r.Partitions = r.cfg.Partitions
 	} else {
@@ -209,7 +208,7 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			r.Foreign++
 			// Its claim is over its own partition count: malformed
 			// only if it is so under its own configuration too.
-			if cfg, err := ParseParams(m.Params); err == nil {
+			if cfg, err := membership.ParseParams(m.Params); err == nil {
 				own := membership.Parse(l, name, cfg.Partitions)
 				m.Problem, m.Partitions = own.Problem, own.Claim.Len()
 			}
@@ -310,39 +309,6 @@ func partitionsFromClaims(leases []*coordinationv1.Lease) int {
 	return shard.DefaultPartitions
 }
 
-var paramsPattern = regexp.MustCompile(`^([a-z0-9]+)-p([0-9]+)-l([0-9.]+)-r([0-9]+)(?:-s([a-z]+))?(?:-b([0-9.]+))?$`)
-
-// ParseParams reads a shard.Config back from its Fingerprint, e.g.
-// "xx1-p271-l1.25-r40", "xx1-p271-l1.25-r40-snamespace" or
-// "xx1-p271-l1.25-r40-snamespace-b0.05". It fails when the text is not a fingerprint this
-// kshard writes, in particular one with another hash scheme: owners computed
-// with other hashing would be wrong, so the CLI refuses to guess.
-func ParseParams(text string) (shard.Config, error) {
-	m := paramsPattern.FindStringSubmatch(text)
-	if m == nil {
-		return shard.Config{}, fmt.Errorf("not a ring-params fingerprint like %q; upgrade kshard to the replicas' version", shard.Config{}.Fingerprint())
-	}
-	p, err1 := strconv.Atoi(m[2])
-	load, err2 := strconv.ParseFloat(m[3], 64)
-	rf, err3 := strconv.Atoi(m[4])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return shard.Config{}, fmt.Errorf("numbers out of range; upgrade kshard to the replicas' version")
-	}
-	cfg := shard.Config{Partitions: p, Load: load, ReplicationFactor: rf, Scheme: shard.Scheme(m[5])}
-	if m[6] != "" {
-		if cfg.Balance, err1 = strconv.ParseFloat(m[6], 64); err1 != nil {
-			return shard.Config{}, fmt.Errorf("numbers out of range; upgrade kshard to the replicas' version")
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return shard.Config{}, err
-	}
-	if got := cfg.Fingerprint(); got != text {
-		return shard.Config{}, fmt.Errorf("written by a kshard with another hashing scheme (this one writes %q); upgrade kshard to the replicas' version", got)
-	}
-	return cfg, nil
-}
-
 // Owner says who owns one key of a ring. The JSON field names are the stable
 // interface of `kshard owner -o json`.
 type Owner struct {
@@ -409,19 +375,19 @@ func (r *Ring) OwnerOf(key string) (Owner, error) {
 	return o, nil
 }
 
-// Assigned returns the partitions the ring assigns to member: empty when it
+// assigned returns the partitions the ring assigns to member: empty when it
 // is not a ring member or the assignment cannot be computed.
-func (r *Ring) Assigned(member string) shard.PartitionSet {
+func (r *Ring) assigned(member string) shard.PartitionSet {
 	if r.assign == nil {
 		return shard.NewPartitionSet(r.Partitions)
 	}
 	return r.assign.Partitions(member)
 }
 
-// Settled reports whether every ring member claims exactly what the ring
+// settled reports whether every ring member claims exactly what the ring
 // assigns it and no other live Lease claims anything: no handoff is under
 // way (as far as Leases show; activation follows the claims).
-func (r *Ring) Settled() bool {
+func (r *Ring) settled() bool {
 	if r.assign == nil {
 		return false
 	}
@@ -429,7 +395,7 @@ func (r *Ring) Settled() bool {
 		if !m.Live() {
 			continue
 		}
-		if m.claimUnknown || !m.claim.Equal(r.Assigned(m.Identity)) {
+		if m.claimUnknown || !m.claim.Equal(r.assigned(m.Identity)) {
 			return false
 		}
 	}

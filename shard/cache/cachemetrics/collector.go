@@ -41,9 +41,9 @@ func New(c *cache.Cache) *Collector {
 	return &Collector{maxAge: CountsMaxAge, now: time.Now, countFor: c.ObjectCounts, modes: c.ModeReport}
 }
 
-// ObjectCounts returns the cache's object counts (cache.Cache.ObjectCounts),
+// objectCounts returns the cache's object counts (cache.Cache.ObjectCounts),
 // at most CountsMaxAge old: the metrics and the Lease's count share a walk.
-func (m *Collector) ObjectCounts() map[schema.GroupVersionKind]int {
+func (m *Collector) objectCounts() map[schema.GroupVersionKind]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if now := m.now(); m.counts == nil || now.Sub(m.countAt) >= m.maxAge {
@@ -62,7 +62,7 @@ func (m *Collector) PublishTotal(ctx context.Context, publish func(objects int))
 	defer t.Stop()
 	for {
 		total := 0
-		for _, n := range m.ObjectCounts() {
+		for _, n := range m.objectCounts() {
 			total += n
 		}
 		publish(total)
@@ -150,7 +150,7 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(cacheCheckRelistsDesc, prometheus.CounterValue, float64(r.Relists), kindLabels(k.Kind)...)
 		}
 	}
-	for gvk, n := range m.ObjectCounts() {
+	for gvk, n := range m.objectCounts() {
 		ch <- prometheus.MustNewConstMetric(cacheObjectsDesc, prometheus.GaugeValue, float64(n), kindLabels(gvk)...)
 	}
 }

@@ -24,14 +24,14 @@ func TestObjectCountsAreReusedBriefly(t *testing.T) {
 			return map[schema.GroupVersionKind]int{{Version: "v1", Kind: "ConfigMap"}: walks}
 		}}
 	for range 10 {
-		m.ObjectCounts()
+		m.objectCounts()
 		now = now.Add(CountsMaxAge / 10)
 	}
 	if walks != 1 {
 		t.Fatalf("%d walks for 10 scrapes within %v; want 1", walks, CountsMaxAge)
 	}
 	now = now.Add(CountsMaxAge)
-	if got := m.ObjectCounts()[schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}]; walks != 2 || got != 2 {
+	if got := m.objectCounts()[schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}]; walks != 2 || got != 2 {
 		t.Fatalf("after %v: %d walks, count %d; want a fresh count", CountsMaxAge, walks, got)
 	}
 }

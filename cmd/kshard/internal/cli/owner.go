@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/ringstatus"
@@ -115,7 +116,7 @@ type partitionLabel struct {
 // others sorted.
 func partitionLabels(ring, params string, labels map[string]string) []partitionLabel {
 	current := ""
-	cfg, err := ringstatus.ParseParams(params)
+	cfg, err := membership.ParseParams(params)
 	if err == nil {
 		current, _ = shard.PartitionLabelKey(ring, cfg)
 	}

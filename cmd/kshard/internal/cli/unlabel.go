@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/partitionlabel"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
-	"github.com/kshard/kshard/shard/ringstatus"
 )
 
 func unlabelCommand() *command {
@@ -337,7 +337,7 @@ func (c *cluster) refuseWhileLabelling(ctx context.Context, stderr io.Writer, ri
 	}
 	var labelling, unknown []string
 	for _, r := range analyzeByNamespace(list.Items, time.Now()) {
-		if cfg, err := ringstatus.ParseParams(r.Params); err == nil && key != "" {
+		if cfg, err := membership.ParseParams(r.Params); err == nil && key != "" {
 			if current, err := shard.PartitionLabelKey(ring, cfg); err == nil && current != key {
 				continue // this ring writes another key: this one may go while it runs
 			}
