@@ -190,9 +190,10 @@ func TestIsPublished(t *testing.T) {
 	}
 }
 
-// The layering rules catch an adapter package importing the manager and a
-// library package importing reflect, and leave an allowed exception and
-// unrelated packages alone.
+// The layering rules catch an adapter package importing the manager, a
+// library package importing reflect and internal/cache's packages importing
+// upward, the manager or the test fixtures, and leave an allowed exception,
+// imports down internal/cache's layers and unrelated packages alone.
 func TestCheckLayering(t *testing.T) {
 	imports := map[string][]string{
 		"github.com/kshard/kshard/controller/crshard":  {"github.com/kshard/kshard/manager/ringstatus", "github.com/kshard/kshard/shard/ring", "github.com/kshard/kshard/internal/handoff"},
@@ -201,11 +202,21 @@ func TestCheckLayering(t *testing.T) {
 		"github.com/kshard/kshard/shard":               {"reflect", "sort"},
 		"github.com/kshard/kshard/manager":             {"github.com/kshard/kshard/shard/cache"},
 		"github.com/kshard/kshard/managerial/anything": {"github.com/kshard/kshard/manager"},
+		// internal/cache: an import upward, one of the manager, one of
+		// the test fixtures, and the allowed downward ones.
+		"github.com/kshard/kshard/internal/cache/cachekit":   {"github.com/kshard/kshard/internal/cache/segmented"},
+		"github.com/kshard/kshard/internal/cache/shardprobe": {"github.com/kshard/kshard/manager/kshardtest/controlplane"},
+		"github.com/kshard/kshard/internal/cache/labelled":   {"github.com/kshard/kshard/internal/cache/segmented", "github.com/kshard/kshard/internal/cache/cachekit", "github.com/kshard/kshard/internal/cache/cachetest"},
+		"github.com/kshard/kshard/internal/cache/segmented":  {"github.com/kshard/kshard/internal/cache/shardprobe", "github.com/kshard/kshard/shard/cache"},
 	}
 	got := checkLayering(imports, layering)
 	want := []string{
 		"github.com/kshard/kshard/controller/crshard imports github.com/kshard/kshard/internal/handoff: ",
 		"github.com/kshard/kshard/controller/crshard imports github.com/kshard/kshard/manager/ringstatus: ",
+		"github.com/kshard/kshard/internal/cache/cachekit imports github.com/kshard/kshard/internal/cache/segmented: ",
+		"github.com/kshard/kshard/internal/cache/labelled imports github.com/kshard/kshard/internal/cache/cachetest: ",
+		"github.com/kshard/kshard/internal/cache/segmented imports github.com/kshard/kshard/shard/cache: ",
+		"github.com/kshard/kshard/internal/cache/shardprobe imports github.com/kshard/kshard/manager/kshardtest/controlplane: ",
 		"github.com/kshard/kshard/shard imports reflect: ",
 		"github.com/kshard/kshard/shard/ring imports github.com/kshard/kshard/manager: ",
 	}
@@ -219,5 +230,24 @@ func TestCheckLayering(t *testing.T) {
 	}
 	if !matches("a/b/...", "a/b") || !matches("a/b/...", "a/b/c") || matches("a/b/...", "a/bc") || matches("a/b", "a/b/c") {
 		t.Error("matches: wrong tree semantics")
+	}
+}
+
+// The layering rules read the imports of internal packages too, never of
+// the e2e, hack and cmd trees or testdata.
+func TestIsLibrary(t *testing.T) {
+	for _, c := range []struct {
+		dir, path string
+		want      bool
+	}{
+		{"shard/ring", "github.com/kshard/kshard/shard/ring", true},
+		{"internal/cache/labelled", "github.com/kshard/kshard/internal/cache/labelled", true},
+		{"e2e/harness", "github.com/kshard/kshard/e2e/harness", false},
+		{"cmd/kshard/internal/cli", "github.com/kshard/kshard/cmd/kshard/internal/cli", false},
+		{"lib/testdata/x", "example.com/lib/testdata/x", false},
+	} {
+		if got := isLibrary(c.dir, c.path); got != c.want {
+			t.Errorf("isLibrary(%q, %q) = %v, want %v", c.dir, c.path, got, c.want)
+		}
 	}
 }

@@ -15,9 +15,10 @@ type layeringRule struct {
 	Allowed         map[string]string
 }
 
-// layering is the architecture the published packages keep (docs/design.md,
-// "Layout"; issue 43).
-var layering = []layeringRule{
+// layering is the architecture the library packages keep (docs/design.md,
+// "Layout"; issue 43): the published packages, and the internal packages
+// the cache rules below name.
+var layering = append([]layeringRule{
 	{
 		From:      "github.com/kshard/kshard/controller/crshard/...",
 		Forbidden: "github.com/kshard/kshard/manager/...",
@@ -45,6 +46,48 @@ var layering = []layeringRule{
 			"github.com/kshard/kshard/shard/cache": "reads into the caller's typed object",
 		},
 	},
+	{
+		From:      "github.com/kshard/kshard/internal/cache/...",
+		Forbidden: "github.com/kshard/kshard/manager/...",
+		Why:       "the caches' building blocks serve both runtimes through shard/cache: none may depend on kshard's manager",
+	},
+	{
+		From:      "github.com/kshard/kshard/internal/cache/...",
+		Forbidden: "github.com/kshard/kshard/controller/...",
+		Why:       "the caches' building blocks know nothing of controllers: shard/cache routes their events",
+	},
+	{
+		From:      "github.com/kshard/kshard/internal/cache/...",
+		Forbidden: "github.com/kshard/kshard/shard/cache/...",
+		Why:       "shard/cache is built on the packages under internal/cache, not the other way round",
+	},
+	{
+		From:      "github.com/kshard/kshard/internal/cache/...",
+		Forbidden: "github.com/kshard/kshard/internal/cache/cachetest",
+		Why:       "cachetest holds the caches' test fakes and fixtures: only tests import it",
+	},
+}, cacheLayers(
+	// From the bottom up: each package may import only those before it.
+	"cachekit",   // paged LISTs, the merged view's store, selector helpers
+	"shardprobe", // probes whether the API server filters by shard
+	"segmented",  // the segmented informer: cachekit, shardprobe
+	"labelled",   // the labelled cache and its write path: cachekit, segmented
+)...)
+
+// cacheLayers returns, for packages under internal/cache listed from the
+// bottom up, the rules that forbid each to import any listed after it.
+func cacheLayers(bottomUp ...string) []layeringRule {
+	const base = "github.com/kshard/kshard/internal/cache/"
+	var rules []layeringRule
+	for i, from := range bottomUp {
+		for _, above := range bottomUp[i+1:] {
+			rules = append(rules, layeringRule{
+				From: base + from, Forbidden: base + above,
+				Why: fmt.Sprintf("internal/cache's packages are layered %s from the bottom up (hack/apicheck/layering.go): %s is below %s", strings.Join(bottomUp, ", "), from, above),
+			})
+		}
+	}
+	return rules
 }
 
 // matches reports whether importPath is pattern, or lies under it when

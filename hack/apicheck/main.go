@@ -42,6 +42,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -190,7 +191,7 @@ func published(ctx context.Context, root string, modules []string) ([]*types.Pac
 		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
 	}
 	export := map[string]string{}
-	imports := map[string][]string{} // of the published packages
+	imports := map[string][]string{} // of the library packages, for the layering rules
 	var selected []string
 	dec := json.NewDecoder(bytes.NewReader(outb))
 	for dec.More() {
@@ -211,6 +212,8 @@ func published(ctx context.Context, root string, modules []string) ([]*types.Pac
 		}
 		if isPublished(filepath.ToSlash(rel), p.ImportPath) {
 			selected = append(selected, p.ImportPath)
+		}
+		if isLibrary(filepath.ToSlash(rel), p.ImportPath) {
 			imports[p.ImportPath] = p.Imports
 		}
 	}
@@ -251,6 +254,18 @@ func isPublished(dir, importPath string) bool {
 		}
 	}
 	return true
+}
+
+// isLibrary says whether the package in dir is library code, whose imports
+// the layering rules check: a published package, or an internal one
+// outside the root module's e2e/, hack/ and cmd/ trees.
+func isLibrary(dir, importPath string) bool {
+	first, _, _ := strings.Cut(dir, "/")
+	switch first {
+	case "e2e", "hack", "cmd", "..":
+		return false
+	}
+	return !slices.Contains(strings.Split(importPath, "/"), "testdata")
 }
 
 // describe returns the record's lines for pkg and its counts.
