@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kshard/kshard/cmd/example-operator/api/v1alpha1"
+	"github.com/kshard/kshard/internal/cache/cachetest"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
@@ -58,9 +59,9 @@ func newCRFixture(t *testing.T, gate bool) *crFixture {
 	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(v1alpha1.CRD), 4096).Decode(&demoCRD.Object); err != nil {
 		t.Fatal(err)
 	}
-	createCRD(t, ctx, f.dyn, demoCRD)
-	createCRD(t, ctx, f.dyn, exampleWidgetCRD())
-	for _, gvr := range []schema.GroupVersionResource{demoWidgets, widgetGV.WithResource("widgets")} {
+	cachetest.CreateCRD(t, ctx, f.dyn, demoCRD)
+	cachetest.CreateCRD(t, ctx, f.dyn, cachetest.WidgetCRD())
+	for _, gvr := range []schema.GroupVersionResource{demoWidgets, cachetest.WidgetGV.WithResource("widgets")} {
 		await(t, gvr.String()+" served", func() bool {
 			_, err := f.dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 			return err == nil
@@ -173,7 +174,7 @@ func (f *crFixture) cached(list runtime.Object) []string {
 
 var (
 	demoWidgetKind    = v1alpha1.GroupVersion.WithKind("Widget")
-	exampleWidgetKind = widgetGV.WithKind("Widget")
+	exampleWidgetKind = cachetest.WidgetGV.WithKind("Widget")
 )
 
 // With the gate on, a custom resource kind is sharded: the probe finds the
@@ -206,7 +207,7 @@ func TestIntegrationCustomResourcesSharded(t *testing.T) {
 		t.Fatalf("%s with no object: mode %s (%s), want fallback until its first object", exampleWidgetKind, m.Mode, m.Reason)
 	}
 	await(t, "the held partitions synced for the empty kind", func() bool { return f.cache.SyncedPartitions().Equal(f.held) })
-	examples := widgetGV.WithResource("widgets")
+	examples := cachetest.WidgetGV.WithResource("widgets")
 	away := f.create(examples, f.namespaceOf(false), "first")
 	await(t, exampleWidgetKind.String()+" sharded after its first object", func() bool {
 		if !f.cache.SyncedPartitions().Equal(f.held) {
@@ -248,7 +249,7 @@ func TestIntegrationCustomResourcesFallBackWithoutTheGate(t *testing.T) {
 	if m := f.mode(exampleWidgetKind); m.Mode != cache.ModeFallback || !strings.Contains(m.Reason, "no widgets.example.kshard.io exists") {
 		t.Fatalf("%s with no object: mode %s (%s), want fallback until its first object", exampleWidgetKind, m.Mode, m.Reason)
 	}
-	f.create(widgetGV.WithResource("widgets"), f.namespaceOf(true), "first")
+	f.create(cachetest.WidgetGV.WithResource("widgets"), f.namespaceOf(true), "first")
 	await(t, exampleWidgetKind.String()+" probed again at its first object", func() bool {
 		return strings.Contains(f.mode(exampleWidgetKind).Reason, "does not filter")
 	})

@@ -13,12 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/kshard/kshard/internal/cache/cachetest"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard/cache"
 )
@@ -55,45 +55,14 @@ func (l *WidgetList) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-var widgetGV = schema.GroupVersion{Group: "example.kshard.io", Version: "v1"}
-
 func widgetScheme(t *testing.T) *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	s.AddKnownTypes(widgetGV, &Widget{}, &WidgetList{})
-	metav1.AddToGroupVersion(s, widgetGV)
+	s.AddKnownTypes(cachetest.WidgetGV, &Widget{}, &WidgetList{})
+	metav1.AddToGroupVersion(s, cachetest.WidgetGV)
 	return s
-}
-
-// exampleWidgetCRD is the CustomResourceDefinition of Widget
-// (example.kshard.io/v1), a test type, with any fields allowed.
-func exampleWidgetCRD() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]interface{}{"name": "widgets.example.kshard.io"},
-		"spec": map[string]interface{}{
-			"group": "example.kshard.io", "scope": "Namespaced",
-			"names": map[string]interface{}{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-			"versions": []interface{}{map[string]interface{}{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]interface{}{"openAPIV3Schema": map[string]interface{}{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-}
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// createCRD creates a CustomResourceDefinition; callers wait until its
-// resource is served.
-func createCRD(t *testing.T, ctx context.Context, dyn dynamic.Interface, crd *unstructured.Unstructured) {
-	t.Helper()
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func await(t *testing.T, what string, cond func() bool) {
@@ -197,8 +166,8 @@ func TestIntegrationCache(t *testing.T) {
 
 	// Install the Widget CRD: the refreshing mapper finds it on the next
 	// request, and the typed informer decodes Widgets with the test scheme.
-	createCRD(t, ctx, dyn, exampleWidgetCRD())
-	widgets := dyn.Resource(widgetGV.WithResource("widgets")).Namespace("default")
+	cachetest.CreateCRD(t, ctx, dyn, cachetest.WidgetCRD())
+	widgets := dyn.Resource(cachetest.WidgetGV.WithResource("widgets")).Namespace("default")
 	await(t, "Widget resource served", func() bool {
 		_, err := widgets.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
 			"apiVersion": "example.kshard.io/v1", "kind": "Widget",

@@ -1,6 +1,8 @@
 // Package cachetest holds the fixtures the integration tests of kshard's
 // caches share (shard/cache and the packages under internal/cache): labelled
-// ConfigMaps spread over namespaces whose partitions differ.
+// ConfigMaps spread over namespaces whose partitions differ, the Widget
+// custom resource's definition (WidgetCRD) and a fake API server's
+// selector handling (SelectorServer).
 package cachetest
 
 import (

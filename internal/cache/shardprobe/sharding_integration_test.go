@@ -302,8 +302,8 @@ func TestIntegrationShardedListGateOff(t *testing.T) {
 // existing Widget, reports filtered.
 func checkCustomResourceNotEchoed(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
 	t.Helper()
-	createCRD(t, ctx, dyn, exampleWidgetCRD())
-	widgetsGVR := widgetGV.WithResource("widgets")
+	cachetest.CreateCRD(t, ctx, dyn, cachetest.WidgetCRD())
+	widgetsGVR := cachetest.WidgetGV.WithResource("widgets")
 	widgets := dyn.Resource(widgetsGVR).Namespace("default")
 	var uids []string
 	for i := range 40 {
