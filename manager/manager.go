@@ -158,8 +158,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 }
 
 // Add registers r to be started by Start (or at once if Start runs).
-// Controllers and other Sharded runnables also take part in handoff: they
-// reconcile only while their partitions are active here.
+// Controllers and other runnables that implement ring.Participant also take
+// part in handoff: they reconcile only while their partitions are active
+// here.
 func (m *Manager) Add(r Runnable) error {
 	if r == nil {
 		return errors.New("manager: Add(nil)")
@@ -170,7 +171,7 @@ func (m *Manager) Add(r Runnable) error {
 		return errors.New("manager: Add after Start is not supported; register every runnable before starting")
 	}
 	m.runnables = append(m.runnables, r)
-	if p, ok := r.(Sharded); ok {
+	if p, ok := r.(ring.Participant); ok {
 		m.participants = append(m.participants, p)
 	}
 	return nil
