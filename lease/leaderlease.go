@@ -24,7 +24,7 @@ type LeaderLeaseOptions struct {
 	// operator's leader election ID and namespace. Required.
 	Namespace, Name string
 	// Ring names the ring; the Lease's holderIdentity becomes
-	// LeaderLeaseHolder(Ring). Required.
+	// "kshard-ring/<Ring>" (leaderLeaseHolder). Required.
 	Ring string
 	// LeaseDuration is the leaseDurationSeconds the ring writes, and the
 	// expiry assumed for a Lease that states none. Required.
@@ -37,9 +37,9 @@ type LeaderLeaseOptions struct {
 	Logger logr.Logger
 }
 
-// LeaderLeaseHolder is the holderIdentity a ring writes into a
+// leaderLeaseHolder is the holderIdentity a ring writes into a
 // leader-election Lease it holds.
-func LeaderLeaseHolder(ring string) string { return "kshard-ring/" + ring }
+func leaderLeaseHolder(ring string) string { return "kshard-ring/" + ring }
 
 // LeaderLease holds a leader-election Lease for a ring that replaces a
 // leader-elected operator (handoff.JudgeLeaderLease): it takes the Lease
@@ -151,7 +151,7 @@ func (l *LeaderLease) WaitHeld(ctx context.Context) bool {
 
 // step reads the Lease and carries out the verdict on it.
 func (l *LeaderLease) step(ctx context.Context) {
-	ring := LeaderLeaseHolder(l.opts.Ring)
+	ring := leaderLeaseHolder(l.opts.Ring)
 	leases := l.opts.Client.CoordinationV1().Leases(l.opts.Namespace)
 	rctx, cancel := context.WithTimeout(ctx, l.opts.RenewPeriod)
 	defer cancel()
@@ -214,7 +214,7 @@ func (l *LeaderLease) observe(cur *coordinationv1.Lease, now time.Time) handoff.
 // write creates the Lease or updates cur (conditioned on its version) with
 // the ring as holder, as client-go's leader election writes a record.
 func (l *LeaderLease) write(ctx context.Context, cur *coordinationv1.Lease, now time.Time) (*coordinationv1.Lease, error) {
-	ring := LeaderLeaseHolder(l.opts.Ring)
+	ring := leaderLeaseHolder(l.opts.Ring)
 	seconds := int32(l.opts.LeaseDuration.Round(time.Second) / time.Second)
 	stamp := metav1.NewMicroTime(now)
 	leases := l.opts.Client.CoordinationV1().Leases(l.opts.Namespace)
@@ -241,7 +241,7 @@ func (l *LeaderLease) write(ctx context.Context, cur *coordinationv1.Lease, now 
 // what was last observed still shows the ring holding it.
 func (l *LeaderLease) failed(what string, err error) {
 	l.mu.Lock()
-	held := l.holder == LeaderLeaseHolder(l.opts.Ring) && time.Since(l.seenAt) < l.opts.LeaseDuration
+	held := l.holder == leaderLeaseHolder(l.opts.Ring) && time.Since(l.seenAt) < l.opts.LeaseDuration
 	l.mu.Unlock()
 	reason := fmt.Sprintf("%s the leader-election Lease %s/%s failed: %v", what, l.opts.Namespace, l.opts.Name, err)
 	if apierrors.IsForbidden(err) {

@@ -29,7 +29,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
@@ -210,8 +209,8 @@ func TestMigrationFromLeaderElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != lease.LeaderLeaseHolder("migtest") {
-		t.Errorf("the leader-election Lease is held by %q, want the ring (%q)", holder, lease.LeaderLeaseHolder("migtest"))
+	if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != "kshard-ring/migtest" {
+		t.Errorf("the leader-election Lease is held by %q, want the ring (%q)", holder, "kshard-ring/migtest")
 	}
 
 	// A rollback starts a leader-elected replica: it must not lead. It
