@@ -177,7 +177,7 @@ func TestKeptPlacesMoveEachObjectOnce(t *testing.T) {
 	}
 	r := &results{Params: defaultParams(false), Labels: res, Summary: Summary{ShardedGateOff: s}}
 	var b strings.Builder
-	r.labelsSection(func(f string, a ...any) { fmt.Fprintf(&b, f+"\n", a...) }, func(string, throughputSet) {})
+	r.labelsSection(func(f string, a ...any) { fmt.Fprintf(&b, f+"\n", a...) })
 	if got := strings.Count(b.String(), "kept places: "); got != 1 {
 		t.Errorf("%d rows say kept places, want 1:\n%s", got, b.String())
 	}
