@@ -36,12 +36,12 @@ type replica struct {
 	id          string
 	metricsAddr string // bound on port 0, read from the replica's log
 	probeAddr   string
-	debugAddr   string // the bench debug server (heap.go in each operator)
+	debugAddr   string // the bench debug server (e2e/bench/benchkit/heap.go)
 	proc        *process.Process
 }
 
 // debugServer is the name of the operators' bench debug server in their
-// "serving" line (heap.go in each operator).
+// "serving" line (e2e/bench/benchkit/heap.go).
 const debugServer = "bench debug"
 
 func (r *replica) running() bool { return r.proc.Running() }
@@ -307,8 +307,8 @@ series:
 	return total
 }
 
-// buildOperators builds both operator binaries into dir: kshardop from the
-// root module, the baseline from its own module.
+// buildOperators builds the three operator binaries into dir, each in its
+// own module: kshardop, the baseline and the adapter's crshardop.
 func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineBin, adapterBin string, err error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -316,7 +316,7 @@ func buildOperators(ctx context.Context, root, dir string) (kshardBin, baselineB
 	}
 	kshardBin, baselineBin, adapterBin = filepath.Join(dir, "kshardop"), filepath.Join(dir, "baseline"), filepath.Join(dir, "crshardop")
 	builds := []struct{ dir, out, pkg string }{
-		{root, kshardBin, "./e2e/bench/kshardop"},
+		{filepath.Join(root, "e2e", "bench", "kshardop"), kshardBin, "."},
 		{filepath.Join(root, "e2e", "bench", "baseline"), baselineBin, "."},
 		{filepath.Join(root, "e2e", "bench", "crshardop"), adapterBin, "."},
 	}

@@ -363,3 +363,39 @@ func TestModuleVersionReadsTheBinary(t *testing.T) {
 		t.Errorf("moduleVersion of a missing file = %q, want unknown", got)
 	}
 }
+
+// RESULTS.md is what -report-only renders from the committed
+// results.json: a change to the report's text renders it again (go run
+// ./e2e/bench -report-only), and a change that should not touch the
+// report, such as splitting markdown into sections, leaves it byte for
+// byte.
+func TestCommittedResultsRenderTheCommittedReport(t *testing.T) {
+	data, err := os.ReadFile("results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("RESULTS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rewriteReport(dir, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := range min(len(gl), len(wl)) {
+			if gl[i] != wl[i] {
+				t.Fatalf("RESULTS.md line %d differs from what results.json renders (go run ./e2e/bench -report-only renders it again):\ngot:  %.200s\nwant: %.200s", i+1, gl[i], wl[i])
+			}
+		}
+		t.Fatalf("RESULTS.md has %d lines, results.json renders %d (go run ./e2e/bench -report-only renders it again)", len(wl), len(gl))
+	}
+}

@@ -33,6 +33,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kshard/kshard v0.1.0 // indirect
+	github.com/kshard/kshard/e2e/bench/benchkit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/kshard/kshard/e2e/bench/crshardop v0.0.0-00010101000000-000000000000 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
@@ -81,6 +82,7 @@ tool (
 replace (
 	github.com/kshard/kshard => ../..
 	github.com/kshard/kshard/controller/crshard => ../../controller/crshard
+	github.com/kshard/kshard/e2e/bench/benchkit => ../bench/benchkit
 	github.com/kshard/kshard/e2e/bench/crshardop => ../bench/crshardop
 	sigs.k8s.io/controller-runtime => sigs.k8s.io/controller-runtime v0.24.1
 )

@@ -3,6 +3,7 @@ module github.com/kshard/kshard/e2e/bench/baseline
 go 1.26.0
 
 require (
+	github.com/kshard/kshard/e2e/bench/benchkit v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.24.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -70,3 +71,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/kshard/kshard/e2e/bench/benchkit => ../benchkit

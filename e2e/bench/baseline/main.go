@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/e2e/bench/benchkit"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,10 +95,10 @@ func run() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	if err := addBenchObjects(scheme); err != nil {
+	if err := benchkit.AddToScheme(scheme); err != nil {
 		return err
 	}
-	objects, err := kindFor(*kind)
+	objects, err := benchkit.KindFor(*kind)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func run() error {
 	r := &reconciler{client: mgr.GetClient(), kind: objects, identity: *identity, latency: *latency, epochNS: *epochNS, readEpoch: *watchEpoch}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("bench").
-		For(objects.newObject(), builder.WithPredicates(predicate.Funcs{
+		For(objects.NewObject(), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return isObject(e.Object) },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return isObject(e.ObjectNew) && r.dataChanged(e.ObjectOld, e.ObjectNew)
@@ -149,7 +150,7 @@ func run() error {
 		return err
 	}
 	defer stopServers()
-	stopDebug, err := serveDebug(*debugAddr)
+	stopDebug, err := benchkit.ServeDebug(*debugAddr)
 	if err != nil {
 		return err
 	}
@@ -208,8 +209,8 @@ func (r *reconciler) isEpoch(o client.Object) bool {
 // dataChanged reports whether an object's data changed (an update that
 // only annotates it needs no reconcile).
 func (r *reconciler) dataChanged(a, b client.Object) bool {
-	da, ok1 := r.kind.data(a)
-	db, ok2 := r.kind.data(b)
+	da, ok1 := r.kind.Data(a)
+	db, ok2 := r.kind.Data(b)
 	return !ok1 || !ok2 || !maps.Equal(da, db)
 }
 
@@ -222,7 +223,7 @@ func epochChanged(a, b client.Object) bool {
 
 type reconciler struct {
 	client   client.Client
-	kind     objectKind
+	kind     benchkit.Kind
 	identity string
 	latency  time.Duration
 	epochNS  string // --epoch-namespace; "": each object's own
@@ -236,7 +237,7 @@ type reconciler struct {
 
 // allObjects maps the epoch ConfigMap to every benchmark object.
 func (r *reconciler) allObjects(ctx context.Context, epoch client.Object) []reconcile.Request {
-	list := r.kind.newList()
+	list := r.kind.NewList()
 	ns := epoch.GetNamespace()
 	if r.epochNS != "" {
 		ns = "" // one epoch for the objects of every namespace
@@ -258,11 +259,11 @@ func (r *reconciler) allObjects(ctx context.Context, epoch client.Object) []reco
 // Reconcile records "<gen>/<epoch>" in the object's annotation after the
 // simulated latency, unless it is already there.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj := r.kind.newObject()
+	obj := r.kind.NewObject()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	data, _ := r.kind.data(obj)
+	data, _ := r.kind.Data(obj)
 	epoch := "0"
 	if r.readEpoch {
 		var ep corev1.ConfigMap

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/kshard/kshard v0.1.0
 	github.com/kshard/kshard/controller/crshard v0.0.0-00010101000000-000000000000
+	github.com/kshard/kshard/e2e/bench/benchkit v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -77,4 +78,5 @@ require (
 replace (
 	github.com/kshard/kshard => ../../..
 	github.com/kshard/kshard/controller/crshard => ../../../controller/crshard
+	github.com/kshard/kshard/e2e/bench/benchkit => ../benchkit
 )

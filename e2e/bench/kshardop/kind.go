@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -13,10 +11,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/e2e/bench/benchkit"
 )
 
 // objectKind is the kind of the objects the operator reconciles (--kind):
-// ConfigMaps, or BenchObjects, the custom resource of ConfigMap shape.
+// benchkit's Kind as kshard's controller takes it, and how to patch one.
 type objectKind struct {
 	example   controller.Object
 	newObject func() controller.Object
@@ -32,50 +31,42 @@ type objectKind struct {
 // BenchObjects, a REST client of cfg (the manager's, fenced as its
 // clientset is).
 func kindFor(name string, cfg *rest.Config, client kubernetes.Interface, scheme *runtime.Scheme) (objectKind, error) {
-	switch name {
-	case "ConfigMap":
-		return objectKind{
-			example:   &corev1.ConfigMap{},
-			newObject: func() controller.Object { return &corev1.ConfigMap{} },
-			newList:   func() runtime.Object { return &corev1.ConfigMapList{} },
-			data: func(o controller.Object) (map[string]string, bool) {
-				cm, ok := o.(*corev1.ConfigMap)
-				if !ok {
-					return nil, false
-				}
-				return cm.Data, true
-			},
-			patch: func(ctx context.Context, namespace, name string, body []byte) error {
-				_, err := client.CoreV1().ConfigMaps(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
-				return err
-			},
-		}, nil
-	case "BenchObject":
-		c := rest.CopyConfig(cfg)
-		c.GroupVersion, c.APIPath = &benchGroupVersion, "/apis"
-		c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-		if c.UserAgent == "" {
-			c.UserAgent = rest.DefaultKubernetesUserAgent()
-		}
-		rc, err := rest.RESTClientFor(c)
-		if err != nil {
-			return objectKind{}, err
-		}
-		return objectKind{
-			example:   &BenchObject{},
-			newObject: func() controller.Object { return &BenchObject{} },
-			newList:   func() runtime.Object { return &BenchObjectList{} },
-			data: func(o controller.Object) (map[string]string, bool) {
-				bo, ok := o.(*BenchObject)
-				if !ok {
-					return nil, false
-				}
-				return bo.Data, true
-			},
-			patch: func(ctx context.Context, namespace, name string, body []byte) error {
-				return rc.Patch(types.MergePatchType).Namespace(namespace).Resource("benchobjects").Name(name).Body(body).Do(ctx).Error()
-			},
+	k, err := benchkit.KindFor(name)
+	if err != nil {
+		return objectKind{}, err
+	}
+	patch, err := patcherFor(name, cfg, client, scheme)
+	if err != nil {
+		return objectKind{}, err
+	}
+	return objectKind{
+		example:   k.NewObject(),
+		newObject: func() controller.Object { return k.NewObject() },
+		newList:   func() runtime.Object { return k.NewList() },
+		data:      func(o controller.Object) (map[string]string, bool) { return k.Data(o) },
+		patch:     patch,
+	}, nil
+}
+
+// patcherFor returns how the operator patches an object of kind name.
+func patcherFor(name string, cfg *rest.Config, client kubernetes.Interface, scheme *runtime.Scheme) (func(ctx context.Context, namespace, name string, body []byte) error, error) {
+	if name == "ConfigMap" {
+		return func(ctx context.Context, namespace, name string, body []byte) error {
+			_, err := client.CoreV1().ConfigMaps(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+			return err
 		}, nil
 	}
-	return objectKind{}, fmt.Errorf("--kind %q is neither ConfigMap nor BenchObject", name)
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion, c.APIPath = &benchkit.GroupVersion, "/apis"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, namespace, name string, body []byte) error {
+		return rc.Patch(types.MergePatchType).Namespace(namespace).Resource("benchobjects").Name(name).Body(body).Do(ctx).Error()
+	}, nil
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/e2e/bench/benchkit"
 	"github.com/kshard/kshard/internal/recorder"
 	"github.com/kshard/kshard/manager"
 	"github.com/kshard/kshard/shard"
@@ -97,7 +98,7 @@ func run() error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	if err := addBenchObjects(scheme); err != nil {
+	if err := benchkit.AddToScheme(scheme); err != nil {
 		return err
 	}
 	watch := *namespace
@@ -119,7 +120,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	stopDebug, err := serveDebug(*debugAddr)
+	stopDebug, err := benchkit.ServeDebug(*debugAddr)
 	if err != nil {
 		return err
 	}

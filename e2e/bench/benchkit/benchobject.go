@@ -1,9 +1,4 @@
-package main
-
-// This file is identical in e2e/bench/kshardop, e2e/bench/baseline and
-// e2e/bench/crshardop (TestOperatorCopiesAgree in e2e/bench keeps them
-// equal): each operator module keeps its own copy, as it keeps the object
-// contract, so that the baseline imports nothing of kshard.
+package benchkit
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,9 +6,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// benchGroupVersion is the API group and version of BenchObject, the custom
+// GroupVersion is the API group and version of BenchObject, the custom
 // resource the benchmark installs (e2e/bench/benchobject-crd.yaml).
-var benchGroupVersion = schema.GroupVersion{Group: "bench.kshard.io", Version: "v1"}
+var GroupVersion = schema.GroupVersion{Group: "bench.kshard.io", Version: "v1"}
 
 // BenchObject is a ConfigMap's shape — metadata and a string map called
 // data — in a kind of its own: the operators reconcile it with the same
@@ -33,10 +28,10 @@ type BenchObjectList struct {
 	Items           []BenchObject `json:"items"`
 }
 
-// addBenchObjects registers BenchObject and BenchObjectList in s.
-func addBenchObjects(s *runtime.Scheme) error {
-	s.AddKnownTypes(benchGroupVersion, &BenchObject{}, &BenchObjectList{})
-	metav1.AddToGroupVersion(s, benchGroupVersion)
+// AddToScheme registers BenchObject and BenchObjectList in s.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &BenchObject{}, &BenchObjectList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
 

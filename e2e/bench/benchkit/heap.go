@@ -1,8 +1,4 @@
-package main
-
-// This file is identical in e2e/bench/kshardop, e2e/bench/baseline and
-// e2e/bench/crshardop (TestOperatorCopiesAgree in e2e/bench keeps them
-// equal).
+package benchkit
 
 import (
 	"context"
@@ -17,24 +13,25 @@ import (
 	"time"
 )
 
-// debugServer is the name in the "serving" line of the server serveDebug
-// binds; the harness waits for that line to learn its port.
-const debugServer = "bench debug"
+// DebugServer is the name in the "serving" line of the server ServeDebug
+// binds; the harness waits for that line to learn its port (e2e/bench's
+// debugServer, which its tests check against this one).
+const DebugServer = "bench debug"
 
-// serveDebug binds addr ("0": no server) and serves /heap there, logging
+// ServeDebug binds addr ("0": no server) and serves /heap there, logging
 // the bound address in a "serving" line as the metrics server does. The
 // returned function shuts it down and waits for it.
-func serveDebug(addr string) (stop func(), err error) {
+func ServeDebug(addr string) (stop func(), err error) {
 	if addr == "0" {
 		return func() {}, nil
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s server cannot listen on %q: %w", debugServer, addr, err)
+		return nil, fmt.Errorf("%s server cannot listen on %q: %w", DebugServer, addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/heap", serveHeap)
-	line, _ := json.Marshal(map[string]string{"msg": "serving", "server": debugServer, "address": l.Addr().String()})
+	line, _ := json.Marshal(map[string]string{"msg": "serving", "server": DebugServer, "address": l.Addr().String()})
 	fmt.Fprintln(os.Stderr, string(line))
 	s := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
