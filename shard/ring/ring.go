@@ -53,7 +53,7 @@ type Options struct {
 }
 
 func (o *Options) applyDefaults() {
-	if o.Replica != nil {
+	if o.Replica != nil && o.Replica.member != nil {
 		o.handoff, o.leases = o.Replica.handoff, o.Replica.member
 	}
 	o.handoff = o.handoff.WithDefaults()
@@ -87,6 +87,9 @@ type Coordinator struct {
 // returns a Coordinator that has done nothing yet.
 func New(opts Options) (*Coordinator, error) {
 	opts.applyDefaults()
+	if opts.Replica != nil && opts.Replica.member == nil {
+		return nil, errors.New("ring: Options.Replica was not built by NewReplica; pass the replica NewReplica returned")
+	}
 	if opts.leases == nil {
 		return nil, errors.New("ring: Options.Replica is nil; pass the replica NewReplica built")
 	}

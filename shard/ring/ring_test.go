@@ -20,7 +20,8 @@ func TestNewValidates(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"no membership", Options{handoff: good}, "Replica is nil"},
+		{"no replica", Options{handoff: good}, "Replica is nil"},
+		{"replica not from NewReplica", Options{Replica: &Replica{}}, "not built by NewReplica"},
 		{"nil participant", Options{handoff: good, leases: newFakeMembership("a"), Participants: []Participant{nil}}, "Participants[0] is nil"},
 		{"no identity", Options{handoff: handoff.Config{Incarnation: "x"}, leases: newFakeMembership("a")}, "Identity is empty"},
 		{"renew deadline too long", Options{handoff: handoff.Config{Identity: "a", Incarnation: "x", Timing: shard.Timing{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
