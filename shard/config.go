@@ -30,7 +30,7 @@ const (
 
 	// DefaultReplicationFactor is the number of virtual nodes per member on
 	// consistent's hash circle, chosen by measurement (shard/README.md,
-	// "Choosing the replication factor"): at P=271 and load 1.25, growing or
+	// "Choosing the load and the replication factor"): at P=271 and load 1.25, growing or
 	// shrinking a ring of 2–32 members moves 1.19× the ideal number of
 	// partitions on average at 40, against 1.29× at 20; beyond 40 the gain
 	// stops while ring builds, quadratic in members inside consistent, keep
