@@ -53,7 +53,7 @@ type Options struct {
 	// of a ring must agree. Defaults to 271.
 	Partitions int
 	// Load is the bounded-load factor: no replica owns more than
-	// ceil(Load × P / members) partitions. Defaults to 1.25.
+	// ceil(Load × P / members) partitions. Defaults to 1.05.
 	Load float64
 
 	// LeaseDuration, RenewPeriod, RenewDeadline, DrainGracePeriod and

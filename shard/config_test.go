@@ -76,8 +76,13 @@ func TestConfigFingerprint(t *testing.T) {
 	base := Config{}.Fingerprint()
 	// The default fingerprint is part of the wire contract between replicas:
 	// if it changes, replicas on old and new code refuse each other.
-	if want := "xx1-p271-l1.25-r40"; base != want {
+	if want := "xx1-p271-l1.05-r40"; base != want {
 		t.Errorf("default fingerprint = %q, want %q", base, want)
+	}
+	// Replicas built before DefaultLoad became 1.05 wrote this; a ring that
+	// sets Load 1.25 must keep writing it to roll onto this version.
+	if got, want := (Config{Load: 1.25}).Fingerprint(), "xx1-p271-l1.25-r40"; got != want {
+		t.Errorf("fingerprint at load 1.25 = %q, want %q (the default before 1.05)", got, want)
 	}
 	if got := (Config{Partitions: DefaultPartitions, Load: DefaultLoad, ReplicationFactor: DefaultReplicationFactor}).Fingerprint(); got != base {
 		t.Errorf("explicit defaults fingerprint %q differs from zero-value %q", got, base)
@@ -138,7 +143,7 @@ func TestBalanceValidation(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if fp := cfg.Fingerprint(); fp != "xx1-p271-l1.25-r40-snamespace-b0.05" {
+	if fp := cfg.Fingerprint(); fp != "xx1-p271-l1.05-r40-snamespace-b0.05" {
 		t.Fatalf("fingerprint %q", fp)
 	}
 }

@@ -45,7 +45,7 @@ type Options struct {
 	// Defaults to 271.
 	Partitions int
 	// Load bounds how many partitions one replica owns (⌈Load·P/N⌉).
-	// Defaults to 1.25.
+	// Defaults to 1.05.
 	Load float64
 	// LeaseDuration, RenewPeriod and RenewDeadline mean what they mean in
 	// kshard's manager and default as they do there (shard.Timing):

@@ -42,7 +42,7 @@ const (
 )
 
 // ringCfg is the replicas' ring configuration: the example operator's
-// defaults (271 partitions, load 1.25). The test checks it against the
+// defaults (271 partitions, load 1.05). The test checks it against the
 // fingerprint every Lease publishes.
 var ringCfg = shard.Config{Partitions: shard.DefaultPartitions, Load: shard.DefaultLoad}.WithDefaults()
 
@@ -376,14 +376,14 @@ func checkOwnersAndBalance(t *testing.T, r *assign.Ring, objs []unstructured.Uns
 	}
 
 	// The bound. The ring guarantees partitions, not keys: no member owns
-	// more than ceil(Load × P / members) = ceil(1.25 × 271 / 3) = 113 of the
+	// more than ceil(Load × P / members) = ceil(1.05 × 271 / 3) = 95 of the
 	// 271 partitions. Keys land in partitions by hash, so a member's share of
-	// n keys is, to a good model, Binomial(n, q) with q = 113/271, whose mean
-	// n·q = 208.5 is the key-level bound ceil(Load × n / members) = 209 up to
+	// n keys is, to a good model, Binomial(n, q) with q = 95/271, whose mean
+	// n·q = 175.3 is the key-level bound ceil(Load × n / members) = 175 up to
 	// rounding, and whose standard deviation sqrt(n·q·(1−q)) ≈ 11 is the
 	// granularity of partitions: a member that owns a few partitions with
-	// more keys than average goes over 209 without the ring being wrong. The
-	// tolerance is 4 standard deviations (45 keys, so at most 254 of 500):
+	// more keys than average goes over 175 without the ring being wrong. The
+	// tolerance is 4 standard deviations (43 keys, so at most 218 of 500):
 	// exceeding it has probability ~3·10⁻⁵ under the model, so it means an
 	// unbalanced assignment or a biased partition function, not bad luck.
 	// The names and the hash are fixed, so the outcome is reproducible.

@@ -84,6 +84,20 @@ func BenchmarkNew(b *testing.B) {
 			})
 		}
 	}
+	// Replication factors TestSweepLoad compares with the default, at the
+	// default load: builds grow with the factor too.
+	for _, rf := range []int{100, 200} {
+		for _, n := range []int{3, 32, 64} {
+			b.Run(fmt.Sprintf("P=271/RF=%d/N=%d", rf, n), func(b *testing.B) {
+				members := statefulSetNames("kshard", n)
+				for b.Loop() {
+					if _, err := New(shard.Config{ReplicationFactor: rf}, members); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 	// Rejected inputs fail before any placement work.
 	b.Run("rejected/duplicate-member", func(b *testing.B) {
 		members := append(statefulSetNames("kshard", 255), "kshard-0")

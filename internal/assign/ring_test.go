@@ -193,7 +193,8 @@ func TestRingFingerprint(t *testing.T) {
 		same bool
 	}{
 		{"same members other order", mustRing(t, shard.Config{}, []string{"b", "a"}), true},
-		{"explicit defaults", mustRing(t, shard.Config{Partitions: 271, Load: 1.25}, []string{"a", "b"}), true},
+		{"explicit defaults", mustRing(t, shard.Config{Partitions: 271, Load: 1.05, ReplicationFactor: 40}, []string{"a", "b"}), true},
+		{"the load before 1.05", mustRing(t, shard.Config{Load: 1.25}, []string{"a", "b"}), false},
 		{"another member", mustRing(t, shard.Config{}, []string{"a", "c"}), false},
 		{"one more member", mustRing(t, shard.Config{}, []string{"a", "b", "c"}), false},
 		{"names that concatenate alike", mustRing(t, shard.Config{}, []string{"ab"}), false},
@@ -214,19 +215,28 @@ func TestRingFingerprint(t *testing.T) {
 }
 
 // The assignment is a wire contract: replicas on different builds must agree.
-// This pins a digest of one assignment; if it changes, the placement changed
-// and hashScheme must be bumped so that mixed rings refuse each other.
+// This pins digests of assignments; if one changes, the placement changed
+// and hashScheme must be bumped so that mixed rings refuse each other. The
+// load 1.25 ring is what replicas built before DefaultLoad became 1.05
+// place by default: a ring that sets Load 1.25 must still place exactly as
+// they do, so that it can roll onto this version.
 func TestAssignmentIsStableAcrossBuilds(t *testing.T) {
-	r := mustRing(t, shard.Config{}, statefulSetNames("kshard", 5))
-	counts := make([]string, 0, 5)
-	for _, m := range r.Members() {
-		counts = append(counts, fmt.Sprintf("%s=%d", m, r.Partitions(m).Len()))
-	}
-	got := fmt.Sprintf("%v digest=%x", counts, xxhash.Sum64String(strings.Join(ownerTable(r), ",")))
-	// Recorded from this implementation at hashScheme "xx1".
-	const want = "[kshard-0=60 kshard-1=55 kshard-2=49 kshard-3=52 kshard-4=55] digest=804298bfa6982c2f"
-	if got != want {
-		t.Fatalf("assignment of kshard-0..4 at defaults changed:\n got %s\nwant %s\nif intended, bump hashScheme", got, want)
+	for _, tc := range []struct {
+		cfg  shard.Config
+		want string // recorded from this implementation at hashScheme "xx1"
+	}{
+		{shard.Config{}, "[kshard-0=57 kshard-1=57 kshard-2=49 kshard-3=52 kshard-4=56] digest=8d22cf1d06095a8e"},
+		{shard.Config{Load: 1.25}, "[kshard-0=60 kshard-1=55 kshard-2=49 kshard-3=52 kshard-4=55] digest=804298bfa6982c2f"},
+	} {
+		r := mustRing(t, tc.cfg, statefulSetNames("kshard", 5))
+		counts := make([]string, 0, 5)
+		for _, m := range r.Members() {
+			counts = append(counts, fmt.Sprintf("%s=%d", m, r.Partitions(m).Len()))
+		}
+		got := fmt.Sprintf("%v digest=%x", counts, xxhash.Sum64String(strings.Join(ownerTable(r), ",")))
+		if got != tc.want {
+			t.Errorf("assignment of kshard-0..4 at %s changed:\n got %s\nwant %s\nif intended, bump hashScheme", tc.cfg.Fingerprint(), got, tc.want)
+		}
 	}
 }
 

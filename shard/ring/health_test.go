@@ -63,7 +63,7 @@ func TestHealthGauges(t *testing.T) {
 		observed("b", c.fingerprint, set(P, 3, 4, 5, 6), t0.Add(-time.Second)),
 		observed("x", c.fingerprint, set(P, 0), t0.Add(-20*time.Second)), // expired
 		malformed,
-		observed("f", "xx1-p97-l1.25-r40", set(97, 0), t0),
+		observed("f", "xx1-p97-l1.05-r40", set(97, 0), t0),
 	}
 	c.observeHealth(t0, view)
 	if got, want := gauges(c), [4]float64{1, 1, 1, 1}; got != want {

@@ -183,20 +183,20 @@ func TestStatus(t *testing.T) {
 			leases: build(
 				spec{id: "a", state: "active", claim: full},
 				spec{id: "b", state: "active", claim: full},
-				spec{id: "c", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.FullPartitionSet(97)},
+				spec{id: "c", state: "active", params: "xx1-p97-l1.05-r40", claim: shard.FullPartitionSet(97)},
 			),
 			ringMembers: []string{"a", "b"},
 			overlapping: P,
 			// Its claim does not decode over the ring's P, but it is
 			// well-formed under its own: foreign, not malformed.
 			foreign:         1,
-			problemContains: `foreign configuration: live Lease ops-c runs with ring params "xx1-p97-l1.25-r40" (partitions 97, not 271)`,
+			problemContains: `foreign configuration: live Lease ops-c runs with ring params "xx1-p97-l1.05-r40" (partitions 97, not 271)`,
 		},
 		{
 			name: "a Lease of another P that is malformed under its own P is both",
 			leases: build(
 				spec{id: "a", state: "active", claim: full},
-				spec{id: "c", state: "bogus", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97)},
+				spec{id: "c", state: "bogus", params: "xx1-p97-l1.05-r40", claim: shard.NewPartitionSet(97)},
 			),
 			ringMembers:     []string{"a"},
 			foreign:         1,
@@ -536,13 +536,13 @@ func TestConverged(t *testing.T) {
 		), []string{"a"}, `label is "3" but it claims`},
 		{"foreign configuration claiming nothing is harmless", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
-			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
+			spec{id: "f", state: "joining", params: "xx1-p1021-l1.05-r40", mutate: func(l *coordinationv1.Lease) {
 				l.Annotations[membership.AnnotationClaim] = membership.EncodeClaim(shard.NewPartitionSet(1021))
 			}},
 		), []string{"a"}, ""},
 		{"foreign configuration claiming partitions blocks", build(
 			spec{id: "a", state: "active", claim: shard.FullPartitionSet(P)},
-			spec{id: "f", state: "joining", params: "xx1-p1021-l1.25-r40", mutate: func(l *coordinationv1.Lease) {
+			spec{id: "f", state: "joining", params: "xx1-p1021-l1.05-r40", mutate: func(l *coordinationv1.Lease) {
 				l.Annotations[membership.AnnotationClaim] = membership.EncodeClaim(shard.FullPartitionSet(1021))
 			}},
 		), []string{"a"}, "runs ring params"},
@@ -674,8 +674,8 @@ func TestViewHealthUnhealthyRing(t *testing.T) {
 		spec{id: "a", state: "active", claim: aClaim},
 		spec{id: "b", state: "active", claim: bClaim},
 		spec{id: "m", state: "bogus"},
-		spec{id: "f", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.FullPartitionSet(97)},
-		spec{id: "g", state: "active", params: "xx1-p97-l1.25-r40", claim: shard.NewPartitionSet(97), renewAgo: time.Minute},
+		spec{id: "f", state: "active", params: "xx1-p97-l1.05-r40", claim: shard.FullPartitionSet(97)},
+		spec{id: "g", state: "active", params: "xx1-p97-l1.05-r40", claim: shard.NewPartitionSet(97), renewAgo: time.Minute},
 	)
 	got := viewOf(leases)
 	want := ringhealth.Health{Unclaimed: 1, Overlapping: 1, Malformed: 1, Foreign: 1}

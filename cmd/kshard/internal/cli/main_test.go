@@ -374,7 +374,7 @@ func TestStatusForeignConfiguration(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}
-	for _, want := range []string{"malformed 0  foreign 1", "foreign configuration: Lease ops-b runs params xx1-p1021-l1.25-r40 (partitions 1021, not 271)"} {
+	for _, want := range []string{"malformed 0  foreign 1", "foreign configuration: Lease ops-b runs params xx1-p1021-l1.05-r40 (partitions 1021, not 271)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table does not contain %q:\n%s", want, stdout)
 		}
