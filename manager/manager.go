@@ -108,7 +108,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	own := replica.Client
 	// NewReplica's member is always a *membership.Member; the manager
-	// reads why it cannot hold its Lease from it (NotReadyReason).
+	// reads why it cannot hold its Lease from it (notReadyReason).
 	member, ok := replica.Member.(*membership.Member)
 	if !ok {
 		return nil, fmt.Errorf("manager: the replica's Lease member is a %T, not kshard's", replica.Member)
@@ -261,9 +261,6 @@ func (m *Manager) LeaseValidity() controller.Validity {
 	return controller.Validity{}
 }
 
-// Partitioner returns the ring's key → partition function.
-func (m *Manager) Partitioner() shard.Partitioner { return m.partitioner }
-
 // Identity returns this replica's identity.
 func (m *Manager) Identity() string { return m.opts.Identity }
 
@@ -282,15 +279,15 @@ func (m *Manager) joinedCheck(*http.Request) error {
 	if m.isReady() {
 		return nil
 	}
-	return errors.New(m.NotReadyReason())
+	return errors.New(m.notReadyReason())
 }
 
-// NotReadyReason says why the replica is not a working ring member ("" when
+// notReadyReason says why the replica is not a working ring member ("" when
 // it is): still starting, its Lease not held (naming the cause, such as a
 // LeaseNamespace that does not exist), caches not synced, joining, fenced,
 // or refusing to join a ring whose members run another configuration.
 // /readyz reports it.
-func (m *Manager) NotReadyReason() string {
+func (m *Manager) notReadyReason() string {
 	if r := m.apiWait.Load(); r != nil {
 		return *r
 	}

@@ -333,7 +333,7 @@ func TestOtherRingConfigurationRefusesToJoin(t *testing.T) {
 
 	r1 := startReplica(t, cfg, ns, "r-1", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
 	testwait.For(t, 30*time.Second, "r-1 to refuse to join", func() (bool, string) {
-		reason := r1.mgr.NotReadyReason()
+		reason := r1.mgr.notReadyReason()
 		return strings.Contains(reason, "r-0") && strings.Contains(reason, "same ring configuration"), reason
 	})
 	code, body := readyz(t, r1.mgr)
@@ -428,7 +428,7 @@ func TestRefusingReplicaDoesNotStallTheRing(t *testing.T) {
 	testwait.For(t, 30*time.Second, "two replicas to split the ring", func() (bool, string) { return ringSettled(ctx, cs, ns, "r-0", "r-1") })
 	r2 := startReplica(t, cfg, ns, "r-2", j, time.Millisecond, func(o *Options) { o.Partitions = 1021 })
 	testwait.For(t, 30*time.Second, "r-2 to refuse to join", func() (bool, string) {
-		reason := r2.mgr.NotReadyReason()
+		reason := r2.mgr.notReadyReason()
 		return strings.Contains(reason, "same ring configuration"), reason
 	})
 
