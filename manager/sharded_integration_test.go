@@ -24,7 +24,6 @@ import (
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/cache"
-	"github.com/kshard/kshard/shard/cache/cachemetrics"
 )
 
 // shardedRing starts a control plane (gate: ShardedListAndWatch), the
@@ -138,11 +137,11 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		if !strings.Contains(body, `kshard_cache_mode{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",mode="sharded",version="v1"} 1`) {
 			t.Errorf("%s: /metrics has no kshard_cache_mode line for sharded ConfigMaps", r.mgr.Identity())
 		}
-		// kshard_cache_objects may be up to cachemetrics.CountsMaxAge old (the
-		// Lease's cached-objects annotation counted it while the caches
-		// filled): awaited, not read once.
+		// kshard_cache_objects may be up to cachemetrics' refresh period
+		// (5 s) old (the Lease's cached-objects annotation counted it while
+		// the caches filled): awaited, not read once.
 		line := fmt.Sprintf(`kshard_cache_objects{group="",kind="/v1, Kind=ConfigMap",kind_name="ConfigMap",version="v1"} %d`, len(keys))
-		testwait.For(t, 3*cachemetrics.CountsMaxAge, r.mgr.Identity()+"'s /metrics to count its cached ConfigMaps", func() (bool, string) {
+		testwait.For(t, 15*time.Second, r.mgr.Identity()+"'s /metrics to count its cached ConfigMaps", func() (bool, string) {
 			_, body := get("http://" + r.mgr.MetricsAddr() + "/metrics")
 			return strings.Contains(body, line), "no line " + line
 		})

@@ -16,7 +16,7 @@ import (
 // their informers.
 type Collector struct {
 	// The object counts walk every cached object, so a scrape reuses
-	// those of a scrape less than CountsMaxAge ago: a scraper
+	// those of a scrape less than countsMaxAge ago: a scraper
 	// polling ten times a second (the benchmark's readiness poll) made
 	// kshard's fleet use 1.54× the CPU of the controller-runtime leader
 	// and its replicas 20 % more memory at 100,000 objects, against 1.02×
@@ -31,18 +31,18 @@ type Collector struct {
 	modes func() []cache.KindMode
 }
 
-// CountsMaxAge bounds how stale kshard_cache_objects may be: far below
+// countsMaxAge bounds how stale kshard_cache_objects may be: far below
 // any Prometheus scrape interval.
-const CountsMaxAge = 5 * time.Second
+const countsMaxAge = 5 * time.Second
 
 // New returns the Collector of c's modes and object counts; register it
 // in the replica's registry.
 func New(c *cache.Cache) *Collector {
-	return &Collector{maxAge: CountsMaxAge, now: time.Now, countFor: c.ObjectCounts, modes: c.ModeReport}
+	return &Collector{maxAge: countsMaxAge, now: time.Now, countFor: c.ObjectCounts, modes: c.ModeReport}
 }
 
 // objectCounts returns the cache's object counts (cache.Cache.ObjectCounts),
-// at most CountsMaxAge old: the metrics and the Lease's count share a walk.
+// at most countsMaxAge old: the metrics and the Lease's count share a walk.
 func (m *Collector) objectCounts() map[schema.GroupVersionKind]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -53,12 +53,12 @@ func (m *Collector) objectCounts() map[schema.GroupVersionKind]int {
 }
 
 // PublishTotal calls publish with the number of objects the cache holds,
-// at once and then every CountsMaxAge until ctx ends: a replica's Lease
+// at once and then every countsMaxAge until ctx ends: a replica's Lease
 // carries it for `kshard status` (membership.Member.SetCacheStatus). The count
 // rides on the next renewal, so the period costs a walk of the stores,
 // shared with a scrape, and never a write of its own.
 func (m *Collector) PublishTotal(ctx context.Context, publish func(objects int)) {
-	t := time.NewTicker(CountsMaxAge)
+	t := time.NewTicker(countsMaxAge)
 	defer t.Stop()
 	for {
 		total := 0

@@ -18,21 +18,21 @@ import (
 func TestObjectCountsAreReusedBriefly(t *testing.T) {
 	now := time.Unix(1000, 0)
 	walks := 0
-	m := &Collector{maxAge: CountsMaxAge, now: func() time.Time { return now },
+	m := &Collector{maxAge: countsMaxAge, now: func() time.Time { return now },
 		countFor: func() map[schema.GroupVersionKind]int {
 			walks++
 			return map[schema.GroupVersionKind]int{{Version: "v1", Kind: "ConfigMap"}: walks}
 		}}
 	for range 10 {
 		m.objectCounts()
-		now = now.Add(CountsMaxAge / 10)
+		now = now.Add(countsMaxAge / 10)
 	}
 	if walks != 1 {
-		t.Fatalf("%d walks for 10 scrapes within %v; want 1", walks, CountsMaxAge)
+		t.Fatalf("%d walks for 10 scrapes within %v; want 1", walks, countsMaxAge)
 	}
-	now = now.Add(CountsMaxAge)
+	now = now.Add(countsMaxAge)
 	if got := m.objectCounts()[schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}]; walks != 2 || got != 2 {
-		t.Fatalf("after %v: %d walks, count %d; want a fresh count", CountsMaxAge, walks, got)
+		t.Fatalf("after %v: %d walks, count %d; want a fresh count", countsMaxAge, walks, got)
 	}
 }
 
@@ -43,7 +43,7 @@ func TestObjectCountsAreReusedBriefly(t *testing.T) {
 func TestLabelledKindsExportLabellingCosts(t *testing.T) {
 	crs := schema.GroupVersionKind{Group: "bench.kshard.io", Version: "v1", Kind: "BenchObject"}
 	cms := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	m := &Collector{maxAge: CountsMaxAge, now: time.Now,
+	m := &Collector{maxAge: countsMaxAge, now: time.Now,
 		countFor: func() map[schema.GroupVersionKind]int { return nil },
 		modes: func() []cache.KindMode {
 			return []cache.KindMode{
