@@ -154,8 +154,7 @@ func TestShardedCacheHoldsOnlyItsPartitions(t *testing.T) {
 		}
 		want := make([]int, rp.Count())
 		for _, k := range all {
-			ns, _, _ := strings.Cut(k, "/")
-			want[rp.PartitionOfValue(ns)]++
+			want[rp.Partition(k)]++ // the key's namespace decides
 		}
 		synced := r.mgr.GetCache().SyncedPartitions()
 		perPart := r.mgr.GetCache().ObjectsPerPartition()
@@ -352,8 +351,7 @@ func testSharedNamespace(t *testing.T, gate bool) {
 	}
 	rp, _ := ring.RangePartitioner()
 	owner := func(key string) string {
-		ns, _, _ := strings.Cut(key, "/")
-		o, _ := ring.Owner(rp.PartitionOfValue(ns))
+		o, _ := ring.Owner(rp.Partition(key)) // the key's namespace decides
 		return o
 	}
 	settled := func(v string) func() (bool, string) {
@@ -419,7 +417,8 @@ func TestBalancedRingEvensObjects(t *testing.T) {
 		}
 		n := 2 + 3*i // 2 … 35 objects: uneven on purpose
 		createConfigMaps(t, cs, ns, n)
-		counts[rp.PartitionOfValue(ns)] += n
+		p, _ := rp.PartitionOfObject(ns, "") // where the namespace's objects go
+		counts[p] += n
 	}
 	all := serverKeys(t, cs)
 	ringCfg := shard.Config{Partitions: 16, Scheme: shard.SchemeNamespace, Balance: 0.05}
@@ -463,8 +462,7 @@ func TestBalancedRingEvensObjects(t *testing.T) {
 		for _, r := range []*replica{r0, r1} {
 			var expect []string
 			for _, k := range all {
-				ns, _, _ := strings.Cut(k, "/")
-				if owner, _ := want.Owner(rp.PartitionOfValue(ns)); owner == r.mgr.Identity() {
+				if owner, _ := want.Owner(rp.Partition(k)); owner == r.mgr.Identity() {
 					expect = append(expect, k)
 				}
 			}

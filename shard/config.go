@@ -128,7 +128,7 @@ func (c Config) Validate() error {
 		return &ConfigError{
 			Field: "Partitions", Value: strconv.Itoa(c.Partitions),
 			Reason: fmt.Sprintf("must be at most %d with Scheme %q: a selector for every other partition of %d would be %d characters, beyond the API server's shard-selector limit of %d; choose fewer partitions",
-				limit, c.Scheme, c.Partitions, worstCaseSelectorLength(c.Scheme, c.Partitions), MaxSelectorLength),
+				limit, c.Scheme, c.Partitions, worstCaseSelectorLength(c.Scheme, c.Partitions), maxSelectorLength),
 		}
 	}
 	// NaN fails every comparison, so test for the valid range, not the invalid.

@@ -13,17 +13,17 @@ const (
 	fieldNamespace = "object.metadata.namespace"
 	fieldUID       = "object.metadata.uid"
 
-	// MaxSelectorLength is the longest shard selector the API server accepts,
+	// maxSelectorLength is the longest shard selector the API server accepts,
 	// in characters. Kubernetes 1.36 parses ListOptions.ShardSelector with
 	// k8s.io/apiserver/pkg/sharding.Parse, which builds a cel-go parser
 	// without a size option, so cel-go's default ExpressionSizeCodePointLimit
 	// of 100,000 code points applies (selectors are ASCII: one code point per
 	// byte). A longer selector is refused with 400 Bad Request.
-	MaxSelectorLength = 100_000
+	maxSelectorLength = 100_000
 
 	// MaxNamespacePartitions and MaxUIDPartitions are the largest P of
 	// SchemeNamespace and SchemeUID whose worst-case selector fits in
-	// MaxSelectorLength. The worst case is every other partition: no two
+	// maxSelectorLength. The worst case is every other partition: no two
 	// ranges merge, so ceil(P/2) ranges of 81 (namespace) or 75 (uid)
 	// characters, joined by " || ", one of them ending at 2^64 with a 17th
 	// hex digit: 85×ceil(P/2)−3 resp. 79×ceil(P/2)−3 characters.
@@ -126,9 +126,9 @@ func (r RangePartitioner) partitionOfHash(h uint64) int {
 	return int(min(h/r.width, r.n-1))
 }
 
-// PartitionOfValue returns the partition of a field value: the range
+// partitionOfValue returns the partition of a field value: the range
 // containing serverHash(value).
-func (r RangePartitioner) PartitionOfValue(value string) int {
+func (r RangePartitioner) partitionOfValue(value string) int {
 	return r.partitionOfHash(serverHash(value))
 }
 
@@ -141,9 +141,9 @@ func (r RangePartitioner) PartitionOfObject(namespace, uid string) (p int, ok bo
 		if uid == "" {
 			return -1, false
 		}
-		return r.PartitionOfValue(uid), true
+		return r.partitionOfValue(uid), true
 	}
-	return r.PartitionOfValue(namespace), true
+	return r.partitionOfValue(namespace), true
 }
 
 // Partition returns the partition of a request key, to satisfy Partitioner.
@@ -156,19 +156,19 @@ func (r RangePartitioner) PartitionOfObject(namespace, uid string) (p int, ok bo
 // PartitionOfObject.
 func (r RangePartitioner) Partition(key string) int {
 	if r.scheme == SchemeUID {
-		return r.PartitionOfValue(key)
+		return r.partitionOfValue(key)
 	}
-	return r.PartitionOfValue(namespaceOfKey(key))
+	return r.partitionOfValue(namespaceOfKey(key))
 }
 
 // PartitionOfKey returns Partition(KeyOf(namespace, name)) without building
 // the key, so it does not allocate.
 func (r RangePartitioner) PartitionOfKey(namespace, name string) int {
 	if r.scheme != SchemeUID {
-		return r.PartitionOfValue(namespace)
+		return r.partitionOfValue(namespace)
 	}
 	if namespace == "" {
-		return r.PartitionOfValue(name)
+		return r.partitionOfValue(name)
 	}
 	return r.partitionOfHash(fnvAdd(fnvAdd(fnvAdd(fnvOffset64, namespace), "/"), name))
 }
@@ -227,8 +227,8 @@ func (r RangePartitioner) Ranges(set PartitionSet) ([]HashRange, error) {
 // It is written in the canonical form the server echoes in
 // ListMeta.ShardInfo.Selector, so a response can be compared with it as a
 // string. An empty set returns ErrNoPartitions: no selector selects nothing.
-// For P ≤ Scheme().MaxPartitions() the result never exceeds
-// MaxSelectorLength.
+// For P ≤ Scheme().MaxPartitions() the result never exceeds the API
+// server's limit of 100,000 characters.
 func (r RangePartitioner) Selector(set PartitionSet) (string, error) {
 	ranges, err := r.Ranges(set)
 	if err != nil {

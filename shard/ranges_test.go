@@ -180,7 +180,7 @@ func TestPartitionOfObjectAndKey(t *testing.T) {
 		t.Fatalf("uid scheme: PartitionOfObject without a UID = %d, %v; want -1, false", p, ok)
 	}
 	// Keys naming no object (singletons) still get a stable partition.
-	if got, want := uid.Partition("singleton/gc"), uid.PartitionOfValue("singleton/gc"); got != want {
+	if got, want := uid.Partition("singleton/gc"), uid.partitionOfValue("singleton/gc"); got != want {
 		t.Fatalf("uid scheme: Partition(singleton key) = %d, want %d", got, want)
 	}
 }
@@ -342,7 +342,7 @@ func TestWorstCaseSelectorLength(t *testing.T) {
 }
 
 // TestLargestPartitionCountFitsTheServerLimit: at the largest P of each
-// ranged scheme the worst selector fits MaxSelectorLength, one more
+// ranged scheme the worst selector fits maxSelectorLength, one more
 // partition would not, and Config refuses it naming the limit.
 func TestLargestPartitionCountFitsTheServerLimit(t *testing.T) {
 	for _, tt := range []struct {
@@ -358,15 +358,15 @@ func TestLargestPartitionCountFitsTheServerLimit(t *testing.T) {
 			s, _ := r.Selector(alternating(tt.max, first))
 			worst = max(worst, len(s))
 		}
-		if worst > MaxSelectorLength || worst != worstCaseSelectorLength(tt.scheme, tt.max) {
-			t.Fatalf("%s P=%d: worst selector %d characters (formula %d), limit %d", tt.scheme, tt.max, worst, worstCaseSelectorLength(tt.scheme, tt.max), MaxSelectorLength)
+		if worst > maxSelectorLength || worst != worstCaseSelectorLength(tt.scheme, tt.max) {
+			t.Fatalf("%s P=%d: worst selector %d characters (formula %d), limit %d", tt.scheme, tt.max, worst, worstCaseSelectorLength(tt.scheme, tt.max), maxSelectorLength)
 		}
 		// P+1 or P+2 adds a range (ceil(P/2) grows on odd P).
 		over := tt.max + 1
 		if worstCaseSelectorLength(tt.scheme, over) == worst {
 			over++
 		}
-		if l := worstCaseSelectorLength(tt.scheme, over); l <= MaxSelectorLength {
+		if l := worstCaseSelectorLength(tt.scheme, over); l <= maxSelectorLength {
 			t.Fatalf("%s: P=%d's worst selector is %d characters, within the limit: MaxPartitions is not the largest", tt.scheme, over, l)
 		}
 		t.Logf("%s: P ≤ %d, worst selector %d characters (P=%d: %d)", tt.scheme, tt.max, worst, over, worstCaseSelectorLength(tt.scheme, over))
@@ -404,7 +404,7 @@ func TestNamesDifferingInTheLastCharacterShareARange(t *testing.T) {
 			prefix := fmt.Sprintf("team%d-", rng.IntN(1_000_000))
 			lo, hi := n, -1
 			for i := range len(tail) {
-				p := r.PartitionOfValue(prefix + tail[i:i+1])
+				p := r.partitionOfValue(prefix + tail[i:i+1])
 				lo, hi = min(lo, p), max(hi, p)
 			}
 			if hi-lo > 1 {

@@ -50,8 +50,8 @@ func (s Scheme) Ranged() bool { return s == SchemeNamespace || s == SchemeUID }
 
 // MaxPartitions returns the largest partition count s supports: MaxPartitions
 // for SchemeKey; for the ranged schemes, the largest P whose worst-case shard
-// selector (every other partition, so no two ranges merge) is at most
-// MaxSelectorLength characters long: MaxNamespacePartitions and
+// selector (every other partition, so no two ranges merge) fits the API
+// server's limit of 100,000 characters: MaxNamespacePartitions and
 // MaxUIDPartitions. It returns 0 for an unknown scheme.
 func (s Scheme) MaxPartitions() int {
 	switch s {

@@ -73,7 +73,8 @@ func benchWeights(t testing.TB, partitions int) Weights {
 	}
 	counts := make([]int, partitions)
 	for i := range 500 {
-		counts[rp.PartitionOfValue(fmt.Sprintf("s%03d-kshard-bench", i))] += 4 // e2e/bench shardedNamespace
+		p, _ := rp.PartitionOfObject(fmt.Sprintf("s%03d-kshard-bench", i), "") // e2e/bench shardedNamespace
+		counts[p] += 4
 	}
 	w := make(Weights, partitions)
 	for p, c := range counts {

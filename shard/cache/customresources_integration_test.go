@@ -119,8 +119,7 @@ func (f *crFixture) create(gvr schema.GroupVersionResource, ns, name string) str
 func (f *crFixture) inHeld(keys []string) []string {
 	var out []string
 	for _, k := range keys {
-		ns, _, _ := strings.Cut(k, "/")
-		if f.held.Has(f.rp.PartitionOfValue(ns)) {
+		if f.held.Has(f.rp.Partition(k)) { // the key's namespace decides
 			out = append(out, k)
 		}
 	}
@@ -131,7 +130,7 @@ func (f *crFixture) inHeld(keys []string) []string {
 func (f *crFixture) namespaceOf(held bool) string {
 	for i := range 12 {
 		ns := fmt.Sprintf("n%d-crprobe", i)
-		if f.held.Has(f.rp.PartitionOfValue(ns)) == held {
+		if p, _ := f.rp.PartitionOfObject(ns, ""); f.held.Has(p) == held {
 			return ns
 		}
 	}
