@@ -95,7 +95,7 @@ func (g *Gate) Drain(ctx context.Context, parts []int, o DrainOptions) error {
 func (g *Gate) inFlightOf(parts []int) int {
 	n := 0
 	for _, p := range parts {
-		n += g.InFlight(p)
+		n += g.inFlight(p)
 	}
 	return n
 }

@@ -101,8 +101,8 @@ func (g *Gate) Activate(p int) bool {
 	return false
 }
 
-// InFlight is the number of reconciles of p in flight.
-func (g *Gate) InFlight(p int) int {
+// inFlight is the number of reconciles of p in flight.
+func (g *Gate) inFlight(p int) int {
 	if uint(p) >= uint(len(g.words)) {
 		return 0
 	}

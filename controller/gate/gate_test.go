@@ -18,8 +18,8 @@ func TestEnterFailsOnceRevoked(t *testing.T) {
 	if g.Enter(1) {
 		t.Fatal("Enter succeeded on a revoked partition")
 	}
-	if got := g.InFlight(1); got != 1 {
-		t.Fatalf("InFlight(1) = %d, want 1 (the reconcile admitted before Revoke)", got)
+	if got := g.inFlight(1); got != 1 {
+		t.Fatalf("inFlight(1) = %d, want 1 (the reconcile admitted before Revoke)", got)
 	}
 	changed := g.changes()
 	g.Exit(1)
@@ -28,8 +28,8 @@ func TestEnterFailsOnceRevoked(t *testing.T) {
 	default:
 		t.Fatal("the last Exit of a revoked partition did not signal Changed")
 	}
-	if g.InFlight(1) != 0 || g.TotalInFlight() != 0 {
-		t.Fatalf("in flight after Exit: partition %d, total %d", g.InFlight(1), g.TotalInFlight())
+	if g.inFlight(1) != 0 || g.TotalInFlight() != 0 {
+		t.Fatalf("in flight after Exit: partition %d, total %d", g.inFlight(1), g.TotalInFlight())
 	}
 	if !g.Activate(1) || g.Activate(1) {
 		t.Fatal("Activate must report true exactly when the partition was revoked")
@@ -47,7 +47,7 @@ func TestStartInactiveAndOutOfRange(t *testing.T) {
 		}
 	}
 	g.Revoke(5) // out of range: ignored, no panic
-	if g.Activate(7) || g.InFlight(-3) != 0 {
+	if g.Activate(7) || g.inFlight(-3) != 0 {
 		t.Fatal("out-of-range partitions must be inert")
 	}
 }
@@ -82,7 +82,7 @@ func TestNoAdmissionAfterDrainObservedZero(t *testing.T) {
 		g.Revoke(0)
 		for {
 			changed := g.changes() // before the check, so no wake-up is missed
-			if g.InFlight(0) == 0 {
+			if g.inFlight(0) == 0 {
 				break
 			}
 			<-changed

@@ -266,24 +266,6 @@ func (c *Cache) Informer(ctx context.Context, obj Object) (Informer, error) {
 	return e.asInformer(), nil
 }
 
-// SharedInformer returns the client-go informer of obj's kind, for code
-// that needs all of it (indexers, say). A sharded kind has none: it fails
-// with an error naming Options.Sharding.Full.
-func (c *Cache) SharedInformer(ctx context.Context, obj Object) (toolscache.SharedIndexInformer, error) {
-	key, err := c.keyOf(obj)
-	if err != nil {
-		return nil, err
-	}
-	e, err := c.informerFor(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if e.part != nil {
-		return nil, fmt.Errorf("cache: %s is cached by partition (mode %s), which no single SharedIndexInformer holds; use Informer, or cache the kind whole (Sharding.Full)", key.gvk, e.currentMode().Mode)
-	}
-	return e.informer, nil
-}
-
 // Start runs every informer, present and future, until ctx ends, then stops
 // them and waits for them to return. It may be called once.
 func (c *Cache) Start(ctx context.Context) error {
