@@ -14,15 +14,12 @@ import (
 // was not sent.
 var ErrLeaseExpired = errors.New("the replica's lease validity has passed (renewals failed, the process was paused, or its Lease was taken from it); the write was not sent")
 
-// Validity is a replica's lease validity at one moment: until when its
-// lease is known valid, and the epoch that validity belongs to. It is
-// package shard's type, decided by the handoff core, so that the rule the
-// simulations check (when an epoch begins, what "never held" means) is the
-// one workers and the client transport read.
-type Validity = shard.Validity
-
-// LeaseValidity returns the replica's current lease validity.
-type LeaseValidity func() Validity
+// LeaseValidity returns the replica's current lease validity: until when
+// its lease is known valid, and the epoch that validity belongs to. The
+// type is package shard's, decided by the handoff core, so that the rule
+// the simulations check (when an epoch begins, what "never held" means) is
+// the one workers and the client transport read.
+type LeaseValidity func() shard.Validity
 
 // validityKey carries a reconcile's validity source and its epoch at start.
 type validityKey struct{}

@@ -8,16 +8,19 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/kshard/kshard/internal/testwait"
+	"github.com/kshard/kshard/shard"
 )
 
 // validityClock is a LeaseValidity a test moves.
-type validityClock struct{ v atomic.Pointer[Validity] }
-
-func (c *validityClock) set(until time.Time, epoch uint64) {
-	c.v.Store(&Validity{Until: until, Epoch: epoch})
+type validityClock struct {
+	v atomic.Pointer[shard.Validity]
 }
 
-func (c *validityClock) get() Validity { return *c.v.Load() }
+func (c *validityClock) set(until time.Time, epoch uint64) {
+	c.v.Store(&shard.Validity{Until: until, Epoch: epoch})
+}
+
+func (c *validityClock) get() shard.Validity { return *c.v.Load() }
 
 func TestWorkerRefusesToStartOnceValidityPassed(t *testing.T) {
 	var v validityClock
@@ -100,7 +103,7 @@ func TestLeaseValid(t *testing.T) {
 	if !LeaseValid(context.Background(), now) {
 		t.Error("a context without validity must be valid")
 	}
-	ctx := WithLeaseValidity(context.Background(), func() Validity { return Validity{Until: now, Epoch: 1} })
+	ctx := WithLeaseValidity(context.Background(), func() shard.Validity { return shard.Validity{Until: now, Epoch: 1} })
 	if LeaseValid(ctx, now) {
 		t.Error("valid at the validity's own instant; it must be strictly before")
 	}
@@ -110,8 +113,8 @@ func TestLeaseValid(t *testing.T) {
 }
 
 func TestBuilderTakesTheManagersLeaseValidity(t *testing.T) {
-	mine := func() Validity { return Validity{} }
-	b := &Builder{mgr: validityManager{v: func() Validity { return Validity{Until: time.Unix(42, 0)} }}, opts: Options{LeaseValidity: mine}}
+	mine := func() shard.Validity { return shard.Validity{} }
+	b := &Builder{mgr: validityManager{v: func() shard.Validity { return shard.Validity{Until: time.Unix(42, 0)} }}, opts: Options{LeaseValidity: mine}}
 	o, err := b.options()
 	if err != nil {
 		t.Fatal(err)

@@ -21,14 +21,15 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/shard"
 	"github.com/kshard/kshard/shard/fence"
 )
 
 // validFor returns a context whose writes are valid until until, in an
 // epoch no fence ends.
 func validFor(until time.Time) context.Context {
-	return controller.WithLeaseValidity(context.Background(), func() controller.Validity {
-		return controller.Validity{Until: until, Epoch: 1}
+	return controller.WithLeaseValidity(context.Background(), func() shard.Validity {
+		return shard.Validity{Until: until, Epoch: 1}
 	})
 }
 
@@ -89,7 +90,7 @@ func TestOwnClientsAreNotFenced(t *testing.T) {
 		_, _ = io.WriteString(w, `{}`)
 	}))
 	defer srv.Close()
-	lapsed := func() controller.Validity { return controller.Validity{Until: time.Now().Add(-time.Millisecond)} }
+	lapsed := func() shard.Validity { return shard.Validity{Until: time.Now().Add(-time.Millisecond)} }
 	opts := Options{QPS: 7, Burst: 9}
 	cfgs := clientConfigs(&rest.Config{Host: srv.URL}, opts, fence.Transport(lapsed, nil))
 	own, err := kubernetes.NewForConfig(protobuf(cfgs.own))

@@ -254,11 +254,11 @@ func (m *Manager) GetControllerOptions() controller.Options {
 // after the validity had passed, starts a new one). Its controllers check
 // it before each reconcile and its clients before each write of a
 // reconcile; see controller.Options.LeaseValidity.
-func (m *Manager) LeaseValidity() controller.Validity {
+func (m *Manager) LeaseValidity() shard.Validity {
 	if c := m.coord.Load(); c != nil {
 		return c.LeaseValidity()
 	}
-	return controller.Validity{}
+	return shard.Validity{}
 }
 
 // Identity returns this replica's identity.

@@ -52,10 +52,10 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	}
 	s := m.runnables[len(m.runnables)-1].(*singleton)
 	// The coordinator's published validity, controlled by the test.
-	var current atomic.Pointer[controller.Validity]
-	setValidity := func(v controller.Validity) { current.Store(&v) }
-	setValidity(controller.Validity{Until: time.Now().Add(time.Hour), Epoch: 1})
-	s.validity = func() controller.Validity { return *current.Load() }
+	var current atomic.Pointer[shard.Validity]
+	setValidity := func(v shard.Validity) { current.Store(&v) }
+	setValidity(shard.Validity{Until: time.Now().Add(time.Hour), Epoch: 1})
+	s.validity = func() shard.Validity { return *current.Load() }
 
 	base, stop := context.WithCancel(context.Background())
 	started := make(chan error, 1)
@@ -92,7 +92,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	}
 	// The validity passes (renewals stopped, or the process was paused):
 	// nothing has revoked the singleton yet.
-	setValidity(controller.Validity{Until: time.Now().Add(-time.Millisecond), Epoch: 1})
+	setValidity(shard.Validity{Until: time.Now().Add(-time.Millisecond), Epoch: 1})
 	if ctx.Err() != nil {
 		t.Fatal("the singleton's context ended; the test would not show the transport's check")
 	}
@@ -102,7 +102,7 @@ func TestSingletonWritesRefusedOnceValidityPasses(t *testing.T) {
 	// A fence, then a timely renewal: valid again, but in a new epoch; the
 	// singleton started in the old one must not write until it is revoked
 	// and activated again.
-	setValidity(controller.Validity{Until: time.Now().Add(time.Hour), Epoch: 2})
+	setValidity(shard.Validity{Until: time.Now().Add(time.Hour), Epoch: 2})
 	if err := patch(); !errors.Is(err, controller.ErrLeaseExpired) {
 		t.Fatalf("patch after a fence ended the singleton's epoch: error %v, want controller.ErrLeaseExpired", err)
 	}

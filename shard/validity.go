@@ -4,9 +4,10 @@ import "time"
 
 // Validity is until when this replica's lease is known valid, and the
 // epoch that validity belongs to. Workers check it before each reconcile,
-// and the client transport before each write of one (shard/ring
-// publishes it as controller.Validity): the handoff core decides it, so that the
-// simulations check the rule the shells carry out.
+// and the client transport before each write of one (shard/ring's
+// Coordinator.LeaseValidity publishes it; controller.LeaseValidity reads
+// it): the handoff core decides it, so that the simulations check the rule
+// the shells carry out.
 type Validity struct {
 	// Until is the sending time of the last successful renewal plus
 	// RenewDeadline: the moment the core fences unless a later renewal

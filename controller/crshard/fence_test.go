@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcontroller "github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/shard"
 )
 
 // TestOwnClientsAreNotFenced: New puts the fencing transport on the
@@ -44,7 +45,7 @@ func TestOwnClientsAreNotFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.validity = func() kcontroller.Validity { return kcontroller.Validity{Until: time.Now().Add(-time.Millisecond)} }
+	r.validity = func() shard.Validity { return shard.Validity{Until: time.Now().Add(-time.Millisecond)} }
 	own, err := kubernetes.NewForConfig(r.own)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	kcontroller "github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/shard"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -39,8 +39,8 @@ func BenchmarkQueueAddGetDone(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		valid := kcontroller.Validity{Until: time.Now().Add(time.Hour), Epoch: 1}
-		r.validity = func() kcontroller.Validity { return valid }
+		valid := shard.Validity{Until: time.Now().Add(time.Hour), Epoch: 1}
+		r.validity = func() shard.Validity { return valid }
 		if err := r.Admit(context.Background(), r.only(reqs...)); err != nil {
 			b.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/controller/gate"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/shard"
@@ -48,7 +47,7 @@ type Ring struct {
 	slot    *cacheSlot // the sharded cache (CacheMode labels); nil otherwise
 	// validity is the lease validity reconciles check and carry: the
 	// coordinator's; tests replace it.
-	validity func() controller.Validity
+	validity func() shard.Validity
 	// electedWarnAfter is how long the ring waits for the manager's
 	// Elected before it reports that the manager runs leader election
 	// (Options.LeaseDuration; tests shorten it).
@@ -341,7 +340,7 @@ func (r *Ring) Ready() bool { return r.coord.Ready() }
 
 // LeaseValidity is the replica's lease validity (see
 // controller.WithLeaseValidity), for work started outside a reconcile.
-func (r *Ring) LeaseValidity() controller.Validity { return r.validity() }
+func (r *Ring) LeaseValidity() shard.Validity { return r.validity() }
 
 // Identity is this replica's identity in the ring.
 func (r *Ring) Identity() string { return r.opts.Identity }

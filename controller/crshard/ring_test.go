@@ -40,8 +40,8 @@ func newTestRing(t *testing.T, grace time.Duration) *Ring {
 	if err != nil {
 		t.Fatal(err)
 	}
-	valid := kcontroller.Validity{Until: time.Now().Add(time.Hour), Epoch: 1}
-	r.validity = func() kcontroller.Validity { return valid }
+	valid := shard.Validity{Until: time.Now().Add(time.Hour), Epoch: 1}
+	r.validity = func() shard.Validity { return valid }
 	return r
 }
 
@@ -111,7 +111,7 @@ func TestGateAtEnqueueKeepsThePriorityQueue(t *testing.T) {
 		if shutdown || got != a {
 			t.Fatalf("usePQ=%v: Get = %v, %v; want %v", usePQ, got, shutdown, a)
 		}
-		if n := r.gate.InFlight(r.parts.Of(a.Namespace, a.Name)); n != 1 {
+		if n := r.gate.TotalInFlight(); n != 1 { // a's, the only request
 			t.Fatalf("usePQ=%v: %d in flight after Get, want 1", usePQ, n)
 		}
 		q.Done(a)
@@ -212,7 +212,7 @@ func TestReconcileRefusedWhenLeaseValidityPassed(t *testing.T) {
 	defer q.ShutDown()
 	a := req("a")
 	_ = r.Admit(context.Background(), r.only(a))
-	r.validity = func() kcontroller.Validity { return kcontroller.Validity{Until: time.Now().Add(-time.Second)} }
+	r.validity = func() shard.Validity { return shard.Validity{Until: time.Now().Add(-time.Second)} }
 	ran := false
 	res, err := c.reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		ran = true
@@ -347,12 +347,13 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 		t.Fatal("Revoke with its context ended reported the drain complete while the reconcile ran")
 	}
 	// One that waits returns after the reconcile returned, and with
-	// nothing of the partition in flight: the order is recorded.
+	// nothing in flight (a's is the test's only reconcile): the order is
+	// recorded.
 	done := make(chan error, 1)
 	var returnedFirst atomic.Bool
 	go func() {
 		err := r.Revoke(context.Background(), set, true)
-		returnedFirst.Store(returned.Load() && r.gate.InFlight(r.parts.Of(a.Namespace, a.Name)) == 0)
+		returnedFirst.Store(returned.Load() && r.gate.TotalInFlight() == 0)
 		done <- err
 	}()
 	close(release)

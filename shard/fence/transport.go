@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/shard"
 )
 
 // Reasons of kshard_writes_refused_total.
@@ -53,7 +54,7 @@ func Transport(replica controller.LeaseValidity, refused *prometheus.CounterVec)
 		refused = NewWritesRefused()
 	}
 	if replica == nil {
-		replica = func() controller.Validity { return controller.Validity{} }
+		replica = func() shard.Validity { return shard.Validity{} }
 	}
 	return func(next http.RoundTripper) http.RoundTripper {
 		return &transport{next: next, now: time.Now, replica: replica, refused: refused}

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kshard/kshard/controller"
+	"github.com/kshard/kshard/shard"
 )
 
 // countingTransport answers 200 to everything and counts what it was sent.
@@ -36,8 +37,8 @@ func fencing(now time.Time) (*transport, *countingTransport) {
 // validFor returns a context whose writes are valid until until, in an
 // epoch no fence ends.
 func validFor(until time.Time) context.Context {
-	return controller.WithLeaseValidity(context.Background(), func() controller.Validity {
-		return controller.Validity{Until: until, Epoch: 1}
+	return controller.WithLeaseValidity(context.Background(), func() shard.Validity {
+		return shard.Validity{Until: until, Epoch: 1}
 	})
 }
 
@@ -139,8 +140,8 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, reason string) float64
 func TestTransportWithoutCounter(t *testing.T) {
 	next := &countingTransport{}
 	rt := Transport(nil, nil)(next)
-	expired := controller.WithLeaseValidity(context.Background(), func() controller.Validity {
-		return controller.Validity{Until: time.Now().Add(-time.Second)}
+	expired := controller.WithLeaseValidity(context.Background(), func() shard.Validity {
+		return shard.Validity{Until: time.Now().Add(-time.Second)}
 	})
 	for _, m := range []string{http.MethodGet, http.MethodPatch} {
 		req := httptest.NewRequestWithContext(expired, m, "https://api/x", nil)
@@ -162,9 +163,9 @@ func TestTransportWithoutCounter(t *testing.T) {
 
 // replicaFake is a replica's validity as the coordinator publishes it, set
 // by the test.
-type replicaFake struct{ v controller.Validity }
+type replicaFake struct{ v shard.Validity }
 
-func (r *replicaFake) validity() controller.Validity { return r.v }
+func (r *replicaFake) validity() shard.Validity { return r.v }
 
 // TestTransportReplicaValidity walks a replica through its life: the writes
 // it issues without a reconcile context pass until it has been valid, are
@@ -181,18 +182,18 @@ func TestTransportReplicaValidity(t *testing.T) {
 	reconcile := controller.WithLeaseValidity(context.Background(), replica.validity)
 	for _, step := range []struct {
 		name     string
-		validity controller.Validity
+		validity shard.Validity
 		now      time.Time
 		ctx      context.Context
 		refused  bool
 	}{
-		{"starting: never valid", controller.Validity{}, t0, context.Background(), false},
-		{"valid", controller.Validity{Until: t0.Add(rd)}, t0.Add(time.Second), context.Background(), false},
-		{"validity passed, no fence published yet (a pause)", controller.Validity{Until: t0.Add(rd)}, t0.Add(rd), context.Background(), true},
-		{"fenced", controller.Validity{Epoch: 1}, t0.Add(3 * rd), context.Background(), true},
-		{"a renewal sent while fenced does not lift the fence", controller.Validity{Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), true},
-		{"renewed: valid again", controller.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), false},
-		{"a reconcile started before the fence stays refused: its own rule", controller.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), reconcile, true},
+		{"starting: never valid", shard.Validity{}, t0, context.Background(), false},
+		{"valid", shard.Validity{Until: t0.Add(rd)}, t0.Add(time.Second), context.Background(), false},
+		{"validity passed, no fence published yet (a pause)", shard.Validity{Until: t0.Add(rd)}, t0.Add(rd), context.Background(), true},
+		{"fenced", shard.Validity{Epoch: 1}, t0.Add(3 * rd), context.Background(), true},
+		{"a renewal sent while fenced does not lift the fence", shard.Validity{Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), true},
+		{"renewed: valid again", shard.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), context.Background(), false},
+		{"a reconcile started before the fence stays refused: its own rule", shard.Validity{Until: t0.Add(4 * rd), Epoch: 1}, t0.Add(3*rd + time.Second), reconcile, true},
 	} {
 		replica.v, tr.now = step.validity, func() time.Time { return step.now }
 		resp, err := tr.RoundTrip(request(t, step.ctx, http.MethodPatch))

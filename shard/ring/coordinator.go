@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/internal/ringhealth"
@@ -49,7 +48,7 @@ type coordinator struct {
 	synced         bool // caches synced; read and written on the run goroutine
 	// validity is what controllers and the client transport check; see
 	// publishValidity. Written on the run goroutine, read anywhere.
-	validity atomic.Pointer[controller.Validity]
+	validity atomic.Pointer[shard.Validity]
 	// targetSince records when each partition entered the target, for
 	// kshard_handoff_seconds.
 	targetSince map[int]time.Time
@@ -338,11 +337,11 @@ func (c *coordinator) publishValidity() {
 }
 
 // leaseValidity returns the validity publishValidity last recorded.
-func (c *coordinator) leaseValidity() controller.Validity {
+func (c *coordinator) leaseValidity() shard.Validity {
 	if v := c.validity.Load(); v != nil {
 		return *v
 	}
-	return controller.Validity{}
+	return shard.Validity{}
 }
 
 func (c *coordinator) apply(ctx context.Context, rd handoff.Ready) {

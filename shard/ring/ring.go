@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
-	"github.com/kshard/kshard/controller"
 	"github.com/kshard/kshard/internal/handoff"
 	"github.com/kshard/kshard/internal/logging"
+	"github.com/kshard/kshard/shard"
 )
 
 // Options configure New. Replica is required; zero fields take the
@@ -154,4 +154,4 @@ func (c *Coordinator) NotReadyReason() string {
 // LeaseValidity returns until when this replica's lease is known valid and
 // its epoch, for controller.Options.LeaseValidity and the fencing transport
 // (shard/fence).
-func (c *Coordinator) LeaseValidity() controller.Validity { return c.c.leaseValidity() }
+func (c *Coordinator) LeaseValidity() shard.Validity { return c.c.leaseValidity() }
