@@ -17,10 +17,10 @@ import (
 	"github.com/kshard/kshard/shard"
 )
 
-// Health values of Member.Health.
+// Health values of Member.Health; Member.Live tells them apart.
 const (
-	Live    = "live"
-	Expired = "expired"
+	healthLive    = "live"
+	healthExpired = "expired"
 )
 
 // Ring is one ring of a namespace as its Leases show it. The JSON field names
@@ -131,7 +131,7 @@ type Member struct {
 }
 
 // Live reports whether m is live.
-func (m Member) Live() bool { return m.Health == Live }
+func (m Member) Live() bool { return m.Health == healthLive }
 
 // Analyze groups the Leases of namespace by their kshard.io/ring label and
 // reads each ring as of now. Leases without the label are ignored. Rings are
@@ -194,13 +194,13 @@ func analyzeRing(namespace, name string, leases []*coordinationv1.Lease, now tim
 			objects := o.Cache.Objects
 			m.CacheMode, m.CachedObjects = o.Cache.Mode, &objects
 		}
-		m.Health = Expired
+		m.Health = healthExpired
 		if !o.RenewTime.IsZero() {
 			t := o.RenewTime
 			m.RenewTime = &t
 			m.RenewAgeSeconds = now.Sub(t).Seconds()
 			if o.LeaseDuration > 0 && !handoff.Expired(now.Sub(t), o.LeaseDuration) {
-				m.Health = Live
+				m.Health = healthLive
 			}
 		}
 		if m.Params != "" && r.Params != "" && m.Params != r.Params {

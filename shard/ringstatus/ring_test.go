@@ -138,7 +138,7 @@ func TestStatus(t *testing.T) {
 				spec{id: "c", state: "active", claim: owned(t, "c", abc...)},
 			),
 			ringMembers: abc,
-			health:      map[string]string{"a": Live, "b": Live, "c": Live},
+			health:      map[string]string{"a": healthLive, "b": healthLive, "c": healthLive},
 		},
 		{
 			name: "expired member is no ring member and its claim counts for nothing",
@@ -149,7 +149,7 @@ func TestStatus(t *testing.T) {
 			),
 			ringMembers: []string{"a", "b"},
 			unclaimed:   owned(t, "c", abc...).Len(),
-			health:      map[string]string{"a": Live, "b": Live, "c": Expired},
+			health:      map[string]string{"a": healthLive, "b": healthLive, "c": healthExpired},
 		},
 		{
 			name: "mid-handoff: the newcomer claims before the old owner releases",
