@@ -13,15 +13,30 @@ import (
 	"github.com/kshard/kshard/shard/ring"
 )
 
-// The Ring is the one participant of its coordinator (ring.Participant)
-// for all its controllers and singletons: one gate, so a partition drains
-// when none of them runs it.
-var _ ring.Participant = (*Ring)(nil)
+// participant is the Ring as the one participant of its coordinator
+// (ring.Participant) for all its controllers and singletons: one gate, so a
+// partition drains when none of them runs it. It is a type of its own so
+// that the Ring's API does not offer users the coordinator's calls.
+type participant struct{ r *Ring }
 
-// Admit opens the gate for set: from now on its requests are admitted and
+var _ ring.Participant = participant{}
+
+func (p participant) Admit(ctx context.Context, set shard.PartitionSet) error {
+	return p.r.admit(ctx, set)
+}
+
+func (p participant) Replay(ctx context.Context, set shard.PartitionSet) error {
+	return p.r.replay(ctx, set)
+}
+
+func (p participant) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+	return p.r.revoke(ctx, set, fence)
+}
+
+// admit opens the gate for set: from now on its requests are admitted and
 // its reconciles may start. It does no I/O (the coordinator calls it on
-// its loop, ordered with Revoke).
-func (r *Ring) Admit(_ context.Context, set shard.PartitionSet) error {
+// its loop, ordered with revoke).
+func (r *Ring) admit(_ context.Context, set shard.PartitionSet) error {
 	if err := r.checkSet("Admit", set); err != nil {
 		return err
 	}
@@ -42,14 +57,14 @@ func (r *Ring) Admit(_ context.Context, set shard.PartitionSet) error {
 	return nil
 }
 
-// Replay enqueues, into every opted-in controller's queue, the requests of
+// replay enqueues, into every opted-in controller's queue, the requests of
 // set's partitions (still active) that its sources would produce for the
 // cached objects (its For keys, what its Watches handlers map to), at low
 // priority when the queue is controller-runtime's priority queue: their
 // previous owner may have dropped their events. A controller whose queue
 // does not exist yet is skipped: its sources deliver the whole cache when
 // they start.
-func (r *Ring) Replay(ctx context.Context, set shard.PartitionSet) error {
+func (r *Ring) replay(ctx context.Context, set shard.PartitionSet) error {
 	if err := r.checkSet("Replay", set); err != nil {
 		return err
 	}
@@ -67,10 +82,10 @@ func (r *Ring) Replay(ctx context.Context, set shard.PartitionSet) error {
 	return nil
 }
 
-// Revoke closes the gate for set, cancels the contexts of its reconciles
+// revoke closes the gate for set, cancels the contexts of its reconciles
 // (after DrainGracePeriod, at once when fence) and returns nil only when
 // none of them runs any more.
-func (r *Ring) Revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
+func (r *Ring) revoke(ctx context.Context, set shard.PartitionSet, fence bool) error {
 	if err := r.checkSet("Revoke", set); err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func BenchmarkQueueAddGetDone(b *testing.B) {
 		}
 		valid := shard.Validity{Until: time.Now().Add(time.Hour), Epoch: 1}
 		r.validity = func() shard.Validity { return valid }
-		if err := r.Admit(context.Background(), r.only(reqs...)); err != nil {
+		if err := r.admit(context.Background(), r.only(reqs...)); err != nil {
 			b.Fatal(err)
 		}
 		_, q := newQueue(r, true)

@@ -53,7 +53,7 @@ func TestWatchesReplayRunsTheHandlerOverObjectsThatPassed(t *testing.T) {
 	}
 	cache := fake.NewClientBuilder().WithObjects(passed, filtered).Build()
 	set := r.only(toConfigMap(ctx, passed)[0], toConfigMap(ctx, filtered)[0], toConfigMap(ctx, gone)[0])
-	if err := r.Admit(ctx, set); err != nil {
+	if err := r.admit(ctx, set); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.replay(ctx, cache, set); err != nil {
@@ -96,7 +96,7 @@ func TestReplayKeepsOnlyTheReplayedPartitions(t *testing.T) {
 	s := secret("s")
 	w.Create(ctx, event.CreateEvent{Object: s}, q)
 	a, b := twoPartitions(r)
-	if err := r.Admit(ctx, r.only(a, b)); err != nil {
+	if err := r.admit(ctx, r.only(a, b)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.replay(ctx, fake.NewClientBuilder().WithObjects(s).Build(), r.only(a)); err != nil {

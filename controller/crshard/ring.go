@@ -138,7 +138,7 @@ func New(cfg *rest.Config, opts Options) (*Ring, error) {
 	r.coord, err = ring.New(ring.Options{
 		Cache:        partitionCache,
 		Replica:      replica,
-		Participants: []ring.Participant{r},
+		Participants: []ring.Participant{participant{r}},
 		Logger:       log,
 		Registerer:   opts.Registerer,
 		Exit:         opts.Exit,

@@ -97,7 +97,7 @@ func TestGateAtEnqueueKeepsThePriorityQueue(t *testing.T) {
 			t.Fatalf("usePQ=%v: inner priority queue = %v", usePQ, q.pq != nil)
 		}
 		a, b := twoPartitions(r)
-		if err := r.Admit(context.Background(), r.only(a)); err != nil {
+		if err := r.admit(context.Background(), r.only(a)); err != nil {
 			t.Fatal(err)
 		}
 		q.Add(b)
@@ -130,7 +130,7 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 	defer q.ShutDown()
 	a, b := twoPartitions(r)
 	both := r.only(a, b)
-	if err := r.Admit(context.Background(), both); err != nil {
+	if err := r.admit(context.Background(), both); err != nil {
 		t.Fatal(err)
 	}
 	q.Add(a)
@@ -160,7 +160,7 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 	}
 	q.Add(b) // queued, then revoked before it is dequeued
 	revoked := make(chan error, 1)
-	go func() { revoked <- r.Revoke(context.Background(), both, false) }()
+	go func() { revoked <- r.revoke(context.Background(), both, false) }()
 	// Revoke may return the moment the reconcile's Done ends its count in
 	// flight, before done is closed, but never before the reconcile
 	// returned.
@@ -193,7 +193,7 @@ func TestRevokeDrainsAndCancels(t *testing.T) {
 		next <- item
 	}()
 	waitUntil(t, 10*time.Second, "b dequeued", func() bool { return q.Len() == 0 })
-	if err := r.Admit(context.Background(), r.only(a)); err != nil {
+	if err := r.admit(context.Background(), r.only(a)); err != nil {
 		t.Fatal(err)
 	}
 	q.Add(a)
@@ -211,7 +211,7 @@ func TestReconcileRefusedWhenLeaseValidityPassed(t *testing.T) {
 	c, q := newQueue(r, true)
 	defer q.ShutDown()
 	a := req("a")
-	_ = r.Admit(context.Background(), r.only(a))
+	_ = r.admit(context.Background(), r.only(a))
 	r.validity = func() shard.Validity { return shard.Validity{Until: time.Now().Add(-time.Second)} }
 	ran := false
 	res, err := c.reconciler(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
@@ -284,7 +284,7 @@ func TestReplayEnqueuesCachedObjectsOfActivatedPartitionsAtLowPriority(t *testin
 	}
 	cache := fake.NewClientBuilder().WithObjects(objs...).Build()
 	set := r.only(a)
-	if err := r.Admit(context.Background(), set); err != nil {
+	if err := r.admit(context.Background(), set); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.replay(context.Background(), cache, set); err != nil {
@@ -315,7 +315,7 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 	defer q.ShutDown()
 	a := req("a")
 	set := r.only(a)
-	_ = r.Admit(context.Background(), set)
+	_ = r.admit(context.Background(), set)
 	q.Add(a)
 	got, _ := q.Get()
 	started, release, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -335,7 +335,7 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if err := r.Revoke(ctx, set, false); err == nil {
+	if err := r.revoke(ctx, set, false); err == nil {
 		t.Fatal("Revoke reported the drain complete while the reconcile ran")
 	}
 	<-cancelled // the grace period passed: its context was cancelled
@@ -343,7 +343,7 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 	// drain unfinished however long it waited: state, not a timed window.
 	ended, end := context.WithCancel(context.Background())
 	end()
-	if err := r.Revoke(ended, set, true); err == nil {
+	if err := r.revoke(ended, set, true); err == nil {
 		t.Fatal("Revoke with its context ended reported the drain complete while the reconcile ran")
 	}
 	// One that waits returns after the reconcile returned, and with
@@ -352,7 +352,7 @@ func TestDrainWaitsForAReconcilerThatIgnoresCancellation(t *testing.T) {
 	done := make(chan error, 1)
 	var returnedFirst atomic.Bool
 	go func() {
-		err := r.Revoke(context.Background(), set, true)
+		err := r.revoke(context.Background(), set, true)
 		returnedFirst.Store(returned.Load() && r.gate.TotalInFlight() == 0)
 		done <- err
 	}()
@@ -418,15 +418,15 @@ func TestSingletonRidesItsPartition(t *testing.T) {
 	set := shard.NewPartitionSet(r.parts.Count())
 	other := (p + 1) % r.parts.Count()
 	set.Add(other)
-	_ = r.Admit(context.Background(), set)
+	_ = r.admit(context.Background(), set)
 	// Admit starts a singleton before it returns: its run is state to read.
 	if s := r.singletons[0]; s.running() {
 		t.Fatal("the singleton started on another partition's activation")
 	}
 	set.Add(p)
-	_ = r.Admit(context.Background(), set)
+	_ = r.admit(context.Background(), set)
 	<-running
-	if err := r.Revoke(context.Background(), set, false); err != nil {
+	if err := r.revoke(context.Background(), set, false); err != nil {
 		t.Fatal(err)
 	}
 	select {
