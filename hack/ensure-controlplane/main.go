@@ -15,12 +15,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kshard/kshard/manager/kshardtest/controlplane"
+	"github.com/kshard/kshard/internal/kittools"
 )
 
 func main() {
 	printDir := flag.Bool("print-dir", false, "print only the directory holding the binaries (for KSHARD_BIN_DIR)")
-	toolsDir := flag.String("tools-dir", "", "build from the tools module (go.mod and go.sum pinning one Kubernetes version) in this directory, e.g. hack/tools/compat/v1.34, instead of the one the kit carries; the same as "+controlplane.EnvToolsDir)
+	toolsDir := flag.String("tools-dir", "", "build from the tools module (go.mod and go.sum pinning one Kubernetes version) in this directory, e.g. hack/tools/compat/v1.34, instead of the one the kit carries; the same as "+kittools.EnvToolsDir)
 	flag.Parse()
 	if *toolsDir != "" {
 		abs, err := filepath.Abs(*toolsDir)
@@ -28,18 +28,18 @@ func main() {
 			fmt.Fprintf(os.Stderr, "ensure-controlplane: -tools-dir %s: %v\n", *toolsDir, err)
 			os.Exit(2)
 		}
-		os.Setenv(controlplane.EnvToolsDir, abs)
+		os.Setenv(kittools.EnvToolsDir, abs)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	b, err := controlplane.EnsureBinaries(ctx, os.Stderr)
+	b, err := kittools.Ensure(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ensure-controlplane: %v\n", err)
 		os.Exit(1)
 	}
 	if *printDir {
-		fmt.Println(filepath.Dir(b.APIServer))
+		fmt.Println(b.Dir())
 		return
 	}
 	fmt.Printf("control-plane binaries for Kubernetes %s ready in %s:\n  %s\n  %s\n  %s\n",

@@ -3,7 +3,7 @@
 # VERSION (e.g. v1.36.3), every staging module at the matching v0.x.y, and
 # etcd's server at the version that Kubernetes release requires. This version
 # is the one variable naming the control plane kshard tests against. It also
-# copies go.mod and go.sum into the test kit (manager/kshardtest/controlplane).
+# copies go.mod and go.sum into the test kit (internal/kittools).
 #
 # With -o DIR it writes the pinned go.mod and go.sum into DIR instead (created
 # if missing) and leaves hack/tools and the kit alone: `make compat` keeps one
@@ -62,7 +62,7 @@ fi
 if [[ -z $out ]]; then
   # The test kit carries copies, so it can build from the module cache alone
   # (this nested module is not in kshard's module zip).
-  kit=$tools/../../manager/kshardtest/controlplane
+  kit=$tools/../../internal/kittools
   cp go.mod "$kit/tools.mod"
   cp go.sum "$kit/tools.sum"
 fi

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kshard/kshard/internal/kittools"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -22,9 +23,11 @@ import (
 
 // Options configure a control plane. The zero value is usable.
 type Options struct {
-	// Binaries to run. Defaults to EnsureBinaries (building into the cache on
-	// first use).
-	Binaries *Binaries
+	// BinDir is a directory holding the kube-apiserver, etcd and
+	// kube-controller-manager binaries to run, as $KSHARD_BIN_DIR names one.
+	// Defaults to $KSHARD_BIN_DIR, else to the binaries built from the
+	// pinned sources into the cache (built on first use).
+	BinDir string
 	// Progress receives build and start progress. Defaults to discarding it.
 	Progress io.Writer
 	// ControllerManager also starts kube-controller-manager with the garbage
@@ -58,7 +61,7 @@ func (o *Options) applyDefaults() {
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
 type ControlPlane struct {
 	opts     Options
-	bins     Binaries
+	bins     kittools.Binaries
 	dir      string
 	ownsDir  bool
 	pki      *pki
@@ -80,20 +83,19 @@ type ControlPlane struct {
 // and leaves nothing running.
 func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	opts.applyDefaults()
-	bins := opts.Binaries
-	if bins == nil {
-		b, err := EnsureBinaries(ctx, opts.Progress)
-		if err != nil {
-			return nil, err
+	var bins kittools.Binaries
+	if opts.BinDir != "" {
+		if bins, err = kittools.In(opts.BinDir); err != nil {
+			return nil, fmt.Errorf("controlplane: Options.BinDir %s: %w", opts.BinDir, err)
 		}
-		bins = &b
-	}
-	resolved := *bins
-	resolveVersion(ctx, &resolved)
-	if err := checkVersion(opts, resolved); err != nil {
+	} else if bins, err = kittools.Ensure(ctx, opts.Progress); err != nil {
 		return nil, err
 	}
-	cp = &ControlPlane{opts: opts, bins: resolved, dir: opts.Dir}
+	bins.ResolveVersion(ctx)
+	if err := checkVersion(opts, bins); err != nil {
+		return nil, err
+	}
+	cp = &ControlPlane{opts: opts, bins: bins, dir: opts.Dir}
 	if cp.dir == "" {
 		d, err := os.MkdirTemp("", "kshard-controlplane-")
 		if err != nil {
@@ -313,9 +315,6 @@ func (cp *ControlPlane) Dir() string { return cp.dir }
 
 // Host is the API server's URL.
 func (cp *ControlPlane) Host() string { return fmt.Sprintf("https://127.0.0.1:%d", cp.apiPort) }
-
-// Binaries are the executables this control plane runs.
-func (cp *ControlPlane) Binaries() Binaries { return cp.bins }
 
 // KubernetesVersion is the version of the running binaries (v1.36.3), from
 // the cache's manifest or kube-apiserver --version; empty when the binary

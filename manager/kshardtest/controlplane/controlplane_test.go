@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/kittools"
 	"github.com/kshard/kshard/internal/testkubectl"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -136,11 +136,11 @@ func TestPortClashIsRetried(t *testing.T) {
 func TestFailedStartReportsLogLines(t *testing.T) {
 	SkipIfShort(t)
 	ctx := context.Background()
-	bins, err := EnsureBinaries(ctx, os.Stderr)
+	bins, err := kittools.Ensure(ctx, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(ctx, Options{Binaries: &bins, ExtraAPIServerArgs: []string{"--no-such-flag=1"}, StartTimeout: 20 * time.Second})
+	_, err = Start(ctx, Options{BinDir: bins.Dir(), ExtraAPIServerArgs: []string{"--no-such-flag=1"}, StartTimeout: 20 * time.Second})
 	if err == nil {
 		t.Fatal("start with a bogus API server flag succeeded")
 	}
@@ -159,69 +159,21 @@ func TestFailedStartReportsLogLines(t *testing.T) {
 	os.RemoveAll(dir)
 }
 
-func TestCorruptCachedBinaryIsDetected(t *testing.T) {
+// A BinDir without the binaries is refused, naming the option and the
+// missing binary, before anything starts or is built.
+func TestBinDirWithoutBinariesIsNamed(t *testing.T) {
 	dir := t.TempDir()
-	if err := verifyCached(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("empty dir: got %v, want not-exist", err)
+	cp, err := Start(t.Context(), Options{BinDir: dir, Dir: filepath.Join(dir, "files")})
+	if err == nil {
+		_ = cp.Stop()
+		t.Fatal("started without binaries")
 	}
-	m := `{"kubernetesVersion":"v0","sha256":{}}`
-	for name := range toolsPackages {
-		os.WriteFile(filepath.Join(dir, name), []byte("binary "+name), 0o755)
-	}
-	sums := map[string]string{}
-	for name := range toolsPackages {
-		s, _ := fileSHA256(filepath.Join(dir, name))
-		sums[name] = s
-	}
-	m = `{"kubernetesVersion":"v0","sha256":{"etcd":"` + sums["etcd"] + `","kube-apiserver":"` + sums["kube-apiserver"] + `","kube-controller-manager":"` + sums["kube-controller-manager"] + `"}}`
-	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(m), 0o644)
-	if err := verifyCached(dir); err != nil {
-		t.Fatalf("intact cache rejected: %v", err)
-	}
-	os.WriteFile(filepath.Join(dir, "etcd"), []byte("trunc"), 0o755)
-	if err := verifyCached(dir); err == nil || !strings.Contains(err.Error(), "etcd") {
-		t.Fatalf("corrupt etcd accepted: %v", err)
-	}
-	os.Remove(filepath.Join(dir, "kube-apiserver"))
-	if err := verifyCached(dir); err == nil {
-		t.Fatal("missing kube-apiserver accepted")
-	}
-}
-
-// TestCorruptCachedBinaryIsRebuilt damages a copy of the real cache and checks
-// that EnsureBinaries rebuilds it (a relink from Go's build cache).
-func TestCorruptCachedBinaryIsRebuilt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("relinks the control-plane binaries; skipped in -short")
-	}
-	ctx := context.Background()
-	good, err := EnsureBinaries(ctx, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache := t.TempDir()
-	t.Setenv(envCacheDir, cache)
-	src := filepath.Dir(good.APIServer)
-	dst := filepath.Join(cache, filepath.Base(src))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"manifest.json", binAPIServer, binControllerManager} {
-		if err := os.Link(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
-			t.Fatal(err)
+	for _, want := range []string{"Options.BinDir " + dir, "kube-apiserver"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
-	// etcd is missing from the copy: it must come back, verified.
-	start := time.Now()
-	got, err := EnsureBinaries(ctx, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("rebuild took %s", time.Since(start).Round(time.Second))
-	if err := verifyCached(filepath.Dir(got.Etcd)); err != nil {
-		t.Fatalf("rebuilt cache does not verify: %v", err)
-	}
-	if out, err := exec.Command(got.Etcd, "--version").CombinedOutput(); err != nil || !strings.Contains(string(out), "etcd Version") {
-		t.Fatalf("rebuilt etcd does not run: %v\n%s", err, out)
+	if _, statErr := os.Stat(filepath.Join(dir, "files")); !os.IsNotExist(statErr) {
+		t.Errorf("Start made its directory before finding the binaries: %v", statErr)
 	}
 }

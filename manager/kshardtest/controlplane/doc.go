@@ -3,12 +3,12 @@
 // loopback ports, for the test kit (manager/kshardtest), kshard's own
 // integration and e2e tests and the `kshard demo`.
 //
-// The binaries come from $KSHARD_BIN_DIR when it is set. Otherwise they are
-// built from source with the pinned tools module (k8s.io/kubernetes and
-// go.etcd.io/etcd/server/v3): this package carries copies of hack/tools'
-// go.mod and go.sum (tools.mod, tools.sum) and writes them out next to the
-// cache, so the build works for a user who has kshard only in the module
-// cache. Builds are cached per pin under $KSHARD_CACHE_DIR,
+// The binaries come from Options.BinDir or $KSHARD_BIN_DIR when either is
+// set. Otherwise they are built from source with the pinned tools module
+// (k8s.io/kubernetes and go.etcd.io/etcd/server/v3): the kit carries copies
+// of hack/tools' go.mod and go.sum (in internal/kittools) and writes them
+// out next to the cache, so the build works for a user who has kshard only
+// in the module cache. Builds are cached per pin under $KSHARD_CACHE_DIR,
 // $XDG_CACHE_HOME/kshard or ~/.cache/kshard (the entry's name hashes the
 // module's bytes, so hack/tools and the carried copy share it), so only the
 // first use pays the build (minutes). The package itself needs only

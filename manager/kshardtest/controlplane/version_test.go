@@ -2,10 +2,10 @@ package controlplane
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kshard/kshard/internal/kittools"
 )
 
 func TestMinorOf(t *testing.T) {
@@ -33,40 +33,22 @@ func TestMinorOf(t *testing.T) {
 func TestCheckVersionRefusesTheGateBefore136(t *testing.T) {
 	gate := Options{ShardedListAndWatch: true}
 	for _, v := range []string{"v1.34.5", "v1.35.5"} {
-		err := checkVersion(gate, Binaries{APIServer: "/bin/kube-apiserver", KubernetesVersion: v})
+		err := checkVersion(gate, kittools.Binaries{APIServer: "/bin/kube-apiserver", KubernetesVersion: v})
 		if !errors.Is(err, ErrUnsupportedVersion) {
 			t.Fatalf("%s: err = %v, want ErrUnsupportedVersion", v, err)
 		}
-		for _, want := range []string{v, "ShardedListAndWatch", "1.36", envBinDir} {
+		for _, want := range []string{v, "ShardedListAndWatch", "1.36", kittools.EnvBinDir} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: error %q does not name %q", v, err, want)
 			}
 		}
-		if err := checkVersion(Options{}, Binaries{KubernetesVersion: v}); err != nil {
+		if err := checkVersion(Options{}, kittools.Binaries{KubernetesVersion: v}); err != nil {
 			t.Errorf("%s without the gate: %v", v, err)
 		}
 	}
 	for _, v := range []string{"v1.36.3", "v1.37.2", ""} {
-		if err := checkVersion(gate, Binaries{KubernetesVersion: v}); err != nil {
+		if err := checkVersion(gate, kittools.Binaries{KubernetesVersion: v}); err != nil {
 			t.Errorf("%q: %v", v, err)
 		}
-	}
-}
-
-func TestResolveVersionReadsTheManifest(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"kubernetesVersion":"v1.35.5"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b := binariesIn(dir, "")
-	resolveVersion(t.Context(), &b)
-	if b.KubernetesVersion != "v1.35.5" {
-		t.Fatalf("version = %q, want v1.35.5 from the manifest", b.KubernetesVersion)
-	}
-	// No manifest and no runnable binary: unknown, not an error.
-	b = binariesIn(t.TempDir(), "")
-	resolveVersion(t.Context(), &b)
-	if b.KubernetesVersion != "" {
-		t.Fatalf("version = %q, want empty", b.KubernetesVersion)
 	}
 }

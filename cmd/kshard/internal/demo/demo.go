@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kshard/kshard/internal/handoff"
+	"github.com/kshard/kshard/internal/kittools"
 	"github.com/kshard/kshard/internal/membership"
 	"github.com/kshard/kshard/lease"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
@@ -70,8 +71,9 @@ type Options struct {
 	// for their graceful leave (a second Ctrl-C).
 	Hurry <-chan struct{}
 
-	// ensureBinaries and startControlPlane replace controlplane's in tests.
-	ensureBinaries    func(context.Context, io.Writer) (controlplane.Binaries, error)
+	// ensureBinaries and startControlPlane replace kittools.Ensure and
+	// controlplane.Start in tests.
+	ensureBinaries    func(context.Context, io.Writer) (kittools.Binaries, error)
 	startControlPlane func(context.Context, controlplane.Options) (*controlplane.ControlPlane, error)
 }
 
@@ -149,7 +151,7 @@ func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlan
 	o := d.opts
 	ensure, start := o.ensureBinaries, o.startControlPlane
 	if ensure == nil {
-		ensure = controlplane.EnsureBinaries
+		ensure = kittools.Ensure
 	}
 	if start == nil {
 		start = controlplane.Start
@@ -165,7 +167,7 @@ func (d *demo) startControlPlane(ctx context.Context) (*controlplane.ControlPlan
 	}
 	d.phase = "starting the control plane"
 	fmt.Fprintf(o.Stderr, "%s: starting a local control plane (etcd, kube-apiserver, kube-controller-manager)\n", o.Prog)
-	cp, err := start(ctx, controlplane.Options{Binaries: &bins, Progress: o.Stderr, ControllerManager: true})
+	cp, err := start(ctx, controlplane.Options{BinDir: bins.Dir(), Progress: o.Stderr, ControllerManager: true})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kshard/kshard/internal/kittools"
 	"github.com/kshard/kshard/manager/kshardtest/controlplane"
 )
 
 // fakeRun runs the demo with a fake build and a control plane that fails to
 // start, so only what happens before the control plane is up is exercised.
-func fakeRun(ctx context.Context, timeout time.Duration, ensure func(context.Context, io.Writer) (controlplane.Binaries, error)) error {
+func fakeRun(ctx context.Context, timeout time.Duration, ensure func(context.Context, io.Writer) (kittools.Binaries, error)) error {
 	_, err := Run(ctx, Options{
 		Replicas: 3, Objects: 10, Timeout: timeout, Prog: "kshard",
 		Stdout: io.Discard, Stderr: io.Discard,
@@ -27,12 +28,12 @@ func fakeRun(ctx context.Context, timeout time.Duration, ensure func(context.Con
 
 func TestBuildDoesNotCountAgainstTimeout(t *testing.T) {
 	// A build that outlasts --timeout many times over.
-	slowBuild := func(ctx context.Context, _ io.Writer) (controlplane.Binaries, error) {
+	slowBuild := func(ctx context.Context, _ io.Writer) (kittools.Binaries, error) {
 		select {
 		case <-time.After(300 * time.Millisecond): // the simulated build's length
-			return controlplane.Binaries{}, nil
+			return kittools.Binaries{}, nil
 		case <-ctx.Done():
-			return controlplane.Binaries{}, ctx.Err()
+			return kittools.Binaries{}, ctx.Err()
 		}
 	}
 	err := fakeRun(context.Background(), 10*time.Millisecond, slowBuild)
@@ -45,8 +46,8 @@ func TestBuildDoesNotCountAgainstTimeout(t *testing.T) {
 }
 
 func TestBuildFailureNamesTheBuild(t *testing.T) {
-	failing := func(context.Context, io.Writer) (controlplane.Binaries, error) {
-		return controlplane.Binaries{}, errors.New("go build: exit status 1")
+	failing := func(context.Context, io.Writer) (kittools.Binaries, error) {
+		return kittools.Binaries{}, errors.New("go build: exit status 1")
 	}
 	err := fakeRun(context.Background(), time.Minute, failing)
 	if err == nil || !strings.HasPrefix(err.Error(), "building the control-plane binaries: go build") {
@@ -57,10 +58,10 @@ func TestBuildFailureNamesTheBuild(t *testing.T) {
 func TestCtrlCStopsTheBuild(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	entered := make(chan struct{})
-	blocking := func(ctx context.Context, _ io.Writer) (controlplane.Binaries, error) {
+	blocking := func(ctx context.Context, _ io.Writer) (kittools.Binaries, error) {
 		close(entered)
 		<-ctx.Done()
-		return controlplane.Binaries{}, errors.New("build interrupted")
+		return kittools.Binaries{}, errors.New("build interrupted")
 	}
 	done := make(chan error, 1)
 	go func() { done <- fakeRun(ctx, time.Minute, blocking) }()

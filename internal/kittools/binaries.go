@@ -1,4 +1,19 @@
-package controlplane
+// Package kittools finds, or builds and caches, the control-plane binaries
+// (kube-apiserver, etcd, kube-controller-manager) that the test kit's
+// control plane (manager/kshardtest/controlplane), `kshard demo` and
+// hack/ensure-controlplane run.
+//
+// The binaries come from $KSHARD_BIN_DIR when it is set. Otherwise they are
+// built from source with the pinned tools module (k8s.io/kubernetes and
+// go.etcd.io/etcd/server/v3): this package carries copies of hack/tools'
+// go.mod and go.sum (tools.mod, tools.sum; $KSHARD_TOOLS_DIR names another
+// tools module) and writes them out next to the cache, so the build works
+// for a user who has kshard only in the module cache. Builds are cached per
+// pin under $KSHARD_CACHE_DIR, $XDG_CACHE_HOME/kshard or ~/.cache/kshard
+// (the entry's name hashes the module's bytes, so hack/tools and the carried
+// copy share it), so only the first use pays the build (minutes). It needs
+// only the standard library.
+package kittools
 
 import (
 	"bufio"
@@ -19,11 +34,12 @@ import (
 	"time"
 )
 
-// Environment variables that steer where binaries come from.
+// Environment variables that steer where binaries come from (docs/testing.md
+// documents them for users of the test kit).
 const (
-	// envBinDir names a directory holding prebuilt kube-apiserver, etcd and
+	// EnvBinDir names a directory holding prebuilt kube-apiserver, etcd and
 	// kube-controller-manager binaries; when set, nothing is built.
-	envBinDir = "KSHARD_BIN_DIR"
+	EnvBinDir = "KSHARD_BIN_DIR"
 	// envCacheDir overrides the cache root (default $XDG_CACHE_HOME/kshard or
 	// ~/.cache/kshard).
 	envCacheDir = "KSHARD_CACHE_DIR"
@@ -40,14 +56,20 @@ const (
 	binControllerManager = "kube-controller-manager"
 )
 
-// Binaries are the paths of the control-plane executables.
+// Binaries are the paths of the control-plane executables, all in one
+// directory.
 type Binaries struct {
 	APIServer         string
 	Etcd              string
 	ControllerManager string
-	// KubernetesVersion is the k8s.io/kubernetes version they were built from.
+	// KubernetesVersion is the k8s.io/kubernetes version they were built
+	// from; empty when unknown (see ResolveVersion).
 	KubernetesVersion string
 }
+
+// Dir is the directory holding the binaries, what $KSHARD_BIN_DIR or
+// controlplane.Options.BinDir names.
+func (b Binaries) Dir() string { return filepath.Dir(b.APIServer) }
 
 // manifest records what a cached build contains, so a truncated or replaced
 // binary is detected and rebuilt instead of failing obscurely at start.
@@ -64,20 +86,19 @@ var toolsPackages = map[string]string{
 	binEtcd:              "go.etcd.io/etcd/server/v3",
 }
 
-// EnsureBinaries returns usable control-plane binaries, building them into the
-// cache when they are missing or fail verification. Progress is written to
-// progress (may be nil). Concurrent callers, in this or other processes, build
-// at most once: the cache is guarded by a file lock.
-func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
+// Ensure returns usable control-plane binaries: those in $KSHARD_BIN_DIR
+// when it is set, else the cached build of the tools module, building it
+// into the cache when it is missing or fails verification. Progress is
+// written to progress (may be nil). Concurrent callers, in this or other
+// processes, build at most once: the cache is guarded by a file lock.
+func Ensure(ctx context.Context, progress io.Writer) (Binaries, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	if dir := os.Getenv(envBinDir); dir != "" {
-		b := binariesIn(dir, manifestVersion(dir))
-		for _, p := range []string{b.APIServer, b.Etcd, b.ControllerManager} {
-			if err := checkExecutable(p); err != nil {
-				return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", envBinDir, dir, err)
-			}
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		b, err := In(dir)
+		if err != nil {
+			return Binaries{}, fmt.Errorf("%s=%s: %w (unset it to build from source)", EnvBinDir, dir, err)
 		}
 		return b, nil
 	}
@@ -125,6 +146,19 @@ func EnsureBinaries(ctx context.Context, progress io.Writer) (Binaries, error) {
 		return Binaries{}, err
 	}
 	return binariesIn(dir, version), nil
+}
+
+// In returns the binaries in dir (a cache entry, or a directory of
+// prebuilt ones), with the version its manifest.json records (empty
+// without one), once each of them is an executable file.
+func In(dir string) (Binaries, error) {
+	b := binariesIn(dir, manifestVersion(dir))
+	for _, p := range []string{b.APIServer, b.Etcd, b.ControllerManager} {
+		if err := checkExecutable(p); err != nil {
+			return Binaries{}, err
+		}
+	}
+	return b, nil
 }
 
 func binariesIn(dir, version string) Binaries {

@@ -1,4 +1,4 @@
-package controlplane
+package kittools
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 // hackTools is kshard's tools module, the source of truth for the pins,
 // relative to this package in a checkout.
-const hackTools = "../../../hack/tools"
+const hackTools = "../../hack/tools"
 
 func TestCarriedToolsModuleMatchesHackTools(t *testing.T) {
 	for name, carried := range map[string][]byte{"go.mod": toolsMod, "go.sum": toolsSum} {

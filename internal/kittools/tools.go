@@ -1,4 +1,4 @@
-package controlplane
+package kittools
 
 import (
 	_ "embed"
@@ -10,7 +10,7 @@ import (
 // toolsMod and toolsSum are byte-for-byte copies of kshard's hack/tools
 // go.mod and go.sum (hack/tools/pin.sh writes both; a test keeps them
 // equal). hack/tools is a nested module, so it is not in the module zip a
-// user downloads; carrying its files here lets EnsureBinaries write the
+// user downloads; carrying its files here lets Ensure write the
 // module out and build from the module cache alone. They are not named
 // go.mod/go.sum because a go.mod would make this folder a module of its own.
 var (
@@ -35,7 +35,7 @@ type toolsModule struct {
 func loadTools() (toolsModule, error) {
 	dir := os.Getenv(EnvToolsDir)
 	if dir == "" {
-		return toolsModule{mod: toolsMod, sum: toolsSum, source: "carried by github.com/kshard/kshard/manager/kshardtest/controlplane"}, nil
+		return toolsModule{mod: toolsMod, sum: toolsSum, source: "carried by github.com/kshard/kshard/internal/kittools"}, nil
 	}
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
