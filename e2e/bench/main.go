@@ -26,9 +26,9 @@ const baselineName = "controller-runtime"
 // params are the benchmark's knobs; RESULTS.md prints them all.
 type params struct {
 	Quick bool `json:"quick"`
-	// Objects is W: the objects of the main control plane's handoff and
-	// failover (phases 3, 4 and 6), of phase 8's and of phase 10's
-	// spread layout's handoff and failover.
+	// Objects is W: the objects of the main control plane's capacity
+	// measurement, handoff and failover (phases 3, 4 and 6), and of phase
+	// 8's and phase 10's spread layout's handoff and failover.
 	Objects int `json:"objects"`
 	// ThroughputObjects is how many objects the throughput rounds of
 	// phases 2, 8 and 10 run on (at least Objects): the objects grow to it
@@ -262,13 +262,18 @@ func main() {
 		p.Objects = *objects
 		p.ResourceObjects = max(p.ResourceObjects, p.Objects)
 	}
-	if *throughputObjects < 0 {
+	switch {
+	case *throughputObjects < 0:
 		fmt.Fprintf(os.Stderr, "bench: -throughput-objects: %d is negative: give a count, or 0 for the default\n", *throughputObjects)
 		os.Exit(2)
-	}
-	if *throughputObjects > 0 {
+	case *throughputObjects > 0 && *throughputObjects < p.Objects:
+		fmt.Fprintf(os.Stderr, "bench: -throughput-objects %d is below the %d objects of the other phases: the throughput rounds add objects, never run on fewer; give at least %d\n", *throughputObjects, p.Objects, p.Objects)
+		os.Exit(2)
+	case *throughputObjects > 0:
 		p.ThroughputObjects = *throughputObjects
 	}
+	// -objects above the default throughput objects: the rounds run on
+	// -objects.
 	p.ThroughputObjects = max(p.ThroughputObjects, p.Objects)
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
