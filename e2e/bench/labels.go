@@ -27,8 +27,9 @@ import (
 // and after-collection memory, fleet CPU; kshard through a rolling restart:
 // its peak RSS, and the labels it wrote and objects it listed per moved
 // object). The spread control plane first runs phase 2's latency-bound and
-// write-bound throughput, with its ceiling, over p.Objects objects in the
-// bench namespace, and last a graceful handoff and a crash failover there.
+// write-bound throughput, with its ceiling, over p.ThroughputObjects
+// objects in the bench namespace, and last a graceful handoff and a crash
+// failover there, on p.Objects of them (the memory rounds cache those too).
 
 // labelsRing names every kshard fleet of phase 10: the partition label's
 // key names the ring, so fleets that share it find the objects labelled.
@@ -103,8 +104,9 @@ type firstStart struct {
 }
 
 // -labels-parts: labelsPartsThroughput runs only the spread layout's
-// throughput rounds (ceiling, latency-bound and write-bound, on p.Objects
-// BenchObjects), whose provenance is labelsThroughputPart.
+// throughput rounds (ceiling, latency-bound and write-bound, on
+// p.ThroughputObjects BenchObjects), whose provenance is
+// labelsThroughputPart.
 const (
 	labelsPartsThroughput = "throughput"
 	labelsThroughputPart  = "10 (" + layoutSpread + " throughput)"
@@ -177,8 +179,9 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 	if err != nil {
 		return res, err
 	}
-	// tb holds the throughput, handoff and failover objects: p.Objects in
-	// the bench namespace, with its epoch ConfigMap (the spread layout).
+	// tb holds the throughput, handoff and failover objects in the bench
+	// namespace, with its epoch ConfigMap (the spread layout):
+	// p.ThroughputObjects for the throughput rounds, p.Objects after them.
 	var tb *bench
 	if layout == layoutSpread {
 		if tb, err = pb.withKind(ctx, benchObjects); err != nil {
@@ -201,6 +204,11 @@ func (b *bench) labelsOn(ctx context.Context, kshard, baseline, adapter *system,
 			// The layout's other figures are kept from results.json
 			// (keepEarlierLayouts).
 			return res, nil
+		}
+		// The memory rounds cache, and the handoff and failover run on,
+		// p.Objects throughput objects, as before the rounds ran on more.
+		if err := tb.shrinkObjects(ctx, b.p.Objects, rb.obs); err != nil {
+			return res, err
 		}
 	}
 
@@ -291,11 +299,8 @@ func tbGens(tb *bench) []int {
 // latency-bound and write-bound workloads on controller-runtime and on 4
 // kshard replicas with the gate-free sharded cache.
 func (b *bench) labelsThroughput(ctx context.Context, kshard, baseline *system, res *labelsLayout) error {
-	progress("phase 10: creating %d custom resources in %s", b.p.Objects, b.ns)
-	if err := b.ensureObjects(ctx, b.p.Objects); err != nil {
-		return err
-	}
-	if err := b.obs.wait(ctx, func() bool { return len(b.obs.objs) >= b.p.Objects }); err != nil {
+	progress("phase 10: creating %d custom resources in %s", b.p.ThroughputObjects, b.ns)
+	if err := b.ensureObserved(ctx, b.p.ThroughputObjects); err != nil {
 		return err
 	}
 	defer func() { b.fleetArgs = nil }()

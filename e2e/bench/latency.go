@@ -158,6 +158,10 @@ type ratioGate struct {
 	ThroughputRatio4LatencyMS   *float64 `json:"throughput_ratio_4_latency_ms,omitempty"`
 	ThroughputRatio4MachineBusy *float64 `json:"throughput_ratio_4_machine_busy,omitempty"`
 	ThroughputRatio4NotJudged   string   `json:"throughput_ratio_4_not_judged,omitempty"`
+	// ThroughputRatio4SpreadCap is those rounds' median cap by the keys'
+	// spread (throughputResult.SpreadCap): the ratio 4 ideal replicas
+	// would reach, where the busiest one's share sets a round's time.
+	ThroughputRatio4SpreadCap *float64 `json:"throughput_ratio_4_spread_cap,omitempty"`
 }
 
 // gateRatio judges ratio by the kshard (or adapter) 4-replica samples
@@ -166,16 +170,14 @@ type ratioGate struct {
 // gate to record.
 func gateRatio(ratio *float64, samples []throughputResult, system string, keep func(throughputResult) bool) (*float64, ratioGate) {
 	var latency, busy []float64
-	for _, t := range samples {
-		if t.System != system || t.Replicas != 4 || t.LatencyMS <= 0 || keep != nil && !keep(t) {
-			continue
-		}
+	for _, t := range ratioSamples(samples, system, keep) {
 		latency = append(latency, t.LatencyMS)
 		if t.cpuMeasured() {
 			busy = append(busy, t.busy())
 		}
 	}
-	g := ratioGate{ThroughputRatio4Measured: ratio, ThroughputRatio4LatencyMS: medianPtr(latency), ThroughputRatio4MachineBusy: medianPtr(busy)}
+	g := ratioGate{ThroughputRatio4Measured: ratio, ThroughputRatio4LatencyMS: medianPtr(latency), ThroughputRatio4MachineBusy: medianPtr(busy),
+		ThroughputRatio4SpreadCap: spreadCap4(samples, system, keep)}
 	switch {
 	case ratio == nil:
 		return nil, ratioGate{}
@@ -187,6 +189,30 @@ func gateRatio(ratio *float64, samples []throughputResult, system string, keep f
 		return ratio, g
 	}
 	return nil, g
+}
+
+// ratioSamples are the latency-bound 4-replica samples of system behind a
+// ratio (those keep accepts; every one when keep is nil).
+func ratioSamples(samples []throughputResult, system string, keep func(throughputResult) bool) []throughputResult {
+	var out []throughputResult
+	for _, t := range samples {
+		if t.System == system && t.Replicas == 4 && t.LatencyMS > 0 && (keep == nil || keep(t)) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// spreadCap4 is the median cap by the keys' spread of the samples behind
+// a 4-replica ratio (ratioSamples); nil when none recorded its shares.
+func spreadCap4(samples []throughputResult, system string, keep func(throughputResult) bool) *float64 {
+	var caps []float64
+	for _, t := range ratioSamples(samples, system, keep) {
+		if c := t.spreadCap(); c > 0 {
+			caps = append(caps, c)
+		}
+	}
+	return medianPtr(caps)
 }
 
 // judgedGoal renders a throughput ratio's goal: not judged (with why) when
@@ -211,8 +237,9 @@ func (g ratioGate) measured(ratio *float64) *float64 {
 	return ratio
 }
 
-// describe is the latency and busy share beside a ratio, " (70 ms, machine
-// 55 % busy)", or "" when neither was recorded.
+// describe is the latency, busy share and cap by the keys' spread beside
+// a ratio, " (70 ms, machine 55 % busy, cap 3.82 by the keys' spread)", or
+// "" when none was recorded.
 func (g ratioGate) describe() string {
 	var parts []string
 	if l := g.ThroughputRatio4LatencyMS; l != nil {
@@ -220,6 +247,9 @@ func (g ratioGate) describe() string {
 	}
 	if b := g.ThroughputRatio4MachineBusy; b != nil {
 		parts = append(parts, fmt.Sprintf("machine %.0f %% busy", 100**b))
+	}
+	if c := g.ThroughputRatio4SpreadCap; c != nil {
+		parts = append(parts, capByTheSpread(*c))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -234,3 +264,7 @@ func (r *results) warnNotJudged(name string, g ratioGate) {
 		r.warnOnce(fmt.Sprintf("%s (%s×) not judged: the machine was %.0f %% busy in the kshard 4-replica rounds (median), at or above %.0f %%", name, f2(g.ThroughputRatio4Measured), 100**g.ThroughputRatio4MachineBusy, 100*busyLimit))
 	}
 }
+
+// capByTheSpread renders a cap by the keys' spread: "cap 3.82 by the
+// keys' spread".
+func capByTheSpread(c float64) string { return fmt.Sprintf("cap %.2f by the keys' spread", c) }

@@ -25,9 +25,22 @@ const baselineName = "controller-runtime"
 
 // params are the benchmark's knobs; RESULTS.md prints them all.
 type params struct {
-	Quick   bool          `json:"quick"`
-	Objects int           `json:"objects"`
-	Latency time.Duration `json:"latency"`
+	Quick bool `json:"quick"`
+	// Objects is W: the objects of the main control plane's capacity
+	// measurement, handoff and failover (phases 3, 4 and 6), and of phase
+	// 8's and phase 10's spread layout's handoff and failover.
+	Objects int `json:"objects"`
+	// ThroughputObjects is how many objects the throughput rounds of
+	// phases 2, 8 and 10 run on (at least Objects): the objects grow to it
+	// before the rounds and shrink back to Objects after them, so that
+	// the other phases keep their counts. A latency-bound round ends when
+	// its busiest replica does, and 2,000 keys split 510/467/477/546 over 4
+	// replicas (r-0..r-3), capping 4 replicas at 3.66× one leader however
+	// fast each is; 4,000 split 1005/962/987/1046, a cap of 3.82
+	// (TestThroughputObjectsOutgrowTheKeysSpread). 0 in files from before
+	// it (their rounds ran on Objects).
+	ThroughputObjects int           `json:"throughput_objects"`
+	Latency           time.Duration `json:"latency"`
 	// ChooseLatency: Latency is chosen from the machine's measured
 	// capacity before the first round (latency.go); set in full runs that
 	// run phase 2, 8 or 10 without -latency.
@@ -105,7 +118,7 @@ type params struct {
 
 func defaultParams(quick bool) params {
 	p := params{
-		Objects: 2000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
+		Objects: 2000, ThroughputObjects: 4000, Latency: 20 * time.Millisecond, Workers: 4, QPS: 1000, Burst: 2000,
 		Phases: map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 10: true}, RestartKills: 5,
 		Rounds: 3, Replicas: []int{1, 2, 4}, AdapterReplicas: []int{1, 2, 4}, WriteReplicas: []int{1, 4}, BaselineReplicas: 2,
 		CeilingWorkers: []int{16, 64}, CeilingDuration: 5 * time.Second, WriteBoundMin: 30 * time.Second,
@@ -120,6 +133,10 @@ func defaultParams(quick bool) params {
 	if quick {
 		p.Quick = true
 		p.Objects, p.ResourceObjects, p.Rounds = 200, 1000, 1
+		// A few more than Objects, so that a smoke run grows the objects
+		// for its throughput rounds and shrinks them back as a full run
+		// does.
+		p.ThroughputObjects = 300
 		p.WriteReplicas = []int{4}
 		// The adapter runs only its 4-replica throughput in a smoke run:
 		// its other phases would add a minute for little news.
@@ -207,7 +224,8 @@ func main() {
 	out := flag.String("out", "", "directory for results.json and RESULTS.md (default e2e/bench in the module); `make charts` draws the charts beside them")
 	reportOnly := flag.Bool("report-only", false, "measure nothing: render RESULTS.md again from the results.json in -out (after a change to the report's text)")
 	resummarise := flag.Bool("summarise", false, "with -report-only, derive results.json's headline figures again from the runs it holds (after a fix to how they are derived)")
-	objects := flag.Int("objects", 0, "objects W for throughput, handoff and failover (default 2000; 200 with -quick)")
+	objects := flag.Int("objects", 0, "objects W: those of the handoff and failover phases and of the capacity measurement (default 2000; 200 with -quick); the throughput rounds run on -throughput-objects")
+	throughputObjects := flag.Int("throughput-objects", 0, "objects the throughput rounds of phases 2, 8 and 10 run on, at least -objects (0: the default, 4000; 300 with -quick): with fewer, the keys' spread over 4 replicas caps their ratio (2,000 objects: 3.66×)")
 	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound phases of 2, 8 and 10 (default: chosen from the machine's measured capacity in a full run, so that 4 replicas' ideal rate stays below half of it; 20ms with -quick)")
 	writeBoundMin := flag.Duration("write-bound-min", -1, "a write-bound throughput run repeats new epochs back to back until this long has passed (default 30s; one pass with -quick)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
@@ -219,7 +237,7 @@ func main() {
 	labelsObjects := flag.String("labels-objects", "", "phase 10's object counts, comma-separated and rising (default 100000; 600 with -quick)")
 	labelsKeepPlace := flag.Bool("labels-keep-place", true, "phase 10's kshard replicas keep their place on a graceful leave (--keep-place-on-leave): their rolling restart moves no partition to a peer")
 	labelsLayouts := flag.String("labels-layouts", "spread,single", "phase 10's object layouts, comma-separated: spread (over -sharded-namespaces namespaces, with the gate-off throughput, handoff and failover) and single (one namespace); a run of one keeps the other's figures from results.json")
-	labelsParts := flag.String("labels-parts", "all", "phase 10's parts: all, or throughput (only the spread layout's throughput rounds: ceiling, latency-bound and write-bound on -objects BenchObjects; the memory rounds, handoff and failover and the single layout are kept from results.json)")
+	labelsParts := flag.String("labels-parts", "all", "phase 10's parts: all, or throughput (only the spread layout's throughput rounds: ceiling, latency-bound and write-bound on -throughput-objects BenchObjects; the memory rounds, handoff and failover and the single layout are kept from results.json)")
 	scaleReplicas := flag.String("scale-replicas", "", "phase 9's fleet sizes, comma-separated and rising (default 3,16,32,64)")
 	scaleObjects := flag.String("scale-objects", "", "phase 9's object counts, comma-separated and rising (default 10000,100000)")
 	shardedFallback := flag.Bool("sharded-fallback", true, "phases 7 and 8 also measure kshard with the feature gate off (never with -quick)")
@@ -244,6 +262,19 @@ func main() {
 		p.Objects = *objects
 		p.ResourceObjects = max(p.ResourceObjects, p.Objects)
 	}
+	switch {
+	case *throughputObjects < 0:
+		fmt.Fprintf(os.Stderr, "bench: -throughput-objects: %d is negative: give a count, or 0 for the default\n", *throughputObjects)
+		os.Exit(2)
+	case *throughputObjects > 0 && *throughputObjects < p.Objects:
+		fmt.Fprintf(os.Stderr, "bench: -throughput-objects %d is below the %d objects of the other phases: the throughput rounds add objects, never run on fewer; give at least %d\n", *throughputObjects, p.Objects, p.Objects)
+		os.Exit(2)
+	case *throughputObjects > 0:
+		p.ThroughputObjects = *throughputObjects
+	}
+	// -objects above the default throughput objects: the rounds run on
+	// -objects.
+	p.ThroughputObjects = max(p.ThroughputObjects, p.Objects)
 	p.Phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

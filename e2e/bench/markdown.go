@@ -102,7 +102,11 @@ func (r *results) parametersSection(p printer) {
 	p("## Parameters")
 	p("")
 	pr := r.Params
-	p("- Objects W: %d ConfigMaps (resources phase: %d). Reconcile = cache read of the object and of an epoch ConfigMap + simulated latency %s + one merge patch of an annotation; a reconcile with nothing to do (annotation current) returns at once. Identical code in both operators.", pr.Objects, pr.ResourceObjects, pr.Latency)
+	tpObjects := ""
+	if n := throughputObjects(r.Throughput.Samples); n != 0 && n != pr.Objects {
+		tpObjects = fmt.Sprintf("throughput rounds: %d; ", n)
+	}
+	p("- Objects W: %d ConfigMaps (%sresources phase: %d). Reconcile = cache read of the object and of an epoch ConfigMap + simulated latency %s + one merge patch of an annotation; a reconcile with nothing to do (annotation current) returns at once. Identical code in both operators.", pr.Objects, tpObjects, pr.ResourceObjects, pr.Latency)
 	r.latencyLine(p)
 	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
@@ -228,6 +232,9 @@ func (r *results) throughputSection(p printer) {
 // throughputTable renders one set of throughput runs under title: the
 // medians per configuration, and every run in a fold.
 func throughputTable(p printer, title string, set throughputSet) {
+	if slices.ContainsFunc(set.Configs, func(c tpSummary) bool { return c.SpreadCap != nil }) {
+		title += " A round lasts until its busiest replica has done its share: the cap beside a ratio is the objects ÷ the busiest replica's (`spread_cap`, median over the rounds), the ratio the fleet would reach if each replica ran at the leader's rate."
+	}
 	p("%s", title)
 	p("")
 	p("| system | replicas (active) | rounds | objects/s median (min–max) | seconds median | ratio to baseline (median of per-round ratios) | ÷ ceiling | machine busy median | operators' CPU ms per object median |")
@@ -237,8 +244,12 @@ func throughputTable(p printer, title string, set throughputSet) {
 		if c.MachineBusy != nil {
 			busy = fmt.Sprintf("%.0f %%", 100**c.MachineBusy)
 		}
+		ratio := f2(c.Ratio)
+		if c.Ratio != nil && c.SpreadCap != nil {
+			ratio += " (" + capByTheSpread(*c.SpreadCap) + ")"
+		}
 		p("| %s | %d (%d) | %d | %.0f (%.0f–%.0f) | %.2f | %s | %s | %s | %s |", c.System, c.Replicas, c.ActiveReplicas, c.Rounds, c.ObjectsPerSec, c.MinObjectsPerS, c.MaxObjectsPerS,
-			c.SecondsMedian, f2(c.Ratio), f2(c.CeilingFraction), busy, f2(c.CPUMsPerObject))
+			c.SecondsMedian, ratio, f2(c.CeilingFraction), busy, f2(c.CPUMsPerObject))
 	}
 	p("")
 	p("<details><summary>every run</summary>")
@@ -263,6 +274,17 @@ func throughputTable(p printer, title string, set throughputSet) {
 	p("")
 	p("</details>")
 	p("")
+}
+
+// throughputObjects is how many objects the throughput runs ran on (the
+// most of any; params.ThroughputObjects in runs that recorded it), 0 when
+// there are none.
+func throughputObjects(samples []throughputResult) int {
+	n := 0
+	for _, t := range samples {
+		n = max(n, t.Objects)
+	}
+	return n
 }
 
 // handoffSection renders phase 3.
@@ -407,15 +429,20 @@ func (r *results) shardedHandoffSection(p printer) {
 		p("")
 		p("## Sharded cache: throughput, handoff and failover (phase 8)")
 		p("")
-		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects spread over %d namespaces, on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run of the same layout), with two epoch layouts: **one epoch** — phase 2's workload, one epoch ConfigMap (in the bench namespace, which every kshard replica caches: `SharedNamespaces`) maps to every object, a new epoch is one write; and **epoch per namespace** — an epoch ConfigMap in each object namespace, a new epoch is one write per namespace, 32 at a time, whose burst competes with the fleet's reconciles at the API server. Shares: each replica's objects and when its last one was seen, from the epoch write. Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
-			r.Params.Objects, r.Params.ShardedNamespaces, samplesLatency(r.Params.Latency, slices.Concat(shardedHandoffRun(r.ShardedHandoff, true).throughputOrNil(), shardedHandoffRun(r.ShardedHandoff, false).throughputOrNil())), shardedHandoffRounds(r.ShardedHandoff), r.Params.ShardedReplicas, r.Params.WriterRate)
+		samples := slices.Concat(shardedHandoffRun(r.ShardedHandoff, true).throughputOrNil(), shardedHandoffRun(r.ShardedHandoff, false).throughputOrNil())
+		tpObjects := ""
+		if n := throughputObjects(samples); n != 0 && n != r.Params.Objects {
+			tpObjects = fmt.Sprintf(" (the throughput rounds on %d)", n)
+		}
+		p("Phases 2-4 again with kshard on `PartitionBy: namespace`, %d objects%s spread over %d namespaces, on control planes of the phase's own. Throughput: kshard at 4 replicas against the controller-runtime leader, %s per reconcile, %d round(s), ratio = median of per-round ratios (gate off: divided by the gate-on control plane's controller-runtime run of the same layout), with two epoch layouts: **one epoch** — phase 2's workload, one epoch ConfigMap (in the bench namespace, which every kshard replica caches: `SharedNamespaces`) maps to every object, a new epoch is one write; and **epoch per namespace** — an epoch ConfigMap in each object namespace, a new epoch is one write per namespace, 32 at a time, whose burst competes with the fleet's reconciles at the API server. Shares: each replica's objects and when its last one was seen, from the epoch write. Handoff and failover: %d replicas (phase 7's fleet), a rolling restart under a writer at %.0f updates/s, then a SIGKILL. Objects listed: every kshard process's `kshard_cache_listed_objects_total` over the rolling restart, ÷ 2 × the ConfigMaps on the control plane (each replica's share moves away at its stop and back at its start; 1.0 lists only what moved, a full cache lists everything at every start: replicas ÷ 2).",
+			r.Params.Objects, tpObjects, r.Params.ShardedNamespaces, samplesLatency(r.Params.Latency, samples), shardedHandoffRounds(r.ShardedHandoff), r.Params.ShardedReplicas, r.Params.WriterRate)
 		p("")
-		p("| gate | kshard cache | 4-replica throughput ratio: one epoch (epoch per namespace) | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
+		p("| gate | kshard cache | 4-replica throughput ratio: one epoch (epoch per namespace); cap by the keys' spread | handoff p99 s | handoff max s | rollout s | objects listed in the rollout (of ConfigMaps) | listed per moved object | failover s |")
 		p("|---|---|---|---|---|---|---|---|---|")
 		for i := range r.ShardedHandoff {
 			hr := &r.ShardedHandoff[i]
 			ms := summariseShardedMoves(hr)
-			p("| %t | %s | %s× (%s×) | %s | %.3f | %.1f | %.0f (%d) | %s | %s |", hr.Gate, hr.CacheMode, f2(ms.ThroughputRatio4), f2(hr.ThroughputRatio4PerNamespace), f3(ms.HandoffP99Seconds), hr.Handoff.Rollout.MaxSeconds, hr.Handoff.RolloutTotal, hr.Handoff.ObjectsListed, hr.ConfigMaps, f2(ms.ListedPerMove), f2(ms.FailoverSeconds))
+			p("| %t | %s | %s× (%s×)%s | %s | %.3f | %.1f | %.0f (%d) | %s | %s |", hr.Gate, hr.CacheMode, f2(ms.ThroughputRatio4), f2(hr.ThroughputRatio4PerNamespace), hr.spreadCaps(), f3(ms.HandoffP99Seconds), hr.Handoff.Rollout.MaxSeconds, hr.Handoff.RolloutTotal, hr.Handoff.ObjectsListed, hr.ConfigMaps, f2(ms.ListedPerMove), f2(ms.FailoverSeconds))
 		}
 		p("")
 		p("| gate | round | epochs | system | replicas | s | objects/s | shares: replica objects (last seen s) |")

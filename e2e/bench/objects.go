@@ -107,6 +107,20 @@ func (c objectClient) patch(ctx context.Context, ns, name string, body []byte) e
 	return err
 }
 
+// delete deletes the object ns/name; one already gone is no error.
+func (c objectClient) delete(ctx context.Context, ns, name string) error {
+	var err error
+	if c.typed != nil {
+		err = c.typed.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	} else {
+		err = c.dyn.Resource(c.kind.GVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // stringMap is m as unstructured content holds it.
 func stringMap(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
@@ -180,6 +194,37 @@ func (b *bench) ensureObjects(ctx context.Context, n int) error {
 			map[string]string{annObserved: "1/" + strconv.Itoa(b.epoch)},
 			map[string]string{genKey: "1", "payload": "benchmark object " + strconv.Itoa(i)})
 	})
+}
+
+// shrinkObjects deletes the objects from n on (those ensureObjects created
+// last) and waits until b's observer, and each of others that watches them
+// too, has seen them go: the throughput rounds run on more objects than
+// the phases after them (params.ThroughputObjects), which keep their
+// counts. No fleet may run meanwhile.
+func (b *bench) shrinkObjects(ctx context.Context, n int, others ...*observer) error {
+	if n >= len(b.gens) {
+		return nil
+	}
+	progress("deleting objects %d to %d: the phases after the throughput rounds run on %d", n, len(b.gens)-1, n)
+	gone := make([]string, 0, len(b.gens)-n)
+	for i := n; i < len(b.gens); i++ {
+		gone = append(gone, b.objectKey(i))
+	}
+	err := parallel(ctx, 32, len(gone), func(ctx context.Context, k int) error {
+		return b.objs.delete(ctx, b.objectNamespace(n+k), objectName(n+k))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the objects beyond %d: %w", n, err)
+	}
+	b.gens = b.gens[:n]
+	wctx, cancel := context.WithTimeout(ctx, b.p.ReadyTimeout)
+	defer cancel()
+	for _, o := range append([]*observer{b.obs}, others...) {
+		if err := o.wait(wctx, func() bool { return !o.holdsAny(gone) }); err != nil {
+			return fmt.Errorf("the harness's watch did not see the %d objects beyond %d deleted: %w", len(gone), n, err)
+		}
+	}
+	return nil
 }
 
 // useEpochs makes the operators started next read one shared epoch

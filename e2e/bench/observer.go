@@ -118,6 +118,7 @@ func (o *observer) run(ctx context.Context, cfg *rest.Config, kind objectKind, n
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.observe(obj) },
 		UpdateFunc: func(_, obj any) { o.observe(obj) },
+		DeleteFunc: func(obj any) { o.forget(obj) },
 	}); err != nil {
 		return closed, err
 	}
@@ -180,6 +181,44 @@ func (o *observer) observe(obj any) {
 	}
 	close(o.changed)
 	o.changed = make(chan struct{})
+}
+
+// forget drops a deleted object (shrinkObjects): it no longer counts at
+// its epoch, nor as labelled. Its share of past epochs stays.
+func (o *observer) forget(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	key := m.GetNamespace() + "/" + m.GetName()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	prev, had := o.objs[key]
+	if !had {
+		return
+	}
+	o.epochCount[prev.epoch]--
+	if prev.labelled {
+		o.labelled--
+	}
+	delete(o.objs, key)
+	delete(o.pending, key)
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// holdsAny reports whether any of keys ("namespace/name") is among the
+// objects seen and not deleted (lock held).
+func (o *observer) holdsAny(keys []string) bool {
+	for _, k := range keys {
+		if _, ok := o.objs[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // replicaShare is what one reconciler did of one epoch: the objects it

@@ -84,6 +84,13 @@ type throughputResult struct {
 	// Shares: each replica's objects and when its last one was seen, from
 	// the last pass's epoch write (the largest share bounds a latency-bound run).
 	Shares []replicaShare `json:"shares,omitempty"`
+	// BusiestShare is the largest share's objects, and SpreadCap the most
+	// this fleet's ratio to one replica can be when a round lasts as long
+	// as its busiest replica's share: Objects ÷ BusiestShare (the keys'
+	// spread over the replicas; 4 replicas ideally 4). Both 0 in files from
+	// before they were recorded: spreadCap derives the cap from Shares.
+	BusiestShare int     `json:"busiest_share,omitempty"`
+	SpreadCap    float64 `json:"spread_cap,omitempty"`
 	// MachineBusy is the share of the machine's CPU time (every core) that
 	// was busy from the epoch write until convergence, every busy column
 	// of /proc/stat. Near 1, the run was bound by the CPU the API server,
@@ -102,6 +109,22 @@ type throughputResult struct {
 	MachineBusyAll  float64 `json:"machine_busy_all,omitempty"`
 	BackgroundBusy  float64 `json:"background_busy,omitempty"`
 	FleetCPUSeconds float64 `json:"fleet_cpu_seconds,omitempty"`
+}
+
+// spreadCap is the run's SpreadCap, derived from its shares in files from
+// before it was recorded; 0 when neither is known.
+func (t throughputResult) spreadCap() float64 {
+	if t.SpreadCap > 0 {
+		return t.SpreadCap
+	}
+	busiest := 0
+	for _, s := range t.Shares {
+		busiest = max(busiest, s.Objects)
+	}
+	if busiest == 0 || t.Objects == 0 {
+		return 0
+	}
+	return float64(t.Objects) / float64(busiest)
 }
 
 // cpuMeasured reports whether the run recorded the machine's and the
@@ -124,6 +147,9 @@ func (t throughputResult) logProgress() {
 	busy := ""
 	if t.cpuMeasured() {
 		busy = fmt.Sprintf("; machine CPU %.0f%% busy, operators %.2f ms CPU per object", 100*t.busy(), t.cpuMsPerObject())
+	}
+	if t.ActiveReplicas > 1 && t.BusiestShare > 0 {
+		busy += fmt.Sprintf("; busiest replica %d of %d objects, a cap of %.2f× by the keys' spread", t.BusiestShare, t.Objects, t.SpreadCap)
 	}
 	progress("  converged in %.2fs: %.0f objects/s (startup %.1fs%s)", t.Seconds, t.ObjectsPerSec, t.StartupSeconds, busy)
 }
@@ -193,6 +219,10 @@ func (b *bench) throughputFor(ctx context.Context, sys *system, n int, latency t
 		res.FleetCPUSeconds = cpu1.fleet - cpu0.fleet
 	}
 	res.Shares = b.obs.shares(epoch, sent)
+	if len(res.Shares) > 0 {
+		res.BusiestShare = res.Shares[0].Objects // largest first
+		res.SpreadCap = res.spreadCap()
+	}
 	if err := f.stopAll(); err != nil {
 		b.warn("%s: %v", f.name, err)
 	}

@@ -12,8 +12,15 @@ import (
 
 // rounds runs phases 1 and 2 in rounds, every configuration once per
 // round, so that load from other tenants of the machine hits all of them
-// alike.
+// alike. Phase 2 runs on p.ThroughputObjects objects, and the phases after
+// it on p.Objects again.
 func (r *benchRun) rounds(ctx context.Context) error {
+	if r.p.Phases[2] {
+		progress("phase 2: creating objects up to %d for the throughput rounds", r.p.ThroughputObjects)
+		if err := r.b.ensureObserved(ctx, r.p.ThroughputObjects); err != nil {
+			return err
+		}
+	}
 	for round := 1; round <= r.p.Rounds; round++ {
 		if r.p.Phases[1] {
 			if err := r.ceilingRound(ctx, round); err != nil {
@@ -26,7 +33,7 @@ func (r *benchRun) rounds(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return r.b.shrinkObjects(ctx, r.p.Objects)
 }
 
 // ceilingRound measures phase 1, the API server's ceiling, at each

@@ -94,6 +94,10 @@ type tpSummary struct {
 	// when not recorded).
 	MachineBusy    *float64 `json:"machine_busy_median,omitempty"`
 	CPUMsPerObject *float64 `json:"cpu_ms_per_object_median,omitempty"`
+	// SpreadCap is the latency-bound rounds' median cap by the keys'
+	// spread (throughputResult.SpreadCap), for more than one active
+	// replica; nil otherwise or when not known.
+	SpreadCap *float64 `json:"spread_cap_median,omitempty"`
 }
 
 func median(v []float64) float64 {
@@ -138,10 +142,13 @@ func summariseSet(set *throughputSet, ceilings map[int]float64) {
 	set.Configs = nil
 	for _, k := range order {
 		g := groups[k]
-		var rates, secs, ratios, fractions, busy, cpu []float64
+		var rates, secs, ratios, fractions, busy, cpu, caps []float64
 		for _, t := range g {
 			if t.cpuMeasured() {
 				busy, cpu = append(busy, t.busy()), append(cpu, t.cpuMsPerObject())
+			}
+			if c := t.spreadCap(); c > 0 && t.LatencyMS > 0 && t.ActiveReplicas > 1 {
+				caps = append(caps, c)
 			}
 			rates = append(rates, t.ObjectsPerSec)
 			secs = append(secs, t.Seconds)
@@ -156,7 +163,7 @@ func summariseSet(set *throughputSet, ceilings map[int]float64) {
 			System: k.system, Replicas: k.replicas, ActiveReplicas: g[0].ActiveReplicas, Rounds: len(g),
 			ObjectsPerSec: median(rates), MinObjectsPerS: slices.Min(rates), MaxObjectsPerS: slices.Max(rates),
 			SecondsMedian: median(secs), Ratio: medianPtr(ratios), CeilingFraction: medianPtr(fractions),
-			MachineBusy: medianPtr(busy), CPUMsPerObject: medianPtr(cpu),
+			MachineBusy: medianPtr(busy), CPUMsPerObject: medianPtr(cpu), SpreadCap: medianPtr(caps),
 		})
 	}
 }
@@ -570,21 +577,29 @@ func (r *results) gateStored() {
 			}
 		}
 	}
-	if s.ThroughputRatio4Measured == nil {
-		s.ThroughputRatio4, s.ratioGate = gateRatio(s.ThroughputRatio4, r.Throughput.Samples, nativeName, nil)
-	}
-	if a := s.Adapter; a != nil && a.ThroughputRatio4Measured == nil {
-		a.ThroughputRatio4, a.ratioGate = gateRatio(a.ThroughputRatio4, r.Throughput.Samples, adapterName, nil)
-	}
-	for gate, sum := range map[bool]*shardedSummary{true: s.Sharded, false: s.ShardedFallback} {
-		if m := shardedHandoffRun(r.ShardedHandoff, gate); m != nil && sum != nil && sum.ThroughputRatio4Measured == nil {
-			sum.ThroughputRatio4, sum.ratioGate = gateRatio(sum.ThroughputRatio4, m.Throughput, nativeName, func(t throughputResult) bool { return t.Epochs == epochsName(true) })
+	// A gate recorded before the cap by the keys' spread was gets it from
+	// the samples' shares.
+	regate := func(ratio **float64, g *ratioGate, samples []throughputResult, system string, keep func(throughputResult) bool) {
+		switch {
+		case g.ThroughputRatio4Measured == nil:
+			*ratio, *g = gateRatio(*ratio, samples, system, keep)
+		case g.ThroughputRatio4SpreadCap == nil:
+			g.ThroughputRatio4SpreadCap = spreadCap4(samples, system, keep)
 		}
 	}
-	if g := s.ShardedGateOff; g != nil && g.ThroughputRatio4Measured == nil && r.Labels != nil {
+	regate(&s.ThroughputRatio4, &s.ratioGate, r.Throughput.Samples, nativeName, nil)
+	if a := s.Adapter; a != nil {
+		regate(&a.ThroughputRatio4, &a.ratioGate, r.Throughput.Samples, adapterName, nil)
+	}
+	for gate, sum := range map[bool]*shardedSummary{true: s.Sharded, false: s.ShardedFallback} {
+		if m := shardedHandoffRun(r.ShardedHandoff, gate); m != nil && sum != nil {
+			regate(&sum.ThroughputRatio4, &sum.ratioGate, m.Throughput, nativeName, func(t throughputResult) bool { return t.Epochs == epochsName(true) })
+		}
+	}
+	if g := s.ShardedGateOff; g != nil && r.Labels != nil {
 		for _, l := range r.Labels.Layouts {
 			if len(l.Throughput.Samples) > 0 {
-				g.ThroughputRatio4, g.ratioGate = gateRatio(g.ThroughputRatio4, l.Throughput.Samples, nativeName, nil)
+				regate(&g.ThroughputRatio4, &g.ratioGate, l.Throughput.Samples, nativeName, nil)
 			}
 		}
 	}
@@ -830,7 +845,7 @@ func labelsThroughput(p printer, pr params, l labelsLayout) {
 		labelling = "the objects labelled with their partition by an untimed kshard fleet before the first round, so that no round measures a first start's labelling"
 	}
 	p("**Throughput** (%s layout's control plane, %d BenchObjects in the bench namespace, kshard at 4 replicas with the gate-free sharded cache; %s): phase 2's workloads, and the ceiling of BenchObject patches from a plain client-go loop before each round (round's best: %s writes/s median).",
-		l.Layout, pr.Objects, labelling, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
+		l.Layout, cmp.Or(throughputObjects(l.Throughput.Samples), pr.Objects), labelling, f2(medianPtr(slices.Collect(maps.Values(ceilingsByRound(l.Ceiling))))))
 	p("")
 	throughputTable(p, fmt.Sprintf("Latency-bound (%s per reconcile), custom resources.", samplesLatency(pr.Latency, l.Throughput.Samples)), l.Throughput)
 	throughputTable(p, fmt.Sprintf("Write-bound (no simulated latency), custom resources: one patch per object; %s. Reported as kshard's rate ÷ controller-runtime's and each fleet's CPU per object.", writeBoundWindow(pr, l.WriteBound)), l.WriteBound)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -20,10 +21,14 @@ import (
 
 // shardedHandoffResult is phase 8 on one control plane.
 type shardedHandoffResult struct {
-	Gate       bool   `json:"feature_gate"`
-	CacheMode  string `json:"cache_mode"` // kshard's: sharded or fallback
-	Objects    int    `json:"objects"`
-	Namespaces int    `json:"namespaces"`
+	Gate      bool   `json:"feature_gate"`
+	CacheMode string `json:"cache_mode"` // kshard's: sharded or fallback
+	// Objects is the handoff's and failover's objects, ThroughputObjects
+	// the throughput rounds' (params.ThroughputObjects; 0 in files from
+	// before it, whose rounds ran on Objects).
+	Objects           int `json:"objects"`
+	ThroughputObjects int `json:"throughput_objects,omitempty"`
+	Namespaces        int `json:"namespaces"`
 	// Throughput holds, per round and per epoch layout, the
 	// controller-runtime run (gate on only: it ignores the gate) and
 	// kshard's 4-replica run.
@@ -70,7 +75,7 @@ func (b *bench) shardedHandoffPhase(ctx context.Context, kshard, baseline *syste
 // gate. crRates are the controller-runtime rates to divide by when it does
 // not run here (gate off); it returns the rates it measured.
 func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, gate bool, crRates map[epochRound]float64) (shardedHandoffResult, map[epochRound]float64, error) {
-	res := shardedHandoffResult{Gate: gate, Objects: b.p.Objects, Namespaces: b.p.ShardedNamespaces, CacheMode: "sharded"}
+	res := shardedHandoffResult{Gate: gate, Objects: b.p.Objects, ThroughputObjects: b.p.ThroughputObjects, Namespaces: b.p.ShardedNamespaces, CacheMode: "sharded"}
 	if !gate {
 		res.CacheMode = "fallback"
 	}
@@ -86,11 +91,8 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	if err != nil {
 		return res, nil, err
 	}
-	progress("phase 8: %d objects over %d namespaces (feature gate %t)", b.p.Objects, sb.spread, gate)
-	if err := sb.ensureObjects(ctx, b.p.Objects); err != nil {
-		return res, nil, err
-	}
-	if err := sb.obs.wait(ctx, func() bool { return len(sb.obs.objs) >= b.p.Objects }); err != nil {
+	progress("phase 8: %d objects over %d namespaces for the throughput rounds (feature gate %t)", b.p.ThroughputObjects, sb.spread, gate)
+	if err := sb.ensureObserved(ctx, b.p.ThroughputObjects); err != nil {
 		return res, nil, err
 	}
 
@@ -140,7 +142,11 @@ func (b *bench) shardedHandoffOn(ctx context.Context, kshard, baseline *system, 
 	res.ThroughputRatio4 = medianPtr(ratios[true])
 	res.ThroughputRatio4PerNamespace = medianPtr(ratios[false])
 
-	// The handoff and failover read the epochs of their namespaces.
+	// The handoff and failover run on b.p.Objects, and read the epochs of
+	// their namespaces.
+	if err := sb.shrinkObjects(ctx, b.p.Objects); err != nil {
+		return res, nil, err
+	}
 	if err := sb.useEpochs(ctx, false); err != nil {
 		return res, nil, err
 	}
@@ -226,6 +232,23 @@ func shardedHandoffRounds(hrs []shardedHandoffResult) int {
 		}
 	}
 	return n
+}
+
+// spreadCaps renders beside r's ratios the caps by the keys' spread of
+// its kshard rounds, one epoch (epoch per namespace), once when they
+// agree: "; cap 3.97"; "" when its samples recorded no shares.
+func (r *shardedHandoffResult) spreadCaps() string {
+	byLayout := func(shared bool) *float64 {
+		return spreadCap4(r.Throughput, nativeName, func(t throughputResult) bool { return t.Epochs == epochsName(shared) })
+	}
+	one, each := byLayout(true), byLayout(false)
+	switch {
+	case one == nil && each == nil:
+		return ""
+	case one != nil && each != nil && f2(one) != f2(each):
+		return fmt.Sprintf("; cap %s (%s)", f2(one), f2(each))
+	}
+	return "; cap " + f2(cmp.Or(one, each))
 }
 
 // throughputOrNil is r's throughput runs, none when r is nil.
