@@ -42,9 +42,6 @@ func New(n int, active bool) *Gate {
 	return g
 }
 
-// count is the number of partitions.
-func (g *Gate) count() int { return len(g.words) }
-
 // Active reports whether p admits work. Out-of-range partitions never do.
 func (g *Gate) Active(p int) bool {
 	if uint(p) >= uint(len(g.words)) {
