@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ type fleet struct {
 	sys      *system
 	name     string
 	latency  time.Duration
+	workers  int
 	ids      []string
 	replicas map[string]*replica
 	// withPods runs each replica in a Pod object whose kubelet the bench
@@ -91,15 +93,24 @@ func (f *fleet) partitionStates(ctx context.Context) string {
 	return "partitions by state: " + strings.Join(out, "; ")
 }
 
-// newFleet is an empty fleet of sys named after scenario.
-func (b *bench) newFleet(sys *system, scenario string, latency time.Duration) *fleet {
-	return &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: latency, replicas: map[string]*replica{}}
+// fleetSpec is how a fleet's replicas reconcile: the simulated latency,
+// the workers per replica (0: params.Workers) and whether each runs in a
+// Pod object (phase 6).
+type fleetSpec struct {
+	latency  time.Duration
+	workers  int
+	withPods bool
 }
 
-// startFleet starts n replicas of sys reconciling with latency.
-func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Duration, withPods ...bool) (*fleet, error) {
-	f := b.newFleet(sys, scenario, latency)
-	f.withPods = len(withPods) > 0 && withPods[0]
+// newFleet is an empty fleet of sys named after scenario.
+func (b *bench) newFleet(sys *system, scenario string, spec fleetSpec) *fleet {
+	return &fleet{b: b, sys: sys, name: fmt.Sprintf("%s-%s", sys.short, scenario), latency: spec.latency,
+		workers: cmp.Or(spec.workers, b.p.Workers), withPods: spec.withPods, replicas: map[string]*replica{}}
+}
+
+// startFleet starts n replicas of sys, one after the other, as spec says.
+func (b *bench) startFleet(sys *system, scenario string, n int, spec fleetSpec) (*fleet, error) {
+	f := b.newFleet(sys, scenario, spec)
 	for i := range n {
 		id := fmt.Sprintf("r-%d", i)
 		f.ids = append(f.ids, id)
@@ -115,7 +126,7 @@ func (b *bench) startFleet(sys *system, scenario string, n int, latency time.Dur
 // StatefulSet with podManagementPolicy Parallel (deploy/statefulset.yaml) or
 // of a Deployment start, rather than one after the other as startFleet does.
 func (b *bench) startFleetTogether(sys *system, scenario string, n int) (*fleet, error) {
-	f := b.newFleet(sys, scenario, 0)
+	f := b.newFleet(sys, scenario, fleetSpec{})
 	started := make([]*replica, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -159,7 +170,7 @@ func (f *fleet) launch(id string) (*replica, error) {
 		"--name=" + ring,
 		"--namespace=" + f.b.ns,
 		"--latency=" + f.latency.String(),
-		"--workers=" + strconv.Itoa(p.Workers),
+		"--workers=" + strconv.Itoa(f.workers),
 		"--qps=" + strconv.FormatFloat(p.QPS, 'f', -1, 64),
 		"--burst=" + strconv.Itoa(p.Burst),
 		"--lease-duration=" + p.LeaseDuration.String(),

@@ -359,7 +359,7 @@ func (b *bench) labelFirst(ctx context.Context, kshard *system) error {
 	progress("phase 10: labelling the %d throughput objects first (untimed)", n)
 	b.fleetArgs = labelsArgs
 	const replicas = 4
-	f, err := b.startFleet(kshard, "labels-prelabel", replicas, 0)
+	f, err := b.startFleet(kshard, "labels-prelabel", replicas, fleetSpec{})
 	if err != nil {
 		return err
 	}
@@ -423,7 +423,7 @@ func (b *bench) firstStart(ctx context.Context, kshard *system, total int) (firs
 		return fs, err
 	}
 	start := time.Now()
-	f, err := b.startFleet(kshard, fmt.Sprintf("labels-first-%d", total), fs.Replicas, 0)
+	f, err := b.startFleet(kshard, fmt.Sprintf("labels-first-%d", total), fs.Replicas, fleetSpec{})
 	if err != nil {
 		return fs, err
 	}

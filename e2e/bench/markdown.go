@@ -108,13 +108,22 @@ func (r *results) parametersSection(p printer) {
 	}
 	p("- Objects W: %d ConfigMaps (%sresources phase: %d). Reconcile = cache read of the object and of an epoch ConfigMap + simulated latency %s + one merge patch of an annotation; a reconcile with nothing to do (annotation current) returns at once. Identical code in both operators.", pr.Objects, tpObjects, pr.ResourceObjects, pr.Latency)
 	r.latencyLine(p)
-	p("- Workers: %d per replica (MaxConcurrentReconciles). Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, pr.QPS, pr.Burst)
+	p("- Workers: %d per replica (MaxConcurrentReconciles)%s. Client QPS/Burst: %.0f/%d on both systems (the ceiling loop runs unlimited).", pr.Workers, throughputWorkersNote(pr), pr.QPS, pr.Burst)
 	p("- Baseline: controller-runtime, %d replicas, leader election on (1 active), ReleaseOnCancel on.", pr.BaselineReplicas)
 	p("- Leases (both systems): LeaseDuration %s, RenewDeadline %s, renew/retry period %s. kshard DrainGracePeriod %s, P=271.", pr.LeaseDuration, pr.RenewDeadline, pr.RenewPeriod, pr.DrainGrace)
 	p("- Throughput is timed from the epoch write until the harness's watch has seen every object's annotation for that epoch; replicas are started, formed (kshard: all 271 partitions active; baseline: one leader) and idle before the write. Each run also says how busy the machine's CPU was over that window (every core, from /proc/stat: near 100 %% the run was bound by the CPU that the API server, etcd, the harness and the operators share, not by the simulated latency) and the operator processes' CPU time in it per object. Machine busy counts niced work too, shown apart as \"niced\" (`background_busy`): it does not yield the CPU to the benchmark on this machine.")
-	p("- Handoff: %d replicas each, writer bumping one object every %.0f ms; rolling restart highest identity first (SIGTERM, wait exit, start, wait formed). Delay = update sent → harness sees its reconcile.", pr.HandoffReplicas, 1000/pr.WriterRate)
+	p("- Handoff: %d replicas each at %s per reconcile, writer bumping one object every %.0f ms; rolling restart highest identity first (SIGTERM, wait exit, start, wait formed). Delay = update sent → harness sees its reconcile.", pr.HandoffReplicas, cmp.Or(pr.HandoffLatency, pr.Latency), 1000/pr.WriterRate)
 	p("- Failover: %d replicas; SIGKILL the process that last reconciled the key, then update the key; time from the kill until its reconcile is seen.", pr.HandoffReplicas)
 	p("- Resources: %d replicas each at %d objects, one write-bound pass over all, then a %s steady-state window; API requests from apiserver_request_total (resource requests only).", pr.ResourceReplicas, pr.ResourceObjects, pr.SteadyWindow)
+}
+
+// throughputWorkersNote says how many workers the latency-bound rounds
+// had, when not Workers.
+func throughputWorkersNote(pr params) string {
+	if pr.throughputWorkers() == pr.Workers {
+		return ""
+	}
+	return fmt.Sprintf("; %d in the latency-bound rounds of phases 2, 8 and 10, at a latency chosen for them: the same ideal rate as fewer workers at a shorter latency, with one patch's round trip a smaller part of each reconcile", pr.ThroughputWorkers)
 }
 
 // latencyLine says at which latency the latency-bound phases ran and how
@@ -127,13 +136,13 @@ func (r *results) latencyLine(p printer) {
 	case lc.Source == latencyFromCapacity:
 		var checks []string
 		for _, c := range lc.Checks {
-			below := "below"
-			if !c.BelowHalfOfTheCapacity {
-				below = "**not below**"
+			below := "within it"
+			if !c.WithinShare {
+				below = "**above it**"
 			}
 			checks = append(checks, fmt.Sprintf("phase %s 4 × %.0f = %.0f/s, %s", c.Phase, c.LeaderObjectsPerSec, c.FourLeaders, below))
 		}
-		p("- Latency %s, chosen before the first round from the machine's capacity, %.0f objects/s (not part of any ratio): %s. After the runs, 4 × the leader's median latency-bound rate against half of it: %s.",
+		p("- Latency %s, chosen before the first round from the machine's capacity, %.0f objects/s (not part of any ratio): %s. After the runs, 4 × the leader's median latency-bound rate against a third of it: %s.",
 			lc.Latency, lc.CapacityObjectsPerSec, lc.Rule, cmp.Or(strings.Join(checks, "; "), "not measured"))
 	default:
 		p("- Latency %s, %s.", lc.Latency, lc.Source)
@@ -223,7 +232,8 @@ func (r *results) throughputSection(p printer) {
 	p("## 2. Throughput")
 	p("")
 	lat := samplesLatency(pr.Latency, r.Throughput.Samples)
-	throughputTable(p, fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", lat, pr.Workers, lat, float64(pr.Workers)/lat.Seconds()), r.Throughput)
+	w := pr.throughputWorkers()
+	throughputTable(p, fmt.Sprintf("Latency-bound (%s per reconcile). Ideal for one active replica: %d workers ÷ %s = %.0f objects/s.", lat, w, lat, float64(w)/lat.Seconds()), r.Throughput)
 	throughputTable(p, fmt.Sprintf("Write-bound (no simulated latency): one patch per object; %s. Full caches: every replica decodes every event on the same cores, so these are reported, not judged.", writeBoundWindow(pr, r.WriteBound)), r.WriteBound)
 	p("![Latency-bound throughput: objects/s per replica count for controller-runtime's leader, kshard and the adapter, against n × the leader; phase 8's sharded-cache runs at 4 replicas beside them](throughput.png)")
 	p("")

@@ -79,6 +79,10 @@ type throughputResult struct {
 	// write-bound run repeats them for p.WriteBoundMin; before that was
 	// recorded, 0: one pass). ObjectsPerSec is Objects × Passes ÷ Seconds.
 	Passes int `json:"passes,omitempty"`
+	// Workers per replica (params.ThroughputWorkers in a latency-bound
+	// run, params.Workers in a write-bound one); 0 in files from before it
+	// was recorded (then params.Workers, 4).
+	Workers int `json:"workers,omitempty"`
 	// Epochs is phase 8's epoch layout: "one epoch" or "epoch per namespace".
 	Epochs string `json:"epochs,omitempty"`
 	// Shares: each replica's objects and when its last one was seen, from
@@ -169,14 +173,20 @@ func (b *bench) throughput(ctx context.Context, sys *system, n int, latency time
 // throughputFor is throughput with passes repeated until minWindow has
 // passed since the first epoch write (at least one). The rate is every
 // object reconciled ÷ the whole window; the machine's and the fleet's CPU
-// are over the whole window too.
+// are over the whole window too. A latency-bound run has
+// params.ThroughputWorkers workers per replica, a write-bound one
+// params.Workers.
 func (b *bench) throughputFor(ctx context.Context, sys *system, n int, latency time.Duration, scenario string, minWindow time.Duration) (throughputResult, error) {
-	res := throughputResult{System: sys.name, Replicas: n, ActiveReplicas: n, LatencyMS: float64(latency) / float64(time.Millisecond), Objects: len(b.gens)}
+	workers := b.p.Workers
+	if latency > 0 {
+		workers = b.p.throughputWorkers()
+	}
+	res := throughputResult{System: sys.name, Replicas: n, ActiveReplicas: n, LatencyMS: float64(latency) / float64(time.Millisecond), Objects: len(b.gens), Workers: workers}
 	if !sys.kshard {
 		res.ActiveReplicas = 1
 	}
 	start := time.Now()
-	f, err := b.startSettled(ctx, sys, scenario, n, latency)
+	f, err := b.startSettled(ctx, sys, scenario, n, fleetSpec{latency: latency, workers: workers})
 	if err != nil {
 		return res, err
 	}
@@ -195,7 +205,7 @@ func (b *bench) throughputFor(ctx context.Context, sys *system, n int, latency t
 			progress("    epoch written in %.2fs", time.Since(sent).Seconds())
 		}
 		// Generous bound: ten times the ideal time of one active replica.
-		ideal := time.Duration(len(b.gens)) * (latency + 2*time.Millisecond) / time.Duration(b.p.Workers)
+		ideal := time.Duration(len(b.gens)) * (latency + 2*time.Millisecond) / time.Duration(workers)
 		wctx, cancel := context.WithTimeout(ctx, 10*ideal+2*time.Minute)
 		at, err = b.obs.waitEpoch(wctx, epoch, len(b.gens))
 		cancel()
@@ -280,7 +290,7 @@ type handoffResult struct {
 // rolls), and times each update until its reconcile is seen.
 func (b *bench) handoff(ctx context.Context, sys *system, n int) (handoffResult, error) {
 	res := handoffResult{System: sys.name, Replicas: n}
-	f, err := b.startSettled(ctx, sys, "handoff", n, b.p.Latency)
+	f, err := b.startSettled(ctx, sys, "handoff", n, fleetSpec{latency: b.p.HandoffLatency})
 	if err != nil {
 		return res, err
 	}
@@ -378,7 +388,7 @@ type failoverResult struct {
 
 func (b *bench) failover(ctx context.Context, sys *system, n int) (failoverResult, error) {
 	res := failoverResult{System: sys.name, Replicas: n, Key: objectName(0)}
-	f, err := b.startSettled(ctx, sys, "failover", n, b.p.Latency)
+	f, err := b.startSettled(ctx, sys, "failover", n, fleetSpec{latency: b.p.HandoffLatency})
 	if err != nil {
 		return res, err
 	}
@@ -442,7 +452,7 @@ type resourceResult struct {
 func (b *bench) resources(ctx context.Context, sys *system, n int) (resourceResult, error) {
 	res := resourceResult{System: sys.name, Replicas: n, Objects: len(b.gens)}
 	start := time.Now()
-	f, err := b.startSettled(ctx, sys, "resources", n, 0)
+	f, err := b.startSettled(ctx, sys, "resources", n, fleetSpec{})
 	if err != nil {
 		return res, err
 	}
@@ -554,16 +564,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// startSettled starts a fleet and waits until it has reconciled every object
-// and gone quiet; on failure it kills the fleet and returns the error.
-func (b *bench) startSettled(ctx context.Context, sys *system, scenario string, n int, latency time.Duration) (*fleet, error) {
-	return b.startSettledWith(ctx, sys, scenario, n, latency, false)
-}
-
-// startSettledWith is startSettled, with the replicas in Pod objects when
-// withPods is set (phase 6).
-func (b *bench) startSettledWith(ctx context.Context, sys *system, scenario string, n int, latency time.Duration, withPods bool) (*fleet, error) {
-	f, err := b.startFleet(sys, scenario, n, latency, withPods)
+// startSettled starts a fleet as spec says and waits until it has
+// reconciled every object and gone quiet; on failure it kills the fleet and
+// returns the error.
+func (b *bench) startSettled(ctx context.Context, sys *system, scenario string, n int, spec fleetSpec) (*fleet, error) {
+	f, err := b.startFleet(sys, scenario, n, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (b *bench) restartFailover(ctx context.Context, sys *system, n, kills int) 
 	if err := b.ensureServiceAccount(ctx); err != nil {
 		return res, err
 	}
-	f, err := b.startSettledWith(ctx, sys, "restart", n, b.p.Latency, true)
+	f, err := b.startSettled(ctx, sys, "restart", n, fleetSpec{latency: b.p.HandoffLatency, withPods: true})
 	if err != nil {
 		return res, err
 	}

@@ -231,7 +231,7 @@ func (b *bench) formedOnce(ctx context.Context, sys *system, staggered bool) (fl
 	var f *fleet
 	var err error
 	if staggered {
-		f, err = b.startFleet(sys, "scale-formed", 2, 0)
+		f, err = b.startFleet(sys, "scale-formed", 2, fleetSpec{})
 	} else {
 		f, err = b.startFleetTogether(sys, "scale-formed", 2)
 	}
@@ -284,7 +284,7 @@ func (b *bench) scaleRun(ctx context.Context, kshard *system, n, objects int) (s
 	defer func() { b.fleetArgs = nil }()
 	progress("phase 9: %d replicas, %d objects, %d partitions, LeaseDuration %s", n, objects, b.p.ScalePartitions, b.p.LeaseDuration)
 	start := time.Now()
-	f, err := b.startFleet(kshard, name, n, 0)
+	f, err := b.startFleet(kshard, name, n, fleetSpec{})
 	if err != nil {
 		return res, err
 	}

@@ -334,7 +334,7 @@ func (b *bench) measureResources(ctx context.Context, sys *system, n int, spec r
 	b.fleetArgs = append([]string{"--all-namespaces"}, spec.args...)
 	defer func() { b.fleetArgs = nil }()
 	start := time.Now()
-	f, err := b.startFleet(sys, spec.scenario, res.Replicas, 0)
+	f, err := b.startFleet(sys, spec.scenario, res.Replicas, fleetSpec{})
 	if err != nil {
 		return res, err
 	}
