@@ -37,7 +37,8 @@ log "recorded workload Ready in $((SECONDS - t)) s"
 "$bin/driver" write -namespace kshard-e2e -records "$RECORDS" 2> >(tee "$bin/writer.log" >&2) &
 writer=$!
 trap 'kill -TERM "$writer" 2>/dev/null || true; rm -rf "$bin"' EXIT
-until grep -q "ConfigMaps created" "$bin/writer.log"; do
+# -s: the writer may not have opened its log yet.
+until grep -qs "ConfigMaps created" "$bin/writer.log"; do
   kill -0 "$writer" 2>/dev/null || die "the writer exited before creating its ConfigMaps"
   sleep 0.2
 done
