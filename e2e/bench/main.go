@@ -59,8 +59,9 @@ type params struct {
 	// workers and 50 ms it took 4 replicas' ratio to the leader from the
 	// keys' cap of 3.82 to 3.2 in key mode.
 	ThroughputWorkers int `json:"throughput_workers_per_replica,omitempty"`
-	// HandoffLatency is the simulated latency of phases 3, 4 and 6 (handoff,
-	// failover, restart in place), which measure delays, not rates: fixed,
+	// HandoffLatency is the simulated latency of the handoff, failover and
+	// restart-in-place runs (phases 3, 4 and 6, and phase 8's and 10's
+	// handoff and failover), which measure delays, not rates: fixed,
 	// not chosen from the capacity (0 in files from before it: Latency).
 	HandoffLatency   time.Duration `json:"handoff_latency,omitempty"`
 	QPS              float64       `json:"client_qps"`
@@ -247,7 +248,7 @@ func main() {
 	resummarise := flag.Bool("summarise", false, "with -report-only, derive results.json's headline figures again from the runs it holds (after a fix to how they are derived)")
 	objects := flag.Int("objects", 0, "objects W: those of the handoff and failover phases and of the capacity measurement (default 2000; 200 with -quick); the throughput rounds run on -throughput-objects")
 	throughputObjects := flag.Int("throughput-objects", 0, "objects the throughput rounds of phases 2, 8 and 10 run on, at least -objects (0: the default, 4000; 300 with -quick): with fewer, the keys' spread over 4 replicas caps their ratio (2,000 objects: 3.66×)")
-	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound rounds of phases 2, 8 and 10 (default: chosen from the machine's measured capacity in a full run, so that 4 replicas' ideal rate is at most a third of it; 20ms with -quick); phases 3, 4 and 6 run at 20ms")
+	latency := flag.Duration("latency", 0, "simulated latency per reconcile in the latency-bound rounds of phases 2, 8 and 10 (default: chosen from the machine's measured capacity in a full run, so that 4 replicas' ideal rate is at most a third of it; 20ms with -quick); the handoff, failover and restart-in-place runs (phases 3, 4, 6 and those of 8 and 10) run at 20ms")
 	throughputWorkers := flag.Int("throughput-workers", 0, "workers per replica in the latency-bound rounds of phases 2, 8 and 10 (default 16; 4 with -quick); the other runs have 4")
 	writeBoundMin := flag.Duration("write-bound-min", -1, "a write-bound throughput run repeats new epochs back to back until this long has passed (default 30s; one pass with -quick)")
 	rounds := flag.Int("rounds", 0, "rounds of phases 1 and 2, each configuration once per round; medians are reported (default 3; 1 with -quick)")
